@@ -1,0 +1,34 @@
+# Every target works on a fresh clone: node_modules is installed on first use.
+.PHONY: all deps proto build test run bench clean
+
+all: build
+
+node_modules/.package-lock.json: package.json
+	npm install --no-audit --no-fund
+	@touch $@
+
+deps: node_modules/.package-lock.json
+
+proto: deps
+	bash api/generate.sh
+
+build: deps
+	npx tsc -p tsconfig.json
+
+# The test command of the README and of .ci/run: type-check everything, build the programs the
+# end-to-end tests start, then run Jest with a JSON summary for CI.
+test: build
+	npx tsc -p tsconfig.test.json
+	npx jest --ci --json --outputFile=test-results.json
+
+# Start the service on the embedded memory store with the bundled example config.
+run: build
+	BACKEND_TYPE=memory RUNTIME_ROOT=examples/runtime RUNTIME_SUBDIRECTORY=ratelimit \
+	RUNTIME_APPDIRECTORY=config RUNTIME_WATCH_ROOT=false USE_STATSD=false LOG_LEVEL=info \
+	node dist/src/cli/ratelimit.js
+
+bench: build
+	bash bench/run.sh
+
+clean:
+	rm -rf dist test-results.json

@@ -1,0 +1,28 @@
+/**
+ * The one seam between the decision pipeline and a counter store (memory, Redis, Memcached). A
+ * store applies a whole request's keys in one round trip and returns the counts after the
+ * increment; statuses are computed once, by the limiter, for every store.
+ */
+import type { RateLimitRule } from '../config/types';
+
+export interface CounterOp {
+  /** The full cache key (prefix, domain, entries, window start). */
+  readonly key: string;
+  /** How much to add (the hits_addend; may be 0 for a check-only descriptor). */
+  readonly hits: number;
+  /** Window length in seconds (the unit's divider); also the base of the key's expiry. */
+  readonly windowSeconds: number;
+  /** The rule being counted, so a store can apply a per-rule algorithm atomically. */
+  readonly rule: RateLimitRule;
+}
+
+export interface CounterStore {
+  /** Short name for logs and health (`memory`, `redis`, `memcache`). */
+  readonly kind: string;
+  /** Adds each op's hits to its key and resolves to the counts after the increment, in order. */
+  increment(ops: readonly CounterOp[], nowMs: number): Promise<number[]>;
+  /** Whether the store can currently serve (health checks). */
+  isHealthy(): boolean;
+  /** Releases connections and timers. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,52 @@
+/**
+ * The immutable config snapshot: what the decision pipeline reads. Built from YAML files or xDS
+ * RateLimitConfig resources by the same loader; a request reads one snapshot start to end.
+ */
+import type { RuleStats } from '../stats/store';
+import type { Descriptor, JsonObject } from '../limiter/types';
+
+/** A matched rule, as upstream's config.RateLimit. Shared (never mutated) unless request-specific. */
+export interface RateLimitRule {
+  /** The stats key ("FullKey"), e.g. `domain.key_value.subkey`. */
+  readonly fullKey: string;
+  readonly stats: RuleStats;
+  /** Limit as reported in DescriptorStatus.current_limit. `unit` is an RLS Unit number. */
+  readonly limit: { readonly name: string; readonly requestsPerUnit: number; readonly unit: number };
+  readonly unlimited: boolean;
+  readonly shadowMode: boolean;
+  readonly quotaMode: boolean;
+  /** Names this rule replaces (rate_limit.replaces[].name). */
+  readonly replaces: readonly string[];
+  /** YAML `metadata` of the matched node, as a Struct-compatible object. */
+  readonly metadata?: JsonObject | undefined;
+  /**
+   * share_threshold: for entry index i, the wildcard value pattern (e.g. `files/*`) that replaces
+   * the request value in the cache key; undefined when no entry uses share_threshold.
+   */
+  readonly shareThresholdKeyPattern?: readonly (string | undefined)[] | undefined;
+  /** True for a RateLimitOverride from the request (never matched against config). */
+  readonly isOverride: boolean;
+}
+
+export interface RateLimitConfig {
+  /**
+   * Upstream GetLimit: the rule for one descriptor of a request to `domain`, or undefined when
+   * nothing matches (or the domain is unknown, which also counts `<domain>.domain_not_found`).
+   */
+  getLimit(domain: string, descriptor: Descriptor): RateLimitRule | undefined;
+  /** `/rlconfig`: one line per rule, `<FullKey>: unit=<UNIT> requests_per_unit=<N>, shadow_mode: <b>, quota_mode: <b>`. */
+  dump(): string;
+  /** Number of loaded domains (health with HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED). */
+  readonly domainCount: number;
+}
+
+/** A config source document: the name prefixes every error message (`<name>: <message>`). */
+export interface ConfigFile {
+  readonly name: string;
+  readonly content: string;
+}
+
+/** A config that failed to load; its message is upstream's exact `<name>: <message>` text. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}

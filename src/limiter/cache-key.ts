@@ -1,0 +1,35 @@
+/**
+ * Cache keys byte-identical to upstream (`src/limiter/cache_key.go`), so a Go instance and this
+ * service can share one Redis during a migration:
+ *   PREFIX + domain + "_" + Σ (key + "_" + value + "_") + windowStart
+ */
+import type { RateLimitRule } from '../config/types';
+import type { Descriptor } from './types';
+
+export function windowStart(nowSeconds: number, divider: number): number {
+  return Math.floor(nowSeconds / divider) * divider;
+}
+
+export function cacheKey(
+  prefix: string,
+  domain: string,
+  descriptor: Descriptor,
+  rule: RateLimitRule,
+  nowSeconds: number,
+  divider: number,
+): string {
+  let k = prefix + domain + '_';
+  const entries = descriptor.entries;
+  const share = rule.shareThresholdKeyPattern;
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
+    const shared = share === undefined ? undefined : share[i];
+    k += e.key + '_' + (shared !== undefined && shared !== '' ? shared : e.value) + '_';
+  }
+  return k + windowStart(nowSeconds, divider);
+}
+
+/** Seconds until the window of `divider` resets (upstream CalculateReset): 1..divider. */
+export function secondsUntilReset(nowSeconds: number, divider: number): number {
+  return divider - (nowSeconds % divider);
+}

@@ -1,0 +1,298 @@
+/**
+ * The one decision function shared by gRPC, /json and the runner (upstream
+ * `service/ratelimit.go` + `DoLimit`): validate, match, build keys, consult the local over-limit
+ * cache, increment in the counter store in one round trip, compute statuses, aggregate.
+ */
+import type { RateLimitConfig, RateLimitRule } from '../config/types';
+import type { CounterOp, CounterStore } from '../backends/types';
+import type { Counter, StatsStore } from '../stats/store';
+import type { Clock } from './clock';
+import { cacheKey } from './cache-key';
+import type { LocalCache } from './local-cache';
+import { counterStatus, localCacheOverLimitStatus, okStatus } from './status';
+import {
+  Code,
+  type Descriptor,
+  type DescriptorStatus,
+  type HeaderValue,
+  type JsonObject,
+  type JsonValue,
+  type RateLimitRequest,
+  type RateLimitResponse,
+  ServiceError,
+  StoreError,
+  UNIT_NAMES,
+  unitToDivider,
+} from './types';
+
+/** Flags upstream re-reads from the environment at every config load; they travel with it. */
+export interface ServiceFlags {
+  readonly shadowMode: boolean;
+  readonly quotaMode: boolean;
+  readonly responseDynamicMetadata: boolean;
+  readonly responseHeadersEnabled: boolean;
+  readonly limitHeader: string;
+  readonly remainingHeader: string;
+  readonly resetHeader: string;
+}
+
+/** What one request reads: a config and its flags, swapped together. */
+export interface ConfigSnapshot {
+  readonly config: RateLimitConfig;
+  readonly flags: ServiceFlags;
+}
+
+export interface RateLimitServiceOptions {
+  store: CounterStore;
+  snapshot: () => ConfigSnapshot | undefined;
+  stats: StatsStore;
+  clock: Clock;
+  nearLimitRatio: number;
+  cacheKeyPrefix: string;
+  localCache?: LocalCache | undefined;
+}
+
+export const MAX_UINT32 = 4294967295;
+
+export class RateLimitService {
+  private readonly store: CounterStore;
+  private readonly stats: StatsStore;
+  private readonly serviceError: Counter;
+  private readonly storeError: Counter;
+  private readonly globalShadowMode: Counter;
+
+  constructor(private readonly opts: RateLimitServiceOptions) {
+    this.store = opts.store;
+    this.stats = opts.stats;
+    this.serviceError = this.stats.counter('ratelimit.service.call.should_rate_limit.service_error');
+    this.storeError = this.stats.counter('ratelimit.service.call.should_rate_limit.redis_error');
+    this.globalShadowMode = this.stats.counter('ratelimit.service.global_shadow_mode');
+  }
+
+  /** Decides one request. Rejects with ServiceError or StoreError, each counted as upstream does. */
+  async shouldRateLimit(request: RateLimitRequest): Promise<RateLimitResponse> {
+    try {
+      return await this.decide(request);
+    } catch (err) {
+      if (err instanceof StoreError) this.storeError.inc();
+      else this.serviceError.inc();
+      throw err;
+    }
+  }
+
+  private async decide(request: RateLimitRequest): Promise<RateLimitResponse> {
+    if (request.domain === '') throw new ServiceError('rate limit domain must not be empty');
+    const descriptors = request.descriptors;
+    const n = descriptors.length;
+    if (n === 0) throw new ServiceError('rate limit descriptor list must not be empty');
+    const snapshot = this.opts.snapshot();
+    if (snapshot === undefined) throw new ServiceError('no rate limit configuration loaded');
+    const { config, flags } = snapshot;
+    const domain = request.domain;
+
+    // Match every descriptor; unlimited and replaced rules leave no limit to count.
+    const rules = new Array<RateLimitRule | undefined>(n);
+    let unlimited: boolean[] | undefined;
+    let replacing: Set<string> | undefined;
+    for (let i = 0; i < n; i++) {
+      let rule = config.getLimit(domain, descriptors[i]!);
+      if (rule !== undefined) {
+        if (rule.replaces.length > 0) {
+          replacing ??= new Set();
+          for (const name of rule.replaces) replacing.add(name);
+        }
+        if (rule.unlimited) {
+          (unlimited ??= new Array<boolean>(n).fill(false))[i] = true;
+          rule = undefined;
+        } else if (rule.isOverride && unitToDivider(rule.limit.unit) === 0) {
+          // Upstream crashes here (an unrecovered panic); we answer an error instead.
+          throw new ServiceError(
+            `invalid rate limit unit '${UNIT_NAMES[rule.limit.unit] ?? rule.limit.unit}' in the limit override of descriptor ${i}`,
+          );
+        }
+      }
+      rules[i] = rule;
+    }
+    if (replacing !== undefined) {
+      for (let i = 0; i < n; i++) {
+        const r = rules[i];
+        if (r !== undefined && r.limit.name !== '' && replacing.has(r.limit.name)) rules[i] = undefined;
+      }
+    }
+
+    const statuses = await this.doLimit(request, rules);
+    return this.aggregate(request, rules, unlimited, statuses, flags);
+  }
+
+  /** Keys, local cache, one store round trip, statuses (upstream DoLimit + base limiter). */
+  private async doLimit(request: RateLimitRequest, rules: Array<RateLimitRule | undefined>): Promise<DescriptorStatus[]> {
+    const { clock, localCache, cacheKeyPrefix, nearLimitRatio } = this.opts;
+    const descriptors = request.descriptors;
+    const n = descriptors.length;
+    const nowMs = clock.nowMs();
+    const nowS = Math.floor(nowMs / 1000);
+    const defaultHits = request.hitsAddend > 1 ? request.hitsAddend : 1;
+    const statuses = new Array<DescriptorStatus>(n);
+    const ops: CounterOp[] = [];
+    const opOf = new Array<number>(n);
+
+    for (let i = 0; i < n; i++) {
+      const rule = rules[i];
+      opOf[i] = -1;
+      if (rule === undefined) {
+        statuses[i] = okStatus();
+        continue;
+      }
+      const d = descriptors[i]!;
+      const hits = d.hitsAddend !== undefined ? d.hitsAddend : defaultHits;
+      const divider = unitToDivider(rule.limit.unit);
+      const key = cacheKey(cacheKeyPrefix, request.domain, d, rule, nowS, divider);
+      rule.stats.totalHits.inc(hits);
+      if (localCache !== undefined && localCache.has(key, nowMs)) {
+        statuses[i] = localCacheOverLimitStatus(rule, hits, divider - (nowS % divider));
+        continue;
+      }
+      opOf[i] = ops.length;
+      ops.push({ key, hits, windowSeconds: divider, rule });
+    }
+    if (ops.length === 0) return statuses;
+
+    const counts = await this.store.increment(ops, nowMs);
+    for (let i = 0; i < n; i++) {
+      const j = opOf[i]!;
+      if (j < 0) continue;
+      const op = ops[j]!;
+      const after = counts[j]!;
+      const divider = op.windowSeconds;
+      statuses[i] = counterStatus(op.rule, op.hits, after, nearLimitRatio, divider - (nowS % divider));
+      if (localCache !== undefined && after > op.rule.limit.requestsPerUnit) localCache.set(op.key, divider, nowMs);
+    }
+    return statuses;
+  }
+
+  private aggregate(
+    request: RateLimitRequest,
+    rules: Array<RateLimitRule | undefined>,
+    unlimited: boolean[] | undefined,
+    statuses: DescriptorStatus[],
+    flags: ServiceFlags,
+  ): RateLimitResponse {
+    const n = statuses.length;
+    let header: DescriptorStatus | undefined;
+    let minRemaining = MAX_UINT32;
+    let failedRateLimit = 0;
+    let failedQuota = 0;
+    let totalQuota = 0;
+    let passed: number[] | undefined;
+    const wantMetadata = flags.responseDynamicMetadata;
+
+    for (let i = 0; i < n; i++) {
+      const status = statuses[i]!;
+      if (flags.responseHeadersEnabled && status.currentLimit !== undefined && status.limitRemaining < minRemaining) {
+        header = status;
+        minRemaining = status.limitRemaining;
+      }
+      if (unlimited !== undefined && unlimited[i]) {
+        statuses[i] = { code: Code.OK, currentLimit: undefined, limitRemaining: MAX_UINT32, durationUntilReset: undefined };
+        continue;
+      }
+      const rule = rules[i];
+      const isQuota = flags.quotaMode || (rule !== undefined && rule.quotaMode);
+      if (status.code === Code.OVER_LIMIT) {
+        if (isQuota) {
+          failedQuota++;
+        } else {
+          failedRateLimit++;
+          header = status;
+          minRemaining = 0;
+        }
+      } else if (wantMetadata) {
+        (passed ??= []).push(i);
+      }
+      if (isQuota) totalQuota++;
+    }
+
+    let overallCode =
+      failedRateLimit > 0 || (totalQuota > 0 && totalQuota === failedQuota) ? Code.OVER_LIMIT : Code.OK;
+
+    let headers: HeaderValue[] = [];
+    if (flags.responseHeadersEnabled && header !== undefined && header.currentLimit !== undefined) {
+      const divider = unitToDivider(header.currentLimit.unit);
+      const nowS = Math.floor(this.opts.clock.nowMs() / 1000);
+      headers = [
+        { key: flags.limitHeader, value: String(header.currentLimit.requestsPerUnit) },
+        { key: flags.remainingHeader, value: String(header.limitRemaining) },
+        { key: flags.resetHeader, value: String(divider - (nowS % divider)) },
+      ];
+    }
+
+    if (overallCode === Code.OVER_LIMIT && flags.shadowMode) {
+      overallCode = Code.OK;
+      this.globalShadowMode.inc();
+    }
+
+    return {
+      overallCode,
+      statuses,
+      responseHeadersToAdd: headers,
+      dynamicMetadata: wantMetadata ? dynamicMetadata(request, rules, passed) : undefined,
+    };
+  }
+}
+
+/** The `dynamic_metadata` Struct of upstream (Section 1.17). */
+function dynamicMetadata(
+  request: RateLimitRequest,
+  rules: Array<RateLimitRule | undefined>,
+  passed: number[] | undefined,
+): JsonObject {
+  const out: JsonObject = {
+    domain: request.domain,
+    descriptors: request.descriptors.map(descriptorMetadata),
+  };
+  if (request.hitsAddend !== 0) out['hitsAddend'] = request.hitsAddend;
+  if (passed !== undefined) {
+    const merged: JsonObject = {};
+    for (const i of passed) {
+      const md = rules[i]?.metadata;
+      if (md !== undefined) mergeFirstWins(merged, md);
+    }
+    if (Object.keys(merged).length > 0) out['metadata'] = merged;
+  }
+  return out;
+}
+
+function descriptorMetadata(d: Descriptor): JsonValue {
+  const o: JsonObject = { entries: d.entries.map((e) => e.key + '=' + e.value) };
+  if (d.limit !== undefined) {
+    o['limit'] = `requests_per_unit:${d.limit.requestsPerUnit} unit:${UNIT_NAMES[d.limit.unit] ?? d.limit.unit}`;
+  }
+  if (d.hitsAddend !== undefined) o['hitsAddend'] = d.hitsAddend;
+  return o;
+}
+
+/** Deep merge where nested objects merge and, on a scalar conflict, the first value stays. */
+function mergeFirstWins(into: JsonObject, from: JsonObject): void {
+  for (const k of Object.keys(from)) {
+    const v = from[k]!;
+    const cur = into[k];
+    if (cur === undefined) {
+      into[k] = isObject(v) ? cloneObject(v) : v;
+    } else if (isObject(cur) && isObject(v)) {
+      mergeFirstWins(cur, v);
+    }
+  }
+}
+
+function isObject(v: JsonValue | undefined): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function cloneObject(o: JsonObject): JsonObject {
+  const c: JsonObject = {};
+  for (const k of Object.keys(o)) {
+    const v = o[k]!;
+    c[k] = isObject(v) ? cloneObject(v) : v;
+  }
+  return c;
+}
