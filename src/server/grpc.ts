@@ -1,0 +1,110 @@
+/**
+ * The gRPC listener: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and
+ * grpc.health.v1.Health. Decision errors answer UNKNOWN with upstream's text. Each method counts
+ * `ratelimit_server.<Method>.total_requests` and times `ratelimit_server.<Method>.response_time`.
+ */
+import * as grpc from '@grpc/grpc-js';
+import {
+  type RateLimitRequest as ProtoRequest,
+  type RateLimitResponse as ProtoResponse,
+  RateLimitServiceService,
+} from '../../generated/envoy/service/ratelimit/v3/rls';
+import {
+  type HealthCheckRequest,
+  type HealthCheckResponse,
+  HealthCheckResponse_ServingStatus as Serving,
+  type HealthListRequest,
+  type HealthListResponse,
+  HealthService,
+} from '../../generated/grpc/health/v1/health';
+import type { StatsStore } from '../stats/store';
+import type { Logger } from '../telemetry/logger';
+import type { Health } from './health';
+import type { Decider } from './http';
+import { fromProtoRequest, toProtoResponse } from './proto-convert';
+
+/** The health service name whose status follows the components (upstream's "ratelimit"). */
+export const HEALTH_SERVICE_NAME = 'ratelimit';
+
+export interface GrpcServicesOptions {
+  service: Decider;
+  health: Health;
+  stats: StatsStore;
+  logger: Logger;
+}
+
+function methodStats(stats: StatsStore, method: string) {
+  return {
+    total: stats.counter(`ratelimit_server.${method}.total_requests`),
+    time: stats.timer(`ratelimit_server.${method}.response_time`),
+  };
+}
+
+/** Adds the rate limit and health services to `server`. */
+export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions): void {
+  const { service, health, stats, logger } = opts;
+  const rl = methodStats(stats, 'ShouldRateLimit');
+  server.addService(RateLimitServiceService, {
+    shouldRateLimit(
+      call: grpc.ServerUnaryCall<ProtoRequest, ProtoResponse>,
+      callback: grpc.sendUnaryData<ProtoResponse>,
+    ): void {
+      const start = performance.now();
+      rl.total.inc();
+      let pending: Promise<ProtoResponse>;
+      try {
+        pending = service.shouldRateLimit(fromProtoRequest(call.request)).then(toProtoResponse);
+      } catch (err) {
+        pending = Promise.reject(err);
+      }
+      pending.then(
+        (res) => {
+          rl.time.record(Math.trunc(performance.now() - start));
+          callback(null, res);
+        },
+        (err: unknown) => {
+          rl.time.record(Math.trunc(performance.now() - start));
+          const details = err instanceof Error ? err.message : String(err);
+          if (logger.enabled('debug')) logger.debug(`ShouldRateLimit error: ${details}`);
+          callback({ code: grpc.status.UNKNOWN, details });
+        },
+      );
+    },
+  });
+
+  const statusOf = (name: string): Serving | undefined =>
+    name === '' ? Serving.SERVING : name === HEALTH_SERVICE_NAME ? (health.isHealthy() ? Serving.SERVING : Serving.NOT_SERVING) : undefined;
+  const check = methodStats(stats, 'Check');
+  server.addService(HealthService, {
+    check(
+      call: grpc.ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>,
+      callback: grpc.sendUnaryData<HealthCheckResponse>,
+    ): void {
+      check.total.inc();
+      const s = statusOf(call.request.service);
+      if (s === undefined) callback({ code: grpc.status.NOT_FOUND, details: 'unknown service' });
+      else callback(null, { status: s });
+    },
+    list(_call: grpc.ServerUnaryCall<HealthListRequest, HealthListResponse>, callback: grpc.sendUnaryData<HealthListResponse>): void {
+      callback(null, {
+        statuses: { '': { status: Serving.SERVING }, [HEALTH_SERVICE_NAME]: { status: statusOf(HEALTH_SERVICE_NAME)! } },
+      });
+    },
+    watch(call: grpc.ServerWritableStream<HealthCheckRequest, HealthCheckResponse>): void {
+      const name = call.request.service;
+      let last: Serving | undefined;
+      const send = (): void => {
+        const s = statusOf(name) ?? Serving.SERVICE_UNKNOWN;
+        if (s !== last) {
+          last = s;
+          call.write({ status: s });
+        }
+      };
+      send();
+      const off = health.onChange(send);
+      call.on('cancelled', off);
+      call.on('close', off);
+      call.on('error', off);
+    },
+  });
+}

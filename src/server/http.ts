@@ -1,0 +1,84 @@
+/**
+ * The HTTP listener (upstream port 8080): `POST /json` answers the proto3-JSON form of
+ * ShouldRateLimit (200 OK, 429 over limit, 400 bad input or a failed decision) and
+ * `/healthcheck` answers 200 `OK` or 500. Like upstream's router, any method is accepted.
+ */
+import http from 'node:http';
+import type { Logger } from '../telemetry/logger';
+import type { RateLimitRequest, RateLimitResponse } from '../limiter/types';
+import { Code } from '../limiter/types';
+import type { Health } from './health';
+import { BodyTooLargeError, pathOf, plainError, plainText, readBody } from './http-util';
+import { JsonRequestError, parseRateLimitRequest, serializeRateLimitResponse } from './json-codec';
+
+export interface Decider {
+  shouldRateLimit(request: RateLimitRequest): Promise<RateLimitResponse>;
+}
+
+export interface HttpServerOptions {
+  service: Decider;
+  health: Health;
+  logger: Logger;
+  /** Largest accepted /json body in bytes. */
+  maxBodyBytes: number;
+}
+
+export const DEFAULT_MAX_JSON_BODY_BYTES = 1024 * 1024;
+
+export function createHttpHandler(opts: HttpServerOptions): http.RequestListener {
+  const { service, health, logger, maxBodyBytes } = opts;
+  const handleJson = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    let request: RateLimitRequest;
+    try {
+      const body = await readBody(req, maxBodyBytes);
+      request = parseRateLimitRequest(body.toString('utf8'));
+    } catch (err) {
+      if (err instanceof BodyTooLargeError) {
+        plainError(res, 413, 'Request Entity Too Large', err.message);
+        return;
+      }
+      const msg = err instanceof JsonRequestError ? err.message : String((err as Error)?.message ?? err);
+      logger.debug(`error parsing /json request: ${msg}`);
+      plainError(res, 400, 'Bad Request', msg);
+      return;
+    }
+    let response: RateLimitResponse;
+    try {
+      response = await service.shouldRateLimit(request);
+    } catch (err) {
+      const msg = (err as Error).message ?? String(err);
+      logger.debug(`error answering /json request: ${msg}`);
+      // Upstream answers every decision error on /json with 400, including store errors.
+      plainError(res, 400, 'Bad Request', msg);
+      return;
+    }
+    const body = serializeRateLimitResponse(response);
+    res.statusCode =
+      response.overallCode === Code.OVER_LIMIT ? 429 : response.overallCode === Code.OK ? 200 : 500;
+    res.setHeader('Content-Type', 'application/json');
+    res.end(body);
+  };
+
+  return (req, res) => {
+    const path = pathOf(req.url);
+    if (path === '/json') {
+      handleJson(req, res).catch((err: unknown) => {
+        logger.error(`unexpected /json failure: ${String(err)}`);
+        if (!res.headersSent) plainError(res, 500, 'Internal Server Error');
+        else res.destroy();
+      });
+      return;
+    }
+    if (path === '/healthcheck') {
+      req.resume();
+      if (health.isHealthy()) plainText(res, 200, 'OK');
+      else {
+        res.statusCode = 500;
+        res.end();
+      }
+      return;
+    }
+    req.resume();
+    plainError(res, 404, '404 page not found');
+  };
+}
