@@ -9,7 +9,7 @@ import type { RateLimitRequest, RateLimitResponse } from '../limiter/types';
 import { Code } from '../limiter/types';
 import type { Health } from './health';
 import { BodyTooLargeError, pathOf, plainError, plainText, readBody } from './http-util';
-import { JsonRequestError, parseRateLimitRequest, serializeRateLimitResponse } from './json-codec';
+import { JsonRequestError, parseRateLimitRequestBytes, serializeRateLimitResponse } from './json-codec';
 
 export interface Decider {
   shouldRateLimit(request: RateLimitRequest): Promise<RateLimitResponse>;
@@ -31,7 +31,7 @@ export function createHttpHandler(opts: HttpServerOptions): http.RequestListener
     let request: RateLimitRequest;
     try {
       const body = await readBody(req, maxBodyBytes);
-      request = parseRateLimitRequest(body.toString('utf8'));
+      request = parseRateLimitRequestBytes(body);
     } catch (err) {
       if (err instanceof BodyTooLargeError) {
         plainError(res, 413, 'Request Entity Too Large', err.message);
@@ -52,7 +52,14 @@ export function createHttpHandler(opts: HttpServerOptions): http.RequestListener
       plainError(res, 400, 'Bad Request', msg);
       return;
     }
-    const body = serializeRateLimitResponse(response);
+    let body: string;
+    try {
+      body = serializeRateLimitResponse(response);
+    } catch (err) {
+      logger.error(`cannot encode /json response: ${String(err)}`);
+      plainError(res, 500, 'Internal Server Error');
+      return;
+    }
     res.statusCode =
       response.overallCode === Code.OVER_LIMIT ? 429 : response.overallCode === Code.OK ? 200 : 500;
     res.setHeader('Content-Type', 'application/json');

@@ -1,0 +1,86 @@
+#!/usr/bin/env node
+/**
+ * `ratelimit-client`: sends one ShouldRateLimit request over gRPC and prints the response as
+ * proto3 JSON. Flags as upstream's client: -dial_string, -domain, repeatable -descriptors k=v,k2=v2.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { RateLimitServiceClient } from '../../generated/envoy/service/ratelimit/v3/rls';
+import type { Descriptor, RateLimitRequest } from '../limiter/types';
+import { serializeRateLimitResponse } from '../server/json-codec';
+import { fromProtoResponse, toProtoRequest } from '../server/proto-convert';
+import { type FlagSpec, FlagError, parseFlags, usage } from './flags';
+
+const SPECS: FlagSpec[] = [
+  { name: 'dial_string', kind: 'string', help: 'url of ratelimit server in <host>:<port> form', default: 'localhost:8081' },
+  { name: 'domain', kind: 'string', help: 'rate limit configuration domain to query', default: '' },
+  {
+    name: 'descriptors',
+    kind: 'list',
+    help: 'descriptor list to query in <key>=<value>,<key>=<value>,... form (repeatable)',
+  },
+  { name: 'hits_addend', kind: 'string', help: 'hits to add (request hits_addend)', default: '1' },
+  { name: 'timeout', kind: 'string', help: 'deadline of the call in milliseconds', default: '5000' },
+];
+
+/** Parses `k=v,k2=v2` into a descriptor; a value may itself contain `=`. */
+export function parseDescriptor(text: string): Descriptor {
+  const entries = text.split(',').map((pair) => {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new FlagError(`invalid descriptor entry "${pair}": expected <key>=<value>`);
+    return { key: pair.slice(0, eq), value: pair.slice(eq + 1) };
+  });
+  return { entries };
+}
+
+function main(argv: string[]): void {
+  let flags;
+  try {
+    flags = parseFlags(argv, SPECS);
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n${usage('ratelimit-client', SPECS)}`);
+    process.exit(2);
+  }
+  const hits = Number(flags['hits_addend']);
+  const timeout = Number(flags['timeout']);
+  if (!Number.isInteger(hits) || hits < 0 || hits > 4294967295) {
+    process.stderr.write(`invalid -hits_addend "${String(flags['hits_addend'])}": expected an integer 0..4294967295\n`);
+    process.exit(2);
+  }
+  if (!Number.isFinite(timeout) || timeout <= 0) {
+    process.stderr.write(`invalid -timeout "${String(flags['timeout'])}": expected milliseconds > 0\n`);
+    process.exit(2);
+  }
+  let request: RateLimitRequest;
+  try {
+    request = {
+      domain: flags['domain'] as string,
+      descriptors: (flags['descriptors'] as string[]).map(parseDescriptor),
+      hitsAddend: hits,
+    };
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const dial = flags['dial_string'] as string;
+  process.stdout.write(`domain: ${request.domain}\n`);
+  for (const d of request.descriptors) {
+    process.stdout.write(`descriptor: ${d.entries.map((e) => `${e.key}=${e.value}`).join(',')}\n`);
+  }
+  const client = new RateLimitServiceClient(dial, grpc.credentials.createInsecure());
+  client.shouldRateLimit(
+    toProtoRequest(request),
+    new grpc.Metadata(),
+    { deadline: Date.now() + timeout },
+    (err, res) => {
+      client.close();
+      if (err) {
+        process.stderr.write(`request error: ${err.message}\n`);
+        process.exit(1);
+      }
+      const json = JSON.parse(serializeRateLimitResponse(fromProtoResponse(res)));
+      process.stdout.write(`response: ${JSON.stringify(json, null, 2)}\n`);
+    },
+  );
+}
+
+if (require.main === module) main(process.argv.slice(2));
