@@ -1,0 +1,147 @@
+/**
+ * The config store: the one place that holds the current immutable config snapshot (upstream
+ * `service.SetConfig`). Providers (file, xDS) hand it whole configs; it swaps one reference, so a
+ * request that read `current()` once uses one consistent config + flags pair from start to end.
+ *
+ * On every provider event:
+ * - success (`update`): re-read the reloadable flags (upstream re-reads SHADOW_MODE, QUOTA_MODE,
+ *   RESPONSE_DYNAMIC_METADATA and the LIMIT_* header settings from the environment at every load),
+ *   swap `{ config, flags }`, `ratelimit.service.config_load_success` +1, notify listeners (health),
+ *   log `Successfully loaded new configuration`;
+ * - failure (`fail`): `ratelimit.service.config_load_error` +1, log
+ *   `Error loading new configuration: <message>`, keep the previous snapshot (none before the first
+ *   successful load: requests then fail with `no rate limit configuration loaded`), listeners are
+ *   not called (health does not change on a failed load).
+ *
+ * `waitForFirst()` resolves at the first event, success or failure, as upstream unblocks start-up
+ * on the first event even when it is an error.
+ */
+import type { RateLimitConfig } from '../config/types';
+import type { Counter, StatsStore } from '../stats/store';
+
+/** The logger the providers write to (a subset of the service logger). */
+export interface ProviderLogger {
+  info(msg: string): void;
+  warn(msg: string): void;
+  error(msg: string): void;
+}
+
+/** What one request reads: a config and the flags loaded with it, swapped together. */
+export interface ConfigSnapshot<F> {
+  readonly config: RateLimitConfig;
+  readonly flags: F;
+}
+
+export type ConfigListener<F> = (snapshot: ConfigSnapshot<F>) => void;
+
+export interface ConfigStoreOptions<F> {
+  stats: StatsStore;
+  logger: ProviderLogger;
+  /**
+   * Reads the reloadable flags; called once per successful load, before the swap. If it throws, the
+   * load counts as failed and the previous snapshot stays.
+   */
+  readFlags: () => F;
+}
+
+export const CONFIG_LOAD_SUCCESS = 'ratelimit.service.config_load_success';
+export const CONFIG_LOAD_ERROR = 'ratelimit.service.config_load_error';
+
+/** The message of an Error (duck-typed: errors may come from another realm), else String(err). */
+function errorMessage(err: unknown): string {
+  if (typeof err === 'object' && err !== null) {
+    const message = (err as { message?: unknown }).message;
+    if (typeof message === 'string') return message;
+  }
+  return String(err);
+}
+
+export class ConfigStore<F> {
+  /** The current snapshot; replaced (never mutated) on each successful load. */
+  private snapshot: ConfigSnapshot<F> | undefined = undefined;
+  private readonly listeners = new Set<ConfigListener<F>>();
+  private readonly loadSuccess: Counter;
+  private readonly loadError: Counter;
+  private readonly logger: ProviderLogger;
+  private readonly readFlags: () => F;
+  private firstEventSeen = false;
+  private resolveFirst!: (snapshot: ConfigSnapshot<F> | undefined) => void;
+  private readonly first: Promise<ConfigSnapshot<F> | undefined>;
+
+  constructor(opts: ConfigStoreOptions<F>) {
+    this.logger = opts.logger;
+    this.readFlags = opts.readFlags;
+    // Created up front so both series exist (at 0) before the first load, as gostats does.
+    this.loadSuccess = opts.stats.counter(CONFIG_LOAD_SUCCESS);
+    this.loadError = opts.stats.counter(CONFIG_LOAD_ERROR);
+    this.first = new Promise((resolve) => {
+      this.resolveFirst = resolve;
+    });
+  }
+
+  /** Hot path: the current `{ config, flags }`, or undefined before the first successful load. */
+  current(): ConfigSnapshot<F> | undefined {
+    return this.snapshot;
+  }
+
+  /** True once a provider reported its first event (success or failure). */
+  get hasFirstEvent(): boolean {
+    return this.firstEventSeen;
+  }
+
+  /**
+   * Resolves at the first event: with the snapshot after it (undefined when the first load failed).
+   * Already resolved when the first event has happened.
+   */
+  waitForFirst(): Promise<ConfigSnapshot<F> | undefined> {
+    return this.first;
+  }
+
+  /** A successful load: swap in `config` with freshly read flags. */
+  update(config: RateLimitConfig): void {
+    let flags: F;
+    try {
+      flags = this.readFlags();
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    const next: ConfigSnapshot<F> = Object.freeze({ config, flags });
+    this.snapshot = next;
+    this.loadSuccess.inc();
+    for (const listener of this.listeners) {
+      try {
+        listener(next);
+      } catch (err) {
+        this.logger.error(`config listener failed: ${errorMessage(err)}`);
+      }
+    }
+    this.logger.info('Successfully loaded new configuration');
+    this.markFirst();
+  }
+
+  /** A failed load: count it, log it, keep the previous snapshot. */
+  fail(err: unknown): void {
+    this.loadError.inc();
+    this.logger.error(`Error loading new configuration: ${errorMessage(err)}`);
+    this.markFirst();
+  }
+
+  /**
+   * Called after each successful swap (not on failures), e.g. health with
+   * HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED reading `snapshot.config.domainCount`. Returns an
+   * unsubscribe function. A listener that throws is logged and does not affect the others.
+   */
+  onUpdate(listener: ConfigListener<F>): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  private markFirst(): void {
+    if (this.firstEventSeen) return;
+    this.firstEventSeen = true;
+    this.resolveFirst(this.snapshot);
+  }
+}

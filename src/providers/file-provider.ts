@@ -1,0 +1,502 @@
+/**
+ * The file provider (upstream `provider/file_provider.go` on top of goruntime): reads the YAML
+ * config files from disk, hands them to the config loader, and reports every load to the
+ * ConfigStore; watches the file system and reloads everything on change.
+ *
+ * Two modes, as upstream:
+ *
+ * - Watch-root mode (`watchRoot: true`, RUNTIME_WATCH_ROOT default): every file under
+ *   `<root>/<subdirectory>` (recursive, any extension) is read; its config name is the path
+ *   relative to that directory with `/` replaced by `.` and the extension kept
+ *   (`config/basic.yaml` → `config.basic.yaml`); only names starting with `<appDirectory>.` are
+ *   loaded. `root` is resolved (realpath) at each load, so a load reads through the current target
+ *   of a `current -> vN` symlink. A reload happens only when the root path itself changes in its
+ *   parent directory (the symlink swap: `ln -s vN tmp && mv -T tmp current`); edits inside the
+ *   target do not reload, as upstream.
+ *
+ * - Directory mode (`watchRoot: false`): every file under `<root>/<subdirectory>/<appDirectory>`
+ *   (recursive) is read; the name is the path relative to that directory with `/` replaced by `.`
+ *   (`basic.yaml`, `sub/x.yaml` → `sub.x.yaml`: goruntime builds keys the same way in both modes,
+ *   and names prefix every error message). Any event in that directory (write, create, chmod,
+ *   remove, rename: node reports them all as `change`/`rename`) reloads. Unlike upstream, the
+ *   subdirectories that are loaded are watched too, and so is the root path in its parent (a root
+ *   symlink swap also reloads in this mode).
+ *
+ * Common to both modes:
+ * - Dot files and dot directories are loaded unless `ignoreDotFiles` (RUNTIME_IGNOREDOTFILES).
+ * - Directories whose name starts with `..` are never descended: they are the Kubernetes ConfigMap
+ *   internals (`..data -> ..2026_01_01_…`, a directory of the real files) whose files are already
+ *   visible through the top-level `a.yaml -> ..data/a.yaml` links; upstream loads them a second
+ *   time (issue #367: duplicate domains). A symlink to a file is read through; a symlink to a
+ *   directory is not followed (upstream's filepath.Walk does not follow it either) and a dangling
+ *   symlink is skipped, both with a warning.
+ * - Files are sorted by name before loading (upstream's order is random).
+ * - A file that exists but cannot be read (permission, not a regular file such as a FIFO or socket)
+ *   fails the load with `<name>: error loading config file: <reason>` (a ConfigError; upstream only
+ *   logs a warning and drops the file, which silently drops its domain). The previous snapshot
+ *   stays.
+ * - A missing directory loads as zero files (an empty config) with a warning; the provider keeps
+ *   watching (and polls every `retryMs` for directories it cannot watch yet), so creating the
+ *   directory or swapping the root link later loads it.
+ * - An empty RUNTIME_SUBDIRECTORY in watch-root mode (an empty RUNTIME_APPDIRECTORY in directory
+ *   mode, an empty RUNTIME_ROOT) is goruntime's nil loader: an empty config, never reloaded, with a
+ *   warning naming the variable.
+ * - Every reload re-reads all files and builds a whole new config; MERGE_DOMAIN_CONFIG is read via
+ *   `mergeDomainConfig()` at each load. Bursts of events are coalesced into one reload
+ *   (`debounceMs` after the last event, at most `10 × debounceMs` after the first).
+ *
+ * Loading is synchronous (node:fs sync calls; config directories are small): `start()` performs
+ * the initial load before it returns, so the store has had its first event (success or failure)
+ * when `start()` returns. `stop()` closes every watcher and timer.
+ *
+ * fs.watch facts this relies on (Linux/inotify):
+ * - Watching a symlink path watches its target, so a symlink swap is only seen from the parent
+ *   directory (events named after the link).
+ * - A watcher dies silently when its directory is removed or replaced (one last `rename` event
+ *   named after the directory itself, then nothing; no `error` event); a recreated directory may
+ *   even get the same inode number. So watchers are re-armed whenever an event names the watched
+ *   directory itself (or has no name), when the directory's identity (dev, inode, birth time)
+ *   changed, or after an `error` event; a directory that does not exist is polled every `retryMs`.
+ * - `fs.watch` throws synchronously (ENOENT) for a missing path, and an `error` event with no
+ *   listener would crash the process: both are handled.
+ * - Directory watches are not recursive (node 20's `recursive` option is emulated on Linux), so each
+ *   loaded subdirectory gets its own watcher in directory mode.
+ * - Events carry only `rename` or `change` and an optional file name, so every event in a watched
+ *   config directory reloads; reading files does not produce events (no IN_ACCESS/IN_OPEN watch).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { ConfigError, type ConfigFile, type RateLimitConfig } from '../config/types';
+import type { ConfigStore, ProviderLogger } from './config-store';
+
+/** The config loader, injected (normally `src/config/load.ts` bound to the stats store). */
+export type ConfigLoaderFn = (files: ConfigFile[], mergeDomainConfig: boolean) => RateLimitConfig;
+
+export interface FileProviderOptions<F> {
+  /** RUNTIME_ROOT, e.g. `/srv/runtime_data/current` (often a symlink). */
+  root: string;
+  /** RUNTIME_SUBDIRECTORY. */
+  subdirectory: string;
+  /** RUNTIME_APPDIRECTORY (default `config` upstream). */
+  appDirectory: string;
+  /** RUNTIME_IGNOREDOTFILES. */
+  ignoreDotFiles: boolean;
+  /** RUNTIME_WATCH_ROOT. */
+  watchRoot: boolean;
+  /** MERGE_DOMAIN_CONFIG, read at each load (upstream re-reads it from the environment). */
+  mergeDomainConfig: () => boolean;
+  loader: ConfigLoaderFn;
+  store: ConfigStore<F>;
+  logger: ProviderLogger;
+  /** Quiet time after the last event before reloading (default 100 ms). */
+  debounceMs?: number;
+  /** Poll interval for watched directories that do not exist (default 1000 ms). */
+  retryMs?: number;
+  /** Whether the watchers keep the process alive (fs.watch `persistent`, default true). */
+  persistent?: boolean;
+}
+
+export const DEFAULT_DEBOUNCE_MS = 100;
+export const DEFAULT_RETRY_MS = 1000;
+
+type EnsureResult = 'ok' | 'armed' | 'missing';
+type Relevance = (filename: string | null) => boolean;
+
+const ALWAYS: Relevance = () => true;
+
+function errCode(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
+}
+
+function isMissing(err: unknown): boolean {
+  const code = errCode(err);
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+/** Go-style reason for a node fs error: `open /a/b.yaml: permission denied`. */
+function fsReason(err: unknown): string {
+  // Duck-typed, not `instanceof Error`: errors from node core can come from another realm (jest).
+  if (typeof err !== 'object' || err === null || typeof (err as { message?: unknown }).message !== 'string') {
+    return String(err);
+  }
+  const e = err as NodeJS.ErrnoException;
+  const m = /^[A-Z0-9_]+: (.*?), \w+(?: '.*')?$/.exec(e.message);
+  const desc = m?.[1] ?? e.message;
+  if (e.syscall !== undefined && e.path !== undefined) return `${e.syscall} ${e.path}: ${desc}`;
+  return desc;
+}
+
+function loadError(name: string, reason: string): ConfigError {
+  return new ConfigError(`${name}: error loading config file: ${reason}`);
+}
+
+/** dev + inode + birth time of a directory (following symlinks), or undefined if it is not one. */
+function dirIdentity(dir: string): string | undefined {
+  try {
+    const st = fs.statSync(dir, { bigint: true, throwIfNoEntry: false });
+    if (st === undefined || !st.isDirectory()) return undefined;
+    return `${st.dev}:${st.ino}:${st.birthtimeNs}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** One fs.watch on one directory, re-armed when the directory is replaced. */
+class DirWatch {
+  private watcher: fs.FSWatcher | undefined;
+  private identity: string | undefined;
+  private suspect = false;
+  private readonly base: string;
+
+  constructor(
+    readonly dir: string,
+    private readonly relevant: Relevance,
+    private readonly onEvent: (relevant: boolean) => void,
+    private readonly persistent: boolean,
+    private readonly logger: ProviderLogger,
+  ) {
+    this.base = path.basename(dir);
+  }
+
+  /** Makes sure the directory is watched as it is now: 'armed' when a new watch was set up. */
+  ensure(): EnsureResult {
+    // Identity first, then watch: if the directory is replaced in between, the recorded identity
+    // is the old one and the next check re-arms (a spurious re-arm, never a missed directory).
+    const id = dirIdentity(this.dir);
+    if (id === undefined) {
+      this.close();
+      return 'missing';
+    }
+    if (this.watcher !== undefined && !this.suspect && id === this.identity) return 'ok';
+    this.close();
+    let w: fs.FSWatcher;
+    try {
+      w = fs.watch(this.dir, { persistent: this.persistent }, (_event, filename) => this.handle(filename));
+    } catch (err) {
+      if (!isMissing(err)) this.logger.warn(`runtime: cannot watch ${this.dir}: ${fsReason(err)}`);
+      return 'missing';
+    }
+    w.on('error', (err) => {
+      this.logger.warn(`runtime: watch error on ${this.dir}: ${fsReason(err)}`);
+      if (this.watcher === w) this.close();
+      this.onEvent(false);
+    });
+    this.watcher = w;
+    this.identity = id;
+    this.suspect = false;
+    return 'armed';
+  }
+
+  close(): void {
+    const w = this.watcher;
+    this.watcher = undefined;
+    this.identity = undefined;
+    if (w !== undefined) w.close();
+  }
+
+  private handle(filename: string | null): void {
+    // inotify reports the removal or move of the watched directory itself under its own name, and
+    // the watch is dead afterwards: re-arm at the next check.
+    if (filename === null || filename === this.base) this.suspect = true;
+    this.onEvent(this.relevant(filename));
+  }
+}
+
+export class FileProvider<F> {
+  private readonly root: string;
+  private readonly subdirectory: string;
+  private readonly appDirectory: string;
+  private readonly ignoreDotFiles: boolean;
+  private readonly watchRoot: boolean;
+  private readonly mergeDomainConfig: () => boolean;
+  private readonly loader: ConfigLoaderFn;
+  private readonly store: ConfigStore<F>;
+  private readonly logger: ProviderLogger;
+  private readonly debounceMs: number;
+  private readonly maxDelayMs: number;
+  private readonly retryMs: number;
+  private readonly persistent: boolean;
+  /** Directory mode: `<root>/<subdirectory>/<appDirectory>`. */
+  private readonly appDirPath: string;
+
+  private readonly watches = new Map<string, DirWatch>();
+  /** Watches kept whatever a load finds (the root's parent; the app directory in directory mode). */
+  private readonly fixedWatches: Array<{ dir: string; relevant: Relevance }> = [];
+  private debounceTimer: NodeJS.Timeout | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private burstStart: number | undefined;
+  private pendingReload = false;
+  private pendingCheck = false;
+  private started = false;
+  private stopped = false;
+
+  constructor(opts: FileProviderOptions<F>) {
+    this.root = opts.root === '' ? '' : path.resolve(opts.root);
+    this.subdirectory = opts.subdirectory;
+    this.appDirectory = opts.appDirectory;
+    this.ignoreDotFiles = opts.ignoreDotFiles;
+    this.watchRoot = opts.watchRoot;
+    this.mergeDomainConfig = opts.mergeDomainConfig;
+    this.loader = opts.loader;
+    this.store = opts.store;
+    this.logger = opts.logger;
+    this.debounceMs = Math.max(0, opts.debounceMs ?? DEFAULT_DEBOUNCE_MS);
+    this.maxDelayMs = this.debounceMs * 10;
+    this.retryMs = Math.max(1, opts.retryMs ?? DEFAULT_RETRY_MS);
+    this.persistent = opts.persistent ?? true;
+    this.appDirPath = path.resolve(opts.root, opts.subdirectory, opts.appDirectory);
+  }
+
+  /**
+   * Loads the config once (synchronously: the store has its first event when this returns) and
+   * starts watching. Calling it again is a no-op; after stop() it throws.
+   */
+  start(): void {
+    if (this.stopped) throw new Error('FileProvider: start() after stop()');
+    if (this.started) return;
+    this.started = true;
+
+    const nilVariable = this.nilLoaderVariable();
+    if (nilVariable !== undefined) {
+      this.logger.warn(
+        `${nilVariable} is empty: no runtime configuration (nil loader); loading an empty rate limit configuration, never reloaded`,
+      );
+      this.load([]);
+      return;
+    }
+
+    const parent = path.dirname(this.root);
+    if (this.root !== '' && parent !== this.root) {
+      const linkName = path.basename(this.root);
+      this.fixedWatches.push({ dir: parent, relevant: (f) => f === null || f === linkName });
+    }
+    if (!this.watchRoot) this.fixedWatches.push({ dir: this.appDirPath, relevant: ALWAYS });
+    this.reload();
+  }
+
+  /** Closes every watcher and timer; no further loads happen. Idempotent. */
+  stop(): void {
+    this.stopped = true;
+    if (this.debounceTimer !== undefined) clearTimeout(this.debounceTimer);
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.debounceTimer = undefined;
+    this.retryTimer = undefined;
+    for (const w of this.watches.values()) w.close();
+    this.watches.clear();
+  }
+
+  /**
+   * Re-reads every file now and reports the result to the store (also what each debounced event
+   * burst does). Re-arms the watchers first, so no change made after the read is missed.
+   */
+  reload(): void {
+    if (this.stopped || !this.started) return;
+    if (this.nilLoaderVariable() !== undefined) return;
+    this.pendingReload = false;
+    this.pendingCheck = false;
+
+    let missing = false;
+    for (const f of this.fixedWatches) if (this.ensureWatch(f.dir, f.relevant) === 'missing') missing = true;
+
+    const seen = new Set<string>(this.fixedWatches.map((f) => f.dir));
+    let files: ConfigFile[];
+    try {
+      files = this.readFiles(seen);
+    } catch (err) {
+      if (missing) this.scheduleRetry();
+      this.store.fail(err);
+      return;
+    }
+    for (const [dir, w] of this.watches) {
+      if (!seen.has(dir)) {
+        w.close();
+        this.watches.delete(dir);
+      }
+    }
+    if (missing) this.scheduleRetry();
+    this.load(files);
+  }
+
+  private nilLoaderVariable(): string | undefined {
+    if (this.watchRoot) {
+      if (this.root === '') return 'RUNTIME_ROOT';
+      if (this.subdirectory === '') return 'RUNTIME_SUBDIRECTORY';
+    } else {
+      if (this.root === '' && this.subdirectory === '') return 'RUNTIME_ROOT';
+      if (this.appDirectory === '') return 'RUNTIME_APPDIRECTORY';
+    }
+    return undefined;
+  }
+
+  private load(files: ConfigFile[]): void {
+    let config: RateLimitConfig;
+    try {
+      config = this.loader(files, this.mergeDomainConfig());
+    } catch (err) {
+      this.store.fail(err);
+      return;
+    }
+    this.store.update(config);
+  }
+
+  private readFiles(seen: Set<string>): ConfigFile[] {
+    if (this.watchRoot) {
+      let real: string;
+      try {
+        real = fs.realpathSync(this.root);
+      } catch (err) {
+        if (!isMissing(err)) throw loadError(this.root, fsReason(err));
+        this.logger.warn(`runtime: ${this.root} does not exist; loading an empty configuration`);
+        return [];
+      }
+      return this.scanTree(path.join(real, this.subdirectory), this.appDirectory + '.', undefined);
+    }
+    return this.scanTree(this.appDirPath, undefined, seen);
+  }
+
+  /**
+   * Reads every file under `base`. `prefix`: keep only names starting with it (watch-root mode).
+   * `watchDirs`: watch each directory before listing it, recording it in the set (directory mode).
+   */
+  private scanTree(base: string, prefix: string | undefined, watchDirs: Set<string> | undefined): ConfigFile[] {
+    let top: fs.Stats | undefined;
+    try {
+      top = fs.statSync(base, { throwIfNoEntry: false });
+    } catch (err) {
+      if (!isMissing(err)) throw loadError(base, fsReason(err));
+    }
+    if (top === undefined || !top.isDirectory()) {
+      this.logger.warn(
+        `runtime: directory ${base} ${top === undefined ? 'does not exist' : 'is not a directory'}; loading an empty configuration`,
+      );
+      return [];
+    }
+
+    const files: ConfigFile[] = [];
+    const walk = (dir: string, parts: string[]): void => {
+      if (watchDirs !== undefined) {
+        watchDirs.add(dir);
+        this.ensureWatch(dir, ALWAYS);
+      }
+      let entries: fs.Dirent[];
+      try {
+        entries = fs.readdirSync(dir, { withFileTypes: true });
+      } catch (err) {
+        // A subdirectory removed while we walk: its removal event reloads again.
+        if (parts.length > 0 && isMissing(err)) return;
+        throw loadError(parts.length > 0 ? parts.join('.') : dir, fsReason(err));
+      }
+      for (const entry of entries) {
+        const name = entry.name;
+        if (this.ignoreDotFiles && name.startsWith('.')) continue;
+        const full = path.join(dir, name);
+        const childParts = [...parts, name];
+        const key = childParts.join('.');
+        let kind: 'dir' | 'file' | 'other';
+        let viaLink = false;
+        if (entry.isSymbolicLink()) {
+          viaLink = true;
+          let st: fs.Stats;
+          try {
+            st = fs.statSync(full);
+          } catch (err) {
+            const code = errCode(err);
+            if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') {
+              this.logger.warn(`runtime: skipping ${full}: dangling symlink`);
+              continue;
+            }
+            throw loadError(key, fsReason(err));
+          }
+          kind = st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
+        } else {
+          kind = entry.isDirectory() ? 'dir' : entry.isFile() ? 'file' : 'other';
+        }
+
+        if (kind === 'dir') {
+          // ConfigMap internals (`..data`, `..2026_…`): their files are loaded via the top-level links.
+          if (name.startsWith('..')) continue;
+          if (viaLink) {
+            this.logger.warn(`runtime: skipping ${full}: symlinks to directories are not followed`);
+            continue;
+          }
+          if (prefix !== undefined) {
+            const dirPrefix = key + '.';
+            if (!dirPrefix.startsWith(prefix) && !prefix.startsWith(dirPrefix)) continue;
+          }
+          walk(full, childParts);
+          continue;
+        }
+        if (prefix !== undefined && !key.startsWith(prefix)) continue;
+        if (kind === 'other') throw loadError(key, `read ${full}: not a regular file`);
+        let content: string;
+        try {
+          content = fs.readFileSync(full, 'utf8');
+        } catch (err) {
+          // Removed between listing and reading: its removal event reloads again.
+          if (errCode(err) === 'ENOENT') continue;
+          throw loadError(key, fsReason(err));
+        }
+        files.push({ name: key, content });
+      }
+    };
+    walk(base, []);
+    files.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return files;
+  }
+
+  private ensureWatch(dir: string, relevant: Relevance): EnsureResult {
+    let w = this.watches.get(dir);
+    if (w === undefined) {
+      w = new DirWatch(dir, relevant, (rel) => this.onWatchEvent(rel), this.persistent, this.logger);
+      this.watches.set(dir, w);
+    }
+    return w.ensure();
+  }
+
+  private onWatchEvent(relevant: boolean): void {
+    if (this.stopped) return;
+    if (relevant) this.pendingReload = true;
+    this.pendingCheck = true;
+    const now = Date.now();
+    if (this.burstStart === undefined) this.burstStart = now;
+    const due = Math.min(now + this.debounceMs, this.burstStart + this.maxDelayMs);
+    if (this.debounceTimer !== undefined) clearTimeout(this.debounceTimer);
+    this.debounceTimer = setTimeout(() => this.onDebounced(), Math.max(0, due - now));
+    this.debounceTimer.unref();
+  }
+
+  private onDebounced(): void {
+    this.debounceTimer = undefined;
+    this.burstStart = undefined;
+    if (this.stopped) return;
+    if (this.pendingReload) {
+      this.reload();
+    } else if (this.pendingCheck) {
+      this.pendingCheck = false;
+      if (this.checkWatches()) this.reload();
+    }
+  }
+
+  /** Re-arms dead or replaced watchers; true when one was (re)armed, so changes may have been missed. */
+  private checkWatches(): boolean {
+    let armed = false;
+    let missing = false;
+    for (const w of this.watches.values()) {
+      const r = w.ensure();
+      if (r === 'armed') armed = true;
+      else if (r === 'missing') missing = true;
+    }
+    if (missing) this.scheduleRetry();
+    return armed;
+  }
+
+  private scheduleRetry(): void {
+    if (this.stopped || this.retryTimer !== undefined) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (this.stopped) return;
+      if (this.checkWatches()) this.reload();
+    }, this.retryMs);
+    this.retryTimer.unref();
+  }
+}

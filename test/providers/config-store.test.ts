@@ -1,0 +1,125 @@
+import { ConfigError } from '../../src/config/types';
+import { CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, ConfigStore } from '../../src/providers/config-store';
+import { StatsStore } from '../../src/stats/store';
+import { CapturingLogger, fakeLoader } from './helpers';
+
+interface Flags {
+  shadowMode: boolean;
+}
+
+function setup(readFlags: () => Flags = () => ({ shadowMode: false })) {
+  const stats = new StatsStore();
+  const logger = new CapturingLogger();
+  const store = new ConfigStore<Flags>({ stats, logger, readFlags });
+  const count = (name: string) => stats.counter(name).value;
+  return { stats, logger, store, count };
+}
+
+describe('ConfigStore', () => {
+  test('starts empty with both load counters registered at 0', () => {
+    const { store, stats } = setup();
+    expect(store.current()).toBeUndefined();
+    expect(store.hasFirstEvent).toBe(false);
+    const names = stats.entries().map(([n]) => n);
+    expect(names).toEqual(expect.arrayContaining([CONFIG_LOAD_SUCCESS, CONFIG_LOAD_ERROR]));
+  });
+
+  test('update swaps config and flags together, counts, logs, notifies', () => {
+    let shadow = false;
+    const { store, logger, count } = setup(() => ({ shadowMode: shadow }));
+    const seen: number[] = [];
+    store.onUpdate((s) => seen.push(s.config.domainCount));
+
+    const c1 = fakeLoader([{ name: 'a.yaml', content: 'x' }], false);
+    store.update(c1);
+    const s1 = store.current();
+    expect(s1?.config).toBe(c1);
+    expect(s1?.flags).toEqual({ shadowMode: false });
+    expect(Object.isFrozen(s1)).toBe(true);
+
+    shadow = true; // flags are re-read at every load
+    const c2 = fakeLoader([], false);
+    store.update(c2);
+    const s2 = store.current();
+    expect(s2?.config).toBe(c2);
+    expect(s2?.flags).toEqual({ shadowMode: true });
+    // The earlier snapshot is untouched: a request holding it keeps a consistent pair.
+    expect(s1?.config).toBe(c1);
+    expect(s1?.flags).toEqual({ shadowMode: false });
+
+    expect(count(CONFIG_LOAD_SUCCESS)).toBe(2);
+    expect(count(CONFIG_LOAD_ERROR)).toBe(0);
+    expect(seen).toEqual([1, 0]);
+    expect(logger.messages('info')).toEqual([
+      'Successfully loaded new configuration',
+      'Successfully loaded new configuration',
+    ]);
+  });
+
+  test('fail keeps the previous snapshot, counts, logs, does not notify', () => {
+    const { store, logger, count } = setup();
+    const listener = jest.fn();
+    store.onUpdate(listener);
+    const c1 = fakeLoader([{ name: 'a.yaml', content: 'x' }], false);
+    store.update(c1);
+    const before = store.current();
+
+    store.fail(new ConfigError('a.yaml: config file cannot have empty domain'));
+    expect(store.current()).toBe(before);
+    expect(count(CONFIG_LOAD_ERROR)).toBe(1);
+    expect(count(CONFIG_LOAD_SUCCESS)).toBe(1);
+    expect(listener).toHaveBeenCalledTimes(1);
+    expect(logger.messages('error')).toEqual([
+      'Error loading new configuration: a.yaml: config file cannot have empty domain',
+    ]);
+  });
+
+  test('a failing first load leaves no config and still resolves waitForFirst', async () => {
+    const { store } = setup();
+    const first = store.waitForFirst();
+    store.fail(new ConfigError('x.yaml: bad'));
+    await expect(first).resolves.toBeUndefined();
+    expect(store.hasFirstEvent).toBe(true);
+    expect(store.current()).toBeUndefined();
+    // Later successes do not change what the first event reported.
+    store.update(fakeLoader([], false));
+    await expect(store.waitForFirst()).resolves.toBeUndefined();
+    expect(store.current()).toBeDefined();
+  });
+
+  test('waitForFirst resolves with the first successful snapshot', async () => {
+    const { store } = setup();
+    const first = store.waitForFirst();
+    const c = fakeLoader([{ name: 'a.yaml', content: 'x' }], false);
+    store.update(c);
+    const snap = await first;
+    expect(snap?.config).toBe(c);
+  });
+
+  test('readFlags throwing fails the load; a throwing listener does not break the others', () => {
+    let throwFlags = false;
+    const { store, logger, count } = setup(() => {
+      if (throwFlags) throw new Error('SHADOW_MODE: invalid boolean');
+      return { shadowMode: false };
+    });
+    const good = jest.fn();
+    store.onUpdate(() => {
+      throw new Error('boom');
+    });
+    const unsubscribe = store.onUpdate(good);
+    store.update(fakeLoader([], false));
+    expect(good).toHaveBeenCalledTimes(1);
+    expect(logger.messages('error')).toEqual(['config listener failed: boom']);
+
+    throwFlags = true;
+    const before = store.current();
+    store.update(fakeLoader([{ name: 'a', content: 'x' }], false));
+    expect(store.current()).toBe(before);
+    expect(count(CONFIG_LOAD_ERROR)).toBe(1);
+
+    unsubscribe();
+    throwFlags = false;
+    store.update(fakeLoader([], false));
+    expect(good).toHaveBeenCalledTimes(1);
+  });
+});

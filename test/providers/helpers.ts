@@ -1,0 +1,77 @@
+/** Shared helpers for the provider tests: a fake loader, a capturing logger, bounded waits. */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { ConfigError, type ConfigFile, type RateLimitConfig } from '../../src/config/types';
+import type { ProviderLogger } from '../../src/providers/config-store';
+
+/** What the fake loader returns: the files it was given, so tests can look at names and contents. */
+export interface FakeConfig extends RateLimitConfig {
+  readonly files: readonly ConfigFile[];
+  readonly merge: boolean;
+}
+
+/** Every file is one "domain"; a file whose content is `bad` fails like the real loader would. */
+export function fakeLoader(files: ConfigFile[], mergeDomainConfig: boolean): RateLimitConfig {
+  for (const f of files) {
+    if (f.content.trim() === 'bad') throw new ConfigError(`${f.name}: config file cannot have empty domain`);
+  }
+  const config: FakeConfig = {
+    files: files.map((f) => ({ ...f })),
+    merge: mergeDomainConfig,
+    domainCount: files.length,
+    getLimit: () => undefined,
+    dump: () => files.map((f) => `${f.name}=${f.content}\n`).join(''),
+  };
+  return config;
+}
+
+export class CapturingLogger implements ProviderLogger {
+  readonly lines: Array<{ level: 'info' | 'warn' | 'error'; msg: string }> = [];
+  info(msg: string): void {
+    this.lines.push({ level: 'info', msg });
+  }
+  warn(msg: string): void {
+    this.lines.push({ level: 'warn', msg });
+  }
+  error(msg: string): void {
+    this.lines.push({ level: 'error', msg });
+  }
+  messages(level?: 'info' | 'warn' | 'error'): string[] {
+    return this.lines.filter((l) => level === undefined || l.level === level).map((l) => l.msg);
+  }
+}
+
+export function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls `pred` every 10 ms until it holds; fails after `timeoutMs` with `what` in the message. */
+export async function waitFor(pred: () => boolean, what: string, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (pred()) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await delay(10);
+  }
+}
+
+export function makeTmpDir(): string {
+  return fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'rl-providers-')));
+}
+
+/** Writes `files` (relative path → content) under `dir`, creating directories. */
+export function writeTree(dir: string, files: Record<string, string>): void {
+  for (const [rel, content] of Object.entries(files)) {
+    const p = path.join(dir, rel);
+    fs.mkdirSync(path.dirname(p), { recursive: true });
+    fs.writeFileSync(p, content);
+  }
+}
+
+/** Atomically points symlink `link` at `target` (ln -s target tmp && mv -T tmp link). */
+export function swapSymlink(link: string, target: string): void {
+  const tmp = `${link}.tmp-${process.pid}-${Date.now()}`;
+  fs.symlinkSync(target, tmp);
+  fs.renameSync(tmp, link);
+}
