@@ -1,0 +1,54 @@
+#!/usr/bin/env node
+/**
+ * `ratelimit`: the service. Reads its settings from the environment (upstream's variables), starts
+ * the listeners and stops gracefully on SIGTERM, SIGINT or SIGHUP (as upstream, SIGHUP does not
+ * reload). A bad setting stops start-up with one line naming the variable.
+ */
+import { RateLimitApp, StartupError } from '../server/app';
+import { loadSettings, SettingsError } from '../settings';
+import { createLogger } from '../telemetry/logger';
+
+async function main(): Promise<void> {
+  let settings;
+  try {
+    settings = loadSettings(process.env);
+  } catch (err) {
+    if (err instanceof SettingsError) {
+      process.stderr.write(`ratelimit: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const logger = createLogger({ level: settings.log.level, format: settings.log.format });
+  for (const w of settings.warnings) logger.warn(w);
+
+  let app: RateLimitApp;
+  try {
+    app = new RateLimitApp({ settings, logger });
+    const signals: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
+    for (const sig of signals) {
+      process.once(sig, () => {
+        logger.info(`received ${sig}`);
+        app.stop().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            logger.error(`error while stopping: ${String(err)}`);
+            process.exit(1);
+          },
+        );
+      });
+    }
+    await app.start();
+  } catch (err) {
+    if (err instanceof StartupError) {
+      process.stderr.write(`ratelimit: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`ratelimit: fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

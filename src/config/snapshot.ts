@@ -1,0 +1,377 @@
+/**
+ * The loaded config tree and its request-time lookup (upstream `GetLimit`, section 1.2), plus the
+ * stats-key rewriting of section 1.15. Everything that does not depend on the request is computed
+ * at load time: in the common case a lookup is a few Map reads and returns a shared frozen rule.
+ */
+import type { Descriptor, Entry, JsonObject } from '../limiter/types';
+import { UNIT_NAMES } from '../limiter/types';
+import { sanitizeStatName } from '../stats/store';
+import type { StatsStore } from '../stats/store';
+import type { RateLimitConfig, RateLimitRule } from './types';
+
+/** How a level was matched. */
+const EXACT = 0;
+const WILDCARD = 1;
+const BARE = 2;
+
+/** A compiled wildcard (`*` = zero or more characters) over the whole `key_value` string. */
+export class Wildcard {
+  private readonly segs: readonly string[];
+  private readonly first: string;
+  private readonly last: string;
+  private readonly minLen: number;
+
+  constructor(
+    readonly pattern: string,
+    readonly node: ConfigNode,
+  ) {
+    this.segs = pattern.split('*');
+    this.first = this.segs[0]!;
+    this.last = this.segs[this.segs.length - 1]!;
+    let n = 0;
+    for (const s of this.segs) n += s.length;
+    this.minLen = n;
+  }
+
+  /**
+   * Whether the pattern matches `key + '_' + value`. The prefix and suffix are compared against
+   * the two parts in place, so the usual miss or single-`*` match builds no string.
+   */
+  matches(key: string, value: string): boolean {
+    const kl = key.length;
+    const total = kl + 1 + value.length;
+    if (total < this.minLen) return false;
+    const first = this.first;
+    for (let i = 0; i < first.length; i++) {
+      const c = i < kl ? key.charCodeAt(i) : i === kl ? 95 /* _ */ : value.charCodeAt(i - kl - 1);
+      if (c !== first.charCodeAt(i)) return false;
+    }
+    const last = this.last;
+    const off = total - last.length;
+    for (let i = 0; i < last.length; i++) {
+      const j = off + i;
+      const c = j < kl ? key.charCodeAt(j) : j === kl ? 95 : value.charCodeAt(j - kl - 1);
+      if (c !== last.charCodeAt(i)) return false;
+    }
+    const segs = this.segs;
+    if (segs.length === 2) return true;
+    // Middle segments in order, non-overlapping, between the prefix and the suffix.
+    const s = key + '_' + value;
+    let pos = first.length;
+    for (let i = 1; i < segs.length - 1; i++) {
+      const seg = segs[i]!;
+      if (seg.length === 0) continue;
+      const at = s.indexOf(seg, pos);
+      if (at < 0 || at + seg.length > off) return false;
+      pos = at + seg.length;
+    }
+    return true;
+  }
+}
+
+/** One level of descriptors (a node's children). */
+export class Level {
+  /** finalKey -> node (also the bare `key` lookup). */
+  readonly byFinalKey = new Map<string, ConfigNode>();
+  /**
+   * Exact `key_value` lookup without building the string: every node is registered under each
+   * split of its finalKey at an `_`, so `exact.get(k)?.get(v)` finds the node whose finalKey is
+   * `k + '_' + v`, exactly as upstream's map lookup of the concatenation would.
+   */
+  readonly exact = new Map<string, Map<string, ConfigNode>>();
+  /** finalKeys containing `*`, in load order. */
+  readonly wildcards: Wildcard[] = [];
+
+  add(node: ConfigNode): void {
+    const fk = node.finalKey;
+    this.byFinalKey.set(fk, node);
+    for (let i = fk.indexOf('_'); i >= 0; i = fk.indexOf('_', i + 1)) {
+      const k = fk.slice(0, i);
+      let byValue = this.exact.get(k);
+      if (byValue === undefined) {
+        byValue = new Map();
+        this.exact.set(k, byValue);
+      }
+      byValue.set(fk.slice(i + 1), node);
+    }
+    if (fk.includes('*')) this.wildcards.push(new Wildcard(fk, node));
+  }
+}
+
+/** Per-snapshot budget for cached request-specific rules (detailed_metric, value_to_metric). */
+export interface RuleCacheBudget {
+  remaining: number;
+}
+
+/** A loaded descriptor node. */
+export class ConfigNode {
+  children: Level | undefined;
+  rule: RateLimitRule | undefined;
+  /** `rule` with the share_threshold patterns of a fully wildcard-matched path. */
+  shareRule: RateLimitRule | undefined;
+  sharePatterns: readonly (string | undefined)[] | undefined;
+  /** share_threshold nodes on the path from the domain to this node (inclusive). */
+  shareCount = 0;
+  /** Request-specific rules keyed by their stats key. */
+  dynamicRules: Map<string, RateLimitRule> | undefined;
+
+  constructor(
+    readonly key: string,
+    readonly value: string,
+    readonly finalKey: string,
+    /** The config path, `domain.k1_v1.k2`: upstream's load-time FullKey. */
+    readonly fullKey: string,
+    readonly valueToMetric: boolean,
+    readonly shareThreshold: boolean,
+    readonly detailedMetric: boolean,
+    readonly metadata: JsonObject | undefined,
+  ) {}
+}
+
+export class DomainNode {
+  readonly children = new Level();
+  constructor(readonly name: string) {}
+}
+
+const EMPTY: readonly string[] = Object.freeze([]);
+
+function trimPrefix(s: string, prefix: string): string {
+  return s.startsWith(prefix) ? s.slice(prefix.length) : s;
+}
+
+/** The value part of a matched wildcard pattern, as upstream derives it from the request key. */
+function wildcardValue(node: ConfigNode, entry: Entry): string {
+  if (entry.key === node.key && node.value !== '') return node.value;
+  return trimPrefix(node.finalKey, entry.key + '_');
+}
+
+export class ConfigSnapshot implements RateLimitConfig {
+  readonly domainCount: number;
+  private readonly overrideRules = new Map<string, RateLimitRule>();
+  /**
+   * Scratch space for one lookup: the node and match kind per entry (getLimit is synchronous, so
+   * one set per snapshot is enough; the arrays grow on demand).
+   */
+  private readonly scratchNodes: ConfigNode[] = new Array<ConfigNode>(8);
+  private readonly scratchMatch: number[] = new Array<number>(8).fill(0);
+
+  constructor(
+    private readonly domains: ReadonlyMap<string, DomainNode>,
+    private readonly stats: StatsStore,
+    private readonly cacheBudget: RuleCacheBudget,
+    private readonly dumpText: string,
+  ) {
+    this.domainCount = domains.size;
+    Object.freeze(this);
+  }
+
+  getLimit(domain: string, descriptor: Descriptor): RateLimitRule | undefined {
+    const dom = this.domains.get(domain);
+    if (dom === undefined) {
+      this.stats
+        .dynamicCounter(
+          'ratelimit.service.rate_limit.' + sanitizeStatName(domain) + '.domain_not_found',
+          'ratelimit.service.rate_limit.overflow.domain_not_found',
+        )
+        .inc();
+      return undefined;
+    }
+    if (descriptor.limit !== undefined && descriptor.limit !== null) return this.overrideRule(domain, descriptor);
+
+    const entries = descriptor.entries;
+    const n = entries.length;
+    const nodes = this.scratchNodes;
+    const match = this.scratchMatch;
+
+    let level: Level | undefined = dom.children;
+    let found: ConfigNode | undefined;
+    // True when the value_to_metric stats key may differ from the load-time FullKey.
+    let dynamic = false;
+    let shareSeen = 0;
+    let shareIrregular = false;
+
+    for (let i = 0; i < n && level !== undefined; i++) {
+      const e = entries[i]!;
+      let node: ConfigNode | undefined;
+      let how = EXACT;
+      const byValue = level.exact.get(e.key);
+      if (byValue !== undefined) node = byValue.get(e.value);
+      if (node !== undefined) {
+        // The stats segment is `key` (not the finalKey `key_`) for an empty request value.
+        if (e.value === '') dynamic = true;
+      } else {
+        const wild: readonly Wildcard[] = level.wildcards;
+        if (wild.length > 0) {
+          for (let w = 0; w < wild.length; w++) {
+            if (wild[w]!.matches(e.key, e.value)) {
+              node = wild[w]!.node;
+              how = WILDCARD;
+              break;
+            }
+          }
+        }
+        if (node !== undefined) {
+          const regular = e.key === node.key && node.value !== '';
+          if (node.shareThreshold) {
+            shareSeen++;
+            if (!regular) {
+              shareIrregular = true;
+              dynamic = true;
+            }
+          } else if (node.valueToMetric || !regular) {
+            dynamic = true;
+          }
+        } else {
+          node = level.byFinalKey.get(e.key);
+          if (node === undefined) break;
+          how = BARE;
+          if (node.valueToMetric && e.value !== '') dynamic = true;
+        }
+      }
+      nodes[i] = node;
+      match[i] = how;
+      if (i === n - 1 && node.rule !== undefined) found = node;
+      level = node.children;
+    }
+
+    if (found === undefined) return undefined;
+    const base = found.rule!;
+    const shareStandard = shareSeen === found.shareCount && !shareIrregular;
+
+    if (!found.detailedMetric && !dynamic) {
+      if (shareSeen === 0) return base;
+      if (shareStandard) return found.shareRule;
+      return this.makeRule(base, base.fullKey, base.stats, this.patterns(entries, n));
+    }
+
+    let patterns: readonly (string | undefined)[] | undefined;
+    if (shareSeen > 0) patterns = shareStandard ? found.sharePatterns : this.patterns(entries, n);
+
+    let key: string;
+    if (found.detailedMetric) {
+      key = dom.name;
+      for (let i = 0; i < n; i++) {
+        const e = entries[i]!;
+        const p = patterns !== undefined ? patterns[i] : undefined;
+        if (p !== undefined) key += '.' + e.key + '_' + p;
+        else if (patterns !== undefined && e.value === '') key += '.' + e.key;
+        else key += '.' + e.key + '_' + e.value;
+      }
+    } else {
+      key = dom.name;
+      for (let i = 0; i < n; i++) {
+        const e = entries[i]!;
+        const node = nodes[i]!;
+        const how = match[i];
+        if (how === WILDCARD) {
+          if (node.shareThreshold || !node.valueToMetric) key += '.' + e.key + '_' + wildcardValue(node, e);
+          else key += e.value !== '' ? '.' + e.key + '_' + e.value : '.' + e.key;
+        } else if (how === EXACT || node.valueToMetric) {
+          key += e.value !== '' ? '.' + e.key + '_' + e.value : '.' + e.key;
+        } else {
+          key += '.' + e.key;
+        }
+      }
+      if (key === base.fullKey) {
+        if (shareSeen === 0) return base;
+        if (shareStandard) return found.shareRule;
+        return this.makeRule(base, base.fullKey, base.stats, patterns);
+      }
+    }
+
+    // Cache only rules whose patterns follow from the node alone (none, or the standard set).
+    if (shareSeen > 0 ? !shareStandard : found.shareCount > 0) {
+      return this.makeRule(base, key, this.stats.dynamicRuleStats(sanitizeStatName(key)), patterns);
+    }
+    let cache = found.dynamicRules;
+    const hit = cache !== undefined ? cache.get(key) : undefined;
+    if (hit !== undefined) return hit;
+    const rule = this.makeRule(base, key, this.stats.dynamicRuleStats(sanitizeStatName(key)), patterns);
+    if (this.cacheBudget.remaining > 0) {
+      this.cacheBudget.remaining--;
+      if (cache === undefined) {
+        cache = new Map();
+        found.dynamicRules = cache;
+      }
+      cache.set(key, rule);
+    }
+    return rule;
+  }
+
+  /** share_threshold patterns for the current scratch path (entries matched via a share wildcard). */
+  private patterns(entries: readonly Entry[], n: number): readonly (string | undefined)[] | undefined {
+    let out: (string | undefined)[] | undefined;
+    for (let i = 0; i < n; i++) {
+      const node = this.scratchNodes[i]!;
+      if (this.scratchMatch[i] === WILDCARD && node.shareThreshold) {
+        if (out === undefined) out = new Array<string | undefined>(n).fill(undefined);
+        out[i] = wildcardValue(node, entries[i]!);
+      }
+    }
+    return out === undefined ? undefined : Object.freeze(out);
+  }
+
+  private makeRule(
+    base: RateLimitRule,
+    fullKey: string,
+    stats: RateLimitRule['stats'],
+    patterns: readonly (string | undefined)[] | undefined,
+  ): RateLimitRule {
+    return Object.freeze({
+      fullKey,
+      stats,
+      limit: base.limit,
+      unlimited: base.unlimited,
+      shadowMode: base.shadowMode,
+      quotaMode: base.quotaMode,
+      replaces: base.replaces,
+      metadata: base.metadata,
+      shareThresholdKeyPattern: patterns,
+      isOverride: false,
+    });
+  }
+
+  /** A RateLimitOverride from the request: never matched against config (section 1.16). */
+  private overrideRule(domain: string, descriptor: Descriptor): RateLimitRule {
+    const o = descriptor.limit!;
+    let key = domain + '.';
+    const entries = descriptor.entries;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      if (i > 0) key += '.';
+      key += e.value !== '' ? e.key + '_' + e.value : e.key;
+    }
+    const cacheKey = o.requestsPerUnit + '|' + o.unit + '|' + key;
+    const hit = this.overrideRules.get(cacheKey);
+    if (hit !== undefined) return hit;
+    const rule: RateLimitRule = Object.freeze({
+      fullKey: key,
+      stats: this.stats.dynamicRuleStats(sanitizeStatName(key)),
+      limit: Object.freeze({ name: '', requestsPerUnit: o.requestsPerUnit, unit: o.unit }),
+      unlimited: false,
+      shadowMode: false,
+      quotaMode: false,
+      replaces: EMPTY,
+      metadata: undefined,
+      shareThresholdKeyPattern: undefined,
+      isOverride: true,
+    });
+    if (this.cacheBudget.remaining > 0) {
+      this.cacheBudget.remaining--;
+      this.overrideRules.set(cacheKey, rule);
+    }
+    return rule;
+  }
+
+  dump(): string {
+    return this.dumpText;
+  }
+}
+
+/** The `/rlconfig` line of a rule. */
+export function dumpLine(rule: RateLimitRule): string {
+  return (
+    `${rule.fullKey}: unit=${UNIT_NAMES[rule.limit.unit] ?? String(rule.limit.unit)} ` +
+    `requests_per_unit=${rule.limit.requestsPerUnit}, shadow_mode: ${rule.shadowMode}, quota_mode: ${rule.quotaMode}\n`
+  );
+}

@@ -1,0 +1,234 @@
+/**
+ * Assembles the `ratelimit` service from its settings: stats, counter store, local cache, config
+ * store and provider, the decision service and the three listeners; and takes them down again.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import * as grpc from '@grpc/grpc-js';
+import { MemoryStore } from '../backends/memory';
+import type { CounterStore } from '../backends/types';
+import { loadConfig } from '../config/load';
+import type { Clock } from '../limiter/clock';
+import { systemClock } from '../limiter/clock';
+import { LocalCache } from '../limiter/local-cache';
+import { RateLimitService, type ServiceFlags } from '../limiter/service';
+import { ConfigStore } from '../providers/config-store';
+import { FileProvider } from '../providers/file-provider';
+import { type ReloadableFlags, type Settings, loadReloadableFlags } from '../settings';
+import { StatsStore } from '../stats/store';
+import type { Logger } from '../telemetry/logger';
+import { createDebugHandler } from './debug';
+import { addGrpcServices } from './grpc';
+import { Health } from './health';
+import { createHttpHandler, DEFAULT_MAX_JSON_BODY_BYTES } from './http';
+
+/** How long in-flight calls may take to finish after a termination signal. */
+export const DRAIN_TIMEOUT_MS = 10_000;
+
+export interface AppOptions {
+  settings: Settings;
+  logger: Logger;
+  /** Environment re-read at each config load for the reloadable flags (upstream behaviour). */
+  env?: NodeJS.ProcessEnv;
+  clock?: Clock;
+}
+
+export interface Listening {
+  grpc: string;
+  http: string;
+  debug: string;
+}
+
+export function toServiceFlags(r: ReloadableFlags): ServiceFlags {
+  return {
+    shadowMode: r.shadowMode,
+    quotaMode: r.quotaMode,
+    responseDynamicMetadata: r.responseDynamicMetadata,
+    responseHeadersEnabled: r.responseHeaders.enabled,
+    limitHeader: r.responseHeaders.limitHeader,
+    remainingHeader: r.responseHeaders.remainingHeader,
+    resetHeader: r.responseHeaders.resetHeader,
+  };
+}
+
+/** A start-up problem that is the operator's to fix (printed as one line, exit 1). */
+export class StartupError extends Error {}
+
+function createStore(settings: Settings, stats: StatsStore): CounterStore {
+  switch (settings.cache.backendType) {
+    case 'memory':
+      return new MemoryStore({ maxKeys: settings.memory.maxKeys, evictions: stats.counter('ratelimit.memory.evictions') });
+    default:
+      throw new StartupError(
+        `BACKEND_TYPE=${settings.cache.backendType}: this build has no ${settings.cache.backendType} store yet; use BACKEND_TYPE=memory`,
+      );
+  }
+}
+
+export class RateLimitApp {
+  readonly stats = new StatsStore();
+  readonly health = new Health();
+  readonly store: CounterStore;
+  readonly configStore: ConfigStore<ServiceFlags>;
+  readonly service: RateLimitService;
+  private readonly localCache: LocalCache | undefined;
+  private provider: FileProvider<ServiceFlags> | undefined;
+  private grpcServer: grpc.Server | undefined;
+  private httpServer: http.Server | undefined;
+  private debugServer: http.Server | undefined;
+  private stopping: Promise<void> | undefined;
+
+  constructor(private readonly opts: AppOptions) {
+    const { settings, logger } = opts;
+    const env = opts.env ?? process.env;
+    if (settings.config.type !== 'FILE') {
+      throw new StartupError(`CONFIG_TYPE=${settings.config.type}: this build only loads config files (CONFIG_TYPE=FILE)`);
+    }
+    this.store = createStore(settings, this.stats);
+    const lc = settings.cache.localCacheSizeInBytes;
+    this.localCache = lc > 0 ? new LocalCache(lc) : undefined;
+
+    this.health.add('store', this.store.isHealthy());
+    this.health.add('sigterm', true);
+    if (settings.config.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
+
+    this.configStore = new ConfigStore<ServiceFlags>({
+      stats: this.stats,
+      logger,
+      readFlags: () => toServiceFlags(loadReloadableFlags(env)),
+    });
+    if (settings.config.healthyWithAtLeastOneConfigLoaded) {
+      this.configStore.onUpdate((snap) => this.health.set('config', snap.config.domainCount > 0));
+    }
+    this.service = new RateLimitService({
+      store: this.store,
+      snapshot: () => this.configStore.current(),
+      stats: this.stats,
+      clock: opts.clock ?? systemClock,
+      nearLimitRatio: settings.cache.nearLimitRatio,
+      cacheKeyPrefix: settings.cache.cacheKeyPrefix,
+      localCache: this.localCache,
+    });
+  }
+
+  /** Loads config, waits for the first one unless FORCE_START_WITHOUT_INITIAL_CONFIG, listens. */
+  async start(): Promise<Listening> {
+    const { settings, logger } = this.opts;
+    const env = this.opts.env ?? process.env;
+    const why = { explicit: 'BACKEND_TYPE', 'redis-url': 'REDIS_URL is set', default: 'default' }[
+      settings.cache.backendSource
+    ];
+    logger.info(`counter store: ${this.store.kind} (${why})`);
+    this.provider = new FileProvider<ServiceFlags>({
+      root: settings.runtime.root,
+      subdirectory: settings.runtime.subdirectory,
+      appDirectory: settings.runtime.appDirectory,
+      ignoreDotFiles: settings.runtime.ignoreDotFiles,
+      watchRoot: settings.runtime.watchRoot,
+      mergeDomainConfig: () => loadReloadableFlags(env).mergeDomainConfig,
+      loader: (files, merge) => loadConfig(files, { mergeDomainConfig: merge, stats: this.stats }),
+      store: this.configStore,
+      logger,
+    });
+    this.provider.start();
+    if (!settings.config.forceStartWithoutInitialConfig) {
+      logger.info('waiting for the first configuration before listening');
+      await this.configStore.waitForFirst();
+    }
+
+    const grpcServer = new grpc.Server({
+      'grpc.max_connection_age_ms': settings.grpc.maxConnectionAgeMs,
+      'grpc.max_connection_age_grace_ms': settings.grpc.maxConnectionAgeGraceMs,
+    });
+    addGrpcServices(grpcServer, { service: this.service, health: this.health, stats: this.stats, logger });
+    this.grpcServer = grpcServer;
+    const grpcTarget = settings.grpc.uds !== '' ? `unix:${settings.grpc.uds}` : hostPort(settings.grpc.host, settings.grpc.port);
+    const grpcPort = await new Promise<number>((resolve, reject) =>
+      grpcServer.bindAsync(grpcTarget, grpc.ServerCredentials.createInsecure(), (err, port) =>
+        err ? reject(new StartupError(`cannot listen for gRPC on ${grpcTarget}: ${err.message}`)) : resolve(port),
+      ),
+    );
+
+    this.httpServer = http.createServer(
+      createHttpHandler({ service: this.service, health: this.health, logger, maxBodyBytes: DEFAULT_MAX_JSON_BODY_BYTES }),
+    );
+    this.debugServer = http.createServer(
+      createDebugHandler({
+        stats: this.stats,
+        dumpConfig: () => this.configStore.current()?.config.dump() ?? '',
+        refreshGauges: () => this.localCache?.publish(this.stats),
+      }),
+    );
+    const httpAddr = await listen(this.httpServer, settings.http.host, settings.http.port, 'HTTP');
+    const debugAddr = await listen(this.debugServer, settings.debug.host, settings.debug.port, 'debug');
+    const listening: Listening = {
+      grpc: settings.grpc.uds !== '' ? grpcTarget : hostPort(settings.grpc.host, grpcPort),
+      http: httpAddr,
+      debug: debugAddr,
+    };
+    logger.info(`listening: gRPC ${listening.grpc}, HTTP ${listening.http}, debug ${listening.debug}`);
+    return listening;
+  }
+
+  /**
+   * Graceful stop: health turns unhealthy, listeners stop accepting, in-flight calls get up to
+   * DRAIN_TIMEOUT_MS to finish, then the provider and the store are closed.
+   */
+  stop(drainMs = DRAIN_TIMEOUT_MS): Promise<void> {
+    this.stopping ??= this.doStop(drainMs);
+    return this.stopping;
+  }
+
+  private async doStop(drainMs: number): Promise<void> {
+    const { logger } = this.opts;
+    this.health.set('sigterm', false);
+    logger.info('shutting down: draining in-flight calls');
+    const drained = Promise.all([
+      this.grpcServer === undefined
+        ? undefined
+        : new Promise<void>((resolve) => this.grpcServer!.tryShutdown(() => resolve())),
+      closeHttp(this.httpServer),
+      closeHttp(this.debugServer),
+    ]);
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      drained.then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), drainMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (timedOut) {
+      logger.warn(`in-flight calls did not finish within ${drainMs} ms; closing them`);
+      this.grpcServer?.forceShutdown();
+      this.httpServer?.closeAllConnections();
+      this.debugServer?.closeAllConnections();
+    }
+    this.provider?.stop();
+    await this.store.close();
+    logger.info('stopped');
+  }
+}
+
+function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+function listen(server: http.Server, host: string, port: number, what: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error): void => reject(new StartupError(`cannot listen for ${what} on ${hostPort(host, port)}: ${err.message}`));
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve(hostPort(host, (server.address() as AddressInfo).port));
+    });
+  });
+}
+
+function closeHttp(server: http.Server | undefined): Promise<void> {
+  if (server === undefined || !server.listening) return Promise.resolve();
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeIdleConnections();
+  });
+}

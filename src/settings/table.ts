@@ -1,0 +1,277 @@
+/**
+ * Every environment variable the service reads, in one table: name, alias, type, default (written
+ * as upstream's envconfig `default:` tag, and parsed by the same parser as a user's value), and a
+ * one-line meaning. The loader takes defaults, aliases, ranges and accepted values from here, and the
+ * README settings table and `--help`-style output are rendered from here (`renderSettingsMarkdown`),
+ * so they cannot drift apart.
+ *
+ * Aliases: the seed document spells the Redis variables `STORE_*` and the Memcached ones
+ * `ALTSTORE_*`; every `REDIS_*` variable is also read as `STORE_*` and every `MEMCACHE_*` as
+ * `ALTSTORE_*`. Setting both spellings to different values is a start-up error.
+ */
+
+export type SettingKind =
+  | 'string'
+  | 'bool'
+  | 'int'
+  | 'float'
+  /** Go duration syntax; loaded as milliseconds. */
+  | 'duration'
+  /** comma separated */
+  | 'list'
+  /** `k1:v1,k2:v2` */
+  | 'map'
+  /** `k1=v1,k2=v2` */
+  | 'metadata'
+  /** one of `choices`, case-insensitive */
+  | 'enum';
+
+export interface SettingInfo {
+  /** The upstream (envoyproxy/ratelimit) variable name. */
+  readonly name: string;
+  /** The seed document's spelling (`STORE_*` / `ALTSTORE_*`), read as well. */
+  readonly alias?: string;
+  /** Section heading, as in the behaviour reference (1.20). */
+  readonly group: string;
+  readonly kind: SettingKind;
+  /** Default in envconfig `default:` syntax ('' = empty / unset). */
+  readonly default: string;
+  /** How the default is shown when the raw text would mislead (e.g. a computed default). */
+  readonly defaultText?: string;
+  /** One-line meaning. */
+  readonly description: string;
+  /** Accepted values of an enum (matched case-insensitively). */
+  readonly choices?: readonly string[];
+  /** Inclusive bounds of an int or float. */
+  readonly min?: number;
+  readonly max?: number;
+  /** Re-read from the environment at every config load (see `loadReloadableFlags`). */
+  readonly reloadable?: boolean;
+  /** Not in envoyproxy/ratelimit. */
+  readonly extension?: boolean;
+  /** Holds a secret: never echoed in error messages. */
+  readonly secret?: boolean;
+  /** A family of variables (`<NAME>` stands for each listed name); read on demand, not one by one. */
+  readonly templated?: boolean;
+}
+
+type Extra = Partial<Omit<SettingInfo, 'name' | 'group' | 'kind' | 'default' | 'description'>>;
+
+const PORT = { min: 0, max: 65535 } as const;
+
+function aliasOf(name: string): string | undefined {
+  if (name.startsWith('REDIS_')) return `STORE_${name.slice('REDIS_'.length)}`;
+  if (name.startsWith('MEMCACHE_')) return `ALTSTORE_${name.slice('MEMCACHE_'.length)}`;
+  return undefined;
+}
+
+function group(title: string) {
+  return (name: string, kind: SettingKind, def: string, description: string, extra: Extra = {}): SettingInfo => {
+    const alias = aliasOf(name);
+    return { name, ...(alias ? { alias } : {}), group: title, kind, default: def, description, ...extra };
+  };
+}
+
+const listen = group('Listeners and gRPC');
+const logcfg = group('Logging and config source');
+const xds = group('xDS client');
+const stats = group('Stats');
+const runtime = group('File config');
+const cache = group('Cache');
+const modes = group('Headers, health and modes');
+const redis = group('Redis');
+const memcache = group('Memcached');
+const tracing = group('Tracing');
+
+/**
+ * One Redis setting and its `REDIS_PERSECOND_*` twin (the per-second instance used for SECOND
+ * limits when REDIS_PERSECOND is true).
+ */
+function redisTwin(suffix: string, kind: SettingKind, def: string, description: string, extra: Extra = {}, perSecondDef = def): SettingInfo[] {
+  return [
+    redis(`REDIS_${suffix}`, kind, def, description, extra),
+    redis(`REDIS_PERSECOND_${suffix}`, kind, perSecondDef, `${description} (per-second instance)`, extra),
+  ];
+}
+
+export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
+  // Listeners and gRPC
+  listen('HOST', 'string', '0.0.0.0', 'HTTP listener host (`/json`, `/healthcheck`)'),
+  listen('PORT', 'int', '8080', 'HTTP listener port', PORT),
+  listen('DEBUG_HOST', 'string', '0.0.0.0', 'debug listener host (`/rlconfig`, `/stats`, profiling)'),
+  listen('DEBUG_PORT', 'int', '6070', 'debug listener port', PORT),
+  listen('GRPC_UDS', 'string', '', 'when set, gRPC listens on this unix socket path instead of GRPC_HOST:GRPC_PORT'),
+  listen('GRPC_HOST', 'string', '0.0.0.0', 'gRPC listener host'),
+  listen('GRPC_PORT', 'int', '8081', 'gRPC listener port', PORT),
+  listen('GRPC_MAX_CONNECTION_AGE', 'duration', '24h', 'a gRPC connection is closed with GOAWAY after this age (±10% jitter)'),
+  listen('GRPC_MAX_CONNECTION_AGE_GRACE', 'duration', '1h', 'extra time after GRPC_MAX_CONNECTION_AGE before the connection is forcibly closed'),
+  listen('GRPC_SERVER_USE_TLS', 'bool', 'false', 'serve gRPC over TLS'),
+  listen('GRPC_SERVER_TLS_CERT', 'string', '', 'server certificate chain file (same directory as the key; reloaded on change)'),
+  listen('GRPC_SERVER_TLS_KEY', 'string', '', 'server private key file'),
+  listen('GRPC_CLIENT_TLS_CACERT', 'string', '', 'client CA file; when set, client certificates are required and verified (mTLS)'),
+  listen('GRPC_CLIENT_TLS_SAN', 'string', '', 'when set, the client certificate must also verify for this DNS SAN with client-auth usage'),
+
+  // Logging and config source
+  logcfg('LOG_LEVEL', 'enum', 'WARN', 'log level', { choices: ['trace', 'debug', 'info', 'warn', 'warning', 'error', 'fatal', 'panic'] }),
+  logcfg('LOG_FORMAT', 'enum', 'text', 'log format; `json` writes `@timestamp`, `@message`, `level`', { choices: ['text', 'json'] }),
+  logcfg('CONFIG_TYPE', 'enum', 'FILE', 'where rate limit configs come from: files (RUNTIME_*) or an xDS server', { choices: ['FILE', 'GRPC_XDS_SOTW'] }),
+  logcfg('FORCE_START_WITHOUT_INITIAL_CONFIG', 'bool', 'false', 'start the listeners before the first config is loaded (false: wait for it)'),
+
+  // xDS client
+  xds('CONFIG_GRPC_XDS_NODE_ID', 'string', 'default', 'xDS node id'),
+  xds('CONFIG_GRPC_XDS_NODE_METADATA', 'metadata', '', 'xDS node metadata, `k1=v1,k2=v2`'),
+  xds('CONFIG_GRPC_XDS_SERVER_URL', 'string', 'localhost:18000', 'xDS management server address'),
+  xds('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', 'duration', '3s', 'xDS connect retry interval (no effect upstream either; kept for compatibility)'),
+  xds('CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS', 'map', '', 'extra gRPC metadata sent to the xDS server, `k1:v1,k2:v2`'),
+  xds('CONFIG_GRPC_XDS_SERVER_USE_TLS', 'bool', 'false', 'connect to the xDS server over TLS'),
+  xds('CONFIG_GRPC_XDS_CLIENT_TLS_CERT', 'string', '', 'client certificate file for the xDS connection'),
+  xds('CONFIG_GRPC_XDS_CLIENT_TLS_KEY', 'string', '', 'client key file for the xDS connection'),
+  xds('CONFIG_GRPC_XDS_SERVER_TLS_CACERT', 'string', '', 'CA file that verifies the xDS server'),
+  xds('CONFIG_GRPC_XDS_SERVER_TLS_SAN', 'string', '', 'server name expected in the xDS server certificate (overrides the host name)'),
+  xds('XDS_CLIENT_BACKOFF_INITIAL_INTERVAL', 'duration', '10s', 'first xDS reconnect delay'),
+  xds('XDS_CLIENT_BACKOFF_MAX_INTERVAL', 'duration', '60s', 'largest xDS reconnect delay'),
+  xds('XDS_CLIENT_BACKOFF_RANDOM_FACTOR', 'float', '0.5', 'multiplier of the reconnect delay per attempt (below 1 the delay stays at the initial interval, as upstream)'),
+  xds('XDS_CLIENT_BACKOFF_JITTER', 'bool', 'true', 'randomise xDS reconnect delays'),
+  xds('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', 'int', '0', 'largest xDS response accepted; 0 = gRPC default', { defaultText: '0 (gRPC default)' }),
+
+  // Stats
+  stats('USE_STATSD', 'bool', 'true', 'send stats to statsd over TCP (only one of USE_STATSD, USE_DOG_STATSD, USE_PROMETHEUS)'),
+  stats('STATSD_HOST', 'string', 'localhost', 'statsd / DogStatsD host'),
+  stats('STATSD_PORT', 'int', '8125', 'statsd / DogStatsD port', PORT),
+  stats('USE_DOG_STATSD', 'bool', 'false', 'send stats to DogStatsD (requires USE_STATSD=false)'),
+  stats('USE_DOG_STATSD_MOGRIFIERS', 'list', '', 'names of DogStatsD mogrifiers to apply, in order'),
+  stats('DOG_STATSD_MOGRIFIER_<NAME>_PATTERN', 'string', '', 'regular expression a stat name must match for mogrifier <NAME>', { templated: true }),
+  stats('DOG_STATSD_MOGRIFIER_<NAME>_NAME', 'string', '', 'new stat name for mogrifier <NAME> (`$1`… substitute groups)', { templated: true }),
+  stats('DOG_STATSD_MOGRIFIER_<NAME>_TAGS', 'map', '', 'tags added by mogrifier <NAME>, `k:$1,k2:$2`', { templated: true }),
+  stats('EXTRA_TAGS', 'map', '', 'tags added to every stat, `k1:v1,k2:v2`'),
+  stats('STATS_FLUSH_INTERVAL', 'duration', '10s', 'how often stats are flushed to the sink'),
+  stats('DISABLE_STATS', 'bool', 'false', 'discard all stats'),
+  stats('USE_PROMETHEUS', 'bool', 'false', 'serve stats for Prometheus (requires USE_STATSD=false)'),
+  stats('PROMETHEUS_ADDR', 'string', ':9090', 'Prometheus listener address'),
+  stats('PROMETHEUS_PATH', 'string', '/metrics', 'Prometheus scrape path'),
+  stats('PROMETHEUS_MAPPER_YAML', 'string', '', 'file replacing the built-in statsd-to-Prometheus mapping'),
+  stats('PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS', 'bool', 'false', 'report response times in milliseconds instead of seconds'),
+
+  // File config
+  runtime('RUNTIME_ROOT', 'string', '/srv/runtime_data/current', 'config root directory (a symlink swapped to reload, when RUNTIME_WATCH_ROOT=true)'),
+  runtime('RUNTIME_SUBDIRECTORY', 'string', '', 'subdirectory of RUNTIME_ROOT holding the service configs'),
+  runtime('RUNTIME_APPDIRECTORY', 'string', 'config', 'directory (under the subdirectory) whose files are the rate limit configs'),
+  runtime('RUNTIME_IGNOREDOTFILES', 'bool', 'false', 'skip files whose name starts with a dot'),
+  runtime('RUNTIME_WATCH_ROOT', 'bool', 'true', 'reload when RUNTIME_ROOT is replaced (true) or when a file of the config directory changes (false)'),
+  runtime('MERGE_DOMAIN_CONFIG', 'bool', 'false', 'merge config files that name the same domain instead of rejecting them', { reloadable: true }),
+
+  // Cache
+  cache('BACKEND_TYPE', 'enum', '', 'counter store: memory, redis, or memcache (`altstore` is memcache)', {
+    choices: ['memory', 'redis', 'memcache', 'altstore'],
+    defaultText: 'memory, or redis when REDIS_URL is set',
+  }),
+  cache('MEMORY_MAX_KEYS', 'int', '1000000', 'memory store: most live counters kept; past it the oldest are evicted', { min: 1, extension: true }),
+  cache('EXPIRATION_JITTER_MAX_SECONDS', 'int', '300', 'counter TTL gets a random 0..N-1 extra seconds (0 = none)'),
+  cache('LOCAL_CACHE_SIZE_IN_BYTES', 'int', '0', 'size of the in-process cache of over-limit keys; 0 disables it'),
+  cache('NEAR_LIMIT_RATIO', 'float', '0.8', 'fraction of the limit above which hits count as near_limit', { min: 0, max: 1 }),
+  cache('CACHE_KEY_PREFIX', 'string', '', 'prefix of every counter key'),
+  cache('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', 'bool', 'false', 'do not increment the other keys of a request when one is already over limit (Redis)'),
+
+  // Headers, health and modes
+  modes('LIMIT_RESPONSE_HEADERS_ENABLED', 'bool', 'false', 'add rate limit headers to responses', { reloadable: true }),
+  modes('LIMIT_LIMIT_HEADER', 'string', 'RateLimit-Limit', 'name of the header carrying the limit', { reloadable: true }),
+  modes('LIMIT_REMAINING_HEADER', 'string', 'RateLimit-Remaining', 'name of the header carrying the remaining count', { reloadable: true }),
+  modes('LIMIT_RESET_HEADER', 'string', 'RateLimit-Reset', 'name of the header carrying the seconds until reset', { reloadable: true }),
+  modes('HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', 'bool', 'false', 'report unhealthy until at least one config domain is loaded'),
+  modes('SHADOW_MODE', 'bool', 'false', 'global shadow mode: the overall code is always OK (statuses, stats and headers unchanged)', { reloadable: true }),
+  modes('QUOTA_MODE', 'bool', 'false', 'global quota mode: every descriptor is a quota descriptor (over only when all quota descriptors are over)', { reloadable: true }),
+  modes('RESPONSE_DYNAMIC_METADATA', 'bool', 'false', 'return domain, descriptors and matched rule metadata as response dynamic metadata', { reloadable: true }),
+
+  // Redis
+  ...redisTwin('SOCKET_TYPE', 'enum', 'unix', 'network of REDIS_URL', { choices: ['tcp', 'unix'] }),
+  ...redisTwin('TYPE', 'enum', 'SINGLE', 'Redis topology', { choices: ['single', 'sentinel', 'cluster'] }),
+  ...redisTwin(
+    'URL',
+    'string',
+    '/var/run/nutcracker/ratelimit.sock',
+    'single: host:port or socket path; sentinel: master,sentinel1,…; cluster: host:port,…',
+    {},
+    '/var/run/nutcracker/ratelimitpersecond.sock',
+  ),
+  ...redisTwin('POOL_SIZE', 'int', '10', 'connections in the pool'),
+  ...redisTwin('AUTH', 'string', '', '`password` or `user:password`', { secret: true }),
+  ...redisTwin('SENTINEL_AUTH', 'string', '', 'password for the sentinel nodes', { secret: true }),
+  ...redisTwin('TLS', 'bool', 'false', 'connect over TLS'),
+  redis('REDIS_TLS_CLIENT_CERT', 'string', '', 'client certificate file for Redis TLS (both instances)'),
+  redis('REDIS_TLS_CLIENT_KEY', 'string', '', 'client key file for Redis TLS (both instances)'),
+  redis('REDIS_TLS_CACERT', 'string', '', 'CA file that verifies Redis (both instances)'),
+  redis('REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', 'bool', 'false', 'verify the Redis certificate chain but not its host name'),
+  ...redisTwin('PIPELINE_WINDOW', 'duration', '0', 'write flush interval; only used in cluster mode; 0 = flush at once'),
+  ...redisTwin('PIPELINE_LIMIT', 'int', '0', 'deprecated, no effect (a warning when > 0)'),
+  ...redisTwin('CLUSTER_PIPELINE_PARALLELISM', 'int', '1', 'cluster mode: key groups sent concurrently; 1 = serial, 0 = pool size', { min: 0 }),
+  ...redisTwin('TIMEOUT', 'duration', '10s', 'dial and I/O timeout'),
+  ...redisTwin('POOL_ON_EMPTY_BEHAVIOR', 'string', 'WAIT', 'when the pool is exhausted: WAIT (CREATE and ERROR are rejected; others mean WAIT)'),
+  redis('REDIS_PERSECOND', 'bool', 'false', 'use a second Redis (REDIS_PERSECOND_*) for per-second limits'),
+  redis('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', 'bool', 'false', 'report unhealthy while Redis has no active connection'),
+  redis('REDIS_STARTUP_INITIAL_INTERVAL', 'duration', '1s', 'first retry delay while connecting at start-up'),
+  redis('REDIS_STARTUP_MAX_INTERVAL', 'duration', '30s', 'largest retry delay while connecting at start-up'),
+  redis('REDIS_STARTUP_MAX_ELAPSED_TIME', 'duration', '0', 'give up connecting at start-up after this long; 0 = retry forever'),
+
+  // Memcached
+  memcache('MEMCACHE_HOST_PORT', 'list', '', 'memcached servers, `host:port,…` (not with MEMCACHE_SRV)'),
+  memcache('MEMCACHE_SRV', 'string', '', 'SRV record listing the memcached servers (not with MEMCACHE_HOST_PORT)'),
+  memcache('MEMCACHE_SRV_REFRESH', 'duration', '0', 're-resolve MEMCACHE_SRV this often; 0 = never'),
+  memcache('MEMCACHE_MAX_IDLE_CONNS', 'int', '2', 'idle connections kept per memcached server'),
+  memcache('MEMCACHE_TLS', 'bool', 'false', 'connect to memcached over TLS'),
+  memcache('MEMCACHE_TLS_CLIENT_CERT', 'string', '', 'client certificate file for memcached TLS'),
+  memcache('MEMCACHE_TLS_CLIENT_KEY', 'string', '', 'client key file for memcached TLS'),
+  memcache('MEMCACHE_TLS_CACERT', 'string', '', 'CA file that verifies memcached'),
+  memcache('MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION', 'bool', 'false', 'verify the memcached certificate chain but not its host name'),
+
+  // Tracing
+  tracing('TRACING_ENABLED', 'bool', 'false', 'export OpenTelemetry traces (endpoint from OTEL_EXPORTER_OTLP_*)'),
+  tracing('TRACING_SERVICE_NAME', 'string', 'RateLimit', 'service.name of the spans'),
+  tracing('TRACING_SERVICE_NAMESPACE', 'string', '', 'service.namespace of the spans'),
+  tracing('TRACING_SERVICE_INSTANCE_ID', 'string', '', 'service.instance.id of the spans; empty = a random UUID', { defaultText: '(random UUID)' }),
+  tracing('TRACING_EXPORTER_PROTOCOL', 'enum', 'http', 'OTLP exporter protocol', { choices: ['http', 'grpc'] }),
+  tracing('TRACING_SAMPLING_RATE', 'float', '1', 'fraction of traces sampled (parent-based)', { min: 0, max: 1 }),
+]);
+
+const BY_NAME: ReadonlyMap<string, SettingInfo> = new Map(SETTINGS_TABLE.map((info) => [info.name, info]));
+
+/** The table entry of a variable (by its upstream name). */
+export function settingInfo(name: string): SettingInfo {
+  const info = BY_NAME.get(name);
+  if (!info) throw new Error(`settings table has no entry for ${name}`);
+  return info;
+}
+
+function cell(text: string): string {
+  return text.replace(/\|/g, '\\|');
+}
+
+function constraints(info: SettingInfo): string {
+  const parts: string[] = [];
+  if (info.choices) parts.push(`one of ${info.choices.map((c) => `\`${c}\``).join(', ')}`);
+  if (info.min !== undefined && info.max !== undefined) parts.push(`${info.min}..${info.max}`);
+  else if (info.min !== undefined) parts.push(`>= ${info.min}`);
+  if (info.kind === 'duration') parts.push('duration');
+  if (info.reloadable) parts.push('re-read at every config load');
+  if (info.extension) parts.push('not in envoyproxy/ratelimit');
+  return parts.length ? ` (${parts.join('; ')})` : '';
+}
+
+/** The default as shown to users. */
+export function defaultDisplay(info: SettingInfo): string {
+  if (info.defaultText !== undefined) return info.defaultText;
+  return info.default === '' ? '(empty)' : `\`${info.default}\``;
+}
+
+/**
+ * The settings as a markdown table (Variable | Alias | Default | Meaning), in table order, for the
+ * README and `--help`-style output.
+ */
+export function renderSettingsMarkdown(): string {
+  const lines = ['| Variable | Alias | Default | Meaning |', '|---|---|---|---|'];
+  for (const info of SETTINGS_TABLE) {
+    lines.push(
+      `| \`${cell(info.name)}\` | ${info.alias ? `\`${info.alias}\`` : ''} | ${cell(defaultDisplay(info))} | ${cell(info.description + constraints(info))} |`,
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}

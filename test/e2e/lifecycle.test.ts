@@ -1,0 +1,163 @@
+/**
+ * End to end: start-up rules, health, watch-root reloads, the CLIs and shutdown, each against the
+ * real programs.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { baseEnv, callGrpc, descriptor, eventually, grpcClient, httpGet, ROOT, run, runtimeDir, startService } from './harness';
+
+const CONFIG = 'domain: life\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n';
+
+describe('start-up', () => {
+  test.each([
+    ['USE_STATSD', 'maybe', /USE_STATSD/],
+    ['BACKEND_TYPE', 'mongo', /BACKEND_TYPE.*memory, redis, memcache/],
+    ['GRPC_PORT', 'eighty', /GRPC_PORT/],
+    ['NEAR_LIMIT_RATIO', '2', /NEAR_LIMIT_RATIO/],
+  ])('a bad %s=%s stops start-up with one line naming it', async (name, value, pattern) => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const res = await run('ratelimit.js', [], { ...baseEnv(dir.root), [name]: value });
+    expect(res.code).toBe(1);
+    const lines = res.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(pattern);
+  });
+
+  test('without BACKEND_TYPE and REDIS_URL the memory store is chosen, and the log says so', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const env = baseEnv(dir.root);
+    delete env['BACKEND_TYPE'];
+    const svc = await startService(env);
+    expect(svc.output()).toMatch(/counter store: memory \(default\)/);
+    expect(await svc.stop()).toBe(0);
+  });
+
+  test('a store this build does not have is a clear start-up error', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const res = await run('ratelimit.js', [], { ...baseEnv(dir.root), BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: '127.0.0.1:1' });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(/BACKEND_TYPE=memcache/);
+  });
+
+  test('FORCE_START_WITHOUT_INITIAL_CONFIG with a broken config serves errors until a good one loads', async () => {
+    const dir = runtimeDir({ 'a.yaml': 'domain: [' });
+    const svc = await startService({ ...baseEnv(dir.root), FORCE_START_WITHOUT_INITIAL_CONFIG: 'true' });
+    const client = grpcClient(svc.grpc);
+    try {
+      await expect(callGrpc(client, { domain: 'life', descriptors: [descriptor('k', 'v')] })).rejects.toMatchObject({
+        details: 'no rate limit configuration loaded',
+      });
+      fs.writeFileSync(path.join(dir.configDir, 'a.yaml'), CONFIG);
+      await eventually(async () => {
+        try {
+          return (await callGrpc(client, { domain: 'life', descriptors: [descriptor('k', 'v')] })).overallCode === 1;
+        } catch {
+          return false;
+        }
+      });
+    } finally {
+      client.close();
+      expect(await svc.stop()).toBe(0);
+    }
+  });
+
+  test('HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: unhealthy with no domain, healthy once one loads', async () => {
+    const dir = runtimeDir({});
+    const svc = await startService({ ...baseEnv(dir.root), HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: 'true' });
+    try {
+      expect(await httpGet(svc.http, '/healthcheck')).toEqual({ status: 500, body: '' });
+      fs.writeFileSync(path.join(dir.configDir, 'a.yaml'), CONFIG);
+      await eventually(async () => (await httpGet(svc.http, '/healthcheck')).status === 200);
+    } finally {
+      expect(await svc.stop()).toBe(0);
+    }
+  });
+});
+
+describe('watch-root mode', () => {
+  test('swapping the root symlink reloads; edits inside the old target do not', async () => {
+    const dir = runtimeDir({});
+    const v1 = path.join(dir.base, 'v1');
+    const v2 = path.join(dir.base, 'v2');
+    for (const [v, n] of [
+      [v1, 10],
+      [v2, 20],
+    ] as const) {
+      fs.mkdirSync(path.join(v, 'ratelimit', 'config'), { recursive: true });
+      fs.writeFileSync(path.join(v, 'ratelimit', 'config', 'a.yaml'), CONFIG.replace('10', String(n)));
+    }
+    const link = path.join(dir.base, 'runtime');
+    fs.symlinkSync(v1, link);
+    const svc = await startService({ ...baseEnv(link), RUNTIME_WATCH_ROOT: 'true' });
+    try {
+      const cfg = async () => (await httpGet(svc.debug, '/rlconfig')).body;
+      expect(await cfg()).toContain('requests_per_unit=10');
+      const tmp = path.join(dir.base, 'runtime.tmp');
+      fs.symlinkSync(v2, tmp);
+      fs.renameSync(tmp, link);
+      await eventually(async () => (await cfg()).includes('requests_per_unit=20'));
+    } finally {
+      expect(await svc.stop()).toBe(0);
+    }
+  });
+});
+
+describe('shutdown', () => {
+  test('SIGTERM turns health unhealthy, drains and exits 0', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const svc = await startService(baseEnv(dir.root));
+    expect(await svc.stop('SIGTERM')).toBe(0);
+    expect(svc.output()).toMatch(/received SIGTERM/);
+    expect(svc.output()).toMatch(/stopped/);
+  });
+
+  test('SIGINT and SIGHUP stop it too', async () => {
+    for (const sig of ['SIGINT', 'SIGHUP'] as const) {
+      const dir = runtimeDir({ 'a.yaml': CONFIG });
+      const svc = await startService(baseEnv(dir.root));
+      expect(await svc.stop(sig)).toBe(0);
+    }
+  });
+});
+
+describe('ratelimit-client', () => {
+  test('prints the response of the service', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const svc = await startService(baseEnv(dir.root));
+    try {
+      const res = await run('client.js', ['-dial_string', svc.grpc, '-domain', 'life', '-descriptors', 'k=v']);
+      expect(res.code).toBe(0);
+      expect(res.stdout).toContain('domain: life');
+      expect(res.stdout).toContain('descriptor: k=v');
+      const json = JSON.parse(res.stdout.slice(res.stdout.indexOf('response: ') + 10));
+      expect(json).toMatchObject({ overallCode: 'OK', statuses: [{ code: 'OK', limitRemaining: 9 }] });
+      const err = await run('client.js', [`-dial_string=${svc.grpc}`, '-domain=', '-descriptors=k=v']);
+      expect(err.code).toBe(1);
+      expect(err.stderr).toContain('rate limit domain must not be empty');
+    } finally {
+      expect(await svc.stop()).toBe(0);
+    }
+  });
+
+  test('rejects malformed descriptors and unknown flags', async () => {
+    expect((await run('client.js', ['-descriptors', 'novalue'])).code).toBe(2);
+    expect((await run('client.js', ['-bogus'])).stderr).toContain('flag provided but not defined: -bogus');
+  });
+});
+
+describe('ratelimit-config-check', () => {
+  test('accepts the bundled example config', async () => {
+    const res = await run('config-check.js', ['-config_dir', path.join(ROOT, 'examples/runtime/ratelimit/config')]);
+    expect(res.stdout).toContain('all rate limit configs ok');
+    expect(res.code).toBe(0);
+  });
+
+  test('reports the first error and exits 1', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG, 'b.yaml': CONFIG });
+    const res = await run('config-check.js', ['-config_dir', dir.configDir]);
+    expect(res.code).toBe(1);
+    expect(res.stdout).toContain(`error loading rate limit configs: ${path.join(dir.configDir, 'b.yaml')}: duplicate domain 'life' in config file`);
+    const merged = await run('config-check.js', ['-config_dir', dir.configDir, '-merge_domain_configs']);
+    expect(merged.stdout).toContain("duplicate descriptor composite key 'life.k'");
+  });
+});
