@@ -54,6 +54,22 @@ export function toServiceFlags(r: ReloadableFlags): ServiceFlags {
 /** A start-up problem that is the operator's to fix (printed as one line, exit 1). */
 export class StartupError extends Error {}
 
+/**
+ * Settings this build parses but cannot honour yet. Serving plaintext when TLS was asked for would
+ * be unsafe, so that stops start-up; a missing stats sink or tracing only loses telemetry, so it
+ * is a warning (the counters are still kept and shown on the debug port's /stats).
+ */
+export function unsupportedSettings(settings: Settings): { errors: string[]; warnings: string[] } {
+  const errors: string[] = [];
+  const warnings: string[] = [];
+  if (settings.grpc.tls.enabled) errors.push('GRPC_SERVER_USE_TLS=true: TLS is not available in this build yet; refusing to serve plaintext');
+  if (settings.stats.sink !== 'disabled' && settings.stats.sink !== 'logging') {
+    warnings.push(`the ${settings.stats.sink} stats sink is not available in this build yet; stats are kept in memory and shown on the debug port's /stats`);
+  }
+  if (settings.tracing.enabled) warnings.push('TRACING_ENABLED=true: tracing is not available in this build yet; no spans are exported');
+  return { errors, warnings };
+}
+
 function createStore(settings: Settings, stats: StatsStore): CounterStore {
   switch (settings.cache.backendType) {
     case 'memory':
@@ -81,6 +97,9 @@ export class RateLimitApp {
   constructor(private readonly opts: AppOptions) {
     const { settings, logger } = opts;
     const env = opts.env ?? process.env;
+    const unsupported = unsupportedSettings(settings);
+    if (unsupported.errors.length > 0) throw new StartupError(unsupported.errors[0]!);
+    for (const w of unsupported.warnings) logger.warn(w);
     if (settings.config.type !== 'FILE') {
       throw new StartupError(`CONFIG_TYPE=${settings.config.type}: this build only loads config files (CONFIG_TYPE=FILE)`);
     }
@@ -115,10 +134,13 @@ export class RateLimitApp {
   async start(): Promise<Listening> {
     const { settings, logger } = this.opts;
     const env = this.opts.env ?? process.env;
-    const why = { explicit: 'BACKEND_TYPE', 'redis-url': 'REDIS_URL is set', default: 'default' }[
-      settings.cache.backendSource
-    ];
-    logger.info(`counter store: ${this.store.kind} (${why})`);
+    if (settings.cache.backendSource === 'default') {
+      // A migrating user who relied on upstream's default Redis socket must not miss this.
+      logger.warn('counter store: memory (default: neither BACKEND_TYPE nor REDIS_URL is set; counts are per process)');
+    } else {
+      const why = settings.cache.backendSource === 'explicit' ? 'BACKEND_TYPE' : 'REDIS_URL is set';
+      logger.info(`counter store: ${this.store.kind} (${why})`);
+    }
     this.provider = new FileProvider<ServiceFlags>({
       root: settings.runtime.root,
       subdirectory: settings.runtime.subdirectory,

@@ -28,7 +28,7 @@ describe('start-up', () => {
     const env = baseEnv(dir.root);
     delete env['BACKEND_TYPE'];
     const svc = await startService(env);
-    expect(svc.output()).toMatch(/counter store: memory \(default\)/);
+    expect(svc.output()).toMatch(/counter store: memory \(default: neither BACKEND_TYPE nor REDIS_URL is set/);
     expect(await svc.stop()).toBe(0);
   });
 
@@ -159,5 +159,38 @@ describe('ratelimit-config-check', () => {
     expect(res.stdout).toContain(`error loading rate limit configs: ${path.join(dir.configDir, 'b.yaml')}: duplicate domain 'life' in config file`);
     const merged = await run('config-check.js', ['-config_dir', dir.configDir, '-merge_domain_configs']);
     expect(merged.stdout).toContain("duplicate descriptor composite key 'life.k'");
+  });
+});
+
+describe('settings this build cannot honour yet', () => {
+  test('GRPC_SERVER_USE_TLS=true refuses to start rather than serve plaintext', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const res = await run('ratelimit.js', [], { ...baseEnv(dir.root), GRPC_SERVER_USE_TLS: 'true' });
+    expect(res.code).toBe(1);
+    expect(res.stderr.trim()).toMatch(/^ratelimit: GRPC_SERVER_USE_TLS=true: TLS is not available/);
+  });
+
+  test('the default statsd sink is a warning, not a failure', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const env = { ...baseEnv(dir.root) };
+    delete env['USE_STATSD'];
+    const svc = await startService(env);
+    expect(svc.output()).toMatch(/the statsd stats sink is not available in this build yet/);
+    expect(await svc.stop()).toBe(0);
+  });
+
+  test('GRPC_UDS serves gRPC on a unix socket', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const sock = path.join(dir.base, 'rl.sock');
+    const svc = await startService({ ...baseEnv(dir.root), GRPC_UDS: sock });
+    const client = grpcClient(`unix:${sock}`);
+    try {
+      expect(svc.grpc).toBe(`unix:${sock}`);
+      const res = await callGrpc(client, { domain: 'life', descriptors: [descriptor('k', 'v')] });
+      expect(res.statuses[0]!.limitRemaining).toBe(9);
+    } finally {
+      client.close();
+      expect(await svc.stop()).toBe(0);
+    }
   });
 });
