@@ -1,5 +1,5 @@
 # Every target works on a fresh clone: node_modules is installed on first use.
-.PHONY: all deps proto build test run bench clean
+.PHONY: all deps proto build test run bench clean settings-table
 
 all: build
 
@@ -29,6 +29,10 @@ run: build
 
 bench: build
 	bash bench/run.sh
+
+# Rewrites the README's settings table from src/settings/table.ts.
+settings-table: build
+	node -e 'const fs=require("fs");const {renderSettingsMarkdown}=require("./dist/src/settings");const r=fs.readFileSync("README.md","utf8");fs.writeFileSync("README.md",r.replace(/(<!-- settings:start -->\n)[\s\S]*?(<!-- settings:end -->)/,(_,a,b)=>a+renderSettingsMarkdown().trimEnd()+"\n"+b))'
 
 clean:
 	rm -rf dist test-results.json
