@@ -294,7 +294,7 @@ class RequestParser {
         segs.push(key);
         if (!this.takeNull()) {
           if (bit === F1) domain = this.readString();
-          else if (bit === F2) descriptors = this.parseDescriptors();
+          else if (bit === F2) descriptors = this.parseList(() => this.parseDescriptor());
           else hitsAddend = this.readInteger(IntKind.Uint32);
         }
         segs.pop();
@@ -303,8 +303,9 @@ class RequestParser {
     return { domain, descriptors, hitsAddend };
   }
 
-  private parseDescriptors(): Descriptor[] {
-    const list: Descriptor[] = [];
+  /** A repeated message field: `[item, ...]`, with the index kept in the error path. */
+  private parseList<T>(item: () => T): T[] {
+    const list: T[] = [];
     if (!this.openArray()) return list;
     const segs = this.segs;
     const at = segs.length;
@@ -312,7 +313,7 @@ class RequestParser {
     segs.push(0);
     do {
       segs[at] = i++;
-      list.push(this.parseDescriptor());
+      list.push(item());
     } while (this.nextElement());
     segs.pop();
     return list;
@@ -347,7 +348,7 @@ class RequestParser {
         seen |= bit;
         segs.push(key);
         if (!this.takeNull()) {
-          if (bit === F1) entries = this.parseEntries();
+          if (bit === F1) entries = this.parseList(() => this.parseEntry());
           else if (bit === F2) limit = this.parseLimit();
           else hitsAddend = this.readInteger(IntKind.Uint64);
         }
@@ -355,21 +356,6 @@ class RequestParser {
       } while (this.nextMember());
     }
     return { entries, limit, hitsAddend };
-  }
-
-  private parseEntries(): Entry[] {
-    const list: Entry[] = [];
-    if (!this.openArray()) return list;
-    const segs = this.segs;
-    const at = segs.length;
-    let i = 0;
-    segs.push(0);
-    do {
-      segs[at] = i++;
-      list.push(this.parseEntry());
-    } while (this.nextElement());
-    segs.pop();
-    return list;
   }
 
   private parseEntry(): Entry {
