@@ -93,6 +93,7 @@ export class RateLimitApp {
   private httpServer: http.Server | undefined;
   private debugServer: http.Server | undefined;
   private stopping: Promise<void> | undefined;
+  private endWatches: (() => void) | undefined;
 
   constructor(private readonly opts: AppOptions) {
     const { settings, logger } = opts;
@@ -162,7 +163,7 @@ export class RateLimitApp {
       'grpc.max_connection_age_ms': settings.grpc.maxConnectionAgeMs,
       'grpc.max_connection_age_grace_ms': settings.grpc.maxConnectionAgeGraceMs,
     });
-    addGrpcServices(grpcServer, { service: this.service, health: this.health, stats: this.stats, logger });
+    this.endWatches = addGrpcServices(grpcServer, { service: this.service, health: this.health, stats: this.stats, logger });
     this.grpcServer = grpcServer;
     const grpcTarget = settings.grpc.uds !== '' ? `unix:${settings.grpc.uds}` : hostPort(settings.grpc.host, settings.grpc.port);
     const grpcPort = await new Promise<number>((resolve, reject) =>
@@ -205,6 +206,8 @@ export class RateLimitApp {
     const { logger } = this.opts;
     this.health.set('sigterm', false);
     logger.info('shutting down: draining in-flight calls');
+    // Watchers have seen NOT_SERVING by now; their streams must not hold the drain.
+    this.endWatches?.();
     const drained = Promise.all([
       this.grpcServer === undefined
         ? undefined

@@ -40,8 +40,11 @@ function methodStats(stats: StatsStore, method: string) {
   };
 }
 
-/** Adds the rate limit and health services to `server`. */
-export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions): void {
+/**
+ * Adds the rate limit and health services to `server`. Returns a function that ends the open
+ * health Watch streams, which would otherwise hold a graceful shutdown until its deadline.
+ */
+export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions): () => void {
   const { service, health, stats, logger } = opts;
   const rl = methodStats(stats, 'ShouldRateLimit');
   server.addService(RateLimitServiceService, {
@@ -75,6 +78,7 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
   const statusOf = (name: string): Serving | undefined =>
     name === '' ? Serving.SERVING : name === HEALTH_SERVICE_NAME ? (health.isHealthy() ? Serving.SERVING : Serving.NOT_SERVING) : undefined;
   const check = methodStats(stats, 'Check');
+  const watches = new Set<grpc.ServerWritableStream<HealthCheckRequest, HealthCheckResponse>>();
   server.addService(HealthService, {
     check(
       call: grpc.ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>,
@@ -101,10 +105,19 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
         }
       };
       send();
-      const off = health.onChange(send);
+      const unsubscribe = health.onChange(send);
+      watches.add(call);
+      const off = (): void => {
+        unsubscribe();
+        watches.delete(call);
+      };
       call.on('cancelled', off);
       call.on('close', off);
       call.on('error', off);
     },
   });
+  return () => {
+    for (const call of watches) call.end();
+    watches.clear();
+  };
 }

@@ -3,6 +3,8 @@
  * real programs.
  */
 import fs from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import { HealthClient, HealthCheckResponse_ServingStatus } from '../../generated/grpc/health/v1/health';
 import path from 'node:path';
 import { baseEnv, callGrpc, descriptor, eventually, grpcClient, httpGet, ROOT, run, runtimeDir, startService } from './harness';
 
@@ -109,6 +111,26 @@ describe('shutdown', () => {
     expect(await svc.stop('SIGTERM')).toBe(0);
     expect(svc.output()).toMatch(/received SIGTERM/);
     expect(svc.output()).toMatch(/stopped/);
+  });
+
+  test('a health Watch sees NOT_SERVING on SIGTERM and does not hold the shutdown', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const svc = await startService(baseEnv(dir.root));
+    const health = new HealthClient(svc.grpc, grpc.credentials.createInsecure());
+    const seen: number[] = [];
+    const stream = health.watch({ service: 'ratelimit' });
+    const ended = new Promise<void>((resolve) => {
+      stream.on('data', (m: { status: number }) => seen.push(m.status));
+      stream.on('end', () => resolve());
+      stream.on('error', () => resolve());
+    });
+    await eventually(() => seen.length > 0);
+    const started = Date.now();
+    expect(await svc.stop('SIGTERM')).toBe(0);
+    await ended;
+    health.close();
+    expect(seen).toEqual([HealthCheckResponse_ServingStatus.SERVING, HealthCheckResponse_ServingStatus.NOT_SERVING]);
+    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   test('SIGINT and SIGHUP stop it too', async () => {
