@@ -6,7 +6,8 @@
  * bounded under a flood of distinct descriptor values.
  */
 import type { Counter } from '../stats/store';
-import type { CounterOp, CounterStore } from './types';
+import { stopIncrementAddends } from './stop-increment';
+import type { CounterOp, CounterStore, IncrementContext } from './types';
 
 interface Slot {
   count: number;
@@ -18,6 +19,8 @@ export interface MemoryStoreOptions {
   maxKeys: number;
   /** Counts counters evicted by the cap before their window ended. */
   evictions?: Counter;
+  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, honoured as the Redis store does. */
+  stopIncrementWhenOverLimit?: boolean;
 }
 
 export class MemoryStore implements CounterStore {
@@ -35,13 +38,18 @@ export class MemoryStore implements CounterStore {
     return this.slots.size;
   }
 
-  increment(ops: readonly CounterOp[], nowMs: number): Promise<number[]> {
-    return Promise.resolve(this.incrementSync(ops, nowMs));
+  increment(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): Promise<number[]> {
+    return Promise.resolve(this.incrementSync(ops, nowMs, context));
   }
 
   /** The synchronous core, also used by in-process callers that need no promise. */
-  incrementSync(ops: readonly CounterOp[], nowMs: number): number[] {
+  incrementSync(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): number[] {
     if (nowMs >= this.nextSweepMs) this.sweep(nowMs);
+    let addends: number[] | undefined;
+    if (this.options.stopIncrementWhenOverLimit === true) {
+      const elsewhere = context?.overLimitElsewhere === true;
+      addends = stopIncrementAddends(ops, elsewhere, elsewhere ? undefined : ops.map((op) => this.peek(op.key, nowMs)));
+    }
     const out = new Array<number>(ops.length);
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
@@ -49,10 +57,16 @@ export class MemoryStore implements CounterStore {
       if (slot === undefined || slot.expiresAtMs <= nowMs) {
         slot = this.create(op, nowMs);
       }
-      slot.count += op.hits;
+      slot.count += addends === undefined ? op.hits : addends[i]!;
       out[i] = slot.count;
     }
     return out;
+  }
+
+  /** The live count of `key`, 0 when it has none. */
+  private peek(key: string, nowMs: number): number {
+    const slot = this.slots.get(key);
+    return slot === undefined || slot.expiresAtMs <= nowMs ? 0 : slot.count;
   }
 
   isHealthy(): boolean {

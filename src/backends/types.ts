@@ -16,11 +16,21 @@ export interface CounterOp {
   readonly rule: RateLimitRule;
 }
 
+/** What the limiter knows about the request beyond its ops. */
+export interface IncrementContext {
+  /** Some other key of the request is already over its limit (found in the local cache). */
+  readonly overLimitElsewhere: boolean;
+}
+
 export interface CounterStore {
   /** Short name for logs and health (`memory`, `redis`, `memcache`). */
   readonly kind: string;
-  /** Adds each op's hits to its key and resolves to the counts after the increment, in order. */
-  increment(ops: readonly CounterOp[], nowMs: number): Promise<number[]>;
+  /**
+   * Adds each op's hits to its key and resolves to the counts after the increment, in order. A
+   * store that honours STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may add less (see
+   * stop-increment.ts); the count it returns is then the count after what it really added.
+   */
+  increment(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): Promise<number[]>;
   /** Whether the store can currently serve (health checks). */
   isHealthy(): boolean;
   /** Releases connections and timers. */

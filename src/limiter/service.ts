@@ -4,7 +4,7 @@
  * cache, increment in the counter store in one round trip, compute statuses, aggregate.
  */
 import type { RateLimitConfig, RateLimitRule } from '../config/types';
-import type { CounterOp, CounterStore } from '../backends/types';
+import type { CounterOp, CounterStore, IncrementContext } from '../backends/types';
 import type { Counter, StatsStore } from '../stats/store';
 import type { Clock } from './clock';
 import { cacheKey } from './cache-key';
@@ -53,6 +53,9 @@ export interface RateLimitServiceOptions {
 }
 
 export const MAX_UINT32 = 4294967295;
+
+const OVER_ELSEWHERE: IncrementContext = { overLimitElsewhere: true };
+const NOT_OVER_ELSEWHERE: IncrementContext = { overLimitElsewhere: false };
 
 export class RateLimitService {
   private readonly store: CounterStore;
@@ -135,6 +138,7 @@ export class RateLimitService {
     const statuses = new Array<DescriptorStatus>(n);
     const ops: CounterOp[] = [];
     const opOf = new Array<number>(n);
+    let localCacheHit = false;
 
     for (let i = 0; i < n; i++) {
       const rule = rules[i];
@@ -150,6 +154,7 @@ export class RateLimitService {
       rule.stats.totalHits.inc(hits);
       if (localCache !== undefined && localCache.has(key, nowMs)) {
         statuses[i] = localCacheOverLimitStatus(rule, hits, divider - (nowS % divider));
+        localCacheHit = true;
         continue;
       }
       opOf[i] = ops.length;
@@ -157,7 +162,7 @@ export class RateLimitService {
     }
     if (ops.length === 0) return statuses;
 
-    const counts = await this.store.increment(ops, nowMs);
+    const counts = await this.store.increment(ops, nowMs, localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE);
     for (let i = 0; i < n; i++) {
       const j = opOf[i]!;
       if (j < 0) continue;

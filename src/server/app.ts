@@ -73,7 +73,11 @@ export function unsupportedSettings(settings: Settings): { errors: string[]; war
 function createStore(settings: Settings, stats: StatsStore): CounterStore {
   switch (settings.cache.backendType) {
     case 'memory':
-      return new MemoryStore({ maxKeys: settings.memory.maxKeys, evictions: stats.counter('ratelimit.memory.evictions') });
+      return new MemoryStore({
+        maxKeys: settings.memory.maxKeys,
+        evictions: stats.counter('ratelimit.memory.evictions'),
+        stopIncrementWhenOverLimit: settings.cache.stopCacheKeyIncrementWhenOverlimit,
+      });
     default:
       throw new StartupError(
         `BACKEND_TYPE=${settings.cache.backendType}: this build has no ${settings.cache.backendType} store yet; use BACKEND_TYPE=memory`,

@@ -204,6 +204,12 @@ export interface CacheSettings {
   readonly cacheKeyPrefix: string;
   /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT */
   readonly stopCacheKeyIncrementWhenOverlimit: boolean;
+  /** BACKEND_FAILURE_MODE (not in upstream; default `error`, upstream's behaviour) */
+  readonly failureMode: 'error' | 'allow' | 'deny';
+  /** BACKEND_CIRCUIT_FAILURES (default 5; 0 = the circuit never opens) */
+  readonly circuitFailures: number;
+  /** BACKEND_CIRCUIT_OPEN_DURATION in ms (default 1000) */
+  readonly circuitOpenMs: number;
 }
 
 export interface MemorySettings {
@@ -719,6 +725,9 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     nearLimitRatio: r.float('NEAR_LIMIT_RATIO'),
     cacheKeyPrefix: r.string('CACHE_KEY_PREFIX'),
     stopCacheKeyIncrementWhenOverlimit: r.bool('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT'),
+    failureMode: r.choice<'error' | 'allow' | 'deny'>('BACKEND_FAILURE_MODE'),
+    circuitFailures: r.int('BACKEND_CIRCUIT_FAILURES'),
+    circuitOpenMs: r.duration('BACKEND_CIRCUIT_OPEN_DURATION'),
   };
 
   const settings: Settings = {

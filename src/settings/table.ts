@@ -171,6 +171,15 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   cache('NEAR_LIMIT_RATIO', 'float', '0.8', 'fraction of the limit above which hits count as near_limit', { min: 0, max: 1 }),
   cache('CACHE_KEY_PREFIX', 'string', '', 'prefix of every counter key'),
   cache('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', 'bool', 'false', 'do not increment the other keys of a request when one is already over limit (Redis)'),
+  cache('BACKEND_FAILURE_MODE', 'enum', 'error', 'when the counter store fails: `error` answers an error (upstream), `allow` answers OK, `deny` answers OVER_LIMIT', {
+    choices: ['error', 'allow', 'deny'],
+    extension: true,
+  }),
+  cache('BACKEND_CIRCUIT_FAILURES', 'int', '5', 'consecutive store failures that open the circuit, failing requests at once until a probe succeeds (0 = never open)', {
+    min: 0,
+    extension: true,
+  }),
+  cache('BACKEND_CIRCUIT_OPEN_DURATION', 'duration', '1s', 'how long an open circuit fails requests at once before one probe is let through', { extension: true }),
 
   // Headers, health and modes
   modes('LIMIT_RESPONSE_HEADERS_ENABLED', 'bool', 'false', 'add rate limit headers to responses', { reloadable: true }),

@@ -45,3 +45,28 @@ describe('memory store', () => {
     expect(await s.increment([op('day999')], 0)).toEqual([2]);
   });
 });
+
+describe('memory store with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', () => {
+  const r15 = rule(stats, 'd.k15', 15, Unit.HOUR);
+  const r14 = rule(stats, 'd.k14', 14, Unit.HOUR);
+  const ops = (hits: number): CounterOp[] => [
+    { key: 'key4', hits, windowSeconds: 3600, rule: r15 },
+    { key: 'key5', hits, windowSeconds: 3600, rule: r14 },
+  ];
+
+  it('charges only the keys that would go over (upstream test case)', async () => {
+    const s = new MemoryStore({ maxKeys: 100, stopIncrementWhenOverLimit: true });
+    expect(await s.increment(ops(13), 0)).toEqual([13, 13]);
+    // 13 + 2 = 15 is not over 15 (key4 not charged) but is over 14 (key5 charged).
+    expect(await s.increment(ops(2), 0)).toEqual([13, 15]);
+  });
+
+  it('charges every key when none would go over, none when one is over elsewhere', async () => {
+    const s = new MemoryStore({ maxKeys: 100, stopIncrementWhenOverLimit: true });
+    expect(await s.increment(ops(1), 0)).toEqual([1, 1]);
+    expect(await s.increment(ops(1), 0, { overLimitElsewhere: true })).toEqual([1, 1]);
+    const plain = new MemoryStore({ maxKeys: 100 });
+    expect(await plain.increment(ops(1), 0, { overLimitElsewhere: true })).toEqual([1, 1]);
+    expect(await plain.increment(ops(20), 0)).toEqual([21, 21]);
+  });
+});

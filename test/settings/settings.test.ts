@@ -65,6 +65,9 @@ const DEFAULTS: Settings = {
     nearLimitRatio: 0.8,
     cacheKeyPrefix: '',
     stopCacheKeyIncrementWhenOverlimit: false,
+    failureMode: 'error',
+    circuitFailures: 5,
+    circuitOpenMs: 1000,
   },
   memory: { maxKeys: 1_000_000 },
   redis: {
