@@ -50,6 +50,11 @@ export interface RateLimitServiceOptions {
   nearLimitRatio: number;
   cacheKeyPrefix: string;
   localCache?: LocalCache | undefined;
+  /**
+   * BACKEND_FAILURE_MODE: what a store failure answers. `error` (upstream) fails the call;
+   * `allow` answers OK, `deny` answers OVER_LIMIT for every limited descriptor. Both count.
+   */
+  failureMode?: 'error' | 'allow' | 'deny';
 }
 
 export const MAX_UINT32 = 4294967295;
@@ -63,6 +68,8 @@ export class RateLimitService {
   private readonly serviceError: Counter;
   private readonly storeError: Counter;
   private readonly globalShadowMode: Counter;
+  private readonly failureAllowed: Counter;
+  private readonly failureDenied: Counter;
 
   constructor(private readonly opts: RateLimitServiceOptions) {
     this.store = opts.store;
@@ -70,6 +77,8 @@ export class RateLimitService {
     this.serviceError = this.stats.counter('ratelimit.service.call.should_rate_limit.service_error');
     this.storeError = this.stats.counter('ratelimit.service.call.should_rate_limit.redis_error');
     this.globalShadowMode = this.stats.counter('ratelimit.service.global_shadow_mode');
+    this.failureAllowed = this.stats.counter('ratelimit.service.call.should_rate_limit.failure_mode_allow');
+    this.failureDenied = this.stats.counter('ratelimit.service.call.should_rate_limit.failure_mode_deny');
   }
 
   /** Decides one request. Rejects with ServiceError or StoreError, each counted as upstream does. */
@@ -162,7 +171,21 @@ export class RateLimitService {
     }
     if (ops.length === 0) return statuses;
 
-    const counts = await this.store.increment(ops, nowMs, localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE);
+    let counts: number[];
+    try {
+      counts = await this.store.increment(ops, nowMs, localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE);
+    } catch (err) {
+      const mode = this.opts.failureMode ?? 'error';
+      if (mode === 'error' || !(err instanceof StoreError)) throw err;
+      // The store failed, but the operator chose an answer over an error: count both.
+      this.storeError.inc();
+      for (let i = 0; i < n; i++) {
+        const j = opOf[i]!;
+        if (j >= 0) statuses[i] = failureStatus(ops[j]!, mode, nowS);
+      }
+      (mode === 'allow' ? this.failureAllowed : this.failureDenied).inc();
+      return statuses;
+    }
     for (let i = 0; i < n; i++) {
       const j = opOf[i]!;
       if (j < 0) continue;
@@ -243,6 +266,13 @@ export class RateLimitService {
       dynamicMetadata: wantMetadata ? dynamicMetadata(request, rules, passed) : undefined,
     };
   }
+}
+
+/** The status of a descriptor whose count could not be read (BACKEND_FAILURE_MODE allow/deny). */
+function failureStatus(op: CounterOp, mode: 'allow' | 'deny', nowS: number): DescriptorStatus {
+  if (mode === 'allow' || op.rule.shadowMode) return okStatus();
+  const divider = op.windowSeconds;
+  return { code: Code.OVER_LIMIT, currentLimit: op.rule.limit, limitRemaining: 0, durationUntilReset: divider - (nowS % divider) };
 }
 
 /** The `dynamic_metadata` Struct of upstream (Section 1.17). */

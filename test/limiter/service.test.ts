@@ -55,7 +55,10 @@ const FLAGS: ServiceFlags = {
   resetHeader: 'RateLimit-Reset',
 };
 
-function setup(flags: Partial<ServiceFlags> = {}, opts: { localCache?: boolean; store?: CounterStore } = {}) {
+function setup(
+  flags: Partial<ServiceFlags> = {},
+  opts: { localCache?: boolean; store?: CounterStore; failureMode?: 'error' | 'allow' | 'deny' } = {},
+) {
   const stats = new StatsStore();
   const clock = new ManualClock();
   clock.setSeconds(2222);
@@ -70,6 +73,7 @@ function setup(flags: Partial<ServiceFlags> = {}, opts: { localCache?: boolean; 
     nearLimitRatio: 0.8,
     cacheKeyPrefix: '',
     localCache: opts.localCache ? new LocalCache(0) : undefined,
+    failureMode: opts.failureMode,
   });
   const ask = (descriptors: Descriptor[], hitsAddend = 0) => service.shouldRateLimit({ domain: 'd', descriptors, hitsAddend });
   return { stats, clock, service, ask };
@@ -117,6 +121,37 @@ describe('RateLimitService', () => {
     expect(counter(stats, 'ratelimit.service.call.should_rate_limit.redis_error')).toBe(1);
     // total_hits is counted before the store is asked, as upstream.
     expect(counter(stats, 'ratelimit.service.rate_limit.d.k.total_hits')).toBe(1);
+  });
+
+  test('BACKEND_FAILURE_MODE allow and deny answer instead of failing, and count it', async () => {
+    const failing: CounterStore = {
+      kind: 'failing',
+      increment: () => Promise.reject(new StoreError('connection refused', true)),
+      isHealthy: () => false,
+      close: () => Promise.resolve(),
+    };
+    const allow = setup({}, { store: failing, failureMode: 'allow' });
+    const a = await allow.ask([d('k', 'v'), d('nothing', 'x')]);
+    expect(a.overallCode).toBe(Code.OK);
+    expect(a.statuses.map((s) => s.code)).toEqual([Code.OK, Code.OK]);
+    expect(counter(allow.stats, 'ratelimit.service.call.should_rate_limit.failure_mode_allow')).toBe(1);
+    expect(counter(allow.stats, 'ratelimit.service.call.should_rate_limit.redis_error')).toBe(1);
+
+    const deny = setup({}, { store: failing, failureMode: 'deny' });
+    const r = await deny.ask([d('k', 'v'), d('nothing', 'x'), d('shadow', 's')]);
+    expect(r.overallCode).toBe(Code.OVER_LIMIT);
+    expect(r.statuses[0]).toEqual({
+      code: Code.OVER_LIMIT,
+      currentLimit: { name: '', requestsPerUnit: 10, unit: Unit.MINUTE },
+      limitRemaining: 0,
+      durationUntilReset: 58,
+    });
+    expect(r.statuses[1]!.code).toBe(Code.OK);
+    expect(r.statuses[2]!.code).toBe(Code.OK);
+    expect(counter(deny.stats, 'ratelimit.service.call.should_rate_limit.failure_mode_deny')).toBe(1);
+
+    const error = setup({}, { store: failing, failureMode: 'error' });
+    await expect(error.ask([d('k', 'v')])).rejects.toBeInstanceOf(StoreError);
   });
 
   test('counts, remaining and reset from the injected clock', async () => {
