@@ -264,11 +264,11 @@ export interface RedisConnectionSettings {
   readonly sentinelAuth: string;
   /** _TLS */
   readonly tls: boolean;
-  /** _PIPELINE_WINDOW in ms (default 0): write flush interval, cluster mode only */
+  /** _PIPELINE_WINDOW in ms (default 0): commands of concurrent requests are batched into one pipeline for this long (every mode) */
   readonly pipelineWindowMs: number;
-  /** _PIPELINE_LIMIT: deprecated, no effect */
+  /** _PIPELINE_LIMIT (default 0 = no count limit): a batched pipeline is flushed once it holds this many commands */
   readonly pipelineLimit: number;
-  /** _CLUSTER_PIPELINE_PARALLELISM (default 1 = serial; 0 = pool size; >= 0) */
+  /** _CLUSTER_PIPELINE_PARALLELISM (default 1): cluster slot groups in flight at once; 0 or 1 = all in parallel, N > 1 caps it */
   readonly clusterPipelineParallelism: number;
   /** _TIMEOUT in ms (default 10s): dial and I/O */
   readonly timeoutMs: number;
@@ -617,11 +617,6 @@ function readRedisConnection(r: EnvReader, p: RedisPrefix, inUse: boolean, warni
   }
   if (conn.type === 'sentinel' && conn.url.split(',').length < 2) {
     throw invalidValue(r.source(`${p}URL`), shown(settingInfo(`${p}URL`), conn.url), SENTINEL_URL_MESSAGE);
-  }
-  if (conn.pipelineLimit > 0) {
-    warnings.push(
-      `${r.source(`${p}PIPELINE_LIMIT`)}=${conn.pipelineLimit} is deprecated and has no effect; write batching is controlled by ${r.source(`${p}PIPELINE_WINDOW`)}`,
-    );
   }
   return conn;
 }

@@ -648,10 +648,10 @@ describe('REDIS_POOL_ON_EMPTY_BEHAVIOR', () => {
 });
 
 describe('warnings', () => {
-  it('REDIS_PIPELINE_LIMIT > 0 is deprecated', () => {
-    expect(loadSettings({ REDIS_URL: 'r:1', REDIS_PIPELINE_LIMIT: '8' }).warnings).toEqual([
-      'REDIS_PIPELINE_LIMIT=8 is deprecated and has no effect; write batching is controlled by REDIS_PIPELINE_WINDOW',
-    ]);
+  it('REDIS_PIPELINE_LIMIT is a real setting here (upstream deprecated it): no warning', () => {
+    const s = loadSettings({ REDIS_URL: 'r:1', REDIS_PIPELINE_LIMIT: '8' });
+    expect(s.warnings).toEqual([]);
+    expect(s.redis.pipelineLimit).toBe(8);
   });
 
   it('Redis settings without the redis backend are reported, as spelled', () => {
