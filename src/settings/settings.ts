@@ -204,8 +204,11 @@ export interface CacheSettings {
   readonly cacheKeyPrefix: string;
   /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT */
   readonly stopCacheKeyIncrementWhenOverlimit: boolean;
-  /** BACKEND_FAILURE_MODE (not in upstream; default `error`, upstream's behaviour) */
-  readonly failureMode: 'error' | 'allow' | 'deny';
+  /**
+   * BACKEND_FAILURE_MODE (not in upstream). `undefined` (unset) keeps each store's upstream
+   * behaviour: Redis errors fail the call, Memcached read errors count as 0 (fail-open).
+   */
+  readonly failureMode: 'error' | 'allow' | 'deny' | undefined;
   /** BACKEND_CIRCUIT_FAILURES (default 5; 0 = the circuit never opens) */
   readonly circuitFailures: number;
   /** BACKEND_CIRCUIT_OPEN_DURATION in ms (default 1000) */
@@ -461,6 +464,7 @@ class EnvReader {
   choice<T extends string>(name: string): T {
     const { text, from, info } = this.text(name, 'enum');
     const choices = info.choices ?? [];
+    if (text === '' && info.default === '') return '' as T; // unset, no default: the caller decides
     const match = choices.find((c) => c.toLowerCase() === text.toLowerCase());
     if (match === undefined) throw invalidValue(from, shown(info, text), `expected one of ${choices.join(', ')}`);
     return match as T;
@@ -720,7 +724,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     nearLimitRatio: r.float('NEAR_LIMIT_RATIO'),
     cacheKeyPrefix: r.string('CACHE_KEY_PREFIX'),
     stopCacheKeyIncrementWhenOverlimit: r.bool('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT'),
-    failureMode: r.choice<'error' | 'allow' | 'deny'>('BACKEND_FAILURE_MODE'),
+    failureMode: r.choice<'error' | 'allow' | 'deny' | ''>('BACKEND_FAILURE_MODE') || undefined,
     circuitFailures: r.int('BACKEND_CIRCUIT_FAILURES'),
     circuitOpenMs: r.duration('BACKEND_CIRCUIT_OPEN_DURATION'),
   };

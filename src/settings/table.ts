@@ -171,8 +171,9 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   cache('NEAR_LIMIT_RATIO', 'float', '0.8', 'fraction of the limit above which hits count as near_limit', { min: 0, max: 1 }),
   cache('CACHE_KEY_PREFIX', 'string', '', 'prefix of every counter key'),
   cache('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', 'bool', 'false', 'do not increment the other keys of a request when one is already over limit (Redis)'),
-  cache('BACKEND_FAILURE_MODE', 'enum', 'error', 'when the counter store fails: `error` answers an error (upstream), `allow` answers OK, `deny` answers OVER_LIMIT', {
+  cache('BACKEND_FAILURE_MODE', 'enum', '', 'when the counter store fails: `error` answers an error, `allow` answers OK, `deny` answers OVER_LIMIT; unset keeps upstream behaviour', {
     choices: ['error', 'allow', 'deny'],
+    defaultText: 'upstream: error for Redis; counts read as 0 for Memcached',
     extension: true,
   }),
   cache('BACKEND_CIRCUIT_FAILURES', 'int', '5', 'consecutive store failures that open the circuit, failing requests at once until a probe succeeds (0 = never open)', {

@@ -65,7 +65,7 @@ const DEFAULTS: Settings = {
     nearLimitRatio: 0.8,
     cacheKeyPrefix: '',
     stopCacheKeyIncrementWhenOverlimit: false,
-    failureMode: 'error',
+    failureMode: undefined,
     circuitFailures: 5,
     circuitOpenMs: 1000,
   },

@@ -121,7 +121,7 @@ const UPSTREAM_DEFAULTS: ReadonlyArray<readonly [string, string]> = [
 const OWN: ReadonlyArray<readonly [string, string]> = [
   ['BACKEND_TYPE', ''], // upstream: redis; here memory unless REDIS_URL is set
   ['MEMORY_MAX_KEYS', '1000000'],
-  ['BACKEND_FAILURE_MODE', 'error'],
+  ['BACKEND_FAILURE_MODE', ''],
   ['BACKEND_CIRCUIT_FAILURES', '5'],
   ['BACKEND_CIRCUIT_OPEN_DURATION', '1s'],
 ];
