@@ -14,6 +14,7 @@ import { LocalCache } from '../limiter/local-cache';
 import { RateLimitService, type ServiceFlags } from '../limiter/service';
 import { ConfigStore } from '../providers/config-store';
 import { FileProvider } from '../providers/file-provider';
+import { XdsProvider } from '../providers/xds/provider';
 import { type ReloadableFlags, type Settings, loadReloadableFlags } from '../settings';
 import { StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
@@ -92,7 +93,7 @@ export class RateLimitApp {
   readonly configStore: ConfigStore<ServiceFlags>;
   readonly service: RateLimitService;
   private readonly localCache: LocalCache | undefined;
-  private provider: FileProvider<ServiceFlags> | undefined;
+  private provider: FileProvider<ServiceFlags> | XdsProvider<ServiceFlags> | undefined;
   private grpcServer: grpc.Server | undefined;
   private httpServer: http.Server | undefined;
   private debugServer: http.Server | undefined;
@@ -105,9 +106,6 @@ export class RateLimitApp {
     const unsupported = unsupportedSettings(settings);
     if (unsupported.errors.length > 0) throw new StartupError(unsupported.errors[0]!);
     for (const w of unsupported.warnings) logger.warn(w);
-    if (settings.config.type !== 'FILE') {
-      throw new StartupError(`CONFIG_TYPE=${settings.config.type}: this build only loads config files (CONFIG_TYPE=FILE)`);
-    }
     this.store = createStore(settings, this.stats);
     const lc = settings.cache.localCacheSizeInBytes;
     this.localCache = lc > 0 ? new LocalCache(lc) : undefined;
@@ -146,18 +144,34 @@ export class RateLimitApp {
       const why = settings.cache.backendSource === 'explicit' ? 'BACKEND_TYPE' : 'REDIS_URL is set';
       logger.info(`counter store: ${this.store.kind} (${why})`);
     }
-    this.provider = new FileProvider<ServiceFlags>({
-      root: settings.runtime.root,
-      subdirectory: settings.runtime.subdirectory,
-      appDirectory: settings.runtime.appDirectory,
-      ignoreDotFiles: settings.runtime.ignoreDotFiles,
-      watchRoot: settings.runtime.watchRoot,
-      mergeDomainConfig: () => loadReloadableFlags(env).mergeDomainConfig,
-      loader: (files, merge) => loadConfig(files, { mergeDomainConfig: merge, stats: this.stats }),
-      store: this.configStore,
-      logger,
-    });
-    this.provider.start();
+    const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
+    if (settings.config.type === 'GRPC_XDS_SOTW') {
+      logger.info(`config source: xDS server ${settings.xds.serverUrl} (node ${settings.xds.nodeId})`);
+      this.provider = new XdsProvider<ServiceFlags>({
+        settings: settings.xds,
+        mergeDomainConfig,
+        stats: this.stats,
+        store: this.configStore,
+        logger,
+      });
+    } else {
+      this.provider = new FileProvider<ServiceFlags>({
+        root: settings.runtime.root,
+        subdirectory: settings.runtime.subdirectory,
+        appDirectory: settings.runtime.appDirectory,
+        ignoreDotFiles: settings.runtime.ignoreDotFiles,
+        watchRoot: settings.runtime.watchRoot,
+        mergeDomainConfig,
+        loader: (files, merge) => loadConfig(files, { mergeDomainConfig: merge, stats: this.stats }),
+        store: this.configStore,
+        logger,
+      });
+    }
+    try {
+      this.provider.start();
+    } catch (err) {
+      throw new StartupError(`cannot start the config provider: ${(err as Error).message}`);
+    }
     if (!settings.config.forceStartWithoutInitialConfig) {
       logger.info('waiting for the first configuration before listening');
       await this.configStore.waitForFirst();

@@ -109,7 +109,7 @@ export interface XdsSettings {
   readonly nodeMetadata: Readonly<Record<string, string>>;
   /** CONFIG_GRPC_XDS_SERVER_URL */
   readonly serverUrl: string;
-  /** CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL in ms (default 3s) */
+  /** CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL in ms (default 3s): wait between failed connection attempts */
   readonly connectRetryIntervalMs: number;
   /** CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS (`k:v,k2:v2`): gRPC metadata sent to the server */
   readonly additionalHeaders: Readonly<Record<string, string>>;
@@ -130,7 +130,7 @@ export interface XdsSettings {
     readonly initialIntervalMs: number;
     /** XDS_CLIENT_BACKOFF_MAX_INTERVAL in ms (default 60s) */
     readonly maxIntervalMs: number;
-    /** XDS_CLIENT_BACKOFF_RANDOM_FACTOR: the delay multiplier per attempt (default 0.5, see table) */
+    /** XDS_CLIENT_BACKOFF_RANDOM_FACTOR (default 0.5): jitter fraction of each reconnect delay (upstream: a multiplier) */
     readonly randomFactor: number;
     /** XDS_CLIENT_BACKOFF_JITTER (default true) */
     readonly jitter: boolean;

@@ -1,0 +1,337 @@
+/**
+ * The xDS config provider (CONFIG_TYPE=GRPC_XDS_SOTW; upstream `provider/xds_grpc_sotw_provider.go`
+ * on go-control-plane's SotW ADS client): one bidirectional
+ * `envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources` stream to the
+ * management server, subscribed (wildcard) to `ratelimit.config.ratelimit.v3.RateLimitConfig`.
+ *
+ * Requests. Every request carries `node {id, metadata}` (metadata: CONFIG_GRPC_XDS_NODE_METADATA as
+ * Struct string values, left out when empty), the type URL and no resource names:
+ * - initial request of each stream: `version_info` = the last ACKed version ('' before the first),
+ *   `response_nonce` '' (so a reconnect tells the server what the client still runs);
+ * - ACK: `version_info` = response.version_info, `response_nonce` = response.nonce;
+ * - NACK: `version_info` = the last ACKed version, `response_nonce` = response.nonce,
+ *   `error_detail` = google.rpc.Status{code: 0 (as upstream), message: the error}.
+ *
+ * Per response (State of the World: the resources replace the whole config):
+ * 1. every Any must be a RateLimitConfig (type URL ending in `/ratelimit.config.ratelimit.v3.RateLimitConfig`)
+ *    that decodes; otherwise the error is `resource <i> (<type url>): …`;
+ * 2. all resources are loaded together by `loadConfigFromObjects` (the YAML validation and error
+ *    texts, prefixed with RateLimitConfig.name), MERGE_DOMAIN_CONFIG read now via
+ *    `mergeDomainConfig()`; an empty resource list is an empty config (0 domains);
+ * 3. success: `store.update(config)`, then ACK, then log `xDS config version <v> accepted`;
+ * 4. failure (1 or 2): `store.fail(err)` (config_load_error +1, the old config stays), NACK, and a
+ *    warning `xDS config version <v> rejected (NACK): <error>`.
+ *
+ * Connecting, and how CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL and XDS_CLIENT_BACKOFF_* interact:
+ * - Each attempt creates a fresh gRPC channel and opens the stream on it at once (no
+ *   wait-for-ready: a failed connection fails the stream, with grpc-js's own reconnect backoff out
+ *   of the way). The attempt is *connected* once the channel reached READY (TCP, TLS and HTTP/2
+ *   up) or a response arrived.
+ * - An attempt that ends without ever being connected (refused, unreachable, TLS handshake
+ *   failure, connect timeout) is a failed connection attempt: the next one starts after
+ *   `connectRetryIntervalMs`, a fixed interval, however many attempts fail. The backoff does not
+ *   advance. Before the first stream and after each lost stream, this is how the client waits for
+ *   the server to come (back).
+ * - A connected stream that ends (any status, including a clean end from the server) is a lost
+ *   stream: the next attempt starts after the jittered, doubling backoff delay (see backoff.ts);
+ *   the backoff is reset first when that stream delivered at least one response, so a server that
+ *   drops a working stream is re-dialled after about XDS_CLIENT_BACKOFF_INITIAL_INTERVAL, and one
+ *   that keeps accepting then dropping streams without answering is backed off up to the max.
+ * - So after a loss the wait is: one backoff delay, then connection attempts every
+ *   `connectRetryIntervalMs` until one connects. Every reconnect (either kind) logs one warning.
+ * - While disconnected the store keeps the last good config.
+ *
+ * Lifecycle: `start()` starts connecting and returns at once (it throws only for unusable
+ * settings: unreadable TLS files, a client cert without key, an invalid header name). The store
+ * gets its first event with the first response (success or failure), which is what the app waits
+ * for with `store.waitForFirst()` unless FORCE_START_WITHOUT_INITIAL_CONFIG. `stop()` cancels the
+ * stream, closes the channel and clears the timer; the provider cannot be restarted.
+ */
+import * as fs from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import { Node } from '../../../generated/envoy/config/core/v3/base';
+import { AggregatedDiscoveryServiceClient } from '../../../generated/envoy/service/discovery/v3/ads';
+import { DiscoveryRequest, type DiscoveryResponse } from '../../../generated/envoy/service/discovery/v3/discovery';
+import type { Any } from '../../../generated/google/protobuf/any';
+import { RateLimitConfig as RateLimitConfigProto } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
+import { type ConfigObject, loadConfigFromObjects } from '../../config/load';
+import { ConfigError, type RateLimitConfig } from '../../config/types';
+import type { XdsSettings } from '../../settings/settings';
+import type { StatsStore } from '../../stats/store';
+import type { ConfigStore, ProviderLogger } from '../config-store';
+import { Backoff } from './backoff';
+import { RATE_LIMIT_CONFIG_MESSAGE, RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject } from './convert';
+
+export { Backoff } from './backoff';
+export { RATE_LIMIT_CONFIG_TYPE_URL } from './convert';
+
+export interface XdsProviderOptions<F> {
+  readonly settings: XdsSettings;
+  /** MERGE_DOMAIN_CONFIG, read at each response (upstream re-reads it from the environment). */
+  readonly mergeDomainConfig: () => boolean;
+  /** Where the loaded configs register their rule stats. */
+  readonly stats: StatsStore;
+  readonly store: ConfigStore<F>;
+  readonly logger: ProviderLogger;
+  /** Uniform in [0, 1) for the backoff jitter (default Math.random). */
+  readonly random?: () => number;
+}
+
+/** One connection attempt: a channel and the stream on it. */
+interface Attempt {
+  readonly client: grpc.Client & AggregatedDiscoveryServiceClient;
+  readonly call: grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+  connected: boolean;
+  responses: number;
+  ended: boolean;
+}
+
+function errorMessage(err: unknown): string {
+  if (typeof err === 'object' && err !== null) {
+    const message = (err as { message?: unknown }).message;
+    if (typeof message === 'string') return message;
+  }
+  return String(err);
+}
+
+function readTlsFile(variable: string, file: string): Buffer {
+  try {
+    return fs.readFileSync(file);
+  } catch (err) {
+    throw new Error(`xDS TLS: cannot read ${variable} ${file}: ${errorMessage(err)}`);
+  }
+}
+
+/** The channel credentials for the settings (throws for unusable TLS settings). */
+export function xdsChannelCredentials(tls: XdsSettings['tls']): grpc.ChannelCredentials {
+  if (!tls.enabled) return grpc.credentials.createInsecure();
+  if ((tls.clientCertFile === '') !== (tls.clientKeyFile === '')) {
+    throw new Error('xDS TLS: CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY must be set together');
+  }
+  // No CA file: the system roots (grpc-js default), as upstream's tls.Config without RootCAs.
+  const ca = tls.serverCaFile === '' ? null : readTlsFile('CONFIG_GRPC_XDS_SERVER_TLS_CACERT', tls.serverCaFile);
+  const cert = tls.clientCertFile === '' ? null : readTlsFile('CONFIG_GRPC_XDS_CLIENT_TLS_CERT', tls.clientCertFile);
+  const key = tls.clientKeyFile === '' ? null : readTlsFile('CONFIG_GRPC_XDS_CLIENT_TLS_KEY', tls.clientKeyFile);
+  return grpc.credentials.createSsl(ca, key, cert);
+}
+
+/** The grpc-js channel options for the settings. */
+export function xdsChannelOptions(settings: XdsSettings): grpc.ChannelOptions {
+  const options: grpc.ChannelOptions = {};
+  // SNI and certificate name check against the SAN instead of the host of the server URL.
+  if (settings.tls.enabled && settings.tls.serverSan !== '') options['grpc.ssl_target_name_override'] = settings.tls.serverSan;
+  if (settings.maxMsgSizeInBytes > 0) options['grpc.max_receive_message_length'] = settings.maxMsgSizeInBytes;
+  return options;
+}
+
+export class XdsProvider<F> {
+  private readonly settings: XdsSettings;
+  private readonly mergeDomainConfig: () => boolean;
+  private readonly stats: StatsStore;
+  private readonly store: ConfigStore<F>;
+  private readonly logger: ProviderLogger;
+  private readonly backoff: Backoff;
+  private readonly connectRetryMs: number;
+  private readonly node: Node;
+
+  private credentials: grpc.ChannelCredentials | undefined;
+  private metadata: grpc.Metadata | undefined;
+  private channelOptions: grpc.ChannelOptions = {};
+  private attempt: Attempt | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private ackedVersion = '';
+  private started = false;
+  private stopped = false;
+
+  constructor(opts: XdsProviderOptions<F>) {
+    this.settings = opts.settings;
+    this.mergeDomainConfig = opts.mergeDomainConfig;
+    this.stats = opts.stats;
+    this.store = opts.store;
+    this.logger = opts.logger;
+    this.backoff = new Backoff({ ...opts.settings.backoff, random: opts.random });
+    this.connectRetryMs = Math.max(1, opts.settings.connectRetryIntervalMs);
+    const md = opts.settings.nodeMetadata;
+    this.node = Node.fromPartial({
+      id: opts.settings.nodeId,
+      metadata: Object.keys(md).length > 0 ? { ...md } : undefined,
+    });
+  }
+
+  /** The last ACKed version ('' before the first). */
+  get lastAckedVersion(): string {
+    return this.ackedVersion;
+  }
+
+  /** True while a stream is connected. */
+  get connected(): boolean {
+    return this.attempt !== undefined && this.attempt.connected && !this.attempt.ended;
+  }
+
+  /** Starts connecting and returns at once. Idempotent; throws after stop() or for unusable settings. */
+  start(): void {
+    if (this.stopped) throw new Error('XdsProvider: start() after stop()');
+    if (this.started) return;
+    this.credentials = xdsChannelCredentials(this.settings.tls);
+    const metadata = new grpc.Metadata();
+    for (const [k, v] of Object.entries(this.settings.additionalHeaders)) {
+      try {
+        metadata.add(k, v);
+      } catch (err) {
+        throw new Error(`CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: invalid header ${JSON.stringify(k)}: ${errorMessage(err)}`);
+      }
+    }
+    this.metadata = metadata;
+    this.channelOptions = xdsChannelOptions(this.settings);
+    this.started = true;
+    this.logger.info(`xDS: connecting to ${this.settings.serverUrl} as node '${this.settings.nodeId}'`);
+    this.connect();
+  }
+
+  /** Cancels the stream, closes the channel, clears the timer. Idempotent. */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    const a = this.attempt;
+    this.attempt = undefined;
+    if (a !== undefined) this.closeAttempt(a);
+  }
+
+  private connect(): void {
+    if (this.stopped) return;
+    const client = new AggregatedDiscoveryServiceClient(
+      this.settings.serverUrl,
+      this.credentials!,
+      this.channelOptions,
+    ) as grpc.Client & AggregatedDiscoveryServiceClient;
+    const call = client.streamAggregatedResources(this.metadata!.clone());
+    const attempt: Attempt = { client, call, connected: false, responses: 0, ended: false };
+    this.attempt = attempt;
+    this.watchReady(attempt);
+
+    call.on('metadata', () => {
+      attempt.connected = true;
+    });
+    call.on('data', (resp: DiscoveryResponse) => this.onResponse(attempt, resp));
+    // Non-OK statuses are emitted as 'error' before 'status'; 'status' is the one terminal event.
+    call.on('error', () => {});
+    call.on('status', (status: grpc.StatusObject) => this.onStreamEnd(attempt, status));
+    this.send(attempt, { versionInfo: this.ackedVersion, responseNonce: '' });
+  }
+
+  /** Marks the attempt connected when its channel reaches READY. */
+  private watchReady(attempt: Attempt): void {
+    const channel = attempt.client.getChannel();
+    const check = (): void => {
+      if (attempt.ended || attempt.connected) return;
+      let state: grpc.connectivityState;
+      try {
+        state = channel.getConnectivityState(false);
+      } catch {
+        return;
+      }
+      if (state === grpc.connectivityState.READY) {
+        attempt.connected = true;
+        return;
+      }
+      if (state === grpc.connectivityState.SHUTDOWN) return;
+      try {
+        channel.watchConnectivityState(state, Infinity, check);
+      } catch {
+        // The channel was closed in between.
+      }
+    };
+    check();
+  }
+
+  private send(attempt: Attempt, fields: Partial<DiscoveryRequest>): void {
+    if (attempt.ended || this.attempt !== attempt) return;
+    attempt.call.write(
+      DiscoveryRequest.fromPartial({
+        node: this.node,
+        typeUrl: RATE_LIMIT_CONFIG_TYPE_URL,
+        ...fields,
+      }),
+    );
+  }
+
+  private onResponse(attempt: Attempt, resp: DiscoveryResponse): void {
+    if (this.stopped || this.attempt !== attempt || attempt.ended) return;
+    attempt.connected = true;
+    attempt.responses++;
+
+    let config: RateLimitConfig;
+    try {
+      const docs = resp.resources.map((any, i) => decodeResource(any, i));
+      config = loadConfigFromObjects(docs, { mergeDomainConfig: this.mergeDomainConfig(), stats: this.stats });
+    } catch (err) {
+      const message = errorMessage(err);
+      this.store.fail(err);
+      this.send(attempt, {
+        versionInfo: this.ackedVersion,
+        responseNonce: resp.nonce,
+        errorDetail: { code: 0, message, details: [] },
+      });
+      this.logger.warn(`xDS config version ${resp.versionInfo} rejected (NACK): ${message}`);
+      return;
+    }
+    this.store.update(config);
+    this.ackedVersion = resp.versionInfo;
+    this.send(attempt, { versionInfo: resp.versionInfo, responseNonce: resp.nonce });
+    this.logger.info(`xDS config version ${resp.versionInfo} accepted`);
+  }
+
+  private onStreamEnd(attempt: Attempt, status: grpc.StatusObject): void {
+    if (attempt.ended) return;
+    attempt.ended = true;
+    if (this.stopped || this.attempt !== attempt) return;
+    this.attempt = undefined;
+    this.closeAttempt(attempt);
+
+    const why = `${grpc.status[status.code] ?? status.code}: ${status.details}`;
+    let delay: number;
+    if (attempt.connected) {
+      if (attempt.responses > 0) this.backoff.reset();
+      delay = this.backoff.next();
+      this.logger.warn(
+        `xDS stream to ${this.settings.serverUrl} closed (${why}); keeping the current configuration, reconnecting in ${delay} ms`,
+      );
+    } else {
+      delay = this.connectRetryMs;
+      this.logger.warn(`xDS connection to ${this.settings.serverUrl} failed (${why}); retrying in ${delay} ms`);
+    }
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.connect();
+    }, delay);
+  }
+
+  private closeAttempt(attempt: Attempt): void {
+    attempt.ended = true;
+    try {
+      attempt.call.cancel();
+    } catch {
+      // already finished
+    }
+    attempt.client.close();
+  }
+}
+
+/** Unpacks one Any as a RateLimitConfig document for the loader. */
+function decodeResource(any: Any, index: number): ConfigObject {
+  const slash = any.typeUrl.lastIndexOf('/');
+  const message = any.typeUrl.slice(slash + 1);
+  if (message !== RATE_LIMIT_CONFIG_MESSAGE) {
+    throw new ConfigError(
+      `resource ${index}: cannot unpack ${JSON.stringify(any.typeUrl)} as ${RATE_LIMIT_CONFIG_MESSAGE}: mismatched message type`,
+    );
+  }
+  let proto: RateLimitConfigProto;
+  try {
+    proto = RateLimitConfigProto.decode(any.value);
+  } catch (err) {
+    throw new ConfigError(`resource ${index}: cannot decode ${RATE_LIMIT_CONFIG_MESSAGE}: ${errorMessage(err)}`);
+  }
+  return rateLimitConfigToObject(proto);
+}

@@ -1,0 +1,71 @@
+/**
+ * End to end: the shipped `ratelimit-xds-server` serving a directory of YAML files drives a
+ * running `ratelimit` in CONFIG_TYPE=GRPC_XDS_SOTW mode; a file edit reaches the service.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { baseEnv, callGrpc, descriptor, DIST, eventually, grpcClient, httpGet, startService } from './harness';
+
+const CONFIG = 'domain: xds\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 4}\n';
+
+function startXdsServer(dir: string) {
+  const proc = spawn(process.execPath, [path.join(DIST, 'xds-server.js'), '-config_dir', dir, '-port', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', resolve));
+  const address = new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`xds server did not start:\n${out}`)), 10_000);
+    proc.stdout.on('data', () => {
+      const m = /ratelimit-xds-server listening on (\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    });
+  });
+  return {
+    address,
+    output: () => out,
+    stop: async () => {
+      proc.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+test('ratelimit-xds-server drives a running ratelimit over ADS', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-xds-e2e-'));
+  fs.writeFileSync(path.join(dir, 'xds.yaml'), CONFIG);
+  const server = startXdsServer(dir);
+  const address = await server.address;
+  const env = {
+    ...baseEnv('/nonexistent'),
+    CONFIG_TYPE: 'GRPC_XDS_SOTW',
+    CONFIG_GRPC_XDS_SERVER_URL: address,
+    CONFIG_GRPC_XDS_NODE_ID: 'e2e-node',
+    XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '100ms',
+  };
+  const svc = await startService(env);
+  const client = grpcClient(svc.grpc);
+  try {
+    const res = await callGrpc(client, { domain: 'xds', descriptors: [descriptor('k', 'v')] });
+    expect(res.statuses[0]!.currentLimit?.requestsPerUnit).toBe(4);
+    expect(res.statuses[0]!.limitRemaining).toBe(3);
+
+    fs.writeFileSync(path.join(dir, 'xds.yaml'), CONFIG.replace('4}', '9}'));
+    await eventually(async () => (await httpGet(svc.debug, '/rlconfig')).body.includes('requests_per_unit=9'));
+    const after = await callGrpc(client, { domain: 'xds', descriptors: [descriptor('k', 'v')] });
+    expect(after.statuses[0]!.limitRemaining).toBe(7);
+    expect(server.output()).toMatch(/e2e-node/);
+  } finally {
+    client.close();
+    expect(await svc.stop()).toBe(0);
+    expect(await server.stop()).toBe(0);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
