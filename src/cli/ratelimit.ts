@@ -22,14 +22,15 @@ async function main(): Promise<void> {
   const logger = createLogger({ level: settings.log.level, format: settings.log.format });
   for (const w of settings.warnings) logger.warn(w);
 
-  let app: RateLimitApp;
+  let app: RateLimitApp | undefined;
   try {
-    app = new RateLimitApp({ settings, logger });
+    const created = new RateLimitApp({ settings, logger });
+    app = created;
     const signals: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
     for (const sig of signals) {
       process.once(sig, () => {
         logger.info(`received ${sig}`);
-        app.stop().then(
+        created.stop().then(
           () => process.exit(0),
           (err: unknown) => {
             logger.error(`error while stopping: ${String(err)}`);
@@ -38,8 +39,9 @@ async function main(): Promise<void> {
         );
       });
     }
-    await app.start();
+    await created.start();
   } catch (err) {
+    if (app?.isStopping === true) return; // a signal arrived during start-up
     if (err instanceof StartupError) {
       process.stderr.write(`ratelimit: ${err.message}\n`);
       process.exit(1);

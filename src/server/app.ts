@@ -5,7 +5,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
+import { CircuitBreakerStore } from '../backends/circuit-breaker';
 import { MemoryStore } from '../backends/memory';
+import { RedisStore } from '../backends/redis';
 import type { CounterStore } from '../backends/types';
 import { loadConfig } from '../config/load';
 import type { Clock } from '../limiter/clock';
@@ -71,17 +73,56 @@ export function unsupportedSettings(settings: Settings): { errors: string[]; war
   return { errors, warnings };
 }
 
-function createStore(settings: Settings, stats: StatsStore): CounterStore {
-  switch (settings.cache.backendType) {
-    case 'memory':
-      return new MemoryStore({
+/** A counter store as the app holds it: what the service calls, and how to bring it up. */
+interface OpenedStore {
+  /** What the service calls (remote stores sit behind a circuit breaker). */
+  readonly store: CounterStore;
+  /** Connects (with upstream's start-up retry for Redis); resolves when the store can serve. */
+  connect(): Promise<void>;
+  /** Follows the store's own health (connection state), when it has one. */
+  onHealthChange?(listener: (healthy: boolean) => void): void;
+}
+
+function createStore(settings: Settings, stats: StatsStore, logger: Logger, clock: Clock): OpenedStore {
+  const cache = settings.cache;
+  const breaker = (inner: CounterStore): CircuitBreakerStore =>
+    new CircuitBreakerStore(inner, {
+      failures: cache.circuitFailures,
+      openMs: cache.circuitOpenMs,
+      clock,
+      opened: stats.counter(`ratelimit.${inner.kind}.circuit_opened`),
+      openGauge: stats.gauge(`ratelimit.${inner.kind}.circuit_open`),
+      onStateChange: (open, reason) =>
+        open
+          ? logger.warn(`${inner.kind} circuit opened: requests fail at once for ${cache.circuitOpenMs} ms at a time (${reason})`)
+          : logger.info(`${inner.kind} circuit closed: ${reason}`),
+    });
+  switch (cache.backendType) {
+    case 'memory': {
+      const store = new MemoryStore({
         maxKeys: settings.memory.maxKeys,
         evictions: stats.counter('ratelimit.memory.evictions'),
-        stopIncrementWhenOverLimit: settings.cache.stopCacheKeyIncrementWhenOverlimit,
+        stopIncrementWhenOverLimit: cache.stopCacheKeyIncrementWhenOverlimit,
       });
+      return { store, connect: () => Promise.resolve() };
+    }
+    case 'redis': {
+      const redis = new RedisStore({
+        settings: settings.redis,
+        jitterMaxSeconds: cache.expirationJitterMaxSeconds,
+        stopIncrementWhenOverLimit: cache.stopCacheKeyIncrementWhenOverlimit,
+        stats,
+        logger,
+      });
+      return {
+        store: breaker(redis),
+        connect: () => redis.connect(),
+        onHealthChange: (l) => void redis.onHealthChange(l),
+      };
+    }
     default:
       throw new StartupError(
-        `BACKEND_TYPE=${settings.cache.backendType}: this build has no ${settings.cache.backendType} store yet; use BACKEND_TYPE=memory`,
+        `BACKEND_TYPE=${cache.backendType}: this build has no ${cache.backendType} store yet; use BACKEND_TYPE=memory or redis`,
       );
   }
 }
@@ -90,6 +131,7 @@ export class RateLimitApp {
   readonly stats = new StatsStore();
   readonly health = new Health();
   readonly store: CounterStore;
+  private readonly opened: OpenedStore;
   readonly configStore: ConfigStore<ServiceFlags>;
   readonly service: RateLimitService;
   private readonly localCache: LocalCache | undefined;
@@ -106,11 +148,19 @@ export class RateLimitApp {
     const unsupported = unsupportedSettings(settings);
     if (unsupported.errors.length > 0) throw new StartupError(unsupported.errors[0]!);
     for (const w of unsupported.warnings) logger.warn(w);
-    this.store = createStore(settings, this.stats);
+    const clock = opts.clock ?? systemClock;
+    this.opened = createStore(settings, this.stats, logger, clock);
+    this.store = this.opened.store;
     const lc = settings.cache.localCacheSizeInBytes;
     this.localCache = lc > 0 ? new LocalCache(lc) : undefined;
 
-    this.health.add('store', this.store.isHealthy());
+    // Like upstream's `redis` component: unhealthy until the store has connected.
+    this.health.add('store', false);
+    this.opened.onHealthChange?.((ok) => {
+      this.health.set('store', ok);
+      if (ok) logger.info(`${this.store.kind} store: connected`);
+      else logger.warn(`${this.store.kind} store: no active connection`);
+    });
     this.health.add('sigterm', true);
     if (settings.config.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
 
@@ -126,10 +176,11 @@ export class RateLimitApp {
       store: this.store,
       snapshot: () => this.configStore.current(),
       stats: this.stats,
-      clock: opts.clock ?? systemClock,
+      clock,
       nearLimitRatio: settings.cache.nearLimitRatio,
       cacheKeyPrefix: settings.cache.cacheKeyPrefix,
       localCache: this.localCache,
+      failureMode: settings.cache.failureMode,
     });
   }
 
@@ -144,6 +195,12 @@ export class RateLimitApp {
       const why = settings.cache.backendSource === 'explicit' ? 'BACKEND_TYPE' : 'REDIS_URL is set';
       logger.info(`counter store: ${this.store.kind} (${why})`);
     }
+    try {
+      await this.opened.connect();
+    } catch (err) {
+      throw new StartupError(`cannot connect the ${this.store.kind} store: ${(err as Error).message}`);
+    }
+    this.health.set('store', true);
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
     if (settings.config.type === 'GRPC_XDS_SOTW') {
       logger.info(`config source: xDS server ${settings.xds.serverUrl} (node ${settings.xds.nodeId})`);
@@ -209,6 +266,11 @@ export class RateLimitApp {
     };
     logger.info(`listening: gRPC ${listening.grpc}, HTTP ${listening.http}, debug ${listening.debug}`);
     return listening;
+  }
+
+  /** True once stop() was called (a start-up failure after that is part of stopping). */
+  get isStopping(): boolean {
+    return this.stopping !== undefined;
   }
 
   /**

@@ -1,0 +1,525 @@
+/**
+ * Redis connections for the counter store, built from the REDIS_* (or REDIS_PERSECOND_*) settings
+ * the way upstream's `src/redis/driver_impl.go` builds its radix clients:
+ *
+ * - `single`: `host:port` when the socket type is `tcp`, a unix socket path when it is `unix`
+ *   (upstream's default); `sentinel`: `master,host:port,host:port…`; `cluster`: `host:port,…` seeds.
+ *   A `redis://` / `rediss://` URL is also accepted where a `host:port` is (user, password and db
+ *   taken from it; `rediss` turns TLS on).
+ * - Auth: `password` or `user:password`, split on the first `:` (ACL users). In sentinel mode
+ *   REDIS_AUTH is for the master and REDIS_SENTINEL_AUTH for the sentinels (same split rule).
+ * - TLS (`_TLS`): CA, client certificate and key from the shared REDIS_TLS_* files when set; with
+ *   REDIS_TLS_SKIP_HOSTNAME_VERIFICATION only the host name check is skipped, the chain is still
+ *   verified. In sentinel mode TLS is used for the master and the sentinels alike.
+ * - Timeouts: the connect timeout and every command's timeout are `_TIMEOUT`, so no command waits
+ *   longer. Commands are never queued while disconnected (they fail at once) and never retried by
+ *   the client (`maxRetriesPerRequest: 0`, no resend after a reconnect), so a hit is counted at most
+ *   once. After the first successful connect the client reconnects by itself, forever, with a
+ *   backoff of 50 ms doubling to 2 s.
+ * - Pool: `_POOL_SIZE` connections in single and sentinel modes, handed out round-robin per
+ *   pipeline (one connection already pipelines; several spread head-of-line blocking). In cluster
+ *   mode ioredis keeps one connection per node and `_POOL_SIZE` is not used.
+ * - Start-up: `connect()` retries until every connection is up and `PING` answers `PONG`, with
+ *   upstream's backoff (REDIS_STARTUP_INITIAL_INTERVAL doubling to REDIS_STARTUP_MAX_INTERVAL, with
+ *   jitter), forever unless REDIS_STARTUP_MAX_ELAPSED_TIME > 0.
+ */
+import fs from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import type { RedisConnectionSettings, RedisSettings } from '../../settings/settings';
+import type { Counter, Gauge, StatsStore } from '../../stats/store';
+import type { Logger } from '../../telemetry/logger';
+
+export type RedisClient = Redis | Cluster;
+
+/** The TLS and start-up settings both instances share (REDIS_TLS_*, REDIS_STARTUP_*). */
+export type SharedRedisSettings = Pick<
+  RedisSettings,
+  'tlsClientCertFile' | 'tlsClientKeyFile' | 'tlsCaCertFile' | 'tlsSkipHostnameVerification' | 'startup'
+>;
+
+export interface Credentials {
+  username?: string | undefined;
+  password?: string | undefined;
+}
+
+/** `password` or `user:password`, split on the first `:`; empty means no auth. */
+export function parseAuth(auth: string): Credentials {
+  if (auth === '') return {};
+  const i = auth.indexOf(':');
+  return i < 0 ? { password: auth } : { username: auth.slice(0, i), password: auth.slice(i + 1) };
+}
+
+/** Hides passwords in `scheme://user:pass@host` and `user:pass@host` forms (every item of a list). */
+export function maskUrl(url: string): string {
+  return url.replace(/(^|,|\/\/)([^,@/:]*):([^,@/]*)@/g, (_m, lead: string, user: string) => `${lead}${user}:***@`);
+}
+
+export interface Address extends Credentials {
+  host: string;
+  port: number;
+  db?: number | undefined;
+  /** True for a `rediss://` URL. */
+  tls?: boolean | undefined;
+}
+
+/** `host:port`, `[v6]:port`, `host` (port 6379) or a `redis://` / `rediss://` URL. */
+export function parseAddress(text: string): Address {
+  const s = text.trim();
+  if (/^rediss?:\/\//i.test(s)) {
+    const u = new URL(s);
+    const db = u.pathname.length > 1 ? Number(u.pathname.slice(1)) : undefined;
+    return {
+      host: u.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: u.port === '' ? 6379 : Number(u.port),
+      username: u.username === '' ? undefined : decodeURIComponent(u.username),
+      password: u.password === '' ? undefined : decodeURIComponent(u.password),
+      db: db !== undefined && Number.isInteger(db) ? db : undefined,
+      tls: u.protocol.toLowerCase() === 'rediss:',
+    };
+  }
+  const v6 = /^\[([^\]]+)\](?::(\d+))?$/.exec(s);
+  if (v6) return { host: v6[1]!, port: v6[2] === undefined ? 6379 : Number(v6[2]) };
+  const i = s.lastIndexOf(':');
+  if (i < 0) return { host: s, port: 6379 };
+  const port = Number(s.slice(i + 1));
+  if (!Number.isInteger(port) || port <= 0 || port > 65535) {
+    throw new Error(`invalid Redis address ${JSON.stringify(maskUrl(s))}: expected host:port`);
+  }
+  return { host: s.slice(0, i), port };
+}
+
+/** The TLS options of one connection: CA, client cert and key from the files; optional host check. */
+export function tlsOptions(shared: SharedRedisSettings): ConnectionOptions {
+  const o: ConnectionOptions = {};
+  if (shared.tlsCaCertFile !== '') o.ca = fs.readFileSync(shared.tlsCaCertFile);
+  if (shared.tlsClientCertFile !== '') o.cert = fs.readFileSync(shared.tlsClientCertFile);
+  if (shared.tlsClientKeyFile !== '') o.key = fs.readFileSync(shared.tlsClientKeyFile);
+  // Only the name check is skipped: the chain is still verified (rejectUnauthorized stays true).
+  if (shared.tlsSkipHostnameVerification) o.checkServerIdentity = () => undefined;
+  return o;
+}
+
+/** Background reconnect delay after the first successful connect: 50 ms doubling to 2 s. */
+export function reconnectDelayMs(attempt: number): number {
+  return Math.min(50 * 2 ** Math.min(Math.max(attempt - 1, 0), 6), 2000);
+}
+
+/**
+ * Upstream's jpillora/backoff (factor 2, jitter): the n-th wait (n from 0) is uniform in
+ * [min, min·2ⁿ], capped at max.
+ */
+export function startupDelayMs(attempt: number, minMs: number, maxMs: number, random: () => number): number {
+  const min = Math.max(minMs, 0);
+  const max = Math.max(maxMs, min);
+  const top = Math.min(min * 2 ** attempt, max);
+  return Math.round(min + random() * (top - min));
+}
+
+export interface RedisConnectionOptions {
+  settings: RedisConnectionSettings;
+  shared: SharedRedisSettings;
+  logger: Logger;
+  /** Registers `<statsScope>.cx_active`, `.cx_total` and `.cx_local_close` (upstream pool stats). */
+  stats?: StatsStore | undefined;
+  /** `ratelimit.redis_pool` or `ratelimit.redis_per_second_pool`. */
+  statsScope?: string | undefined;
+  /** For log lines: `redis` or `redis per-second`. */
+  label?: string | undefined;
+  /** Jitter source of the start-up backoff (tests inject one). */
+  random?: (() => number) | undefined;
+}
+
+interface Tracked {
+  wasReady: boolean;
+}
+
+/**
+ * One Redis instance as the store sees it: a pool of connections (single, sentinel) or a cluster
+ * client. `client()` hands out the connection for the next pipeline.
+ */
+export class RedisConnection {
+  readonly type: RedisConnectionSettings['type'];
+  /** The URL with passwords masked, for logs and errors. */
+  readonly maskedUrl: string;
+  readonly label: string;
+  private readonly pool: Redis[] = [];
+  private readonly cluster: Cluster | undefined;
+  private rr = 0;
+  private started = false;
+  private closed = false;
+  private readyCount = 0;
+  private readonly listeners: Array<() => void> = [];
+  private readonly tracked = new WeakMap<Redis, Tracked>();
+  private readonly active: Gauge | undefined;
+  private readonly total: Counter | undefined;
+  private readonly localClose: Counter | undefined;
+  private wake: (() => void) | undefined;
+  private sleepTimer: NodeJS.Timeout | undefined;
+  private lastError = '';
+
+  constructor(private readonly options: RedisConnectionOptions) {
+    const s = options.settings;
+    this.type = s.type;
+    this.maskedUrl = maskUrl(s.url);
+    this.label = options.label ?? 'redis';
+    if (options.stats !== undefined) {
+      const scope = options.statsScope ?? 'ratelimit.redis_pool';
+      this.active = options.stats.gauge(scope + '.cx_active');
+      this.total = options.stats.counter(scope + '.cx_total');
+      this.localClose = options.stats.counter(scope + '.cx_local_close');
+    }
+    const base = this.baseOptions();
+    if (s.type === 'cluster') {
+      this.cluster = this.createCluster(base);
+    } else {
+      const size = Math.max(1, s.poolSize);
+      for (let i = 0; i < size; i++) this.pool.push(this.track(this.createRedis(base)));
+    }
+  }
+
+  get isCluster(): boolean {
+    return this.cluster !== undefined;
+  }
+
+  /** Connections currently ready (cluster: node connections). */
+  get readyConnections(): number {
+    return this.readyCount;
+  }
+
+  /** Whether commands can be sent now: a pool connection is ready, or the cluster is. */
+  get isReady(): boolean {
+    if (this.closed) return false;
+    if (this.cluster !== undefined) return this.cluster.status === 'ready';
+    return this.readyCount > 0;
+  }
+
+  get isStarted(): boolean {
+    return this.started;
+  }
+
+  /** Called whenever a connection becomes ready or is lost. */
+  onStateChange(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
+  /**
+   * The client for the next pipeline: the cluster, or the next ready pool connection (any pool
+   * connection when none is ready: its commands then fail at once).
+   */
+  client(): RedisClient {
+    if (this.cluster !== undefined) return this.cluster;
+    const pool = this.pool;
+    const n = pool.length;
+    if (n === 1) return pool[0]!;
+    for (let k = 0; k < n; k++) {
+      const c = pool[this.rr];
+      this.rr = this.rr + 1 === n ? 0 : this.rr + 1;
+      if (c!.status === 'ready') return c!;
+    }
+    return pool[this.rr]!;
+  }
+
+  /**
+   * Connects every connection and checks `PING` → `PONG`, retrying with upstream's backoff.
+   * Rejects with `timed out waiting for Redis connection to <url>` once
+   * REDIS_STARTUP_MAX_ELAPSED_TIME (when > 0) has passed, or when `close()` is called meanwhile.
+   */
+  async connect(): Promise<void> {
+    const { initialIntervalMs, maxIntervalMs, maxElapsedTimeMs } = this.options.shared.startup;
+    const random = this.options.random ?? Math.random;
+    const startedAt = Date.now();
+    const s = this.options.settings;
+    this.options.logger.warn(
+      `connecting to ${this.label} on ${this.maskedUrl} (${s.type}${this.cluster === undefined ? `, pool size ${this.pool.length}` : ''})`,
+    );
+    for (let attempt = 0; ; attempt++) {
+      if (this.closed) throw this.closedError();
+      this.lastError = '';
+      try {
+        await this.attempt();
+        if (this.closed) throw this.closedError();
+        this.started = true;
+        this.options.logger.info(`connected to ${this.label} on ${this.maskedUrl}`);
+        this.changed();
+        return;
+      } catch (err) {
+        if (this.closed) throw this.closedError();
+        // "Connection is closed." hides the reason (e.g. WRONGPASS), which came as an error event.
+        let message = errorText(err);
+        if (this.lastError !== '' && this.lastError !== message) message = `${this.lastError} (${message})`;
+        const elapsed = Date.now() - startedAt;
+        if (maxElapsedTimeMs > 0 && elapsed >= maxElapsedTimeMs) {
+          this.options.logger.error(`${this.label}: giving up on ${this.maskedUrl} after ${elapsed} ms: ${message}`);
+          throw new Error(`timed out waiting for Redis connection to ${this.maskedUrl}`, { cause: err });
+        }
+        let delay = startupDelayMs(attempt, initialIntervalMs, maxIntervalMs, random);
+        if (maxElapsedTimeMs > 0) delay = Math.max(0, Math.min(delay, maxElapsedTimeMs - elapsed));
+        this.options.logger.warn(
+          `failed to connect to ${this.label} on ${this.maskedUrl} (attempt ${attempt + 1}): ${message}; retrying in ${delay} ms`,
+        );
+        await this.sleep(delay);
+      }
+    }
+  }
+
+  /** Quits every connection (bounded by the timeout), then drops them; stops any start-up retry. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.sleepTimer !== undefined) clearTimeout(this.sleepTimer);
+    this.wake?.();
+    const clients: RedisClient[] = this.cluster !== undefined ? [this.cluster] : this.pool;
+    await Promise.all(clients.map((c) => this.quit(c)));
+    this.changed();
+  }
+
+  private async quit(c: RedisClient): Promise<void> {
+    if (c.status === 'ready') {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        c.quit().catch(() => undefined),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(this.options.settings.timeoutMs, 100)))),
+      ]);
+      clearTimeout(timer);
+    }
+    if (c.status === 'end') return;
+    if (c instanceof Cluster) {
+      for (const node of c.nodes('all')) forgetClosedSocket(node);
+    } else {
+      forgetClosedSocket(c);
+    }
+    // A socket is open (or opening) when connecting or connected; a client waiting to reconnect
+    // has none, and disconnect() only cancels its timer.
+    const open = c instanceof Cluster || c.status === 'connecting' || c.status === 'connect' || c.status === 'ready';
+    c.disconnect();
+    if (open && (c.status as string) !== 'end') {
+      // Wait for the socket to close so the 'close' listeners (stats, health) have run.
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        c.once('end', resolve);
+        timer = setTimeout(resolve, 1000);
+      });
+      clearTimeout(timer);
+    }
+  }
+
+  private closedError(): Error {
+    return new Error(`${this.label} connection to ${this.maskedUrl} closed`);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.wake = resolve;
+      this.sleepTimer = setTimeout(resolve, ms);
+    }).finally(() => {
+      this.wake = undefined;
+      this.sleepTimer = undefined;
+    });
+  }
+
+  /** One start-up attempt: connect what is not connected, then PING every connection. */
+  private async attempt(): Promise<void> {
+    if (this.cluster !== undefined) {
+      const c = this.cluster;
+      if (c.status !== 'ready') await c.connect();
+      await expectPong(c);
+      // Open every master's connection now: ioredis connects a node lazily on its first command,
+      // and with the offline queue off the other commands of that first pipeline would fail.
+      await Promise.all(
+        c.nodes('master').map(async (node) => {
+          if (node.status === 'wait') await node.connect();
+          await expectPong(node);
+        }),
+      );
+      return;
+    }
+    const results = await Promise.allSettled(
+      this.pool.map(async (c) => {
+        if (c.status !== 'ready') await c.connect();
+        await expectPong(c);
+      }),
+    );
+    for (const r of results) if (r.status === 'rejected') throw r.reason;
+  }
+
+  private baseOptions(): RedisOptions {
+    const s = this.options.settings;
+    return {
+      lazyConnect: true,
+      connectTimeout: s.timeoutMs,
+      commandTimeout: s.timeoutMs,
+      // How long a closing socket may linger before it is destroyed (ioredis: 2 s). ioredis also
+      // arms this timer for sockets that already died, so keep it short: nothing should hold the
+      // process for long after close().
+      disconnectTimeout: Math.min(200, Math.max(s.timeoutMs, 1)),
+      // Never queue while disconnected and never retry or resend a command: a hit is counted at
+      // most once, and a request fails at once while Redis is away.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      autoResubscribe: false,
+      enableReadyCheck: true,
+      // Sentinel: after a failover the old master may stay up as a replica; reconnect (which
+      // re-resolves the master through the sentinels) instead of failing every write with READONLY.
+      reconnectOnError: s.type === 'sentinel' ? (err) => (err.message.startsWith('READONLY') ? 1 : false) : null,
+      // Before the first successful connect the start-up loop retries (with upstream's backoff);
+      // after it, reconnect forever in the background.
+      retryStrategy: (times) => (this.started && !this.closed ? reconnectDelayMs(times) : null),
+    };
+  }
+
+  private createRedis(base: RedisOptions): Redis {
+    const s = this.options.settings;
+    const shared = this.options.shared;
+    const auth = parseAuth(s.auth);
+    const o: RedisOptions = { ...base, ...credentials(auth) };
+    if (s.type === 'sentinel') {
+      const items = s.url.split(',');
+      const sentinelAuth = parseAuth(s.sentinelAuth);
+      o.name = items[0]!.trim();
+      o.sentinels = items.slice(1).map((item) => {
+        const a = parseAddress(item);
+        return { host: a.host, port: a.port };
+      });
+      o.sentinelUsername = sentinelAuth.username;
+      o.sentinelPassword = sentinelAuth.password;
+      o.sentinelCommandTimeout = s.timeoutMs;
+      o.sentinelRetryStrategy = (times) => (this.started && !this.closed ? reconnectDelayMs(times) : null);
+      o.updateSentinels = true;
+      if (s.tls) {
+        const t = tlsOptions(shared);
+        o.tls = t;
+        o.sentinelTLS = t;
+        o.enableTLSForSentinelMode = true;
+      }
+    } else if (s.socketType === 'unix') {
+      o.path = s.url;
+      if (s.tls) o.tls = tlsOptions(shared);
+    } else {
+      const a = parseAddress(s.url);
+      o.host = a.host;
+      o.port = a.port;
+      if (a.db !== undefined) o.db = a.db;
+      if (auth.password === undefined && a.password !== undefined) Object.assign(o, credentials(a));
+      if (s.tls || a.tls === true) o.tls = tlsOptions(shared);
+    }
+    return new Redis(o);
+  }
+
+  private createCluster(base: RedisOptions): Cluster {
+    const s = this.options.settings;
+    const seeds = s.url
+      .split(',')
+      .filter((x) => x.trim() !== '')
+      .map((item) => parseAddress(item));
+    const auth = parseAuth(s.auth);
+    const first = seeds[0];
+    const creds = auth.password === undefined && first?.password !== undefined ? credentials(first) : credentials(auth);
+    const useTls = s.tls || seeds.some((a) => a.tls === true);
+    const { retryStrategy: _r, enableOfflineQueue: _e, lazyConnect: _l, ...nodeBase } = base;
+    const redisOptions: ClusterOptions['redisOptions'] = { ...nodeBase, ...creds };
+    if (useTls) redisOptions.tls = tlsOptions(this.options.shared);
+    const options: ClusterOptions = {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      enableReadyCheck: true,
+      redisOptions,
+      slotsRefreshTimeout: Math.max(s.timeoutMs, 100),
+      // MOVED / ASK / TRYAGAIN / CLUSTERDOWN are retried by ioredis within the command timeout.
+      maxRedirections: 16,
+      retryDelayOnFailover: 100,
+      retryDelayOnClusterDown: 100,
+      retryDelayOnTryAgain: 100,
+      clusterRetryStrategy: (times) => (this.started && !this.closed ? reconnectDelayMs(times) : null),
+    };
+    const cluster = new Cluster(
+      seeds.map((a) => ({ host: a.host, port: a.port })),
+      options,
+    );
+    cluster.on('error', (err: Error) => this.onError(err));
+    cluster.on('node error', (err: Error) => this.onError(err));
+    cluster.on('+node', (node: Redis) => this.track(node));
+    cluster.on('-node', (node: Redis) => this.untrack(node));
+    cluster.on('ready', () => this.changed());
+    cluster.on('close', () => this.changed());
+    cluster.on('end', () => this.changed());
+    return cluster;
+  }
+
+  private track(c: Redis): Redis {
+    const t: Tracked = { wasReady: false };
+    this.tracked.set(c, t);
+    c.on('error', (err: Error) => this.onError(err));
+    c.on('ready', () => {
+      if (!t.wasReady) {
+        t.wasReady = true;
+        this.readyCount++;
+        this.total?.inc();
+        this.active?.set(this.readyCount);
+        if (this.started && !this.closed && this.cluster === undefined) {
+          this.options.logger.info(`${this.label}: reconnected to ${this.maskedUrl}`);
+        }
+      }
+      this.changed();
+    });
+    c.on('close', () => this.lost(c));
+    c.on('end', () => this.lost(c));
+    return c;
+  }
+
+  private untrack(c: Redis): void {
+    this.lost(c);
+    this.tracked.delete(c);
+  }
+
+  private lost(c: Redis): void {
+    const t = this.tracked.get(c);
+    if (t === undefined || !t.wasReady) return;
+    t.wasReady = false;
+    this.readyCount--;
+    this.localClose?.inc();
+    this.active?.set(this.readyCount);
+    if (this.started && !this.closed && this.cluster === undefined) {
+      this.options.logger.warn(
+        `${this.label}: lost a connection to ${this.maskedUrl}${this.lastError === '' ? '' : `: ${this.lastError}`}; reconnecting`,
+      );
+    }
+    this.changed();
+  }
+
+  private onError(err: Error): void {
+    this.lastError = err.message;
+    if (this.options.logger.enabled('debug')) this.options.logger.debug(`${this.label} (${this.maskedUrl}): ${err.message}`);
+  }
+
+  private changed(): void {
+    for (const l of this.listeners) l();
+  }
+}
+
+function credentials(c: Credentials): Credentials {
+  const o: Credentials = {};
+  if (c.username !== undefined) o.username = c.username;
+  if (c.password !== undefined) o.password = c.password;
+  return o;
+}
+
+/**
+ * ioredis keeps the last socket after it closed; `disconnect()` then ends it again and arms a 2 s
+ * timer that only a second 'close' (which never comes) would clear, holding the event loop open.
+ * Forget such a socket so that disconnecting only cancels the reconnect timer.
+ */
+function forgetClosedSocket(c: Redis): void {
+  const connector = (c as unknown as { connector?: { stream?: { destroyed?: boolean } } }).connector;
+  if (connector?.stream?.destroyed === true) connector.stream = undefined;
+}
+
+async function expectPong(c: RedisClient): Promise<void> {
+  const reply = await c.ping();
+  if (reply !== 'PONG') throw new Error(`connecting redis error: ${String(reply)}`);
+}
+
+export function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,525 @@
+/**
+ * The Redis counter store, command-for-command as upstream (`src/redis/fixed_cache_impl.go`), so a
+ * Go instance and this one can share one Redis during a migration:
+ *
+ * - For every op: `INCRBY key hits` then `EXPIRE key window + jitter`, EXPIRE sent on every hit;
+ *   jitter is `floor(random · EXPIRATION_JITTER_MAX_SECONDS)` (0..N-1, as Go's `rand.Int63n`).
+ * - Ops with a one-second window go to the per-second instance when REDIS_PERSECOND is on.
+ * - Single / sentinel: all the commands of one request in one pipeline (one round trip; with the
+ *   per-second instance two pipelines, sent concurrently). Cluster: one pipeline per hash slot, all
+ *   sent at once; REDIS_CLUSTER_PIPELINE_PARALLELISM > 1 caps how many are in flight at once, 0 or 1
+ *   means no cap (a deliberate difference: upstream's default 1 sends the groups one after another).
+ * - STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when another key is already over (local cache) every
+ *   INCRBY adds 0; otherwise a pipelined `GET` of every key first, then `stopIncrementAddends` picks
+ *   each INCRBY argument (two round trips, as upstream).
+ * - Cross-request batching (REDIS_PIPELINE_WINDOW > 0 or REDIS_PIPELINE_LIMIT > 0, every mode): the
+ *   commands of concurrent requests are queued and sent as one pipeline (cluster: one per slot) when
+ *   the window, started by the first queued request, elapses, or as soon as a queue holds
+ *   REDIS_PIPELINE_LIMIT commands (INCRBY and EXPIRE count one each, as upstream counts pipeline
+ *   length), whichever comes first; with a limit and no window the queue is also sent at the end of
+ *   the current event-loop turn. Each request still gets exactly its own replies. With both 0 each
+ *   request is its own pipeline and no timer is involved.
+ * - Any Redis error, timeout or lost connection rejects the request with a StoreError carrying the
+ *   error text; `transient` tells connection-type failures (and CLUSTERDOWN, LOADING, TRYAGAIN,
+ *   MOVED, READONLY…) from the others (WRONGTYPE, NOAUTH, ERR …). A request never waits longer than
+ *   REDIS_TIMEOUT per round trip: every command carries that timeout (in cluster mode a pipeline,
+ *   which ioredis may redirect and resend, also gets one deadline of its own).
+ */
+import type { ChainableCommander } from 'ioredis';
+import type { RedisSettings } from '../../settings/settings';
+import type { StatsStore } from '../../stats/store';
+import type { Logger } from '../../telemetry/logger';
+import { StoreError } from '../../limiter/types';
+import { stopIncrementAddends } from '../stop-increment';
+import type { CounterOp, CounterStore, IncrementContext } from '../types';
+import { RedisConnection, errorText } from './connection';
+
+// cluster-key-slot ships with ioredis and has no type declarations.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const calculateSlot = require('cluster-key-slot') as (key: string) => number;
+
+export interface RedisStoreOptions {
+  settings: RedisSettings;
+  /** EXPIRATION_JITTER_MAX_SECONDS (0 = no jitter). */
+  jitterMaxSeconds: number;
+  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT */
+  stopIncrementWhenOverLimit: boolean;
+  stats: StatsStore;
+  logger: Logger;
+  /** Source of the expiry jitter and the start-up backoff jitter; Math.random by default. */
+  random?: (() => number) | undefined;
+}
+
+/** Reply errors that go away by themselves (failover, resharding, loading, busy script). */
+const TRANSIENT_REPLIES = new Set([
+  'CLUSTERDOWN',
+  'LOADING',
+  'TRYAGAIN',
+  'MOVED',
+  'ASK',
+  'MASTERDOWN',
+  'READONLY',
+  'BUSY',
+  'NOREPLICAS',
+  'NOTBUSY',
+]);
+
+/**
+ * A StoreError with the error's text. Reply errors from Redis are transient only for the codes
+ * above; anything else that is not a reply (lost connection, timeout, cluster not ready, too many
+ * redirections) is transient.
+ */
+export function toStoreError(err: unknown): StoreError {
+  if (err instanceof StoreError) return err;
+  const message = errorText(err);
+  if (err instanceof Error && err.name === 'ReplyError') {
+    const sp = message.indexOf(' ');
+    return new StoreError(message, TRANSIENT_REPLIES.has(sp < 0 ? message : message.slice(0, sp)));
+  }
+  return new StoreError(message, true);
+}
+
+const PHASE_GET = 0;
+const PHASE_INCR = 1;
+
+/** One `increment` call in flight. */
+class Req {
+  pending = 0;
+  settled = false;
+  phase = PHASE_INCR;
+  readonly counts: number[];
+  /** Counts before the request (GET phase of the stop-increment rule). */
+  current: number[] | undefined;
+  resolve!: (counts: number[]) => void;
+  reject!: (err: StoreError) => void;
+
+  constructor(
+    readonly ops: readonly CounterOp[],
+    readonly store: RedisStore,
+  ) {
+    this.counts = new Array<number>(ops.length);
+  }
+
+  fail(err: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.reject(toStoreError(err));
+  }
+
+  /** One batch holding some of this request's commands has answered. */
+  batchDone(): void {
+    if (--this.pending === 0 && !this.settled) this.store.phaseDone(this);
+  }
+}
+
+/** Commands queued for one pipeline, with whose they are. */
+class Batch {
+  /** The request of each entry. */
+  readonly reqs: Req[] = [];
+  /** Per entry: op index i ≥ 0 for INCRBY+EXPIRE, ~i for a GET. */
+  readonly idx: number[] = [];
+  commands = 0;
+  lastReq: Req | undefined = undefined;
+  settled = false;
+  deadline: NodeJS.Timeout | undefined = undefined;
+  flight: Flight | undefined = undefined;
+
+  constructor(
+    readonly pipeline: ChainableCommander,
+    readonly slot: number,
+  ) {}
+}
+
+/** Cluster batches of one flush, at most `cap` in flight (REDIS_CLUSTER_PIPELINE_PARALLELISM). */
+class Flight {
+  constructor(
+    readonly batches: Batch[],
+    public next: number,
+  ) {}
+}
+
+/** The queue of one instance (main or per-second): one open batch, or one per slot in cluster mode. */
+class Batcher {
+  private open: Batch | undefined = undefined;
+  private readonly bySlot = new Map<number, Batch>();
+  private dirty: Batch[] = [];
+  private timer: NodeJS.Timeout | undefined = undefined;
+  private immediate: NodeJS.Immediate | undefined = undefined;
+  private readonly batching: boolean;
+  private readonly cluster: boolean;
+  private readonly cap: number;
+  private readonly flushAllBound = (): void => this.flushAll();
+
+  constructor(
+    readonly conn: RedisConnection,
+    private readonly windowMs: number,
+    private readonly limit: number,
+    parallelism: number,
+    private readonly timeoutMs: number,
+  ) {
+    this.batching = windowMs > 0 || limit > 0;
+    this.cluster = conn.isCluster;
+    this.cap = parallelism > 1 ? parallelism : 0;
+  }
+
+  /** Queues `INCRBY key addend` and `EXPIRE key ttl` for op `i` of `req`. */
+  incr(req: Req, i: number, key: string, addend: number, ttl: number): void {
+    const b = this.batchFor(key);
+    b.pipeline.incrby(key, addend).expire(key, ttl);
+    b.commands += 2;
+    this.note(b, req, i);
+  }
+
+  /** Queues `GET key` for op `i` of `req`. */
+  get(req: Req, i: number, key: string): void {
+    const b = this.batchFor(key);
+    b.pipeline.get(key);
+    b.commands += 1;
+    this.note(b, req, ~i);
+  }
+
+  /** One request's commands are queued: send now, or when the window or the limit says so. */
+  commit(): void {
+    if (!this.batching) {
+      this.flushAll();
+      return;
+    }
+    if (this.limit > 0) {
+      if (this.cluster) {
+        let full: Batch[] | undefined;
+        for (const b of this.dirty) {
+          if (b.commands >= this.limit) (full ??= []).push(b);
+        }
+        if (full !== undefined) {
+          for (const b of full) this.bySlot.delete(b.slot);
+          this.dirty = this.dirty.filter((b) => b.commands < this.limit);
+          this.launch(full);
+        }
+      } else if (this.open !== undefined && this.open.commands >= this.limit) {
+        const b = this.open;
+        this.open = undefined;
+        this.dirty.length = 0;
+        this.send(b);
+      }
+    }
+    if (this.dirty.length === 0) return;
+    if (this.windowMs > 0) {
+      this.timer ??= setTimeout(this.flushAllBound, this.windowMs);
+    } else {
+      this.immediate ??= setImmediate(this.flushAllBound);
+    }
+  }
+
+  /** Sends everything queued. */
+  flushAll(): void {
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    if (this.immediate !== undefined) {
+      clearImmediate(this.immediate);
+      this.immediate = undefined;
+    }
+    if (this.cluster) {
+      if (this.dirty.length === 0) return;
+      const list = this.dirty;
+      this.dirty = [];
+      this.bySlot.clear();
+      this.launch(list);
+    } else if (this.open !== undefined) {
+      const b = this.open;
+      this.open = undefined;
+      this.dirty.length = 0;
+      this.send(b);
+    }
+  }
+
+  private batchFor(key: string): Batch {
+    if (!this.cluster) {
+      let b = this.open;
+      if (b === undefined) {
+        b = new Batch(this.conn.client().pipeline(), -1);
+        this.open = b;
+        this.dirty.push(b);
+      }
+      return b;
+    }
+    const slot = calculateSlot(key);
+    let b = this.bySlot.get(slot);
+    if (b === undefined) {
+      b = new Batch(this.conn.client().pipeline(), slot);
+      this.bySlot.set(slot, b);
+      this.dirty.push(b);
+    }
+    return b;
+  }
+
+  private note(b: Batch, req: Req, idx: number): void {
+    b.reqs.push(req);
+    b.idx.push(idx);
+    if (b.lastReq !== req) {
+      b.lastReq = req;
+      req.pending++;
+    }
+  }
+
+  private launch(list: Batch[]): void {
+    if (this.cap === 0 || list.length <= this.cap) {
+      for (const b of list) this.send(b);
+      return;
+    }
+    const f = new Flight(list, this.cap);
+    for (let k = 0; k < this.cap; k++) {
+      list[k]!.flight = f;
+      this.send(list[k]!);
+    }
+  }
+
+  private send(b: Batch): void {
+    b.pipeline.exec().then(
+      (res) => this.done(b, res),
+      (err: unknown) => this.fail(b, err),
+    );
+    // ioredis may redirect and resend a cluster pipeline (MOVED, TRYAGAIN, a closed node
+    // connection), each try with its own command timeout: bound the whole pipeline too.
+    if (this.cluster) b.deadline = setTimeout(() => this.fail(b, new Error('Command timed out')), this.timeoutMs);
+  }
+
+  private done(b: Batch, res: [error: Error | null, result: unknown][] | null): void {
+    if (b.settled) return;
+    if (res === null) {
+      this.fail(b, new Error('pipeline returned no replies'));
+      return;
+    }
+    this.settle(b);
+    const reqs = b.reqs;
+    const idx = b.idx;
+    let pos = 0;
+    let last: Req | undefined;
+    for (let k = 0; k < reqs.length; k++) {
+      const req = reqs[k]!;
+      const i = idx[k]!;
+      if (req !== last) {
+        last?.batchDone();
+        last = req;
+      }
+      if (i >= 0) {
+        const incr = res[pos]!;
+        const expire = res[pos + 1]!;
+        pos += 2;
+        if (incr[0] !== null) req.fail(incr[0]);
+        else if (expire[0] !== null) req.fail(expire[0]);
+        else req.counts[i] = incr[1] as number;
+      } else {
+        const r = res[pos++]!;
+        if (r[0] !== null) req.fail(r[0]);
+        else req.current![~i] = toCount(r[1]);
+      }
+    }
+    last?.batchDone();
+  }
+
+  private fail(b: Batch, err: unknown): void {
+    if (b.settled) return;
+    this.settle(b);
+    const reqs = b.reqs;
+    for (let k = 0; k < reqs.length; k++) reqs[k]!.fail(err);
+  }
+
+  private settle(b: Batch): void {
+    b.settled = true;
+    if (b.deadline !== undefined) clearTimeout(b.deadline);
+    const f = b.flight;
+    if (f !== undefined && f.next < f.batches.length) {
+      const nb = f.batches[f.next++]!;
+      nb.flight = f;
+      this.send(nb);
+    }
+  }
+}
+
+function toCount(v: unknown): number {
+  if (v === null || v === undefined) return 0;
+  const n = Number(v);
+  return Number.isFinite(n) ? n : 0;
+}
+
+export class RedisStore implements CounterStore {
+  readonly kind = 'redis';
+  private readonly main: RedisConnection;
+  private readonly perSecond: RedisConnection | undefined;
+  private readonly mainBatcher: Batcher;
+  private readonly perSecondBatcher: Batcher | undefined;
+  private readonly jitterMax: number;
+  private readonly random: () => number;
+  private readonly stopIncrement: boolean;
+  private readonly healthListeners: Array<(healthy: boolean) => void> = [];
+  private connected = false;
+  private closed = false;
+  private healthy = false;
+
+  /** Creates the store and its clients without connecting; call `connect()` (or use `RedisStore.connect`). */
+  constructor(private readonly options: RedisStoreOptions) {
+    const s = options.settings;
+    this.jitterMax = Math.max(0, Math.floor(options.jitterMaxSeconds));
+    this.random = options.random ?? Math.random;
+    this.stopIncrement = options.stopIncrementWhenOverLimit;
+    this.main = new RedisConnection({
+      settings: s,
+      shared: s,
+      logger: options.logger,
+      stats: options.stats,
+      statsScope: 'ratelimit.redis_pool',
+      label: 'redis',
+      random: options.random,
+    });
+    this.mainBatcher = new Batcher(this.main, s.pipelineWindowMs, s.pipelineLimit, s.clusterPipelineParallelism, s.timeoutMs);
+    this.main.onStateChange(() => this.checkHealth());
+    if (s.perSecond.enabled) {
+      const p = s.perSecond;
+      this.perSecond = new RedisConnection({
+        settings: p,
+        shared: s,
+        logger: options.logger,
+        stats: options.stats,
+        statsScope: 'ratelimit.redis_per_second_pool',
+        label: 'redis per-second',
+        random: options.random,
+      });
+      this.perSecondBatcher = new Batcher(this.perSecond, p.pipelineWindowMs, p.pipelineLimit, p.clusterPipelineParallelism, p.timeoutMs);
+      this.perSecond.onStateChange(() => this.checkHealth());
+    }
+  }
+
+  /** Creates the store and connects it (see `connect()`); on failure everything is closed again. */
+  static async connect(options: RedisStoreOptions): Promise<RedisStore> {
+    const store = new RedisStore(options);
+    await store.connect();
+    return store;
+  }
+
+  /**
+   * Connects the main and (REDIS_PERSECOND) the per-second instance, retrying as upstream does at
+   * start-up (REDIS_STARTUP_*). Rejects with `timed out waiting for Redis connection to <url>`
+   * after REDIS_STARTUP_MAX_ELAPSED_TIME (when > 0), or when `close()` is called meanwhile; the
+   * store is then closed.
+   */
+  async connect(): Promise<void> {
+    try {
+      await Promise.all([this.main.connect(), this.perSecond?.connect()]);
+    } catch (err) {
+      await this.close();
+      throw err;
+    }
+    this.connected = true;
+    this.checkHealth();
+  }
+
+  increment(ops: readonly CounterOp[], _nowMs: number, context?: IncrementContext): Promise<number[]> {
+    if (this.closed) return Promise.reject(new StoreError('redis store is closed', false));
+    if (ops.length === 0) return Promise.resolve([]);
+    const req = new Req(ops, this);
+    const promise = new Promise<number[]>((resolve, reject) => {
+      req.resolve = resolve;
+      req.reject = reject;
+    });
+    if (!this.stopIncrement) {
+      this.enqueueIncr(req, undefined);
+    } else if (context !== undefined && context.overLimitElsewhere) {
+      this.enqueueIncr(req, stopIncrementAddends(ops, true, undefined));
+    } else {
+      this.enqueueGet(req);
+    }
+    return promise;
+  }
+
+  /** Called by a request whose batches of the current phase have all answered. */
+  phaseDone(req: Req): void {
+    if (req.phase === PHASE_GET) {
+      req.phase = PHASE_INCR;
+      this.enqueueIncr(req, stopIncrementAddends(req.ops, false, req.current));
+      return;
+    }
+    req.settled = true;
+    req.resolve(req.counts);
+  }
+
+  /**
+   * True once connected. With REDIS_HEALTH_CHECK_ACTIVE_CONNECTION, false while the main (or the
+   * per-second) instance has no ready connection; true again when Redis is back.
+   */
+  isHealthy(): boolean {
+    if (!this.connected || this.closed) return false;
+    if (!this.options.settings.healthCheckActiveConnection) return true;
+    return this.main.isReady && (this.perSecond === undefined || this.perSecond.isReady);
+  }
+
+  /** Calls `listener` whenever `isHealthy()` changes; returns a function that unsubscribes. */
+  onHealthChange(listener: (healthy: boolean) => void): () => void {
+    this.healthListeners.push(listener);
+    return () => {
+      const i = this.healthListeners.indexOf(listener);
+      if (i >= 0) this.healthListeners.splice(i, 1);
+    };
+  }
+
+  /** Sends what is queued, quits every connection and clears every timer. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.mainBatcher.flushAll();
+    this.perSecondBatcher?.flushAll();
+    await Promise.all([this.main.close(), this.perSecond?.close()]);
+    this.checkHealth();
+  }
+
+  private enqueueIncr(req: Req, addends: readonly number[] | undefined): void {
+    const ops = req.ops;
+    const ps = this.perSecondBatcher;
+    const jitterMax = this.jitterMax;
+    let usedMain = false;
+    let usedPs = false;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      const ttl = jitterMax > 0 ? op.windowSeconds + Math.floor(this.random() * jitterMax) : op.windowSeconds;
+      const addend = addends === undefined ? op.hits : addends[i]!;
+      if (ps !== undefined && op.windowSeconds === 1) {
+        ps.incr(req, i, op.key, addend, ttl);
+        usedPs = true;
+      } else {
+        this.mainBatcher.incr(req, i, op.key, addend, ttl);
+        usedMain = true;
+      }
+    }
+    if (usedMain) this.mainBatcher.commit();
+    if (usedPs) ps!.commit();
+  }
+
+  private enqueueGet(req: Req): void {
+    const ops = req.ops;
+    const ps = this.perSecondBatcher;
+    req.phase = PHASE_GET;
+    req.current = new Array<number>(ops.length);
+    let usedMain = false;
+    let usedPs = false;
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      if (ps !== undefined && op.windowSeconds === 1) {
+        ps.get(req, i, op.key);
+        usedPs = true;
+      } else {
+        this.mainBatcher.get(req, i, op.key);
+        usedMain = true;
+      }
+    }
+    if (usedMain) this.mainBatcher.commit();
+    if (usedPs) ps!.commit();
+  }
+
+  private checkHealth(): void {
+    const h = this.isHealthy();
+    if (h === this.healthy) return;
+    this.healthy = h;
+    for (const l of this.healthListeners.slice()) l(h);
+  }
+}

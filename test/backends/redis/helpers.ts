@@ -1,0 +1,109 @@
+/** Shared pieces of the Redis store tests: settings, ops, a recording logger. */
+import { RedisStore, type RedisStoreOptions } from '../../../src/backends/redis/store';
+import type { CounterOp } from '../../../src/backends/types';
+import type { RateLimitRule } from '../../../src/config/types';
+import type { RedisConnectionSettings, RedisSettings } from '../../../src/settings/settings';
+import { StatsStore } from '../../../src/stats/store';
+import type { Logger } from '../../../src/telemetry/logger';
+import { Unit } from '../../../src/limiter/types';
+import { rule } from '../../limiter/helpers';
+
+type ConnOverrides = Partial<RedisConnectionSettings>;
+
+export function connectionSettings(over: ConnOverrides = {}): RedisConnectionSettings {
+  return {
+    socketType: 'tcp',
+    type: 'single',
+    url: '127.0.0.1:6379',
+    poolSize: 2,
+    auth: '',
+    sentinelAuth: '',
+    tls: false,
+    pipelineWindowMs: 0,
+    pipelineLimit: 0,
+    clusterPipelineParallelism: 1,
+    timeoutMs: 2000,
+    poolOnEmptyBehavior: 'WAIT',
+    ...over,
+  };
+}
+
+/** RedisSettings with test-friendly defaults (fast start-up retry bounded at 5 s). */
+export function redisSettings(
+  over: Partial<Omit<RedisSettings, 'perSecond' | 'startup'>> & {
+    perSecond?: ConnOverrides & { enabled?: boolean };
+    startup?: Partial<RedisSettings['startup']>;
+  } = {},
+): RedisSettings {
+  const { perSecond, startup, ...rest } = over;
+  return {
+    ...connectionSettings(rest),
+    tlsClientCertFile: '',
+    tlsClientKeyFile: '',
+    tlsCaCertFile: '',
+    tlsSkipHostnameVerification: false,
+    healthCheckActiveConnection: false,
+    ...rest,
+    startup: { initialIntervalMs: 50, maxIntervalMs: 200, maxElapsedTimeMs: 5000, ...startup },
+    perSecond: { ...connectionSettings(perSecond), enabled: perSecond?.enabled ?? false },
+  };
+}
+
+export interface LogLine {
+  level: string;
+  msg: string;
+}
+
+export function recordingLogger(): Logger & { lines: LogLine[] } {
+  const lines: LogLine[] = [];
+  const at =
+    (level: string) =>
+    (msg: string): void => {
+      lines.push({ level, msg });
+    };
+  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), enabled: () => true };
+}
+
+export const stats = new StatsStore();
+
+export function ruleOf(requestsPerUnit: number, unit: number = Unit.HOUR, key = `d.k${requestsPerUnit}`): RateLimitRule {
+  return rule(stats, key, requestsPerUnit, unit);
+}
+
+const defaultRule = ruleOf(1000, Unit.MINUTE, 'd.default');
+
+export function op(key: string, hits = 1, windowSeconds = 60, r: RateLimitRule = defaultRule): CounterOp {
+  return { key, hits, windowSeconds, rule: r };
+}
+
+export function storeOptions(settings: RedisSettings, over: Partial<RedisStoreOptions> = {}): RedisStoreOptions {
+  return {
+    settings,
+    jitterMaxSeconds: 0,
+    stopIncrementWhenOverLimit: false,
+    stats: new StatsStore(),
+    logger: recordingLogger(),
+    ...over,
+  };
+}
+
+export function connectStore(settings: RedisSettings, over: Partial<RedisStoreOptions> = {}): Promise<RedisStore> {
+  return RedisStore.connect(storeOptions(settings, over));
+}
+
+/** Awaits `p` and returns how long it took (ms) and its settlement. */
+export async function timed<T>(p: Promise<T>): Promise<{ ms: number; value?: T; error?: unknown }> {
+  const t0 = Date.now();
+  try {
+    const value = await p;
+    return { ms: Date.now() - t0, value };
+  } catch (error) {
+    return { ms: Date.now() - t0, error };
+  }
+}
+
+let seq = 0;
+/** A key unique in this process (tests that share one server do not collide). */
+export function uniqueKey(name: string): string {
+  return `${name}_${process.pid}_${++seq}`;
+}
