@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { CircuitBreakerStore } from '../backends/circuit-breaker';
 import { MemoryStore } from '../backends/memory';
+import { MemcacheConfigError, MemcacheStore } from '../backends/memcache/store';
 import { RedisStore } from '../backends/redis';
 import type { CounterStore } from '../backends/types';
 import { loadConfig } from '../config/load';
@@ -73,17 +74,17 @@ export function unsupportedSettings(settings: Settings): { errors: string[]; war
   return { errors, warnings };
 }
 
-/** A counter store as the app holds it: what the service calls, and how to bring it up. */
-interface OpenedStore {
-  /** What the service calls (remote stores sit behind a circuit breaker). */
-  readonly store: CounterStore;
-  /** Connects (with upstream's start-up retry for Redis); resolves when the store can serve. */
-  connect(): Promise<void>;
-  /** Follows the store's own health (connection state), when it has one. */
-  onHealthChange?(listener: (healthy: boolean) => void): void;
+/** A counter store before it is up: its kind, and how to bring it up. */
+interface StoreOpener {
+  readonly kind: string;
+  /**
+   * Connects (with upstream's start-up retry for Redis) and resolves to what the service calls
+   * (remote stores sit behind a circuit breaker). `onHealth` follows the store's own health.
+   */
+  open(onHealth: (healthy: boolean) => void): Promise<CounterStore>;
 }
 
-function createStore(settings: Settings, stats: StatsStore, logger: Logger, clock: Clock): OpenedStore {
+function storeOpener(settings: Settings, stats: StatsStore, logger: Logger, clock: Clock): StoreOpener {
   const cache = settings.cache;
   const breaker = (inner: CounterStore): CircuitBreakerStore =>
     new CircuitBreakerStore(inner, {
@@ -104,7 +105,13 @@ function createStore(settings: Settings, stats: StatsStore, logger: Logger, cloc
         evictions: stats.counter('ratelimit.memory.evictions'),
         stopIncrementWhenOverLimit: cache.stopCacheKeyIncrementWhenOverlimit,
       });
-      return { store, connect: () => Promise.resolve() };
+      return {
+        kind: store.kind,
+        open: (onHealth) => {
+          onHealth(true);
+          return Promise.resolve(store);
+        },
+      };
     }
     case 'redis': {
       const redis = new RedisStore({
@@ -115,25 +122,47 @@ function createStore(settings: Settings, stats: StatsStore, logger: Logger, cloc
         logger,
       });
       return {
-        store: breaker(redis),
-        connect: () => redis.connect(),
-        onHealthChange: (l) => void redis.onHealthChange(l),
+        kind: redis.kind,
+        open: async (onHealth) => {
+          redis.onHealthChange(onHealth);
+          await redis.connect();
+          onHealth(true);
+          return breaker(redis);
+        },
       };
     }
-    default:
-      throw new StartupError(
-        `BACKEND_TYPE=${cache.backendType}: this build has no ${cache.backendType} store yet; use BACKEND_TYPE=memory or redis`,
-      );
+    case 'memcache':
+      return {
+        kind: 'memcache',
+        open: async (onHealth) => {
+          let memcache: MemcacheStore;
+          try {
+            memcache = await MemcacheStore.create({
+              settings: settings.memcache,
+              failureMode: cache.failureMode,
+              expirationJitterMaxSeconds: cache.expirationJitterMaxSeconds,
+              stats,
+              logger,
+            });
+          } catch (err) {
+            if (err instanceof MemcacheConfigError) throw new StartupError(err.message);
+            throw err;
+          }
+          memcache.onHealthChange((healthy) => onHealth(healthy));
+          onHealth(memcache.isHealthy());
+          return breaker(memcache);
+        },
+      };
   }
 }
 
 export class RateLimitApp {
   readonly stats = new StatsStore();
   readonly health = new Health();
-  readonly store: CounterStore;
-  private readonly opened: OpenedStore;
+  private store: CounterStore | undefined;
+  private readonly opener: StoreOpener;
+  private readonly clock: Clock;
   readonly configStore: ConfigStore<ServiceFlags>;
-  readonly service: RateLimitService;
   private readonly localCache: LocalCache | undefined;
   private provider: FileProvider<ServiceFlags> | XdsProvider<ServiceFlags> | undefined;
   private grpcServer: grpc.Server | undefined;
@@ -149,18 +178,13 @@ export class RateLimitApp {
     if (unsupported.errors.length > 0) throw new StartupError(unsupported.errors[0]!);
     for (const w of unsupported.warnings) logger.warn(w);
     const clock = opts.clock ?? systemClock;
-    this.opened = createStore(settings, this.stats, logger, clock);
-    this.store = this.opened.store;
+    this.clock = clock;
+    this.opener = storeOpener(settings, this.stats, logger, clock);
     const lc = settings.cache.localCacheSizeInBytes;
     this.localCache = lc > 0 ? new LocalCache(lc) : undefined;
 
     // Like upstream's `redis` component: unhealthy until the store has connected.
     this.health.add('store', false);
-    this.opened.onHealthChange?.((ok) => {
-      this.health.set('store', ok);
-      if (ok) logger.info(`${this.store.kind} store: connected`);
-      else logger.warn(`${this.store.kind} store: no active connection`);
-    });
     this.health.add('sigterm', true);
     if (settings.config.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
 
@@ -172,16 +196,6 @@ export class RateLimitApp {
     if (settings.config.healthyWithAtLeastOneConfigLoaded) {
       this.configStore.onUpdate((snap) => this.health.set('config', snap.config.domainCount > 0));
     }
-    this.service = new RateLimitService({
-      store: this.store,
-      snapshot: () => this.configStore.current(),
-      stats: this.stats,
-      clock,
-      nearLimitRatio: settings.cache.nearLimitRatio,
-      cacheKeyPrefix: settings.cache.cacheKeyPrefix,
-      localCache: this.localCache,
-      failureMode: settings.cache.failureMode,
-    });
   }
 
   /** Loads config, waits for the first one unless FORCE_START_WITHOUT_INITIAL_CONFIG, listens. */
@@ -193,14 +207,32 @@ export class RateLimitApp {
       logger.warn('counter store: memory (default: neither BACKEND_TYPE nor REDIS_URL is set; counts are per process)');
     } else {
       const why = settings.cache.backendSource === 'explicit' ? 'BACKEND_TYPE' : 'REDIS_URL is set';
-      logger.info(`counter store: ${this.store.kind} (${why})`);
+      logger.info(`counter store: ${this.opener.kind} (${why})`);
     }
+    const kind = this.opener.kind;
+    let store: CounterStore;
     try {
-      await this.opened.connect();
+      store = await this.opener.open((ok) => {
+        if (this.health.states().get('store') === ok) return;
+        this.health.set('store', ok);
+        if (ok) logger.info(`${kind} store: healthy`);
+        else logger.warn(`${kind} store: unhealthy`);
+      });
     } catch (err) {
-      throw new StartupError(`cannot connect the ${this.store.kind} store: ${(err as Error).message}`);
+      if (err instanceof StartupError) throw err;
+      throw new StartupError(`cannot connect the ${kind} store: ${(err as Error).message}`);
     }
-    this.health.set('store', true);
+    this.store = store;
+    const service = new RateLimitService({
+      store,
+      snapshot: () => this.configStore.current(),
+      stats: this.stats,
+      clock: this.clock,
+      nearLimitRatio: settings.cache.nearLimitRatio,
+      cacheKeyPrefix: settings.cache.cacheKeyPrefix,
+      localCache: this.localCache,
+      failureMode: settings.cache.failureMode,
+    });
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
     if (settings.config.type === 'GRPC_XDS_SOTW') {
       logger.info(`config source: xDS server ${settings.xds.serverUrl} (node ${settings.xds.nodeId})`);
@@ -238,7 +270,7 @@ export class RateLimitApp {
       'grpc.max_connection_age_ms': settings.grpc.maxConnectionAgeMs,
       'grpc.max_connection_age_grace_ms': settings.grpc.maxConnectionAgeGraceMs,
     });
-    this.endWatches = addGrpcServices(grpcServer, { service: this.service, health: this.health, stats: this.stats, logger });
+    this.endWatches = addGrpcServices(grpcServer, { service, health: this.health, stats: this.stats, logger });
     this.grpcServer = grpcServer;
     const grpcTarget = settings.grpc.uds !== '' ? `unix:${settings.grpc.uds}` : hostPort(settings.grpc.host, settings.grpc.port);
     const grpcPort = await new Promise<number>((resolve, reject) =>
@@ -248,7 +280,7 @@ export class RateLimitApp {
     );
 
     this.httpServer = http.createServer(
-      createHttpHandler({ service: this.service, health: this.health, logger, maxBodyBytes: DEFAULT_MAX_JSON_BODY_BYTES }),
+      createHttpHandler({ service, health: this.health, logger, maxBodyBytes: DEFAULT_MAX_JSON_BODY_BYTES }),
     );
     this.debugServer = http.createServer(
       createDebugHandler({
@@ -310,7 +342,7 @@ export class RateLimitApp {
       this.debugServer?.closeAllConnections();
     }
     this.provider?.stop();
-    await this.store.close();
+    await this.store?.close();
     logger.info('stopped');
   }
 }

@@ -1,0 +1,57 @@
+/**
+ * End to end with real memcached: BACKEND_TYPE=memcache (and the seed's altstore spelling),
+ * health that turns healthy (upstream never does), fail-open reads while the node is down,
+ * recovery without a restart, and keys memcached cannot hold answered with a clear error.
+ */
+import fs from 'node:fs';
+import { MemcachedServer } from '../support/memcached';
+import { baseEnv, eventually, httpGet, httpPost, runtimeDir, startService } from './harness';
+
+const CONFIG = `
+domain: mc
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`;
+const json = (v: string) => JSON.stringify({ domain: 'mc', descriptors: [{ entries: [{ key: 'user', value: v }] }] });
+const remaining = async (address: string, v: string): Promise<number | undefined> =>
+  JSON.parse((await httpPost(address, '/json', json(v))).body).statuses[0].limitRemaining;
+
+test('ratelimit on memcached: counting, health, fail-open outage, recovery, invalid keys', async () => {
+  const mc = await MemcachedServer.start();
+  const dir = runtimeDir({ 'mc.yaml': CONFIG });
+  const svc = await startService({
+    ...baseEnv(dir.root),
+    BACKEND_TYPE: 'altstore',
+    ALTSTORE_HOST_PORT: `127.0.0.1:${mc.port}`,
+  });
+  try {
+    expect(svc.output()).toMatch(/counter store: memcache \(BACKEND_TYPE\)/);
+    expect(await httpGet(svc.http, '/healthcheck')).toEqual({ status: 200, body: 'OK' });
+    // Increments are asynchronous (as upstream): let each one land before the next read.
+    const seen: Array<number | undefined> = [];
+    for (let i = 0; i < 3; i++) {
+      seen.push(await remaining(svc.http, 'alice'));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(seen).toEqual([4, 3, 2]);
+
+    await mc.kill();
+    await eventually(async () => (await httpGet(svc.http, '/healthcheck')).status === 500);
+    // Upstream's fail-open: counts read as 0, so every request is allowed with remaining 4.
+    expect(await remaining(svc.http, 'alice')).toBe(4);
+    expect((await httpGet(svc.debug, '/stats')).body).toMatch(/^ratelimit\.memcache\.multiget\.__code=error: [1-9]\d*$/m);
+
+    await mc.restart();
+    await eventually(async () => (await httpGet(svc.http, '/healthcheck')).status === 200);
+    expect(await remaining(svc.http, 'bob')).toBe(4);
+
+    const bad = await httpPost(svc.http, '/json', json('has space'));
+    expect(bad.status).toBe(400);
+    expect(bad.headers.get('x-error-detail')).toMatch(/memcached key .* is invalid: it contains whitespace/);
+  } finally {
+    expect(await svc.stop()).toBe(0);
+    await mc.stop();
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  }
+});
