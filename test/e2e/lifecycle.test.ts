@@ -34,11 +34,16 @@ describe('start-up', () => {
     expect(await svc.stop()).toBe(0);
   });
 
-  test('a store this build does not have is a clear start-up error', async () => {
+  test('MEMCACHE_TLS=true is refused (memjs has no TLS) rather than connecting in plaintext', async () => {
     const dir = runtimeDir({ 'a.yaml': CONFIG });
-    const res = await run('ratelimit.js', [], { ...baseEnv(dir.root), BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: '127.0.0.1:1' });
+    const res = await run('ratelimit.js', [], {
+      ...baseEnv(dir.root),
+      BACKEND_TYPE: 'memcache',
+      MEMCACHE_HOST_PORT: '127.0.0.1:1',
+      MEMCACHE_TLS: 'true',
+    });
     expect(res.code).toBe(1);
-    expect(res.stderr).toMatch(/BACKEND_TYPE=memcache/);
+    expect(res.stderr).toMatch(/^ratelimit: MEMCACHE_TLS=true: .*no TLS support/m);
   });
 
   test('FORCE_START_WITHOUT_INITIAL_CONFIG with a broken config serves errors until a good one loads', async () => {

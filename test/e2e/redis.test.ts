@@ -17,7 +17,7 @@ descriptors:
 `;
 
 function redisEnv(root: string, redis: { address: string }, extra: Record<string, string> = {}) {
-  const env = { ...baseEnv(root), REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.address, REDIS_TIMEOUT: '500ms', ...extra };
+  const env: NodeJS.ProcessEnv = { ...baseEnv(root), REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.address, REDIS_TIMEOUT: '500ms', ...extra };
   delete env['BACKEND_TYPE'];
   return env;
 }

@@ -120,7 +120,7 @@ describe('memcache store: two nodes', () => {
     try {
       expect(s.isHealthy()).toBe(true);
       await a.kill();
-      await waitFor(() => s.nodeStates()[a.address < b.address ? 0 : 1]!.up === false, 'node a down');
+      await waitFor(() => s.nodeStates().find((n) => n.node === a.address)!.up === false, 'node a down');
       expect(s.isHealthy()).toBe(true);
       await b.kill();
       await waitFor(() => !s.isHealthy(), 'unhealthy with both nodes down');
