@@ -8,7 +8,8 @@ import { RateLimitServiceClient } from '../../generated/envoy/service/ratelimit/
 import type { Descriptor, RateLimitRequest } from '../limiter/types';
 import { serializeRateLimitResponse } from '../server/json-codec';
 import { fromProtoResponse, toProtoRequest } from '../server/proto-convert';
-import { type FlagSpec, FlagError, parseFlags, usage } from './flags';
+import fs from 'node:fs';
+import { type FlagSpec, FlagError, type ParsedFlags, parseFlags, usage } from './flags';
 
 const SPECS: FlagSpec[] = [
   { name: 'dial_string', kind: 'string', help: 'url of ratelimit server in <host>:<port> form', default: 'localhost:8081' },
@@ -20,7 +21,34 @@ const SPECS: FlagSpec[] = [
   },
   { name: 'hits_addend', kind: 'string', help: 'hits to add (request hits_addend)', default: '1' },
   { name: 'timeout', kind: 'string', help: 'deadline of the call in milliseconds', default: '5000' },
+  { name: 'grpc-use-tls', kind: 'bool', help: 'use TLS for the connection to the server', default: 'false' },
+  { name: 'grpc-server-ca-file', kind: 'string', help: 'CA file that verifies the server certificate (default: the system CAs)', default: '' },
+  { name: 'grpc-cert-file', kind: 'string', help: 'client certificate file, for mTLS', default: '' },
+  { name: 'grpc-key-file', kind: 'string', help: 'client private key file, for mTLS', default: '' },
+  { name: 'grpc-server-name', kind: 'string', help: 'server name to verify in its certificate (default: the dial host)', default: '' },
 ];
+
+/** Channel credentials from the TLS flags (upstream's flag names), plaintext without -grpc-use-tls. */
+export function clientCredentials(flags: ParsedFlags): { credentials: grpc.ChannelCredentials; options: grpc.ClientOptions } {
+  if (flags['grpc-use-tls'] !== true) return { credentials: grpc.credentials.createInsecure(), options: {} };
+  const read = (flag: string): Buffer | null => {
+    const file = flags[flag] as string;
+    if (file === '') return null;
+    try {
+      return fs.readFileSync(file);
+    } catch (err) {
+      throw new FlagError(`-${flag}: cannot read ${file}: ${(err as Error).message}`);
+    }
+  };
+  const cert = read('grpc-cert-file');
+  const key = read('grpc-key-file');
+  if ((cert === null) !== (key === null)) throw new FlagError('-grpc-cert-file and -grpc-key-file go together');
+  const serverName = flags['grpc-server-name'] as string;
+  return {
+    credentials: grpc.credentials.createSsl(read('grpc-server-ca-file'), key, cert),
+    options: serverName === '' ? {} : { 'grpc.ssl_target_name_override': serverName, 'grpc.default_authority': serverName },
+  };
+}
 
 /** Parses `k=v,k2=v2` into a descriptor; a value may itself contain `=`. */
 export function parseDescriptor(text: string): Descriptor {
@@ -66,7 +94,14 @@ function main(argv: string[]): void {
   for (const d of request.descriptors) {
     process.stdout.write(`descriptor: ${d.entries.map((e) => `${e.key}=${e.value}`).join(',')}\n`);
   }
-  const client = new RateLimitServiceClient(dial, grpc.credentials.createInsecure());
+  let tls;
+  try {
+    tls = clientCredentials(flags);
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const client = new RateLimitServiceClient(dial, tls.credentials, tls.options);
   client.shouldRateLimit(
     toProtoRequest(request),
     new grpc.Metadata(),

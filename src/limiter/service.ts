@@ -15,6 +15,7 @@ import {
   type Descriptor,
   type DescriptorStatus,
   type HeaderValue,
+  InvalidRequestError,
   type JsonObject,
   type JsonValue,
   type RateLimitRequest,
@@ -55,6 +56,14 @@ export interface RateLimitServiceOptions {
    * `allow` answers OK, `deny` answers OVER_LIMIT for every limited descriptor. Both count.
    */
   failureMode?: 'error' | 'allow' | 'deny';
+  /** REQUEST_MAX_*: requests beyond these are refused before any work. */
+  limits?: RequestLimits;
+}
+
+export interface RequestLimits {
+  maxDescriptors: number;
+  maxEntries: number;
+  maxEntryLength: number;
 }
 
 export const MAX_UINT32 = 4294967295;
@@ -99,6 +108,7 @@ export class RateLimitService {
     if (n === 0) throw new ServiceError('rate limit descriptor list must not be empty');
     const snapshot = this.opts.snapshot();
     if (snapshot === undefined) throw new ServiceError('no rate limit configuration loaded');
+    if (this.opts.limits !== undefined) checkLimits(request, this.opts.limits);
     const { config, flags } = snapshot;
     const domain = request.domain;
 
@@ -265,6 +275,29 @@ export class RateLimitService {
       responseHeadersToAdd: headers,
       dynamicMetadata: wantMetadata ? dynamicMetadata(request, rules, passed) : undefined,
     };
+  }
+}
+
+/** Refuses a request beyond REQUEST_MAX_* with a message naming the first offending field. */
+function checkLimits(request: RateLimitRequest, limits: RequestLimits): void {
+  const { maxDescriptors, maxEntries, maxEntryLength } = limits;
+  if (request.domain.length > maxEntryLength) {
+    throw new InvalidRequestError(`domain is ${request.domain.length} characters long, more than ${maxEntryLength}`);
+  }
+  const descriptors = request.descriptors;
+  if (descriptors.length > maxDescriptors) {
+    throw new InvalidRequestError(`${descriptors.length} descriptors, more than ${maxDescriptors}`);
+  }
+  for (let i = 0; i < descriptors.length; i++) {
+    const entries = descriptors[i]!.entries;
+    if (entries.length > maxEntries) throw new InvalidRequestError(`descriptors[${i}]: ${entries.length} entries, more than ${maxEntries}`);
+    for (let j = 0; j < entries.length; j++) {
+      const e = entries[j]!;
+      if (e.key.length > maxEntryLength || e.value.length > maxEntryLength) {
+        const which = e.key.length > maxEntryLength ? 'key' : 'value';
+        throw new InvalidRequestError(`descriptors[${i}].entries[${j}].${which} is longer than ${maxEntryLength} characters`);
+      }
+    }
   }
 }
 

@@ -114,6 +114,9 @@ export class ServiceError extends Error {
   override readonly name = 'ServiceError';
 }
 
+/** A request outside the service's limits (REQUEST_MAX_*): gRPC INVALID_ARGUMENT, /json 400. */
+export class InvalidRequestError extends ServiceError {}
+
 /** A counter store failure; `transient` tells a retry or a fail-open policy it may pass. */
 export class StoreError extends Error {
   override readonly name = 'StoreError';

@@ -3,6 +3,7 @@
  * store and provider, the decision service and the three listeners; and takes them down again.
  */
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { CircuitBreakerStore } from '../backends/circuit-breaker';
@@ -24,7 +25,8 @@ import type { Logger } from '../telemetry/logger';
 import { createDebugHandler } from './debug';
 import { addGrpcServices } from './grpc';
 import { Health } from './health';
-import { createHttpHandler, DEFAULT_MAX_JSON_BODY_BYTES } from './http';
+import { createHttpHandler } from './http';
+import { CertificateSource, enforceClientSan, enforceClientSanOnGrpc, grpcServerCredentials, httpsOptions } from './tls';
 
 /** How long in-flight calls may take to finish after a termination signal. */
 export const DRAIN_TIMEOUT_MS = 10_000;
@@ -66,7 +68,6 @@ export class StartupError extends Error {}
 export function unsupportedSettings(settings: Settings): { errors: string[]; warnings: string[] } {
   const errors: string[] = [];
   const warnings: string[] = [];
-  if (settings.grpc.tls.enabled) errors.push('GRPC_SERVER_USE_TLS=true: TLS is not available in this build yet; refusing to serve plaintext');
   if (settings.stats.sink !== 'disabled' && settings.stats.sink !== 'logging') {
     warnings.push(`the ${settings.stats.sink} stats sink is not available in this build yet; stats are kept in memory and shown on the debug port's /stats`);
   }
@@ -170,6 +171,7 @@ export class RateLimitApp {
   private debugServer: http.Server | undefined;
   private stopping: Promise<void> | undefined;
   private endWatches: (() => void) | undefined;
+  private certificates: CertificateSource | undefined;
 
   constructor(private readonly opts: AppOptions) {
     const { settings, logger } = opts;
@@ -232,6 +234,11 @@ export class RateLimitApp {
       cacheKeyPrefix: settings.cache.cacheKeyPrefix,
       localCache: this.localCache,
       failureMode: settings.cache.failureMode,
+      limits: {
+        maxDescriptors: settings.server.maxDescriptors,
+        maxEntries: settings.server.maxEntries,
+        maxEntryLength: settings.server.maxEntryLength,
+      },
     });
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
     if (settings.config.type === 'GRPC_XDS_SOTW') {
@@ -266,28 +273,56 @@ export class RateLimitApp {
       await this.configStore.waitForFirst();
     }
 
+    const extra = settings.server;
+    const tlsFiles = settings.grpc.tls;
+    if (tlsFiles.enabled || extra.httpTls || extra.debugTls) {
+      try {
+        this.certificates = new CertificateSource(
+          { ...tlsFiles, reloadIntervalMs: extra.tlsReloadIntervalMs },
+          logger,
+        );
+      } catch (err) {
+        throw new StartupError((err as Error).message);
+      }
+      this.certificates.start();
+    }
+    const certs = this.certificates;
+
     const grpcServer = new grpc.Server({
       'grpc.max_connection_age_ms': settings.grpc.maxConnectionAgeMs,
       'grpc.max_connection_age_grace_ms': settings.grpc.maxConnectionAgeGraceMs,
+      'grpc.max_receive_message_length': extra.maxRequestBytes,
     });
     this.endWatches = addGrpcServices(grpcServer, { service, health: this.health, stats: this.stats, logger });
     this.grpcServer = grpcServer;
     const grpcTarget = settings.grpc.uds !== '' ? `unix:${settings.grpc.uds}` : hostPort(settings.grpc.host, settings.grpc.port);
+    const grpcCredentials =
+      tlsFiles.enabled && certs !== undefined ? grpcServerCredentials(certs) : grpc.ServerCredentials.createInsecure();
     const grpcPort = await new Promise<number>((resolve, reject) =>
-      grpcServer.bindAsync(grpcTarget, grpc.ServerCredentials.createInsecure(), (err, port) =>
+      grpcServer.bindAsync(grpcTarget, grpcCredentials, (err, port) =>
         err ? reject(new StartupError(`cannot listen for gRPC on ${grpcTarget}: ${err.message}`)) : resolve(port),
       ),
     );
+    if (tlsFiles.enabled && tlsFiles.clientSan !== '') enforceClientSanOnGrpc(grpcServer, tlsFiles.clientSan, logger);
 
-    this.httpServer = http.createServer(
-      createHttpHandler({ service, health: this.health, logger, maxBodyBytes: DEFAULT_MAX_JSON_BODY_BYTES }),
+    const serve = (handler: http.RequestListener, useTls: boolean): http.Server => {
+      if (!useTls || certs === undefined) return http.createServer(handler);
+      const server = https.createServer(httpsOptions(certs.current), handler);
+      certs.subscribe((m) => server.setSecureContext(httpsOptions(m)));
+      if (tlsFiles.clientSan !== '') enforceClientSan(server, tlsFiles.clientSan, logger);
+      return server;
+    };
+    this.httpServer = serve(
+      createHttpHandler({ service, health: this.health, logger, maxBodyBytes: extra.maxRequestBytes }),
+      extra.httpTls,
     );
-    this.debugServer = http.createServer(
+    this.debugServer = serve(
       createDebugHandler({
         stats: this.stats,
         dumpConfig: () => this.configStore.current()?.config.dump() ?? '',
         refreshGauges: () => this.localCache?.publish(this.stats),
       }),
+      extra.debugTls,
     );
     const httpAddr = await listen(this.httpServer, settings.http.host, settings.http.port, 'HTTP');
     const debugAddr = await listen(this.debugServer, settings.debug.host, settings.debug.port, 'debug');
@@ -342,6 +377,7 @@ export class RateLimitApp {
       this.debugServer?.closeAllConnections();
     }
     this.provider?.stop();
+    this.certificates?.stop();
     await this.store?.close();
     logger.info('stopped');
   }

@@ -21,6 +21,7 @@ import type { StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import type { Health } from './health';
 import type { Decider } from './http';
+import { InvalidRequestError } from '../limiter/types';
 import { fromProtoRequest, toProtoResponse } from './proto-convert';
 
 /** The health service name whose status follows the components (upstream's "ratelimit"). */
@@ -69,7 +70,8 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
           rl.time.record(Math.trunc(performance.now() - start));
           const details = err instanceof Error ? err.message : String(err);
           if (logger.enabled('debug')) logger.debug(`ShouldRateLimit error: ${details}`);
-          callback({ code: grpc.status.UNKNOWN, details });
+          // Upstream answers every decision error UNKNOWN; requests beyond our own limits are INVALID_ARGUMENT.
+          callback({ code: err instanceof InvalidRequestError ? grpc.status.INVALID_ARGUMENT : grpc.status.UNKNOWN, details });
         },
       );
     },

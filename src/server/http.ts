@@ -19,11 +19,9 @@ export interface HttpServerOptions {
   service: Decider;
   health: Health;
   logger: Logger;
-  /** Largest accepted /json body in bytes. */
+  /** Largest accepted /json body in bytes (REQUEST_MAX_BYTES). */
   maxBodyBytes: number;
 }
-
-export const DEFAULT_MAX_JSON_BODY_BYTES = 1024 * 1024;
 
 export function createHttpHandler(opts: HttpServerOptions): http.RequestListener {
   const { service, health, logger, maxBodyBytes } = opts;

@@ -73,6 +73,24 @@ export interface GrpcSettings {
   readonly tls: GrpcServerTlsSettings;
 }
 
+/** Not in upstream: TLS for the HTTP and debug ports, certificate reloading, request limits. */
+export interface ServerExtraSettings {
+  /** HTTP_SERVER_USE_TLS: the HTTP port uses the gRPC TLS files and client checks */
+  readonly httpTls: boolean;
+  /** DEBUG_SERVER_USE_TLS */
+  readonly debugTls: boolean;
+  /** TLS_RELOAD_INTERVAL in ms (default 10s) */
+  readonly tlsReloadIntervalMs: number;
+  /** REQUEST_MAX_BYTES (default 1 MiB): /json body and gRPC message size limit */
+  readonly maxRequestBytes: number;
+  /** REQUEST_MAX_DESCRIPTORS (default 1000) */
+  readonly maxDescriptors: number;
+  /** REQUEST_MAX_ENTRIES (default 100) per descriptor */
+  readonly maxEntries: number;
+  /** REQUEST_MAX_ENTRY_LENGTH (default 4096): longest key, value or domain, in characters */
+  readonly maxEntryLength: number;
+}
+
 export interface LogSettings {
   /** LOG_LEVEL, lower-cased; `warning` is reported as `warn` (default `warn`) */
   readonly level: LogLevel;
@@ -346,6 +364,8 @@ export interface Settings {
   /** Debug listener: DEBUG_HOST, DEBUG_PORT */
   readonly debug: ListenerSettings;
   readonly grpc: GrpcSettings;
+  /** TLS for HTTP/debug, certificate reloading and request limits (not in upstream) */
+  readonly server: ServerExtraSettings;
   readonly log: LogSettings;
   readonly config: ConfigSourceSettings;
   /** File config (CONFIG_TYPE=FILE): RUNTIME_* */
@@ -746,6 +766,15 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
         clientSan: r.string('GRPC_CLIENT_TLS_SAN'),
       },
     },
+    server: {
+      httpTls: r.bool('HTTP_SERVER_USE_TLS'),
+      debugTls: r.bool('DEBUG_SERVER_USE_TLS'),
+      tlsReloadIntervalMs: r.duration('TLS_RELOAD_INTERVAL'),
+      maxRequestBytes: r.int('REQUEST_MAX_BYTES'),
+      maxDescriptors: r.int('REQUEST_MAX_DESCRIPTORS'),
+      maxEntries: r.int('REQUEST_MAX_ENTRIES'),
+      maxEntryLength: r.int('REQUEST_MAX_ENTRY_LENGTH'),
+    },
     log: {
       level: logLevel === 'warning' ? 'warn' : logLevel,
       format: r.choice<LogFormat>('LOG_FORMAT'),
@@ -800,6 +829,17 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     warnings,
   };
   warnUnusedStoreSettings(r, cache, warnings);
+  const tlsUsers = [
+    settings.grpc.tls.enabled ? 'GRPC_SERVER_USE_TLS' : '',
+    settings.server.httpTls ? 'HTTP_SERVER_USE_TLS' : '',
+    settings.server.debugTls ? 'DEBUG_SERVER_USE_TLS' : '',
+  ].filter((v) => v !== '');
+  if (tlsUsers.length > 0 && (settings.grpc.tls.certFile === '' || settings.grpc.tls.keyFile === '')) {
+    throw new SettingsError(`${tlsUsers.join(', ')}=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY (certificate chain and key files)`, tlsUsers[0]);
+  }
+  if (settings.grpc.tls.clientSan !== '' && settings.grpc.tls.clientCaFile === '') {
+    throw new SettingsError('GRPC_CLIENT_TLS_SAN needs GRPC_CLIENT_TLS_CACERT: client certificates are only checked when a client CA is set', 'GRPC_CLIENT_TLS_SAN');
+  }
   return deepFreeze(settings);
 }
 

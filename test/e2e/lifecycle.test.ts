@@ -190,13 +190,6 @@ describe('ratelimit-config-check', () => {
 });
 
 describe('settings this build cannot honour yet', () => {
-  test('GRPC_SERVER_USE_TLS=true refuses to start rather than serve plaintext', async () => {
-    const dir = runtimeDir({ 'a.yaml': CONFIG });
-    const res = await run('ratelimit.js', [], { ...baseEnv(dir.root), GRPC_SERVER_USE_TLS: 'true' });
-    expect(res.code).toBe(1);
-    expect(res.stderr.trim()).toMatch(/^ratelimit: GRPC_SERVER_USE_TLS=true: TLS is not available/);
-  });
-
   test('the default statsd sink is a warning, not a failure', async () => {
     const dir = runtimeDir({ 'a.yaml': CONFIG });
     const env = { ...baseEnv(dir.root) };

@@ -30,6 +30,15 @@ const DEFAULTS: Settings = {
     maxConnectionAgeGraceMs: 3600_000,
     tls: { enabled: false, certFile: '', keyFile: '', clientCaFile: '', clientSan: '' },
   },
+  server: {
+    httpTls: false,
+    debugTls: false,
+    tlsReloadIntervalMs: 10_000,
+    maxRequestBytes: 1_048_576,
+    maxDescriptors: 1000,
+    maxEntries: 100,
+    maxEntryLength: 4096,
+  },
   log: { level: 'warn', format: 'text' },
   config: { type: 'FILE', forceStartWithoutInitialConfig: false, healthyWithAtLeastOneConfigLoaded: false },
   runtime: { root: '/srv/runtime_data/current', subdirectory: '', appDirectory: 'config', ignoreDotFiles: false, watchRoot: true },
@@ -204,6 +213,8 @@ function sampleValue(info: SettingInfo): string {
 function companions(name: string): NodeJS.ProcessEnv {
   if (name === 'USE_DOG_STATSD' || name === 'USE_PROMETHEUS') return { USE_STATSD: 'false' };
   if (name.endsWith('POOL_ON_EMPTY_BEHAVIOR')) return { REDIS_URL: 'r:6379', REDIS_PERSECOND: 'true' };
+  if (name.endsWith('_USE_TLS') && !name.startsWith('CONFIG_')) return { GRPC_SERVER_TLS_CERT: 'c.pem', GRPC_SERVER_TLS_KEY: 'k.pem' };
+  if (name === 'GRPC_CLIENT_TLS_SAN') return { GRPC_CLIENT_TLS_CACERT: 'ca.pem' };
   return {};
 }
 
@@ -644,6 +655,21 @@ describe('REDIS_POOL_ON_EMPTY_BEHAVIOR', () => {
 
   it('is not checked when redis is not the backend', () => {
     expect(loadSettings({ BACKEND_TYPE: 'memory', REDIS_POOL_ON_EMPTY_BEHAVIOR: 'CREATE' }).redis.poolOnEmptyBehavior).toBe('WAIT');
+  });
+});
+
+describe('TLS settings', () => {
+  it('TLS on any port needs the certificate and key files', () => {
+    expect(errorOf({ HTTP_SERVER_USE_TLS: 'true' }).message).toBe(
+      'HTTP_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY (certificate chain and key files)',
+    );
+    expect(errorOf({ GRPC_SERVER_USE_TLS: 'true', DEBUG_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: 'c' }).message).toMatch(
+      /^GRPC_SERVER_USE_TLS, DEBUG_SERVER_USE_TLS=true needs/,
+    );
+  });
+
+  it('GRPC_CLIENT_TLS_SAN needs a client CA', () => {
+    expect(errorOf({ GRPC_CLIENT_TLS_SAN: 'envoy' }).message).toMatch(/^GRPC_CLIENT_TLS_SAN needs GRPC_CLIENT_TLS_CACERT/);
   });
 });
 

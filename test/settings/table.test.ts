@@ -124,6 +124,13 @@ const OWN: ReadonlyArray<readonly [string, string]> = [
   ['BACKEND_FAILURE_MODE', ''],
   ['BACKEND_CIRCUIT_FAILURES', '5'],
   ['BACKEND_CIRCUIT_OPEN_DURATION', '1s'],
+  ['HTTP_SERVER_USE_TLS', 'false'],
+  ['DEBUG_SERVER_USE_TLS', 'false'],
+  ['TLS_RELOAD_INTERVAL', '10s'],
+  ['REQUEST_MAX_BYTES', '1048576'],
+  ['REQUEST_MAX_DESCRIPTORS', '1000'],
+  ['REQUEST_MAX_ENTRIES', '100'],
+  ['REQUEST_MAX_ENTRY_LENGTH', '4096'],
 ];
 
 describe('SETTINGS_TABLE', () => {

@@ -1,0 +1,219 @@
+/**
+ * Server TLS: certificate files that reload without a restart (a change in their directory,
+ * as cert-manager's symlink swaps make, reloads at once; a periodic re-read catches the rest),
+ * gRPC credentials built on them, and upstream's GRPC_CLIENT_TLS_SAN check (the client
+ * certificate must carry that DNS name and allow client authentication).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import tls from 'node:tls';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from '../telemetry/logger';
+
+export interface ServerTlsFiles {
+  certFile: string;
+  keyFile: string;
+  /** When set, client certificates are required and verified against it. */
+  clientCaFile: string;
+  /** When set, the client certificate must carry this DNS SAN and client-auth usage. */
+  clientSan: string;
+  reloadIntervalMs: number;
+}
+
+export interface TlsMaterial {
+  cert: Buffer;
+  key: Buffer;
+  ca: Buffer | undefined;
+}
+
+type CaListener = (update: { caCertificate: Buffer } | null) => void;
+type IdentityListener = (update: { certificate: Buffer; privateKey: Buffer } | null) => void;
+
+/** OID of the client-authentication extended key usage. */
+const CLIENT_AUTH_OID = '1.3.6.1.5.5.7.3.2';
+
+/**
+ * The certificate files, read now and again on change. Implements grpc-js's CertificateProvider
+ * (identity and CA) and lets HTTPS servers subscribe too.
+ */
+export class CertificateSource {
+  private material: TlsMaterial;
+  private readonly caListeners = new Set<CaListener>();
+  private readonly identityListeners = new Set<IdentityListener>();
+  private readonly subscribers = new Set<(m: TlsMaterial) => void>();
+  private watchers: fs.FSWatcher[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private debounce: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly files: ServerTlsFiles,
+    private readonly logger: Logger,
+  ) {
+    this.material = this.read();
+  }
+
+  get current(): TlsMaterial {
+    return this.material;
+  }
+
+  /** Starts watching the files' directories and re-reading them every reloadIntervalMs. */
+  start(): void {
+    const dirs = new Set([this.files.certFile, this.files.keyFile, this.files.clientCaFile].filter((f) => f !== '').map((f) => path.dirname(f)));
+    for (const dir of dirs) {
+      try {
+        const w = fs.watch(dir, () => this.scheduleReload());
+        w.on('error', () => undefined);
+        this.watchers.push(w);
+      } catch (err) {
+        this.logger.warn(`cannot watch ${dir} for certificate changes (${(err as Error).message}); re-reading every ${this.files.reloadIntervalMs} ms`);
+      }
+    }
+    if (this.files.reloadIntervalMs > 0) {
+      this.timer = setInterval(() => this.reload(), this.files.reloadIntervalMs);
+      this.timer.unref();
+    }
+  }
+
+  stop(): void {
+    for (const w of this.watchers) w.close();
+    this.watchers = [];
+    clearInterval(this.timer);
+    clearTimeout(this.debounce);
+  }
+
+  subscribe(listener: (m: TlsMaterial) => void): void {
+    this.subscribers.add(listener);
+  }
+
+  /** Re-reads the files; a changed, valid set is pushed to every listener. */
+  reload(): void {
+    let next: TlsMaterial;
+    try {
+      next = this.read();
+    } catch (err) {
+      // A half-written rotation: keep serving the previous certificate.
+      this.logger.warn(`certificate reload failed, keeping the current certificate: ${(err as Error).message}`);
+      return;
+    }
+    const cur = this.material;
+    if (next.cert.equals(cur.cert) && next.key.equals(cur.key) && equalBuffers(next.ca, cur.ca)) return;
+    this.material = next;
+    this.logger.info(`TLS certificates reloaded from ${this.files.certFile}`);
+    for (const l of this.identityListeners) l({ certificate: next.cert, privateKey: next.key });
+    if (next.ca !== undefined) for (const l of this.caListeners) l({ caCertificate: next.ca });
+    for (const s of this.subscribers) s(next);
+  }
+
+  // The first update is delivered on a later tick, as grpc-js's own providers do: delivered
+  // synchronously, grpc-js builds its server before it knows the protocols (no ALPN h2).
+  addCaCertificateListener(l: CaListener): void {
+    this.caListeners.add(l);
+    setImmediate(() => {
+      if (this.caListeners.has(l)) l(this.material.ca === undefined ? null : { caCertificate: this.material.ca });
+    });
+  }
+  removeCaCertificateListener(l: CaListener): void {
+    this.caListeners.delete(l);
+  }
+  addIdentityCertificateListener(l: IdentityListener): void {
+    this.identityListeners.add(l);
+    setImmediate(() => {
+      if (this.identityListeners.has(l)) l({ certificate: this.material.cert, privateKey: this.material.key });
+    });
+  }
+  removeIdentityCertificateListener(l: IdentityListener): void {
+    this.identityListeners.delete(l);
+  }
+
+  private scheduleReload(): void {
+    clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => this.reload(), 100);
+    this.debounce.unref();
+  }
+
+  private read(): TlsMaterial {
+    const { certFile, keyFile, clientCaFile } = this.files;
+    const cert = readPem(certFile, 'GRPC_SERVER_TLS_CERT');
+    const key = readPem(keyFile, 'GRPC_SERVER_TLS_KEY');
+    const ca = clientCaFile === '' ? undefined : readPem(clientCaFile, 'GRPC_CLIENT_TLS_CACERT');
+    // Fails early on a key that does not match its certificate.
+    tls.createSecureContext({ cert, key, ca });
+    return { cert, key, ca };
+  }
+}
+
+function readPem(file: string, variable: string): Buffer {
+  try {
+    return fs.readFileSync(file);
+  } catch (err) {
+    throw new Error(`${variable}: cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+
+function equalBuffers(a: Buffer | undefined, b: Buffer | undefined): boolean {
+  return a === undefined ? b === undefined : b !== undefined && a.equals(b);
+}
+
+/** gRPC server credentials on the (reloading) source; client certificates required with a CA. */
+export function grpcServerCredentials(source: CertificateSource): grpc.ServerCredentials {
+  const withCa = source.files.clientCaFile !== '';
+  return grpc.experimental.createCertificateProviderServerCredentials(source, withCa ? source : null, withCa);
+}
+
+/** Options for https.createServer from the current material. */
+export function httpsOptions(m: TlsMaterial): tls.TlsOptions {
+  return { cert: m.cert, key: m.key, ca: m.ca, requestCert: m.ca !== undefined, rejectUnauthorized: m.ca !== undefined };
+}
+
+/** Go's x509 host matching for a DNS SAN: exact (case-insensitive) or a leftmost `*` label. */
+export function dnsNameMatches(pattern: string, name: string): boolean {
+  const p = pattern.toLowerCase();
+  const n = name.toLowerCase();
+  if (p === n) return true;
+  if (!p.startsWith('*.')) return false;
+  const dot = n.indexOf('.');
+  return dot > 0 && n.slice(dot) === p.slice(1);
+}
+
+/**
+ * Why a verified client certificate fails the GRPC_CLIENT_TLS_SAN rule, or undefined when it
+ * passes: it must carry `san` as a DNS SAN and, if it lists extended key usages, client auth.
+ */
+export function clientCertificateProblem(cert: tls.PeerCertificate | tls.DetailedPeerCertificate, san: string): string | undefined {
+  if (cert === undefined || cert === null || Object.keys(cert).length === 0) return 'no client certificate';
+  const names = (cert.subjectaltname ?? '')
+    .split(', ')
+    .filter((e) => e.startsWith('DNS:'))
+    .map((e) => e.slice(4));
+  if (!names.some((n) => dnsNameMatches(n, san))) {
+    return `client certificate SANs [${names.join(', ')}] do not include ${san}`;
+  }
+  const eku = (cert as { ext_key_usage?: string[] }).ext_key_usage;
+  if (eku !== undefined && eku.length > 0 && !eku.includes(CLIENT_AUTH_OID)) {
+    return 'client certificate does not allow client authentication (extended key usage)';
+  }
+  return undefined;
+}
+
+/** Closes TLS connections whose client certificate fails the SAN rule, right after the handshake. */
+export function enforceClientSan(server: tls.Server, san: string, logger: Logger): void {
+  server.on('secureConnection', (socket: tls.TLSSocket) => {
+    const problem = clientCertificateProblem(socket.getPeerCertificate(), san);
+    if (problem !== undefined) {
+      logger.warn(`refused a TLS client from ${socket.remoteAddress ?? '?'}: ${problem}`);
+      socket.destroy();
+    }
+  });
+}
+
+/**
+ * grpc-js gives no handshake hook, so the SAN rule is attached to the HTTP/2 servers it created
+ * (a private field). Throws when they cannot be found: the check must never be skipped silently.
+ */
+export function enforceClientSanOnGrpc(server: grpc.Server, san: string, logger: Logger): void {
+  const servers = (server as unknown as { http2Servers?: Map<tls.Server, unknown> }).http2Servers;
+  if (!(servers instanceof Map) || servers.size === 0) {
+    throw new Error('GRPC_CLIENT_TLS_SAN: cannot attach the client certificate check to the gRPC server');
+  }
+  for (const s of servers.keys()) enforceClientSan(s, san, logger);
+}

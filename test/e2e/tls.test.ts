@@ -1,0 +1,173 @@
+/**
+ * End to end over mTLS: the gRPC port requires a client certificate from the configured CA with
+ * the configured SAN (as Envoy's cluster presents it); wrong SAN, no certificate or another CA
+ * are refused. The HTTP port can use the same TLS; certificates reload without a restart.
+ */
+import fs from 'node:fs';
+import https from 'node:https';
+import path from 'node:path';
+import tls from 'node:tls';
+import * as grpc from '@grpc/grpc-js';
+import { RateLimitServiceClient } from '../../generated/envoy/service/ratelimit/v3/rls';
+import { CLIENT_SAN, type CertPair, testCerts } from '../support/certs';
+import { baseEnv, callGrpc, descriptor, eventually, run, runtimeDir, type Service, startService } from './harness';
+
+const CONFIG = 'domain: tls\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n';
+
+describe('mTLS', () => {
+  const certs = testCerts();
+  let svc: Service;
+  let dir: ReturnType<typeof runtimeDir>;
+  let serverCert: string;
+  let serverKey: string;
+
+  const clientFor = (pair: CertPair | undefined, ca = certs.ca.cert) =>
+    new RateLimitServiceClient(
+      svc.grpc,
+      grpc.credentials.createSsl(
+        fs.readFileSync(ca),
+        pair ? fs.readFileSync(pair.key) : null,
+        pair ? fs.readFileSync(pair.cert) : null,
+      ),
+      { 'grpc.ssl_target_name_override': 'localhost' },
+    );
+
+  beforeAll(async () => {
+    dir = runtimeDir({ 'tls.yaml': CONFIG });
+    // The server's files live in their own directory, so a rotation can be simulated.
+    const certDir = path.join(dir.base, 'certs');
+    fs.mkdirSync(certDir);
+    serverCert = path.join(certDir, 'tls.crt');
+    serverKey = path.join(certDir, 'tls.key');
+    fs.copyFileSync(certs.server.cert, serverCert);
+    fs.copyFileSync(certs.server.key, serverKey);
+    svc = await startService({
+      ...baseEnv(dir.root),
+      GRPC_SERVER_USE_TLS: 'true',
+      GRPC_SERVER_TLS_CERT: serverCert,
+      GRPC_SERVER_TLS_KEY: serverKey,
+      GRPC_CLIENT_TLS_CACERT: certs.ca.cert,
+      GRPC_CLIENT_TLS_SAN: CLIENT_SAN,
+      HTTP_SERVER_USE_TLS: 'true',
+      TLS_RELOAD_INTERVAL: '200ms',
+    });
+  });
+
+  afterAll(async () => {
+    if (svc) expect(await svc.stop()).toBe(0);
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  });
+
+  test('a client certificate from the CA with the right SAN is served', async () => {
+    const client = clientFor(certs.client);
+    const res = await callGrpc(client, { domain: 'tls', descriptors: [descriptor('k', 'v')] });
+    client.close();
+    expect(res.statuses[0]!.limitRemaining).toBe(9);
+  });
+
+  test.each([
+    ['a wrong SAN', () => certs.client2],
+    ['no certificate', () => undefined],
+    ['a certificate from another CA', () => certs.rogueClient],
+  ])('a client with %s is refused', async (_name, pair) => {
+    const client = clientFor(pair());
+    await expect(callGrpc(client, { domain: 'tls', descriptors: [descriptor('k', 'v')] })).rejects.toMatchObject({
+      code: grpc.status.UNAVAILABLE,
+    });
+    client.close();
+  });
+
+  test('plaintext gRPC is refused', async () => {
+    const client = new RateLimitServiceClient(svc.grpc, grpc.credentials.createInsecure());
+    await expect(callGrpc(client, { domain: 'tls', descriptors: [descriptor('k', 'v')] })).rejects.toMatchObject({
+      code: grpc.status.UNAVAILABLE,
+    });
+    client.close();
+  });
+
+  test('ratelimit-client speaks TLS with a client certificate', async () => {
+    const res = await run('client.js', [
+      '-dial_string', svc.grpc,
+      '-grpc-use-tls',
+      '-grpc-server-ca-file', certs.ca.cert,
+      '-grpc-cert-file', certs.client.cert,
+      '-grpc-key-file', certs.client.key,
+      '-grpc-server-name', 'localhost',
+      '-domain', 'tls',
+      '-descriptors', 'k=cli',
+    ]);
+    expect(res.stderr).toBe('');
+    expect(res.code).toBe(0);
+    expect(res.stdout).toContain('"limitRemaining": 9');
+  });
+
+  const httpsJson = (pair: CertPair | undefined) =>
+    new Promise<number>((resolve, reject) => {
+      const [host, port] = svc.http.split(':');
+      const req = https.request(
+        {
+          host,
+          port: Number(port),
+          path: '/json',
+          method: 'POST',
+          ca: fs.readFileSync(certs.ca.cert),
+          cert: pair ? fs.readFileSync(pair.cert) : undefined,
+          key: pair ? fs.readFileSync(pair.key) : undefined,
+          servername: 'localhost',
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify({ domain: 'tls', descriptors: [{ entries: [{ key: 'k', value: 'https' }] }] }));
+    });
+
+  test('HTTP_SERVER_USE_TLS: /json over mTLS, refused without a certificate', async () => {
+    expect(await httpsJson(certs.client)).toBe(200);
+    await expect(httpsJson(undefined)).rejects.toThrow();
+    await expect(httpsJson(certs.client2)).rejects.toThrow();
+  });
+
+  test('a rotated server certificate is served without a restart', async () => {
+    const fingerprint = () =>
+      new Promise<string>((resolve, reject) => {
+        const [host, port] = svc.grpc.split(':');
+        const socket = tls.connect(
+          {
+            host,
+            port: Number(port),
+            servername: 'localhost',
+            rejectUnauthorized: false,
+            cert: fs.readFileSync(certs.client.cert),
+            key: fs.readFileSync(certs.client.key),
+            ALPNProtocols: ['h2'],
+          },
+          () => {
+            const fp = socket.getPeerCertificate().fingerprint256;
+            socket.destroy();
+            resolve(fp);
+          },
+        );
+        socket.on('error', reject);
+      });
+    const before = await fingerprint();
+    // cert-manager style: write the new pair next to the old, then rename over it.
+    fs.copyFileSync(certs.rogueServer.cert, serverCert + '.new');
+    fs.copyFileSync(certs.rogueServer.key, serverKey + '.new');
+    fs.renameSync(serverKey + '.new', serverKey);
+    fs.renameSync(serverCert + '.new', serverCert);
+    await eventually(async () => (await fingerprint()) !== before);
+    expect(svc.output()).toContain('TLS certificates reloaded');
+  });
+});
+
+test('TLS without a certificate file is a start-up error naming the variables', async () => {
+  const dir = runtimeDir({ 'tls.yaml': CONFIG });
+  const res = await run('ratelimit.js', [], { ...baseEnv(dir.root), GRPC_SERVER_USE_TLS: 'true' });
+  expect(res.code).toBe(1);
+  expect(res.stderr.trim()).toBe(
+    'ratelimit: GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY (certificate chain and key files)',
+  );
+});
