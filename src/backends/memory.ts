@@ -5,7 +5,7 @@
  * windows, and a hard cap (MEMORY_MAX_KEYS) evicts the oldest counters first, so memory stays
  * bounded under a flood of distinct descriptor values.
  */
-import type { Counter } from '../stats/store';
+import type { Counter, Gauge } from '../stats/store';
 import { stopIncrementAddends } from './stop-increment';
 import type { CounterOp, CounterStore, IncrementContext } from './types';
 
@@ -19,6 +19,8 @@ export interface MemoryStoreOptions {
   maxKeys: number;
   /** Counts counters evicted by the cap before their window ended. */
   evictions?: Counter;
+  /** Follows the number of live counters (`ratelimit.memory.keys`). */
+  keys?: Gauge;
   /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, honoured as the Redis store does. */
   stopIncrementWhenOverLimit?: boolean;
 }
@@ -99,6 +101,7 @@ export class MemoryStore implements CounterStore {
     }
     bucket.push(op.key);
     if (++this.bucketed > 2 * this.options.maxKeys + 1024) this.rebuildBuckets();
+    if (this.options.keys !== undefined) this.options.keys.value = this.slots.size;
     return slot;
   }
 
@@ -129,5 +132,6 @@ export class MemoryStore implements CounterStore {
       this.bucketed -= keys.length;
       this.byExpiry.delete(endS);
     }
+    if (this.options.keys !== undefined) this.options.keys.value = this.slots.size;
   }
 }

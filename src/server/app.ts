@@ -104,6 +104,7 @@ function storeOpener(settings: Settings, stats: StatsStore, logger: Logger, cloc
       const store = new MemoryStore({
         maxKeys: settings.memory.maxKeys,
         evictions: stats.counter('ratelimit.memory.evictions'),
+        keys: stats.gauge('ratelimit.memory.keys'),
         stopIncrementWhenOverLimit: cache.stopCacheKeyIncrementWhenOverlimit,
       });
       return {

@@ -5,11 +5,6 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import {
-  type RateLimitRequest as ProtoRequest,
-  type RateLimitResponse as ProtoResponse,
-  RateLimitServiceService,
-} from '../../generated/envoy/service/ratelimit/v3/rls';
-import {
   type HealthCheckRequest,
   type HealthCheckResponse,
   HealthCheckResponse_ServingStatus as Serving,
@@ -21,8 +16,8 @@ import type { StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import type { Health } from './health';
 import type { Decider } from './http';
-import { InvalidRequestError } from '../limiter/types';
-import { fromProtoRequest, toProtoResponse } from './proto-convert';
+import { InvalidRequestError, type RateLimitRequest, type RateLimitResponse } from '../limiter/types';
+import { decodeRateLimitRequest, encodeRateLimitResponse, ProtoDecodeError } from './proto-codec';
 
 /** The health service name whose status follows the components (upstream's "ratelimit"). */
 export const HEALTH_SERVICE_NAME = 'ratelimit';
@@ -41,6 +36,38 @@ function methodStats(stats: StatsStore, method: string) {
   };
 }
 
+/** A request that failed to decode: the handler answers INVALID_ARGUMENT with its reason. */
+class Undecodable {
+  constructor(readonly reason: string) {}
+}
+
+/**
+ * RateLimitService with the hand-written codec (proto-codec.ts): requests decode straight into
+ * the service's types and responses encode straight from them.
+ */
+const RATE_LIMIT_SERVICE = {
+  shouldRateLimit: {
+    path: '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: (): Buffer => {
+      throw new Error('server-side definition: requests are never serialized here');
+    },
+    requestDeserialize: (b: Buffer): RateLimitRequest | Undecodable => {
+      try {
+        return decodeRateLimitRequest(b);
+      } catch (err) {
+        if (err instanceof ProtoDecodeError) return new Undecodable(`invalid RateLimitRequest: ${err.message}`);
+        throw err;
+      }
+    },
+    responseSerialize: encodeRateLimitResponse,
+    responseDeserialize: (): RateLimitResponse => {
+      throw new Error('server-side definition: responses are never decoded here');
+    },
+  },
+} as const;
+
 /**
  * Adds the rate limit and health services to `server`. Returns a function that ends the open
  * health Watch streams, which would otherwise hold a graceful shutdown until its deadline.
@@ -48,20 +75,20 @@ function methodStats(stats: StatsStore, method: string) {
 export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions): () => void {
   const { service, health, stats, logger } = opts;
   const rl = methodStats(stats, 'ShouldRateLimit');
-  server.addService(RateLimitServiceService, {
+  server.addService(RATE_LIMIT_SERVICE as unknown as grpc.ServiceDefinition, {
     shouldRateLimit(
-      call: grpc.ServerUnaryCall<ProtoRequest, ProtoResponse>,
-      callback: grpc.sendUnaryData<ProtoResponse>,
+      call: grpc.ServerUnaryCall<RateLimitRequest | Undecodable, RateLimitResponse>,
+      callback: grpc.sendUnaryData<RateLimitResponse>,
     ): void {
       const start = performance.now();
       rl.total.inc();
-      let pending: Promise<ProtoResponse>;
-      try {
-        pending = service.shouldRateLimit(fromProtoRequest(call.request)).then(toProtoResponse);
-      } catch (err) {
-        pending = Promise.reject(err);
+      const request = call.request;
+      if (request instanceof Undecodable) {
+        rl.time.record(Math.trunc(performance.now() - start));
+        callback({ code: grpc.status.INVALID_ARGUMENT, details: request.reason });
+        return;
       }
-      pending.then(
+      service.shouldRateLimit(request).then(
         (res) => {
           rl.time.record(Math.trunc(performance.now() - start));
           callback(null, res);
