@@ -1,5 +1,5 @@
 # Every target works on a fresh clone: node_modules is installed on first use.
-.PHONY: all deps proto build test run bench clean settings-table
+.PHONY: all deps proto build test run bench clean settings-table certs image
 
 all: build
 
@@ -29,6 +29,13 @@ run: build
 
 bench: build
 	bash bench/run.sh
+
+# Test CA and certificates for Envoy <-> ratelimit mTLS (envoy/certs/).
+certs:
+	bash envoy/gen-certs.sh
+
+image:
+	docker build -f deploy/Dockerfile -t ratelimit:latest .
 
 # Rewrites the README's settings table from src/settings/table.ts.
 settings-table: build

@@ -171,3 +171,41 @@ test('TLS without a certificate file is a start-up error naming the variables', 
     'ratelimit: GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY (certificate chain and key files)',
   );
 });
+
+describe('the certificates of envoy/gen-certs.sh', () => {
+  test('Envoy\'s client certificate is served; the intruder\'s (wrong SAN) and none are refused', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const dir = runtimeDir({ 'tls.yaml': CONFIG });
+    const out = path.join(dir.base, 'certs');
+    execFileSync('bash', [path.join(__dirname, '../../envoy/gen-certs.sh'), out], { stdio: 'ignore', timeout: 60_000 });
+    const pair = (name: string) => ({ cert: path.join(out, `${name}.crt`), key: path.join(out, `${name}.key`) });
+    const svc = await startService({
+      ...baseEnv(dir.root),
+      GRPC_SERVER_USE_TLS: 'true',
+      GRPC_SERVER_TLS_CERT: pair('ratelimit').cert,
+      GRPC_SERVER_TLS_KEY: pair('ratelimit').key,
+      GRPC_CLIENT_TLS_CACERT: path.join(out, 'ca.crt'),
+      GRPC_CLIENT_TLS_SAN: 'envoy.ratelimit.test',
+    });
+    const client = (p: { cert: string; key: string } | undefined) =>
+      new RateLimitServiceClient(
+        svc.grpc,
+        grpc.credentials.createSsl(fs.readFileSync(path.join(out, 'ca.crt')), p ? fs.readFileSync(p.key) : null, p ? fs.readFileSync(p.cert) : null),
+        { 'grpc.ssl_target_name_override': 'ratelimit' },
+      );
+    try {
+      const envoy = client(pair('envoy'));
+      expect((await callGrpc(envoy, { domain: 'tls', descriptors: [descriptor('k', 'envoy')] })).overallCode).toBe(1);
+      envoy.close();
+      for (const p of [pair('intruder'), undefined]) {
+        const c = client(p);
+        await expect(callGrpc(c, { domain: 'tls', descriptors: [descriptor('k', 'x')] })).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+        c.close();
+      }
+      expect(svc.output()).toMatch(/refused a TLS client .*do not include envoy\.ratelimit\.test/);
+    } finally {
+      expect(await svc.stop()).toBe(0);
+      fs.rmSync(dir.base, { recursive: true, force: true });
+    }
+  });
+});
