@@ -214,3 +214,28 @@ describe('settings this build cannot honour yet', () => {
     }
   });
 });
+
+describe('connection lifecycle', () => {
+  test('GRPC_MAX_CONNECTION_AGE sends GOAWAY to old connections (±10% jitter)', async () => {
+    const http2 = await import('node:http2');
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const svc = await startService({ ...baseEnv(dir.root), GRPC_MAX_CONNECTION_AGE: '500ms', GRPC_MAX_CONNECTION_AGE_GRACE: '300ms' });
+    try {
+      const session = http2.connect(`http://${svc.grpc}`);
+      const started = Date.now();
+      const goaway = await new Promise<number>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('no GOAWAY within 3 s')), 3000);
+        session.on('goaway', () => {
+          clearTimeout(timer);
+          resolve(Date.now() - started);
+        });
+        session.on('error', () => undefined);
+      });
+      session.destroy();
+      expect(goaway).toBeGreaterThanOrEqual(400);
+      expect(goaway).toBeLessThan(1500);
+    } finally {
+      expect(await svc.stop()).toBe(0);
+    }
+  });
+});
