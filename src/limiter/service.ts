@@ -6,6 +6,7 @@
 import type { RateLimitConfig, RateLimitRule } from '../config/types';
 import type { CounterOp, CounterStore, IncrementContext } from '../backends/types';
 import type { Counter, StatsStore } from '../stats/store';
+import type { Attributes, Span, Tracing } from '../telemetry/tracing';
 import type { Clock } from './clock';
 import { cacheKey } from './cache-key';
 import type { LocalCache } from './local-cache';
@@ -58,6 +59,15 @@ export interface RateLimitServiceOptions {
   failureMode?: 'error' | 'allow' | 'deny';
   /** REQUEST_MAX_*: requests beyond these are refused before any work. */
   limits?: RequestLimits;
+  /** Tracing of the store round trip, under the caller's span (upstream's span names). */
+  tracing?: Tracing;
+  storeSpan?: StoreSpan;
+}
+
+/** The store round trip's span: upstream's name and attributes for that store. */
+export interface StoreSpan {
+  readonly name: string;
+  attributes(ops: readonly CounterOp[]): Attributes;
 }
 
 export interface RequestLimits {
@@ -91,9 +101,9 @@ export class RateLimitService {
   }
 
   /** Decides one request. Rejects with ServiceError or StoreError, each counted as upstream does. */
-  async shouldRateLimit(request: RateLimitRequest): Promise<RateLimitResponse> {
+  async shouldRateLimit(request: RateLimitRequest, span?: Span): Promise<RateLimitResponse> {
     try {
-      return await this.decide(request);
+      return await this.decide(request, span);
     } catch (err) {
       if (err instanceof StoreError) this.storeError.inc();
       else this.serviceError.inc();
@@ -101,7 +111,7 @@ export class RateLimitService {
     }
   }
 
-  private async decide(request: RateLimitRequest): Promise<RateLimitResponse> {
+  private async decide(request: RateLimitRequest, span: Span | undefined): Promise<RateLimitResponse> {
     if (request.domain === '') throw new ServiceError('rate limit domain must not be empty');
     const descriptors = request.descriptors;
     const n = descriptors.length;
@@ -142,12 +152,16 @@ export class RateLimitService {
       }
     }
 
-    const statuses = await this.doLimit(request, rules);
+    const statuses = await this.doLimit(request, rules, span);
     return this.aggregate(request, rules, unlimited, statuses, flags);
   }
 
   /** Keys, local cache, one store round trip, statuses (upstream DoLimit + base limiter). */
-  private async doLimit(request: RateLimitRequest, rules: Array<RateLimitRule | undefined>): Promise<DescriptorStatus[]> {
+  private async doLimit(
+    request: RateLimitRequest,
+    rules: Array<RateLimitRule | undefined>,
+    span: Span | undefined,
+  ): Promise<DescriptorStatus[]> {
     const { clock, localCache, cacheKeyPrefix, nearLimitRatio } = this.opts;
     const descriptors = request.descriptors;
     const n = descriptors.length;
@@ -182,9 +196,15 @@ export class RateLimitService {
     if (ops.length === 0) return statuses;
 
     let counts: number[];
+    const { tracing, storeSpan } = this.opts;
+    const child = span !== undefined && tracing !== undefined && storeSpan !== undefined
+      ? tracing.startChildSpan(span, storeSpan.name, storeSpan.attributes(ops))
+      : undefined;
     try {
       counts = await this.store.increment(ops, nowMs, localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE);
+      child?.end();
     } catch (err) {
+      child?.end();
       const mode = this.opts.failureMode ?? 'error';
       if (mode === 'error' || !(err instanceof StoreError)) throw err;
       // The store failed, but the operator chose an answer over an error: count both.

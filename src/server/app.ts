@@ -15,13 +15,24 @@ import { loadConfig } from '../config/load';
 import type { Clock } from '../limiter/clock';
 import { systemClock } from '../limiter/clock';
 import { LocalCache } from '../limiter/local-cache';
-import { RateLimitService, type ServiceFlags } from '../limiter/service';
+import { RateLimitService, type ServiceFlags, type StoreSpan } from '../limiter/service';
 import { ConfigStore } from '../providers/config-store';
 import { FileProvider } from '../providers/file-provider';
 import { XdsProvider } from '../providers/xds/provider';
 import { type ReloadableFlags, type Settings, loadReloadableFlags } from '../settings';
 import { StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
+import {
+  ATTR_KEYS_TO_GET_LENGTH,
+  ATTR_PER_SECOND_PIPELINE_LENGTH,
+  ATTR_PIPELINE_LENGTH,
+  SPAN_MEMCACHED_FETCH,
+  SPAN_REDIS_PIPELINE,
+  setupTracing,
+  type Tracing,
+} from '../telemetry/tracing';
+import { StatsFlusher } from '../stats/flusher';
+import { createStatsSink, type StatsSink } from '../stats/sinks';
 import { createDebugHandler } from './debug';
 import { addGrpcServices } from './grpc';
 import { Health } from './health';
@@ -60,24 +71,11 @@ export function toServiceFlags(r: ReloadableFlags): ServiceFlags {
 /** A start-up problem that is the operator's to fix (printed as one line, exit 1). */
 export class StartupError extends Error {}
 
-/**
- * Settings this build parses but cannot honour yet. Serving plaintext when TLS was asked for would
- * be unsafe, so that stops start-up; a missing stats sink or tracing only loses telemetry, so it
- * is a warning (the counters are still kept and shown on the debug port's /stats).
- */
-export function unsupportedSettings(settings: Settings): { errors: string[]; warnings: string[] } {
-  const errors: string[] = [];
-  const warnings: string[] = [];
-  if (settings.stats.sink !== 'disabled' && settings.stats.sink !== 'logging') {
-    warnings.push(`the ${settings.stats.sink} stats sink is not available in this build yet; stats are kept in memory and shown on the debug port's /stats`);
-  }
-  if (settings.tracing.enabled) warnings.push('TRACING_ENABLED=true: tracing is not available in this build yet; no spans are exported');
-  return { errors, warnings };
-}
-
 /** A counter store before it is up: its kind, and how to bring it up. */
 interface StoreOpener {
   readonly kind: string;
+  /** Upstream's span for the store round trip, if it has one. */
+  readonly span?: StoreSpan;
   /**
    * Connects (with upstream's start-up retry for Redis) and resolves to what the service calls
    * (remote stores sit behind a circuit breaker). `onHealth` follows the store's own health.
@@ -123,8 +121,18 @@ function storeOpener(settings: Settings, stats: StatsStore, logger: Logger, cloc
         stats,
         logger,
       });
+      const perSecond = settings.redis.perSecond.enabled;
       return {
         kind: redis.kind,
+        span: {
+          name: SPAN_REDIS_PIPELINE,
+          attributes: (ops) => {
+            let second = 0;
+            if (perSecond) for (const op of ops) if (op.windowSeconds === 1) second++;
+            // Each key is two pipeline entries (INCRBY, EXPIRE), as upstream counts them.
+            return { [ATTR_PIPELINE_LENGTH]: 2 * (ops.length - second), [ATTR_PER_SECOND_PIPELINE_LENGTH]: 2 * second };
+          },
+        },
         open: async (onHealth) => {
           redis.onHealthChange(onHealth);
           await redis.connect();
@@ -136,6 +144,7 @@ function storeOpener(settings: Settings, stats: StatsStore, logger: Logger, cloc
     case 'memcache':
       return {
         kind: 'memcache',
+        span: { name: SPAN_MEMCACHED_FETCH, attributes: (ops) => ({ [ATTR_KEYS_TO_GET_LENGTH]: ops.length }) },
         open: async (onHealth) => {
           let memcache: MemcacheStore;
           try {
@@ -173,13 +182,20 @@ export class RateLimitApp {
   private stopping: Promise<void> | undefined;
   private endWatches: (() => void) | undefined;
   private certificates: CertificateSource | undefined;
+  private readonly sink: StatsSink;
+  private flusher: StatsFlusher | undefined;
+  private readonly tracing: Tracing;
 
   constructor(private readonly opts: AppOptions) {
     const { settings, logger } = opts;
     const env = opts.env ?? process.env;
-    const unsupported = unsupportedSettings(settings);
-    if (unsupported.errors.length > 0) throw new StartupError(unsupported.errors[0]!);
-    for (const w of unsupported.warnings) logger.warn(w);
+    this.stats.setLogger(logger);
+    try {
+      this.sink = createStatsSink(settings.stats, logger);
+    } catch (err) {
+      throw new StartupError((err as Error).message);
+    }
+    this.tracing = setupTracing(settings.tracing, logger);
     const clock = opts.clock ?? systemClock;
     this.clock = clock;
     this.opener = storeOpener(settings, this.stats, logger, clock);
@@ -235,6 +251,8 @@ export class RateLimitApp {
       cacheKeyPrefix: settings.cache.cacheKeyPrefix,
       localCache: this.localCache,
       failureMode: settings.cache.failureMode,
+      tracing: this.tracing,
+      storeSpan: this.opener.span,
       limits: {
         maxDescriptors: settings.server.maxDescriptors,
         maxEntries: settings.server.maxEntries,
@@ -274,6 +292,13 @@ export class RateLimitApp {
       await this.configStore.waitForFirst();
     }
 
+    try {
+      await this.sink.start();
+    } catch (err) {
+      throw new StartupError((err as Error).message);
+    }
+    this.flusher = new StatsFlusher(this.stats, this.sink, settings.stats.flushIntervalMs, logger);
+    this.flusher.onFlush(() => this.localCache?.publish(this.stats));
     const extra = settings.server;
     const tlsFiles = settings.grpc.tls;
     if (tlsFiles.enabled || extra.httpTls || extra.debugTls) {
@@ -294,7 +319,7 @@ export class RateLimitApp {
       'grpc.max_connection_age_grace_ms': settings.grpc.maxConnectionAgeGraceMs,
       'grpc.max_receive_message_length': extra.maxRequestBytes,
     });
-    this.endWatches = addGrpcServices(grpcServer, { service, health: this.health, stats: this.stats, logger });
+    this.endWatches = addGrpcServices(grpcServer, { service, health: this.health, stats: this.stats, logger, tracing: this.tracing });
     this.grpcServer = grpcServer;
     const grpcTarget = settings.grpc.uds !== '' ? `unix:${settings.grpc.uds}` : hostPort(settings.grpc.host, settings.grpc.port);
     const grpcCredentials =
@@ -314,7 +339,7 @@ export class RateLimitApp {
       return server;
     };
     this.httpServer = serve(
-      createHttpHandler({ service, health: this.health, logger, maxBodyBytes: extra.maxRequestBytes }),
+      createHttpHandler({ service, health: this.health, logger, maxBodyBytes: extra.maxRequestBytes, tracing: this.tracing }),
       extra.httpTls,
     );
     this.debugServer = serve(
@@ -380,6 +405,8 @@ export class RateLimitApp {
     this.provider?.stop();
     this.certificates?.stop();
     await this.store?.close();
+    await this.flusher?.stop();
+    await this.tracing.shutdown();
     logger.info('stopped');
   }
 }

@@ -14,6 +14,8 @@ import {
 } from '../../generated/grpc/health/v1/health';
 import type { StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
+import { NOOP_TRACING, type Tracing } from '../telemetry/tracing';
+import { requestText } from './request-text';
 import type { Health } from './health';
 import type { Decider } from './http';
 import { InvalidRequestError, type RateLimitRequest, type RateLimitResponse } from '../limiter/types';
@@ -27,6 +29,7 @@ export interface GrpcServicesOptions {
   health: Health;
   stats: StatsStore;
   logger: Logger;
+  tracing?: Tracing;
 }
 
 function methodStats(stats: StatsStore, method: string) {
@@ -74,6 +77,7 @@ const RATE_LIMIT_SERVICE = {
  */
 export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions): () => void {
   const { service, health, stats, logger } = opts;
+  const tracing = opts.tracing ?? NOOP_TRACING;
   const rl = methodStats(stats, 'ShouldRateLimit');
   server.addService(RATE_LIMIT_SERVICE as unknown as grpc.ServiceDefinition, {
     shouldRateLimit(
@@ -88,12 +92,15 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
         callback({ code: grpc.status.INVALID_ARGUMENT, details: request.reason });
         return;
       }
-      service.shouldRateLimit(request).then(
+      const span = tracing.enabled ? tracing.startCallSpan(call.metadata, request.domain, () => requestText(request)) : undefined;
+      service.shouldRateLimit(request, span).then(
         (res) => {
+          span?.end();
           rl.time.record(Math.trunc(performance.now() - start));
           callback(null, res);
         },
         (err: unknown) => {
+          span?.end();
           rl.time.record(Math.trunc(performance.now() - start));
           const details = err instanceof Error ? err.message : String(err);
           if (logger.enabled('debug')) logger.debug(`ShouldRateLimit error: ${details}`);

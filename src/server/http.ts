@@ -5,6 +5,8 @@
  */
 import http from 'node:http';
 import type { Logger } from '../telemetry/logger';
+import { NOOP_TRACING, type Span, type Tracing } from '../telemetry/tracing';
+import { requestText } from './request-text';
 import type { RateLimitRequest, RateLimitResponse } from '../limiter/types';
 import { Code } from '../limiter/types';
 import type { Health } from './health';
@@ -12,7 +14,7 @@ import { BodyTooLargeError, pathOf, plainError, plainText, readBody } from './ht
 import { JsonRequestError, parseRateLimitRequestBytes, serializeRateLimitResponse } from './json-codec';
 
 export interface Decider {
-  shouldRateLimit(request: RateLimitRequest): Promise<RateLimitResponse>;
+  shouldRateLimit(request: RateLimitRequest, span?: Span): Promise<RateLimitResponse>;
 }
 
 export interface HttpServerOptions {
@@ -21,10 +23,12 @@ export interface HttpServerOptions {
   logger: Logger;
   /** Largest accepted /json body in bytes (REQUEST_MAX_BYTES). */
   maxBodyBytes: number;
+  tracing?: Tracing;
 }
 
 export function createHttpHandler(opts: HttpServerOptions): http.RequestListener {
   const { service, health, logger, maxBodyBytes } = opts;
+  const tracing = opts.tracing ?? NOOP_TRACING;
   const handleJson = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     let request: RateLimitRequest;
     try {
@@ -41,9 +45,12 @@ export function createHttpHandler(opts: HttpServerOptions): http.RequestListener
       return;
     }
     let response: RateLimitResponse;
+    const span = tracing.enabled ? tracing.startCallSpan(req.headers, request.domain, () => requestText(request)) : undefined;
     try {
-      response = await service.shouldRateLimit(request);
+      response = await service.shouldRateLimit(request, span);
+      span?.end();
     } catch (err) {
+      span?.end();
       const msg = (err as Error).message ?? String(err);
       logger.debug(`error answering /json request: ${msg}`);
       // Upstream answers every decision error on /json with 400, including store errors.

@@ -2,13 +2,27 @@
  * The stats registry: every counter, gauge and timer of the service lives here under its
  * upstream (gostats) name, so sinks (statsd, Prometheus, the debug /stats page) read one place.
  * Series are created once and re-used across config reloads, as upstream does.
+ *
+ * A name may carry gostats tags as `.__k=v` suffixes (e.g. `ratelimit.memcache.multiget.__code=success`);
+ * the sinks turn them into tags or labels (see `tags.ts`). The flusher (`flusher.ts`) reads the
+ * series through `counterList()` / `gaugeList()` / `timerList()`.
  */
+import type { Logger } from '../telemetry/logger';
 
 export class Counter {
   value = 0;
+  /** The value at the last flush (see {@link Counter.latch}). */
+  private flushedValue = 0;
   constructor(readonly name: string) {}
   inc(n = 1): void {
     this.value += n;
+  }
+  /** The increase since the previous latch (gostats' `latch`): what a flush sends as a delta. */
+  latch(): number {
+    const v = this.value;
+    const d = v - this.flushedValue;
+    this.flushedValue = v;
+    return d;
   }
 }
 
@@ -20,14 +34,93 @@ export class Gauge {
   }
 }
 
-/** A timer keeps a count and a sum (milliseconds); sinks that want samples subscribe later. */
+/** Default cap on the samples one timer keeps between two flushes. */
+export const DEFAULT_MAX_TIMER_SAMPLES = 65_536;
+
+/** What a timer recorded since the previous drain. */
+export interface TimerSamples {
+  /**
+   * The samples kept (milliseconds), in no particular order. A view on the timer's buffer: valid
+   * until the timer records again. When more than the cap were recorded this is a uniform random
+   * subset of them (reservoir sampling) and `count > samples.length`.
+   */
+  readonly samples: Float64Array;
+  /** How many samples were recorded (kept or not). */
+  readonly count: number;
+  /** Their exact sum, in milliseconds. */
+  readonly sumMs: number;
+}
+
+const INITIAL_SAMPLE_CAPACITY = 64;
+const EMPTY_SAMPLES = new Float64Array(0);
+
+/**
+ * A timer keeps a running count and sum (milliseconds) for the debug /stats page and, while a sink
+ * wants them ({@link StatsStore.enableTimerSamples}), the samples recorded since the last flush:
+ * statsd sends each one as `name:<ms>|ms`, Prometheus observes them into a histogram. The buffer is
+ * bounded (`maxSamples`); past the cap a uniform random subset is kept (reservoir sampling) while
+ * the interval's count and sum stay exact.
+ */
 export class Timer {
   count = 0;
   sumMs = 0;
-  constructor(readonly name: string) {}
+  private sampling = false;
+  private buf: Float64Array = EMPTY_SAMPLES;
+  private kept = 0;
+  private seen = 0;
+  private seenSumMs = 0;
+  constructor(
+    readonly name: string,
+    private maxSamples = DEFAULT_MAX_TIMER_SAMPLES,
+  ) {}
+
   record(ms: number): void {
     this.count++;
     this.sumMs += ms;
+    if (this.sampling) this.sample(ms);
+  }
+
+  /** Turns sample keeping on or off (off drops the buffer). */
+  keepSamples(on: boolean, maxSamples = this.maxSamples): void {
+    this.sampling = on;
+    this.maxSamples = Math.max(1, Math.floor(maxSamples));
+    if (!on) {
+      this.buf = EMPTY_SAMPLES;
+      this.kept = 0;
+      this.seen = 0;
+      this.seenSumMs = 0;
+    }
+  }
+
+  /** The samples recorded since the previous drain; starts a new interval. */
+  drain(): TimerSamples {
+    const out: TimerSamples = { samples: this.buf.subarray(0, this.kept), count: this.seen, sumMs: this.seenSumMs };
+    this.kept = 0;
+    this.seen = 0;
+    this.seenSumMs = 0;
+    // Give memory back after a burst: keep at most four times what this interval needed.
+    // (`out.samples` still views the old buffer.)
+    if (this.buf.length > INITIAL_SAMPLE_CAPACITY && this.buf.length > 4 * out.samples.length) {
+      this.buf = new Float64Array(Math.max(INITIAL_SAMPLE_CAPACITY, out.samples.length));
+    }
+    return out;
+  }
+
+  private sample(ms: number): void {
+    this.seen++;
+    this.seenSumMs += ms;
+    if (this.kept < this.maxSamples) {
+      if (this.kept === this.buf.length) {
+        const next = new Float64Array(Math.min(this.maxSamples, Math.max(INITIAL_SAMPLE_CAPACITY, this.buf.length * 2)));
+        next.set(this.buf);
+        this.buf = next;
+      }
+      this.buf[this.kept++] = ms;
+      return;
+    }
+    // Reservoir sampling (Algorithm R): each of the `seen` samples is kept with probability max/seen.
+    const j = Math.floor(Math.random() * this.seen);
+    if (j < this.maxSamples) this.buf[j] = ms;
   }
 }
 
@@ -47,6 +140,18 @@ export const RULE_STATS_PREFIX = 'ratelimit.service.rate_limit.';
 /** Default cap on series created from request data (overrides, detailed metrics, unknown domains). */
 export const DEFAULT_MAX_DYNAMIC_SERIES = 10_000;
 
+/** The counter counting what went to the overflow series once the dynamic-series cap was hit. */
+export const DYNAMIC_SERIES_OVERFLOW = 'ratelimit.stats.dynamic_series_overflow';
+
+export interface StatsStoreOptions {
+  /** Cap on series created from request data (default {@link DEFAULT_MAX_DYNAMIC_SERIES}). */
+  readonly maxDynamicSeries?: number;
+  /** Cap on the samples a timer keeps between two flushes (default {@link DEFAULT_MAX_TIMER_SAMPLES}). */
+  readonly maxTimerSamples?: number;
+  /** Told once, at warn level, when the dynamic-series cap is first hit. */
+  readonly logger?: Pick<Logger, 'warn'>;
+}
+
 export class StatsStore {
   private readonly counters = new Map<string, Counter>();
   private readonly gauges = new Map<string, Gauge>();
@@ -54,8 +159,48 @@ export class StatsStore {
   private readonly ruleStatsByKey = new Map<string, RuleStats>();
   private dynamicSeries = 0;
   private overflowRuleStats: RuleStats | undefined;
+  private overflowWarned = false;
+  private logger: Pick<Logger, 'warn'> | undefined;
+  private timerSampling = false;
+  private readonly maxTimerSamples: number;
+  readonly maxDynamicSeries: number;
 
-  constructor(readonly maxDynamicSeries = DEFAULT_MAX_DYNAMIC_SERIES) {}
+  /** `new StatsStore()`, `new StatsStore(maxDynamicSeries)` or `new StatsStore({ ...options })`. */
+  constructor(options: number | StatsStoreOptions = {}) {
+    const o: StatsStoreOptions = typeof options === 'number' ? { maxDynamicSeries: options } : options;
+    this.maxDynamicSeries = o.maxDynamicSeries ?? DEFAULT_MAX_DYNAMIC_SERIES;
+    this.maxTimerSamples = o.maxTimerSamples ?? DEFAULT_MAX_TIMER_SAMPLES;
+    this.logger = o.logger;
+  }
+
+  /** Sets (or replaces) the logger told once when the dynamic-series cap is first hit. */
+  setLogger(logger: Pick<Logger, 'warn'> | undefined): void {
+    this.logger = logger;
+  }
+
+  /**
+   * Makes every timer, present and future, keep its samples between flushes (the flusher calls
+   * this when its sink sends timer samples). Off by default, so a store nobody flushes keeps none.
+   */
+  enableTimerSamples(on = true): void {
+    this.timerSampling = on;
+    for (const t of this.timers.values()) t.keepSamples(on, this.maxTimerSamples);
+  }
+
+  /** Every counter, in creation order (live view: do not create series while iterating). */
+  counterList(): IterableIterator<Counter> {
+    return this.counters.values();
+  }
+
+  /** Every gauge, in creation order. */
+  gaugeList(): IterableIterator<Gauge> {
+    return this.gauges.values();
+  }
+
+  /** Every timer, in creation order. */
+  timerList(): IterableIterator<Timer> {
+    return this.timers.values();
+  }
 
   counter(name: string): Counter {
     let c = this.counters.get(name);
@@ -78,7 +223,8 @@ export class StatsStore {
   timer(name: string): Timer {
     let t = this.timers.get(name);
     if (t === undefined) {
-      t = new Timer(name);
+      t = new Timer(name, this.maxTimerSamples);
+      if (this.timerSampling) t.keepSamples(true);
       this.timers.set(name, t);
     }
     return t;
@@ -105,9 +251,9 @@ export class StatsStore {
     if (this.dynamicSeries >= this.maxDynamicSeries) {
       if (this.overflowRuleStats === undefined) {
         this.overflowRuleStats = this.ruleStats('overflow');
-        this.counter('ratelimit.stats.dynamic_series_overflow');
+        this.counter(DYNAMIC_SERIES_OVERFLOW);
       }
-      this.counter('ratelimit.stats.dynamic_series_overflow').inc();
+      this.overflowed(RULE_STATS_PREFIX + key);
       return this.overflowRuleStats;
     }
     this.dynamicSeries++;
@@ -119,7 +265,7 @@ export class StatsStore {
     const c = this.counters.get(name);
     if (c !== undefined) return c;
     if (this.dynamicSeries >= this.maxDynamicSeries) {
-      this.counter('ratelimit.stats.dynamic_series_overflow').inc();
+      this.overflowed(name);
       return this.counter(overflowName);
     }
     this.dynamicSeries++;
@@ -137,6 +283,18 @@ export class StatsStore {
     }
     out.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
     return out;
+  }
+
+  private overflowed(name: string): void {
+    this.counter(DYNAMIC_SERIES_OVERFLOW).inc();
+    if (this.overflowWarned) return;
+    this.overflowWarned = true;
+    const shown = name.length > 200 ? name.slice(0, 200) + '…' : name;
+    this.logger?.warn(
+      `stats: the cap of ${this.maxDynamicSeries} stat series created from request data (limit overrides, ` +
+        `detailed_metric, unknown domains) is reached; new ones (first: ${JSON.stringify(shown)}) are counted ` +
+        `under ${RULE_STATS_PREFIX}overflow.* and ${DYNAMIC_SERIES_OVERFLOW}. This is logged once.`,
+    );
   }
 
   private makeRuleStats(key: string): RuleStats {

@@ -189,16 +189,7 @@ describe('ratelimit-config-check', () => {
   });
 });
 
-describe('settings this build cannot honour yet', () => {
-  test('the default statsd sink is a warning, not a failure', async () => {
-    const dir = runtimeDir({ 'a.yaml': CONFIG });
-    const env = { ...baseEnv(dir.root) };
-    delete env['USE_STATSD'];
-    const svc = await startService(env);
-    expect(svc.output()).toMatch(/the statsd stats sink is not available in this build yet/);
-    expect(await svc.stop()).toBe(0);
-  });
-
+describe('listeners', () => {
   test('GRPC_UDS serves gRPC on a unix socket', async () => {
     const dir = runtimeDir({ 'a.yaml': CONFIG });
     const sock = path.join(dir.base, 'rl.sock');
