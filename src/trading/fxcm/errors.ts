@@ -1,0 +1,102 @@
+/** Typed errors of the FXCM client. Every broker-side failure keeps the broker's code/message/parameters. */
+
+/** The broker's JSON error body (`{"code":3,"message":"…","parameters":["10"]}`). */
+export interface BrokerErrorBody {
+  code: number;
+  message: string;
+  parameters: (string | number)[];
+}
+
+export class FxcmError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** `executed: false` from the server. `code` is -1 when the error string was not a JSON error body. */
+export class FxcmApiError extends FxcmError {
+  readonly code: number;
+  readonly brokerMessage: string;
+  readonly parameters: (string | number)[];
+  constructor(readonly endpoint: string, readonly rawError: string, body?: BrokerErrorBody, readonly httpStatus = 200) {
+    super(`${endpoint}: ${body ? `code ${body.code}: ${body.message}${body.parameters.length ? ` ${JSON.stringify(body.parameters)}` : ''}` : rawError || 'not executed'}`);
+    this.code = body?.code ?? -1;
+    this.brokerMessage = body?.message ?? rawError;
+    this.parameters = body?.parameters ?? [];
+  }
+}
+
+/** `Unauthorized`: bad or stale bearer (the socket id changed, or a second session took the token). */
+export class FxcmUnauthorizedError extends FxcmApiError {}
+
+/** The broker's per-command call limits (`ORA-20301`) or the per-session request cap (HTTP 403). */
+export class FxcmRateLimitError extends FxcmApiError {}
+
+/** Weekend maintenance / market closed: `executed:false` with an empty error (candles). */
+export class FxcmMarketClosedError extends FxcmApiError {}
+
+/** A rule checked before sending failed; carries the code and message the broker would return. */
+export class FxcmRuleError extends FxcmError {
+  readonly code: number;
+  readonly brokerMessage: string;
+  readonly parameters: (string | number)[];
+  constructor(readonly endpoint: string, readonly rule: string, body: BrokerErrorBody) {
+    super(`${endpoint}: rule ${rule}: code ${body.code}: ${body.message}`);
+    this.code = body.code;
+    this.brokerMessage = body.message;
+    this.parameters = body.parameters;
+  }
+}
+
+/** Handshake refused (HTTP 403, or the socket error "Your token is not valid…"). */
+export class FxcmAuthError extends FxcmError {
+  constructor(message: string, readonly httpStatus?: number) {
+    super(message);
+  }
+}
+
+/** Network / protocol failure, HTTP status other than 200 without a usable body. */
+export class FxcmTransportError extends FxcmError {
+  constructor(message: string, readonly httpStatus?: number, override readonly cause?: unknown) {
+    super(message);
+  }
+}
+
+export class FxcmTimeoutError extends FxcmError {}
+
+/** The client is not connected (no socket id for the bearer). */
+export class FxcmNotConnectedError extends FxcmError {}
+
+/** An order ended (Order D push) without any trade id: canceled or requoted. */
+export class FxcmOrderRejectedError extends FxcmError {
+  constructor(readonly orderId: string, readonly status: number) {
+    super(`order ${orderId} ended without a trade (status ${status})`);
+  }
+}
+
+/** Parses the `error` string of an envelope: a JSON-encoded broker error body, or plain text. */
+export function parseBrokerError(error: string | undefined): BrokerErrorBody | undefined {
+  if (!error) return undefined;
+  const s = error.trim();
+  if (!s.startsWith('{')) return undefined;
+  try {
+    const o = JSON.parse(s) as Partial<BrokerErrorBody>;
+    if (typeof o.code === 'number') {
+      return { code: o.code, message: String(o.message ?? ''), parameters: Array.isArray(o.parameters) ? o.parameters : [] };
+    }
+  } catch {
+    /* plain string */
+  }
+  return undefined;
+}
+
+/** Maps an envelope error to the typed error. */
+export function toApiError(endpoint: string, error: string | undefined, httpStatus = 200): FxcmApiError {
+  const raw = error ?? '';
+  const body = parseBrokerError(raw);
+  if (raw === 'Unauthorized' || httpStatus === 401) return new FxcmUnauthorizedError(endpoint, raw, body, httpStatus);
+  if (/ORA-20301/.test(raw) || httpStatus === 403) return new FxcmRateLimitError(endpoint, raw, body, httpStatus);
+  if (raw === '' && endpoint.startsWith('/candles')) return new FxcmMarketClosedError(endpoint, raw, body, httpStatus);
+  return new FxcmApiError(endpoint, raw, body, httpStatus);
+}

@@ -1,0 +1,82 @@
+/**
+ * Options of `ratelimit-runner sim` (the lead wires the entry point): argv → SimulatorStartOptions.
+ * Every flag also has an environment variable (flag wins).
+ */
+import type { SimulatorStartOptions } from './server';
+
+export const SIMULATOR_USAGE = `ratelimit-runner sim [options]
+  --host HOST                 listen address (SIM_HOST, default 127.0.0.1)
+  --port PORT                 listen port, 0 = any free port (SIM_PORT, default 0)
+  --seed N                    random-walk / candle seed (SIM_SEED, default 1)
+  --token TOKEN               accepted API token, repeatable (SIM_TOKENS, comma-separated; required)
+  --symbols A/B,C/D           symbols from the broker's offer list (SIM_SYMBOLS, default EUR/USD,USD/JPY,GBP/USD)
+  --tick-ms MS                random-walk tick interval (SIM_TICK_MS, default 1000; 0 = no ticks)
+  --volatility X              relative step std-dev (SIM_VOLATILITY, default 0.0002)
+  --replay SYMBOL=FILE        replay candles (JSON rows/objects or CSV) for SYMBOL, repeatable
+  --always-open               ignore FX market hours (SIM_ALWAYS_OPEN=1)
+  --ping-interval-ms MS       Engine.IO pingInterval (default 25000)
+  --ping-timeout-ms MS        Engine.IO pingTimeout (default 60000)
+  --bad-token-mode MODE       http403 (default) | socketError
+  --open-position-limit N     get_model OpenPosition per hour (default 50)
+  --order-snapshot-limit N    get_model Order per hour (default 1500)
+  --update-subscriptions-limit N  update_subscriptions per hour (default 500)
+  --session-request-limit N   requests per session before HTTP 403 (default unlimited)`;
+
+export function parseSimulatorArgs(argv: string[], env: NodeJS.ProcessEnv = {}): SimulatorStartOptions {
+  const flags = new Map<string, string[]>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}\n${SIMULATOR_USAGE}`);
+    const eq = a.indexOf('=');
+    const name = eq > 0 ? a.slice(2, eq) : a.slice(2);
+    let value: string;
+    if (eq > 0) value = a.slice(eq + 1);
+    else if (name === 'always-open') value = '1';
+    else {
+      const next = argv[++i];
+      if (next === undefined) throw new Error(`--${name} needs a value`);
+      value = next;
+    }
+    flags.set(name, [...(flags.get(name) ?? []), value]);
+  }
+  const one = (name: string, envName?: string) => flags.get(name)?.at(-1) ?? (envName ? env[envName] : undefined);
+  const int = (name: string, envName?: string) => {
+    const v = one(name, envName);
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < 0) throw new Error(`--${name}: not a number: ${v}`);
+    return n;
+  };
+  const tokens = flags.get('token') ?? (env.SIM_TOKENS ?? '').split(',').filter(Boolean);
+  if (!tokens.length) throw new Error(`at least one --token is required\n${SIMULATOR_USAGE}`);
+  const symbols = one('symbols', 'SIM_SYMBOLS')?.split(',').filter(Boolean);
+  const replay: Record<string, string> = {};
+  for (const r of flags.get('replay') ?? []) {
+    const eq = r.lastIndexOf('=');
+    if (eq <= 0) throw new Error(`--replay SYMBOL=FILE expected, got ${r}`);
+    replay[r.slice(0, eq)] = r.slice(eq + 1);
+  }
+  const mode = one('bad-token-mode');
+  if (mode !== undefined && mode !== 'http403' && mode !== 'socketError') throw new Error(`--bad-token-mode: http403 | socketError`);
+  const alwaysOpen = one('always-open', 'SIM_ALWAYS_OPEN');
+  return {
+    host: one('host', 'SIM_HOST') ?? '127.0.0.1',
+    port: int('port', 'SIM_PORT') ?? 0,
+    seed: int('seed', 'SIM_SEED') ?? 1,
+    tokens,
+    symbols,
+    tickIntervalMs: int('tick-ms', 'SIM_TICK_MS') ?? 1000,
+    volatility: int('volatility', 'SIM_VOLATILITY'),
+    replay: Object.keys(replay).length ? replay : undefined,
+    isOpen: alwaysOpen === '1' || alwaysOpen === 'true' ? () => true : undefined,
+    pingIntervalMs: int('ping-interval-ms'),
+    pingTimeoutMs: int('ping-timeout-ms'),
+    badTokenMode: mode as SimulatorStartOptions['badTokenMode'],
+    limits: {
+      openPositionSnapshotsPerHour: int('open-position-limit'),
+      orderSnapshotsPerHour: int('order-snapshot-limit'),
+      updateSubscriptionsPerHour: int('update-subscriptions-limit'),
+      requestsPerSession: int('session-request-limit'),
+    },
+  };
+}

@@ -1,0 +1,26 @@
+import { parseSimulatorArgs, BrokerSimulator } from '../../src/trading/simulator';
+
+describe('simulator CLI options', () => {
+  test('flags and env', () => {
+    const o = parseSimulatorArgs(['--port', '4100', '--token', 'aa', '--token=bb', '--symbols', 'EUR/USD,USD/JPY', '--always-open', '--replay', 'EUR/USD=/tmp/x.json'], {
+      SIM_SEED: '9',
+    });
+    expect(o).toMatchObject({ port: 4100, host: '127.0.0.1', seed: 9, tokens: ['aa', 'bb'], symbols: ['EUR/USD', 'USD/JPY'], replay: { 'EUR/USD': '/tmp/x.json' } });
+    expect(o.isOpen!(0)).toBe(true);
+    expect(() => parseSimulatorArgs([])).toThrow(/--token/);
+    expect(() => parseSimulatorArgs(['--token', 'a', '--bad-token-mode', 'x'])).toThrow(/bad-token-mode/);
+  });
+
+  test('parsed options start a simulator (limits default when unset)', async () => {
+    const sim = new BrokerSimulator();
+    const { url, port } = await sim.start({ ...parseSimulatorArgs(['--token', 'aa', '--tick-ms', '0']) });
+    try {
+      expect(url).toBe(`http://127.0.0.1:${port}`);
+      const res = await fetch(`${url}/socket.io/?access_token=aa&EIO=3&transport=polling&t=1&b64=1`);
+      expect(res.status).toBe(200);
+      await res.text();
+    } finally {
+      await sim.stop();
+    }
+  });
+});

@@ -1,0 +1,67 @@
+/** Market unit tests: seeded random walk, replay, hours, manual clock; stream heartbeat. */
+import { Market, ManualClock, isFxMarketOpen, mulberry32 } from '../../src/trading/simulator';
+import type { BrokerSimulator } from '../../src/trading/simulator';
+import type { FxcmClient } from '../../src/trading/fxcm';
+import { newClient, startSim } from './helpers';
+
+describe('market', () => {
+  test('FX hours: closed Fri 16:55 ET to Sun 17:00 ET', () => {
+    expect(isFxMarketOpen(Date.UTC(2024, 2, 13, 12))).toBe(true); // Wed
+    expect(isFxMarketOpen(Date.UTC(2024, 2, 15, 20, 50))).toBe(true); // Fri 16:50 EDT
+    expect(isFxMarketOpen(Date.UTC(2024, 2, 15, 21, 0))).toBe(false); // Fri 17:00 EDT
+    expect(isFxMarketOpen(Date.UTC(2024, 2, 16, 12))).toBe(false); // Sat
+    expect(isFxMarketOpen(Date.UTC(2024, 2, 17, 20, 59))).toBe(false); // Sun 16:59 EDT
+    expect(isFxMarketOpen(Date.UTC(2024, 2, 17, 21, 1))).toBe(true); // Sun 17:01 EDT
+  });
+
+  test('seeded random walk is reproducible and ticks on the manual clock', () => {
+    const mk = () => new Market({ clock: new ManualClock(Date.UTC(2024, 2, 13)), seed: 42, tickIntervalMs: 1000, symbols: ['EUR/USD'] });
+    const a = mk();
+    const b = mk();
+    a.start();
+    b.start();
+    a.advance(10_000);
+    b.advance(10_000);
+    expect(a.quote('EUR/USD')).toEqual(b.quote('EUR/USD'));
+    expect(a.quote('EUR/USD')!.bid).not.toBe(1.1 - 0.00001);
+    expect(a.quote('EUR/USD')!.ask).toBeGreaterThan(a.quote('EUR/USD')!.bid);
+    a.stop();
+    b.stop();
+    expect(mulberry32(1)()).toBe(mulberry32(1)());
+  });
+
+  test('replay follows the candle closes; closed market does not tick', () => {
+    const clock = new ManualClock(Date.UTC(2024, 2, 13));
+    const m = new Market({
+      clock,
+      symbols: ['EUR/USD'],
+      replay: { 'EUR/USD': [{ ts: 1, bidOpen: 1, bidClose: 1.2, bidHigh: 1, bidLow: 1, askOpen: 1, askClose: 1.2002, askHigh: 1, askLow: 1, tickQty: 1 }] },
+    });
+    m.tick();
+    expect(m.quote('EUR/USD')).toMatchObject({ bid: 1.2, ask: 1.2002 });
+    m.forceOpen(false);
+    m.setPrice('EUR/USD', 1.3);
+    m.tick();
+    expect(m.quote('EUR/USD')!.bid).toBe(1.3);
+  });
+});
+
+describe('stream heartbeat', () => {
+  let sim: BrokerSimulator;
+  let client: FxcmClient;
+  afterEach(async () => {
+    await client.close();
+    await sim.stop();
+  });
+  test.each([3, 4] as const)('EIO%i connection survives several ping intervals', async (eio) => {
+    sim = await startSim({ pingIntervalMs: 100, pingTimeoutMs: 200 });
+    client = newClient(sim, { engineIO: eio });
+    let disconnects = 0;
+    client.on('disconnected', () => disconnects++);
+    await client.connect();
+    await new Promise((r) => setTimeout(r, 700));
+    expect(disconnects).toBe(0);
+    expect(client.connected).toBe(true);
+    expect((await client.getAccounts()).length).toBe(1);
+  });
+});
