@@ -31,6 +31,8 @@ export interface CounterStore {
    * stop-increment.ts); the count it returns is then the count after what it really added.
    */
   increment(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): Promise<number[]>;
+  /** The same, answered at once, for a store that counts in process (no promise on the hot path). */
+  incrementSync?(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): number[];
   /** Whether the store can currently serve (health checks). */
   isHealthy(): boolean;
   /** Releases connections and timers. */

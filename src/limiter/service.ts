@@ -101,17 +101,24 @@ export class RateLimitService {
   }
 
   /** Decides one request. Rejects with ServiceError or StoreError, each counted as upstream does. */
-  async shouldRateLimit(request: RateLimitRequest, span?: Span): Promise<RateLimitResponse> {
+  shouldRateLimit(request: RateLimitRequest, span?: Span): Promise<RateLimitResponse> {
+    // A store that counts in process answers synchronously: one promise for the whole call.
     try {
-      return await this.decide(request, span);
+      const res = this.decide(request, span);
+      return res instanceof Promise ? res.catch(this.failed) : Promise.resolve(res);
     } catch (err) {
-      if (err instanceof StoreError) this.storeError.inc();
-      else this.serviceError.inc();
-      throw err;
+      return this.failed(err);
     }
   }
 
-  private async decide(request: RateLimitRequest, span: Span | undefined): Promise<RateLimitResponse> {
+  /** Counts a failed decision as upstream does and passes the error on. */
+  private readonly failed = (err: unknown): Promise<never> => {
+    if (err instanceof StoreError) this.storeError.inc();
+    else this.serviceError.inc();
+    return Promise.reject(err);
+  };
+
+  private decide(request: RateLimitRequest, span: Span | undefined): RateLimitResponse | Promise<RateLimitResponse> {
     if (request.domain === '') throw new ServiceError('rate limit domain must not be empty');
     const descriptors = request.descriptors;
     const n = descriptors.length;
@@ -152,17 +159,19 @@ export class RateLimitService {
       }
     }
 
-    const statuses = await this.doLimit(request, rules, span);
-    return this.aggregate(request, rules, unlimited, statuses, flags);
+    const statuses = this.doLimit(request, rules, span);
+    return statuses instanceof Promise
+      ? statuses.then((st) => this.aggregate(request, rules, unlimited, st, flags))
+      : this.aggregate(request, rules, unlimited, statuses, flags);
   }
 
   /** Keys, local cache, one store round trip, statuses (upstream DoLimit + base limiter). */
-  private async doLimit(
+  private doLimit(
     request: RateLimitRequest,
     rules: Array<RateLimitRule | undefined>,
     span: Span | undefined,
-  ): Promise<DescriptorStatus[]> {
-    const { clock, localCache, cacheKeyPrefix, nearLimitRatio } = this.opts;
+  ): DescriptorStatus[] | Promise<DescriptorStatus[]> {
+    const { clock, localCache, cacheKeyPrefix } = this.opts;
     const descriptors = request.descriptors;
     const n = descriptors.length;
     const nowMs = clock.nowMs();
@@ -195,28 +204,47 @@ export class RateLimitService {
     }
     if (ops.length === 0) return statuses;
 
-    let counts: number[];
+    const context = localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE;
+    const sync = this.store.incrementSync;
+    if (sync !== undefined) {
+      return this.applyCounts(statuses, ops, opOf, sync.call(this.store, ops, nowMs, context), nowMs);
+    }
     const { tracing, storeSpan } = this.opts;
     const child = span !== undefined && tracing !== undefined && storeSpan !== undefined
       ? tracing.startChildSpan(span, storeSpan.name, storeSpan.attributes(ops))
       : undefined;
-    try {
-      counts = await this.store.increment(ops, nowMs, localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE);
-      child?.end();
-    } catch (err) {
-      child?.end();
-      const mode = this.opts.failureMode ?? 'error';
-      if (mode === 'error' || !(err instanceof StoreError)) throw err;
-      // The store failed, but the operator chose an answer over an error: count both.
-      this.storeError.inc();
-      for (let i = 0; i < n; i++) {
-        const j = opOf[i]!;
-        if (j >= 0) statuses[i] = failureStatus(ops[j]!, mode, nowS);
-      }
-      (mode === 'allow' ? this.failureAllowed : this.failureDenied).inc();
-      return statuses;
-    }
-    for (let i = 0; i < n; i++) {
+    return this.store.increment(ops, nowMs, context).then(
+      (counts) => {
+        child?.end();
+        return this.applyCounts(statuses, ops, opOf, counts, nowMs);
+      },
+      (err: unknown) => {
+        child?.end();
+        const mode = this.opts.failureMode ?? 'error';
+        if (mode === 'error' || !(err instanceof StoreError)) throw err;
+        // The store failed, but the operator chose an answer over an error: count both.
+        this.storeError.inc();
+        for (let i = 0; i < n; i++) {
+          const j = opOf[i]!;
+          if (j >= 0) statuses[i] = failureStatus(ops[j]!, mode, nowS);
+        }
+        (mode === 'allow' ? this.failureAllowed : this.failureDenied).inc();
+        return statuses;
+      },
+    );
+  }
+
+  /** Statuses from the counts after the increment (the base limiter), feeding the local cache. */
+  private applyCounts(
+    statuses: DescriptorStatus[],
+    ops: readonly CounterOp[],
+    opOf: readonly number[],
+    counts: readonly number[],
+    nowMs: number,
+  ): DescriptorStatus[] {
+    const { localCache, nearLimitRatio } = this.opts;
+    const nowS = Math.floor(nowMs / 1000);
+    for (let i = 0; i < statuses.length; i++) {
       const j = opOf[i]!;
       if (j < 0) continue;
       const op = ops[j]!;

@@ -26,6 +26,8 @@ export interface HttpServerOptions {
   tracing?: Tracing;
 }
 
+const JSON_HEADERS = ['Content-Type', 'application/json'];
+
 export function createHttpHandler(opts: HttpServerOptions): http.RequestListener {
   const { service, health, logger, maxBodyBytes } = opts;
   const tracing = opts.tracing ?? NOOP_TRACING;
@@ -65,9 +67,8 @@ export function createHttpHandler(opts: HttpServerOptions): http.RequestListener
       plainError(res, 500, 'Internal Server Error');
       return;
     }
-    res.statusCode =
-      response.overallCode === Code.OVER_LIMIT ? 429 : response.overallCode === Code.OK ? 200 : 500;
-    res.setHeader('Content-Type', 'application/json');
+    // One writeHead with a flat header list skips the per-response header map.
+    res.writeHead(response.overallCode === Code.OVER_LIMIT ? 429 : response.overallCode === Code.OK ? 200 : 500, JSON_HEADERS);
     res.end(body);
   };
 
