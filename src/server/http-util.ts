@@ -24,41 +24,39 @@ function sanitizeHeader(s: string): string {
 
 export class BodyTooLargeError extends Error {}
 
-/** Reads a request body up to `limit` bytes; rejects with BodyTooLargeError past it. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > limit) {
+/** Reads a request body up to `limit` bytes, then calls `done` once (BodyTooLargeError past it). */
+export function readBody(req: IncomingMessage, limit: number, done: (err: Error | undefined, body?: Buffer) => void): void {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) {
+    req.resume();
+    done(new BodyTooLargeError(`request body of ${declared} bytes exceeds the limit of ${limit}`));
+    return;
+  }
+  let first: Buffer | undefined;
+  let chunks: Buffer[] | undefined;
+  let size = 0;
+  let finished = false;
+  req.on('data', (c: Buffer) => {
+    if (finished) return;
+    size += c.length;
+    if (size > limit) {
+      finished = true;
       req.resume();
-      reject(new BodyTooLargeError(`request body of ${declared} bytes exceeds the limit of ${limit}`));
+      done(new BodyTooLargeError(`request body exceeds the limit of ${limit} bytes`));
       return;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let done = false;
-    req.on('data', (c: Buffer) => {
-      if (done) return;
-      size += c.length;
-      if (size > limit) {
-        done = true;
-        req.resume();
-        reject(new BodyTooLargeError(`request body exceeds the limit of ${limit} bytes`));
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => {
-      if (!done) {
-        done = true;
-        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-      }
-    });
-    req.on('error', (e) => {
-      if (!done) {
-        done = true;
-        reject(e);
-      }
-    });
+    if (first === undefined) first = c;
+    else (chunks ??= [first]).push(c);
+  });
+  req.on('end', () => {
+    if (finished) return;
+    finished = true;
+    done(undefined, chunks !== undefined ? Buffer.concat(chunks, size) : (first ?? Buffer.alloc(0)));
+  });
+  req.on('error', (e) => {
+    if (finished) return;
+    finished = true;
+    done(e);
   });
 }
 

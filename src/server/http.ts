@@ -31,34 +31,8 @@ const JSON_HEADERS = ['Content-Type', 'application/json'];
 export function createHttpHandler(opts: HttpServerOptions): http.RequestListener {
   const { service, health, logger, maxBodyBytes } = opts;
   const tracing = opts.tracing ?? NOOP_TRACING;
-  const handleJson = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
-    let request: RateLimitRequest;
-    try {
-      const body = await readBody(req, maxBodyBytes);
-      request = parseRateLimitRequestBytes(body);
-    } catch (err) {
-      if (err instanceof BodyTooLargeError) {
-        plainError(res, 413, 'Request Entity Too Large', err.message);
-        return;
-      }
-      const msg = err instanceof JsonRequestError ? err.message : String((err as Error)?.message ?? err);
-      logger.debug(`error parsing /json request: ${msg}`);
-      plainError(res, 400, 'Bad Request', msg);
-      return;
-    }
-    let response: RateLimitResponse;
-    const span = tracing.enabled ? tracing.startCallSpan(req.headers, request.domain, () => requestText(request)) : undefined;
-    try {
-      response = await service.shouldRateLimit(request, span);
-      span?.end();
-    } catch (err) {
-      span?.end();
-      const msg = (err as Error).message ?? String(err);
-      logger.debug(`error answering /json request: ${msg}`);
-      // Upstream answers every decision error on /json with 400, including store errors.
-      plainError(res, 400, 'Bad Request', msg);
-      return;
-    }
+  /** Writes a decision: 200 OK, 429 over limit (500 for an UNKNOWN overall code, as upstream). */
+  const answer = (res: http.ServerResponse, response: RateLimitResponse): void => {
     let body: string;
     try {
       body = serializeRateLimitResponse(response);
@@ -72,14 +46,43 @@ export function createHttpHandler(opts: HttpServerOptions): http.RequestListener
     res.end(body);
   };
 
+  // Callbacks rather than async functions: one promise per request (the decision's).
+  const handleJson = (req: http.IncomingMessage, res: http.ServerResponse): void =>
+    readBody(req, maxBodyBytes, (readError, body) => {
+      if (readError !== undefined) {
+        if (readError instanceof BodyTooLargeError) plainError(res, 413, 'Request Entity Too Large', readError.message);
+        else plainError(res, 400, 'Bad Request', readError.message);
+        return;
+      }
+      let request: RateLimitRequest;
+      try {
+        request = parseRateLimitRequestBytes(body!);
+      } catch (err) {
+        const msg = err instanceof JsonRequestError ? err.message : String((err as Error)?.message ?? err);
+        logger.debug(`error parsing /json request: ${msg}`);
+        plainError(res, 400, 'Bad Request', msg);
+        return;
+      }
+      const span = tracing.enabled ? tracing.startCallSpan(req.headers, request.domain, () => requestText(request)) : undefined;
+      service.shouldRateLimit(request, span).then(
+        (response) => {
+          span?.end();
+          answer(res, response);
+        },
+        (err: unknown) => {
+          span?.end();
+          const msg = (err as Error)?.message ?? String(err);
+          logger.debug(`error answering /json request: ${msg}`);
+          // Upstream answers every decision error on /json with 400, including store errors.
+          plainError(res, 400, 'Bad Request', msg);
+        },
+      );
+    });
+
   return (req, res) => {
     const path = pathOf(req.url);
     if (path === '/json') {
-      handleJson(req, res).catch((err: unknown) => {
-        logger.error(`unexpected /json failure: ${String(err)}`);
-        if (!res.headersSent) plainError(res, 500, 'Internal Server Error');
-        else res.destroy();
-      });
+      handleJson(req, res);
       return;
     }
     if (path === '/healthcheck') {
