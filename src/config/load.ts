@@ -206,8 +206,11 @@ class Builder {
   }
 }
 
-/** `metadata` to a google.protobuf.Struct-compatible object (nested maps, lists and scalars). */
-function convertMetadata(m: ReadonlyMap<string, TreeNode>): JsonObject {
+/**
+ * `metadata` to a google.protobuf.Struct-compatible object (nested maps, lists and scalars).
+ * Also used to carry YAML metadata over xDS. Throws ConfigProblem on a non-string nested key.
+ */
+export function convertMetadata(m: ReadonlyMap<string, TreeNode>): JsonObject {
   const out: JsonObject = {};
   for (const [k, v] of m) setProp(out, k, metadataValue(v));
   return Object.freeze(out);

@@ -24,11 +24,10 @@ import {
   RateLimitUnit,
 } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
 import type { ConfigObject } from '../../config/load';
-import { loadConfig } from '../../config/load';
+import { convertMetadata, loadConfig } from '../../config/load';
 import type { YamlDescriptor } from '../../config/schema';
 import { decodeRoot } from '../../config/schema';
 import { parseYaml } from '../../config/tree';
-import type { TreeNode } from '../../config/tree';
 import { ConfigError } from '../../config/types';
 import { StatsStore } from '../../stats/store';
 
@@ -141,39 +140,7 @@ function descriptorToProto(fileName: string, parentKey: string, d: YamlDescripto
     shadowMode: d.shadowMode,
     detailedMetric: d.detailedMetric,
     quotaMode: d.quotaMode,
-    metadata: d.metadata === undefined ? undefined : metadataToJson(d.metadata),
+    metadata: d.metadata === undefined ? undefined : convertMetadata(d.metadata),
   };
 }
 
-/** YAML metadata (already validated: string keys) → a google.protobuf.Struct-compatible object. */
-function metadataToJson(m: ReadonlyMap<string, TreeNode>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of m) out[k] = metadataValue(v);
-  return out;
-}
-
-function metadataValue(n: TreeNode): unknown {
-  switch (n.kind) {
-    case 'scalar':
-      switch (n.type) {
-        case 'null':
-          return null;
-        case 'bool':
-          return n.value as boolean;
-        case 'int':
-        case 'uint64':
-        case 'float':
-          // Struct numbers are doubles: integers beyond 2^53 lose precision over xDS.
-          return n.value as number;
-        default:
-          return n.text;
-      }
-    case 'seq':
-      return n.items.map(metadataValue);
-    case 'map': {
-      const out: Record<string, unknown> = {};
-      for (const [k, v] of n.pairs) out[k.kind === 'scalar' ? k.text : String(k.kind)] = metadataValue(v);
-      return out;
-    }
-  }
-}
