@@ -65,8 +65,8 @@ export class MemoryStore implements CounterStore {
     return out;
   }
 
-  /** The live count of `key`, 0 when it has none. */
-  private peek(key: string, nowMs: number): number {
+  /** The live count of `key`, 0 when it has none (also the explain tool's view). */
+  peek(key: string, nowMs: number): number {
     const slot = this.slots.get(key);
     return slot === undefined || slot.expiresAtMs <= nowMs ? 0 : slot.count;
   }

@@ -5,10 +5,11 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { RateLimitServiceClient } from '../../generated/envoy/service/ratelimit/v3/rls';
-import type { Descriptor, RateLimitRequest } from '../limiter/types';
+import type { RateLimitRequest } from '../limiter/types';
 import { serializeRateLimitResponse } from '../server/json-codec';
 import { fromProtoResponse, toProtoRequest } from '../server/proto-convert';
 import fs from 'node:fs';
+import { parseDescriptor } from '../limiter/descriptor-text';
 import { type FlagSpec, FlagError, type ParsedFlags, parseFlags, usage } from './flags';
 
 const SPECS: FlagSpec[] = [
@@ -50,15 +51,6 @@ export function clientCredentials(flags: ParsedFlags): { credentials: grpc.Chann
   };
 }
 
-/** Parses `k=v,k2=v2` into a descriptor; a value may itself contain `=`. */
-export function parseDescriptor(text: string): Descriptor {
-  const entries = text.split(',').map((pair) => {
-    const eq = pair.indexOf('=');
-    if (eq <= 0) throw new FlagError(`invalid descriptor entry "${pair}": expected <key>=<value>`);
-    return { key: pair.slice(0, eq), value: pair.slice(eq + 1) };
-  });
-  return { entries };
-}
 
 function main(argv: string[]): void {
   let flags;

@@ -6,16 +6,22 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../config/load';
-import { ConfigError, type ConfigFile } from '../config/types';
+import { ConfigError, type ConfigFile, type RateLimitConfig } from '../config/types';
+import { explainRequest } from '../limiter/explain';
+import { parseDescriptor } from '../limiter/descriptor-text';
 import { StatsStore } from '../stats/store';
 import { type FlagSpec, parseFlags, usage } from './flags';
 
 const SPECS: FlagSpec[] = [
   { name: 'config_dir', kind: 'string', help: 'path to directory containing rate limit configs', default: '' },
   { name: 'merge_domain_configs', kind: 'bool', help: 'whether to merge configurations, referencing the same domain', default: 'false' },
+  { name: 'explain', kind: 'bool', help: 'explain how -domain and -descriptors match the configs', default: 'false' },
+  { name: 'domain', kind: 'string', help: 'with -explain: the request domain', default: '' },
+  { name: 'descriptors', kind: 'list', help: 'with -explain: a descriptor as <key>=<value>,<key>=<value> (repeatable)' },
+  { name: 'cache_key_prefix', kind: 'string', help: 'with -explain: CACHE_KEY_PREFIX for the cache keys shown', default: '' },
 ];
 
-export function checkConfigDir(dir: string, merge: boolean, out: (line: string) => void): boolean {
+export function checkConfigDir(dir: string, merge: boolean, out: (line: string) => void): RateLimitConfig | undefined {
   out('checking rate limit configs...');
   out(`loading config directory: ${dir}`);
   try {
@@ -26,14 +32,14 @@ export function checkConfigDir(dir: string, merge: boolean, out: (line: string) 
       out(`opening config file: ${full}`);
       files.push({ name: full, content: fs.readFileSync(full, 'utf8') });
     }
-    loadConfig(files, { mergeDomainConfig: merge, stats: new StatsStore() });
+    const config = loadConfig(files, { mergeDomainConfig: merge, stats: new StatsStore() });
+    out('all rate limit configs ok');
+    return config;
   } catch (err) {
     const msg = err instanceof ConfigError ? err.message : (err as Error).message;
     out(`error loading rate limit configs: ${msg}`);
-    return false;
+    return undefined;
   }
-  out('all rate limit configs ok');
-  return true;
 }
 
 function main(argv: string[]): void {
@@ -49,8 +55,24 @@ function main(argv: string[]): void {
     process.stderr.write(`-config_dir is required\n${usage('ratelimit-config-check', SPECS)}`);
     process.exit(2);
   }
-  const ok = checkConfigDir(dir, flags['merge_domain_configs'] as boolean, (l) => process.stdout.write(l + '\n'));
-  process.exit(ok ? 0 : 1);
+  const config = checkConfigDir(dir, flags['merge_domain_configs'] as boolean, (l) => process.stdout.write(l + '\n'));
+  if (config === undefined) process.exit(1);
+  if (flags['explain'] === true) {
+    let descriptors;
+    try {
+      descriptors = (flags['descriptors'] as string[]).map(parseDescriptor);
+    } catch (err) {
+      process.stderr.write(`${(err as Error).message}\n`);
+      process.exit(2);
+    }
+    if (flags['domain'] === '' || descriptors.length === 0) {
+      process.stderr.write('-explain needs -domain and at least one -descriptors\n');
+      process.exit(2);
+    }
+    const request = { domain: flags['domain'] as string, descriptors, hitsAddend: 0 };
+    process.stdout.write(explainRequest(config, request, { cacheKeyPrefix: flags['cache_key_prefix'] as string, nowMs: Date.now() }));
+  }
+  process.exit(0);
 }
 
 if (require.main === module) main(process.argv.slice(2));

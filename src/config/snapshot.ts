@@ -7,7 +7,7 @@ import type { Descriptor, Entry, JsonObject } from '../limiter/types';
 import { UNIT_NAMES } from '../limiter/types';
 import { sanitizeStatName } from '../stats/store';
 import type { StatsStore } from '../stats/store';
-import type { RateLimitConfig, RateLimitRule } from './types';
+import type { MatchStep, MatchTrace, RateLimitConfig, RateLimitRule } from './types';
 
 /** How a level was matched. */
 const EXACT = 0;
@@ -299,6 +299,49 @@ export class ConfigSnapshot implements RateLimitConfig {
   }
 
   /** share_threshold patterns for the current scratch path (entries matched via a share wildcard). */
+  /** The walk of getLimit, step by step, for the explain tool (no stats, no caching). */
+  explainMatch(domain: string, descriptor: Descriptor): MatchTrace {
+    const dom = this.domains.get(domain);
+    if (dom === undefined) return { domainFound: false, override: false, steps: [], reason: `domain '${domain}' is not loaded` };
+    if (descriptor.limit !== undefined && descriptor.limit !== null) {
+      return { domainFound: true, override: true, steps: [] };
+    }
+    const steps: MatchStep[] = [];
+    const entries = descriptor.entries;
+    let level: Level | undefined = dom.children;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      if (level === undefined) {
+        return { domainFound: true, override: false, steps, reason: `the request is deeper than the config: nothing is nested under ${steps[i - 1]!.node} (depth rule)` };
+      }
+      let node: ConfigNode | undefined = level.exact.get(e.key)?.get(e.value);
+      let how: MatchStep['how'] = 'exact';
+      if (node === undefined) {
+        node = level.wildcards.find((w) => w.matches(e.key, e.value))?.node;
+        how = 'wildcard';
+      }
+      if (node === undefined) {
+        node = level.byFinalKey.get(e.key);
+        how = 'default';
+      }
+      if (node === undefined) {
+        steps.push({ key: e.key, value: e.value, how: 'none' });
+        return { domainFound: true, override: false, steps, reason: `no rule matches ${e.key}=${e.value} at depth ${i + 1}` };
+      }
+      steps.push({ key: e.key, value: e.value, how, node: node.finalKey, hasLimit: node.rule !== undefined });
+      level = node.children;
+    }
+    const last = steps[steps.length - 1];
+    if (last === undefined) return { domainFound: true, override: false, steps, reason: 'the descriptor has no entries' };
+    if (!last.hasLimit) {
+      const reason = level !== undefined
+        ? `${last.node} has no rate_limit, only nested descriptors: a placeholder (the request is shallower than its rules)`
+        : `${last.node} has no rate_limit: whitelisted`;
+      return { domainFound: true, override: false, steps, reason };
+    }
+    return { domainFound: true, override: false, steps };
+  }
+
   private patterns(entries: readonly Entry[], n: number): readonly (string | undefined)[] | undefined {
     let out: (string | undefined)[] | undefined;
     for (let i = 0; i < n; i++) {

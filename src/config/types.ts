@@ -34,10 +34,32 @@ export interface RateLimitConfig {
    * nothing matches (or the domain is unknown, which also counts `<domain>.domain_not_found`).
    */
   getLimit(domain: string, descriptor: Descriptor): RateLimitRule | undefined;
+  /** How `getLimit` walks the config for one descriptor (the explain tool); no side effects. */
+  explainMatch(domain: string, descriptor: Descriptor): MatchTrace;
   /** `/rlconfig`: one line per rule, `<FullKey>: unit=<UNIT> requests_per_unit=<N>, shadow_mode: <b>, quota_mode: <b>`. */
   dump(): string;
   /** Number of loaded domains (health with HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED). */
   readonly domainCount: number;
+}
+
+/** One level of a config walk: what the request entry matched, and how. */
+export interface MatchStep {
+  readonly key: string;
+  readonly value: string;
+  /** `exact` key_value, first matching `wildcard` in load order, bare-key `default`, or `none`. */
+  readonly how: 'exact' | 'wildcard' | 'default' | 'none';
+  /** The config node matched (its finalKey, e.g. `key_value`, `key_foo*`, `key`). */
+  readonly node?: string;
+  /** Whether that node has a rate_limit. */
+  readonly hasLimit?: boolean;
+}
+
+export interface MatchTrace {
+  readonly domainFound: boolean;
+  readonly override: boolean;
+  readonly steps: readonly MatchStep[];
+  /** Why no rule applies, when none does. */
+  readonly reason?: string;
 }
 
 /** A config source document: the name prefixes every error message (`<name>: <message>`). */

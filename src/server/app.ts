@@ -14,7 +14,9 @@ import type { CounterStore } from '../backends/types';
 import { loadConfig } from '../config/load';
 import type { Clock } from '../limiter/clock';
 import { systemClock } from '../limiter/clock';
+import { explainRequest } from '../limiter/explain';
 import { LocalCache } from '../limiter/local-cache';
+import { parseDescriptor } from '../limiter/descriptor-text';
 import { RateLimitService, type ServiceFlags, type StoreSpan } from '../limiter/service';
 import { ConfigStore } from '../providers/config-store';
 import { FileProvider } from '../providers/file-provider';
@@ -347,6 +349,23 @@ export class RateLimitApp {
         stats: this.stats,
         dumpConfig: () => this.configStore.current()?.config.dump() ?? '',
         refreshGauges: () => this.localCache?.publish(this.stats),
+        explain: (domain, texts) => {
+          const snapshot = this.configStore.current();
+          if (snapshot === undefined) return 'no rate limit configuration loaded\n';
+          let descriptors;
+          try {
+            descriptors = texts.map(parseDescriptor);
+          } catch (err) {
+            return `${(err as Error).message}\n`;
+          }
+          const nowMs = this.clock.nowMs();
+          const memory = store instanceof MemoryStore ? store : undefined;
+          return explainRequest(snapshot.config, { domain, descriptors, hitsAddend: 0 }, {
+            cacheKeyPrefix: settings.cache.cacheKeyPrefix,
+            nowMs,
+            count: (key) => memory?.peek(key, nowMs),
+          });
+        },
       }),
       extra.debugTls,
     );

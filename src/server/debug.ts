@@ -15,9 +15,12 @@ export interface DebugServerOptions {
   dumpConfig: () => string;
   /** Called before /stats renders, so gauges (local cache, memory) are fresh. */
   refreshGauges?: () => void;
+  /** `/debug/explain`: the explain report for a domain and descriptors, or an error text. */
+  explain?: (domain: string, descriptors: string[]) => string;
 }
 
 const ENDPOINTS: ReadonlyArray<[string, string]> = [
+  ['/debug/explain', 'explain a request: ?domain=D&descriptors=k=v,k2=v2 (repeatable)'],
   ['/debug/pprof/', 'root of various pprof endpoints. hit for help.'],
   ['/debug/pprof/profile', 'CPU profiling endpoint'],
   ['/rlconfig', 'print out the currently loaded configuration for debugging'],
@@ -40,6 +43,15 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
         let out = '';
         for (const [name, value] of opts.stats.entries()) out += `${name}: ${value}\n`;
         plainText(res, 200, out);
+        return;
+      }
+      case '/debug/explain': {
+        const q = new URL(req.url ?? '/', 'http://x').searchParams;
+        const domain = q.get('domain') ?? '';
+        const descriptors = q.getAll('descriptors');
+        if (opts.explain === undefined) plainError(res, 404, 'explain is not available');
+        else if (domain === '' || descriptors.length === 0) plainError(res, 400, 'explain needs ?domain=D&descriptors=k=v,k2=v2');
+        else plainText(res, 200, opts.explain(domain, descriptors));
         return;
       }
       case '/debug/pprof/':

@@ -230,3 +230,61 @@ describe('connection lifecycle', () => {
     }
   });
 });
+
+describe('explain', () => {
+  const EXPLAIN = `
+domain: ex
+descriptors:
+  - key: user
+    descriptors:
+      - key: method
+        value: POST
+        rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: path
+    value: /api/*
+    rate_limit: {unit: second, requests_per_unit: 100}
+  - key: plan
+    value: free
+    rate_limit: {name: weekly, unit: week, requests_per_unit: 1000}
+    descriptors:
+      - key: feature
+        rate_limit:
+          replaces: [{name: weekly}]
+          unit: hour
+          requests_per_unit: 3
+`;
+  test('ratelimit-config-check -explain says which rule matches and why', async () => {
+    const dir = runtimeDir({ 'ex.yaml': EXPLAIN });
+    const res = await run('config-check.js', [
+      '-config_dir', dir.configDir, '--explain', '--domain', 'ex',
+      '--descriptors', 'user=a,method=POST', '--descriptors', 'path=/api/x', '--descriptors', 'user=a',
+      '--descriptors', 'plan=free', '--descriptors', 'plan=free,feature=f', '--descriptors', 'user=a,method=POST,x=1', '--descriptors', 'none=1',
+    ]);
+    expect(res.code).toBe(0);
+    const out = res.stdout;
+    expect(out).toContain('method=POST: exact value → method_POST (has rate_limit)');
+    expect(out).toMatch(/cache key: ex_user_a_method_POST_\d+/);
+    expect(out).toContain('stats key: ratelimit.service.rate_limit.ex.user.method_POST');
+    expect(out).toContain('path=/api/x: wildcard → path_/api/*');
+    expect(out).toContain('a placeholder');
+    expect(out).toContain('outcome: replaced by ex.plan_free.feature');
+    expect(out).toContain('(depth rule)');
+    expect(out).toContain('no rule matches none=1 at depth 1');
+  });
+
+  test('/debug/explain shows the same against the running config, with current counts', async () => {
+    const dir = runtimeDir({ 'ex.yaml': EXPLAIN });
+    const svc = await startService(baseEnv(dir.root));
+    const client = grpcClient(svc.grpc);
+    try {
+      await callGrpc(client, { domain: 'ex', descriptors: [descriptor('user', 'a', 'method', 'POST')] });
+      const res = await httpGet(svc.debug, '/debug/explain?domain=ex&descriptors=user=a,method=POST');
+      expect(res.status).toBe(200);
+      expect(res.body).toContain('count: 1 of 10 in this window');
+      expect((await httpGet(svc.debug, '/debug/explain')).status).toBe(400);
+    } finally {
+      client.close();
+      expect(await svc.stop()).toBe(0);
+    }
+  });
+});

@@ -21,6 +21,7 @@ export function fakeLoader(files: ConfigFile[], mergeDomainConfig: boolean): Rat
     merge: mergeDomainConfig,
     domainCount: files.length,
     getLimit: () => undefined,
+    explainMatch: () => ({ domainFound: false, override: false, steps: [] }),
     dump: () => files.map((f) => `${f.name}=${f.content}\n`).join(''),
   };
   return config;
