@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 /**
- * `ratelimit-runner`: the trading side of the package. Today it runs the simulated broker
- * (`ratelimit-runner sim`); the strategy modes (backtest, paper, live, replay) come next.
+ * `ratelimit-runner`: the trading side of the package: strategy modes (backtest, …) and the
+ * simulated broker (`ratelimit-runner sim`).
  */
 import { BrokerSimulator, parseSimulatorArgs, SIMULATOR_USAGE } from '../trading/simulator';
+import { UsageError, backtestCommand } from '../trading/runner/cli';
 
 const USAGE = `Usage: ratelimit-runner <command> [options]
 
 Commands:
+  backtest  run a strategy over candle files (deterministic; JSON + HTML report)
   sim       run the simulated broker (the FXCM-style REST + socket.io API) on loopback
 
 Run 'ratelimit-runner <command> --help' for a command's options.
@@ -38,11 +40,27 @@ async function sim(argv: string[]): Promise<void> {
   }
 }
 
+async function mode(command: string, run: (argv: string[]) => Promise<number>, argv: string[]): Promise<void> {
+  let code: number;
+  try {
+    code = await run(argv);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`ratelimit-runner ${command}: ${err.message}\nRun 'ratelimit-runner ${command} --help' for the options.\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  process.exitCode = code;
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   switch (command) {
     case 'sim':
       return sim(rest);
+    case 'backtest':
+      return mode(command, backtestCommand, rest);
     case undefined:
     case '--help':
     case '-h':

@@ -1,0 +1,42 @@
+// Moving-average crossover in plain JavaScript (CommonJS): the same strategy as ma-crossover.ts.
+// Load it with `ratelimit-runner backtest examples/strategies/ma-crossover.js --candles FILE`.
+'use strict';
+
+const sma = (xs) => xs.reduce((s, x) => s + x, 0) / xs.length;
+
+/** @type {import('../../src/trading/runner/strategy').Strategy<{fast:number,slow:number,amount:number,stopPips:number}>} */
+const strategy = {
+  name: 'ma-crossover',
+  symbols: ['EUR/USD'],
+  params: { fast: 5, slow: 20, amount: 10, stopPips: 50 },
+
+  onStart(ctx) {
+    ctx.log.info('ma-crossover starting', { ...ctx.params });
+  },
+
+  async onBar(ctx, bar) {
+    const { fast, slow, amount, stopPips } = ctx.params;
+    const bars = ctx.candles(bar.symbol, bar.timeframe, slow + 1);
+    if (bars.length < slow + 1) return;
+    const closes = bars.map((b) => b.bidClose);
+    const prevFast = sma(closes.slice(-fast - 1, -1));
+    const prevSlow = sma(closes.slice(0, -1));
+    const nowFast = sma(closes.slice(-fast));
+    const nowSlow = sma(closes.slice(-slow));
+    const up = prevFast <= prevSlow && nowFast > nowSlow;
+    const down = prevFast >= prevSlow && nowFast < nowSlow;
+    if (!up && !down) return;
+    await ctx.closeAll(bar.symbol);
+    await ctx.openTrade({ symbol: bar.symbol, isBuy: up, amount, stop: -stopPips, isInPips: true });
+  },
+
+  onTrade(ctx, t) {
+    if (t.kind === 'closed') ctx.log.info('trade closed', { tradeId: t.tradeId, pips: t.plPips, pl: t.pl, reason: t.reason });
+  },
+
+  async onStop(ctx) {
+    await ctx.closeAll();
+  },
+};
+
+module.exports = strategy;

@@ -1,0 +1,708 @@
+/**
+ * The backtest engine: replays bid/ask candles through a strategy, deterministically (no wall
+ * clock, no randomness: the same inputs give the same trades, bit for bit).
+ *
+ * Per candle time (all symbols whose candle starts at that time, in the order of the data):
+ *  1. Pending entry orders and the stops/limits of trades opened before this candle are checked
+ *     against the candle's range on the correct side: buys fill at the ask, sells at the bid;
+ *     a long's stop/limit triggers on the bid, a short's on the ask. A gap through the level fills
+ *     at the open. Stop before limit when both are inside one candle (the pessimistic choice).
+ *     Trailing stops then move by whole steps with the candle's best price.
+ *  2. The quote becomes the candle's close (bidClose/askClose).
+ *  3. The daily-loss limit is checked (UTC days); `onTick` (with the close), `onBar` for the data's
+ *     time frame and for every longer subscribed time frame whose bucket this candle completes,
+ *     then due timers.
+ * Market orders and closes from a hook fill at the current quote (the close the decision saw):
+ * buy at the ask, sell at the bid. Commission is charged per side per 1K units.
+ */
+import { checkAmount, checkTrailingStep } from '../fxcm/rules';
+import { PERIOD_SECONDS } from '../fxcm/candles';
+import type { Candle, Period } from '../fxcm/types';
+import { SafetyError, StrategyError, OrderRejectedError, scriptLocation } from './errors';
+import { clean, exactConversion, notionalInAccount, pipOf, plInAccount } from './instruments';
+import { SafetyGuard, type SafetyLimits } from './safety';
+import type {
+  AccountInfo,
+  Bar,
+  CloseReason,
+  EntryOrderRequest,
+  OcoRequest,
+  OpenTradeRequest,
+  OrderEvent,
+  PendingOrder,
+  Position,
+  Strategy,
+  StrategyContext,
+  StrategyLogger,
+  Tick,
+  TradeEvent,
+} from './strategy';
+
+export interface CandleSeries {
+  symbol: string;
+  timeframe: Period;
+  candles: Candle[];
+}
+
+export interface BacktestOptions {
+  strategy: Strategy<Record<string, unknown>>;
+  /** Path of the strategy file (for the script line of errors). */
+  strategyFile?: string;
+  data: CandleSeries[];
+  params?: Record<string, unknown>;
+  /** Starting balance (default 10000). */
+  balance?: number;
+  /** Account currency (default USD). */
+  currency?: string;
+  /** Commission per side per 1K units, account currency (default 0). */
+  commissionPerK?: number;
+  /** Leverage for margin (default 50). */
+  leverage?: number;
+  safety?: SafetyLimits;
+  logger?: StrategyLogger;
+  /** Called every `progressEvery` candles and at the end. */
+  onProgress?: (done: number, total: number) => void;
+  progressEvery?: number;
+  /** Completed bars kept per symbol and time frame for ctx.candles (default 5000). */
+  historyLimit?: number;
+}
+
+export interface ClosedTrade {
+  tradeId: string;
+  symbol: string;
+  isBuy: boolean;
+  amount: number;
+  openRate: number;
+  closeRate: number;
+  /** Epoch ms. */
+  openTime: number;
+  closeTime: number;
+  plPips: number;
+  /** Net of commission, account currency. */
+  pl: number;
+  grossPL: number;
+  commission: number;
+  reason: CloseReason;
+}
+
+export interface EquityPoint {
+  /** Epoch ms. */
+  ts: number;
+  balance: number;
+  equity: number;
+}
+
+/** One strategy decision (the input of a replay comparison). */
+export interface Intent {
+  ts: number;
+  op: string;
+  args: unknown;
+  result: 'ok' | 'rejected';
+  detail?: string;
+}
+
+export interface BacktestResult {
+  strategy: string;
+  mode: 'backtest';
+  currency: string;
+  startBalance: number;
+  trades: ClosedTrade[];
+  equity: EquityPoint[];
+  account: AccountInfo;
+  intents: Intent[];
+  candles: number;
+  /** Symbols whose P/L could not be converted exactly to the account currency. */
+  approximateCurrency: string[];
+  error?: { message: string; hook: string; location?: string };
+}
+
+interface OpenTradeState {
+  tradeId: string;
+  symbol: string;
+  isBuy: boolean;
+  amount: number;
+  openRate: number;
+  openTime: number;
+  openCandleTs: number;
+  stop?: number;
+  limit?: number;
+  trailingStep?: number;
+  trailDistance?: number;
+  commission: number;
+}
+
+interface EntryState extends PendingOrder {
+  kind: 'stop' | 'limit';
+  trailingStep?: number;
+  isInPips: boolean;
+  placedCandleTs: number;
+  ocoGroup?: string;
+}
+
+interface Timer {
+  name: string;
+  every: number;
+  next: number;
+}
+
+const silent: StrategyLogger = { debug() {}, info() {}, warn() {}, error() {} };
+
+export class BacktestEngine {
+  private readonly opts: BacktestOptions;
+  private readonly currency: string;
+  private readonly commissionPerK: number;
+  private readonly leverage: number;
+  private balance: number;
+  private nowMs = 0;
+  private candleTs = 0;
+  private seq = 0;
+  private readonly quotes = new Map<string, Tick>();
+  private readonly open = new Map<string, OpenTradeState>();
+  private readonly entries = new Map<string, EntryState>();
+  private readonly closed: ClosedTrade[] = [];
+  private readonly equity: EquityPoint[] = [];
+  private readonly intents: Intent[] = [];
+  private readonly history = new Map<string, Bar[]>();
+  private readonly building = new Map<string, Bar>();
+  private readonly timers = new Map<string, Timer>();
+  private readonly guard: SafetyGuard;
+  private readonly events: (() => Promise<void>)[] = [];
+  private readonly ctx: StrategyContext<Record<string, unknown>>;
+  private readonly log: StrategyLogger;
+  private readonly approx = new Set<string>();
+
+  constructor(opts: BacktestOptions) {
+    this.opts = opts;
+    this.currency = opts.currency ?? 'USD';
+    this.commissionPerK = opts.commissionPerK ?? 0;
+    this.leverage = opts.leverage ?? 50;
+    this.balance = opts.balance ?? 10000;
+    this.log = opts.logger ?? silent;
+    this.guard = new SafetyGuard(opts.safety ?? {});
+    this.ctx = this.makeContext();
+  }
+
+  // ------------------------------------------------------------ accounting
+
+  private quote(symbol: string): Tick {
+    const q = this.quotes.get(symbol);
+    if (!q) throw new OrderRejectedError(`no price for ${symbol} yet`);
+    return q;
+  }
+
+  private plOf(t: { symbol: string; isBuy: boolean; amount: number; openRate: number }, closeRate: number): { pips: number; pl: number } {
+    const diff = t.isBuy ? closeRate - t.openRate : t.openRate - closeRate;
+    if (!exactConversion(t.symbol, this.currency)) this.approx.add(t.symbol);
+    return { pips: clean(diff / pipOf(t.symbol)), pl: plInAccount(t.symbol, this.currency, diff, t.amount * 1000, closeRate) };
+  }
+
+  private markRate(t: OpenTradeState): number {
+    const q = this.quotes.get(t.symbol);
+    if (!q) return t.openRate;
+    return t.isBuy ? q.bid : q.ask;
+  }
+
+  private unrealised(): number {
+    let s = 0;
+    for (const t of this.open.values()) s += this.plOf(t, this.markRate(t)).pl;
+    return s;
+  }
+
+  private usedMargin(): number {
+    let s = 0;
+    for (const t of this.open.values()) s += notionalInAccount(t.symbol, this.currency, t.amount * 1000, this.markRate(t)) / this.leverage;
+    return s;
+  }
+
+  accountInfo(): AccountInfo {
+    const equity = this.balance + this.unrealised();
+    const used = this.usedMargin();
+    return {
+      accountId: 'backtest',
+      currency: this.currency,
+      balance: clean(this.balance),
+      equity: clean(equity),
+      usedMargin: clean(used),
+      usableMargin: clean(equity - used),
+      dayPL: clean(this.guard.dayPL(this.nowMs, equity)),
+    };
+  }
+
+  private positionOf(t: OpenTradeState): Position {
+    const { pips, pl } = this.plOf(t, this.markRate(t));
+    return {
+      tradeId: t.tradeId,
+      symbol: t.symbol,
+      isBuy: t.isBuy,
+      amount: t.amount,
+      openRate: t.openRate,
+      openTime: t.openTime,
+      stop: t.stop,
+      limit: t.limit,
+      trailingStep: t.trailingStep,
+      plPips: pips,
+      pl: clean(pl),
+    };
+  }
+
+  // ------------------------------------------------------------ order book
+
+  private nextId(prefix: string): string {
+    return `${prefix}${++this.seq}`;
+  }
+
+  private queue(fn: () => Promise<void>): void {
+    this.events.push(fn);
+  }
+
+  private emitOrder(e: OrderEvent): void {
+    const h = this.opts.strategy.onOrder;
+    if (h) this.queue(() => this.call('onOrder', () => h.call(this.opts.strategy, this.ctx, e)));
+  }
+
+  private emitTrade(e: TradeEvent): void {
+    const h = this.opts.strategy.onTrade;
+    if (h) this.queue(() => this.call('onTrade', () => h.call(this.opts.strategy, this.ctx, e)));
+  }
+
+  private resolveLevel(symbol: string, isBuy: boolean, base: number, level: number | undefined, isInPips: boolean, isStop: boolean): number | undefined {
+    if (level === undefined || level === 0) return undefined;
+    if (!isInPips) return level;
+    const pip = pipOf(symbol);
+    // in pips a stop is negative, a limit positive (distances in the trade's favour)
+    const dist = level * pip;
+    void isStop;
+    return clean(isBuy ? base + dist : base - dist);
+  }
+
+  private fill(symbol: string, isBuy: boolean, amount: number, rate: number, orderId: string, kind: 'market' | 'entry', p: { stop?: number; limit?: number; trailingStep?: number; isInPips?: boolean }): OpenTradeState {
+    const tradeId = this.nextId('T');
+    const commission = this.commissionPerK * amount;
+    this.balance -= commission;
+    const t: OpenTradeState = {
+      tradeId,
+      symbol,
+      isBuy,
+      amount,
+      openRate: rate,
+      openTime: this.nowMs,
+      openCandleTs: this.candleTs,
+      commission,
+      trailingStep: p.trailingStep || undefined,
+    };
+    t.stop = this.resolveLevel(symbol, isBuy, rate, p.stop, !!p.isInPips, true);
+    t.limit = this.resolveLevel(symbol, isBuy, rate, p.limit, !!p.isInPips, false);
+    if (t.stop !== undefined && t.trailingStep) t.trailDistance = Math.abs(rate - t.stop);
+    this.open.set(tradeId, t);
+    this.emitOrder({ orderId, symbol, isBuy, amount, kind, status: 'filled', rate, tradeId, ts: this.nowMs });
+    this.emitTrade({ kind: 'opened', tradeId, symbol, isBuy, amount, openRate: rate, ts: this.nowMs });
+    return t;
+  }
+
+  private closeAt(t: OpenTradeState, amount: number, rate: number, reason: CloseReason): void {
+    const part = { ...t, amount };
+    const { pips, pl } = this.plOf(part, rate);
+    const closeCommission = this.commissionPerK * amount;
+    const openCommission = t.commission * (amount / t.amount);
+    this.balance += pl - closeCommission;
+    const commission = clean(openCommission + closeCommission);
+    const rec: ClosedTrade = {
+      tradeId: t.tradeId,
+      symbol: t.symbol,
+      isBuy: t.isBuy,
+      amount,
+      openRate: t.openRate,
+      closeRate: rate,
+      openTime: t.openTime,
+      closeTime: this.nowMs,
+      plPips: pips,
+      grossPL: clean(pl),
+      commission,
+      pl: clean(pl - commission),
+      reason,
+    };
+    this.closed.push(rec);
+    this.guard.onRealised(this.nowMs, rec.pl);
+    if (amount >= t.amount) this.open.delete(t.tradeId);
+    else {
+      t.commission -= openCommission;
+      t.amount -= amount;
+    }
+    this.emitTrade({ kind: 'closed', tradeId: t.tradeId, symbol: t.symbol, isBuy: t.isBuy, amount, openRate: t.openRate, closeRate: rate, plPips: pips, pl: rec.pl, commission, reason, ts: this.nowMs });
+  }
+
+  private checkOpen(symbol: string, isBuy: boolean, amount: number, trailingStep: number | undefined): void {
+    const bad = checkAmount(amount) ?? checkTrailingStep(trailingStep);
+    if (bad) throw new OrderRejectedError(bad.message);
+    const positions = [...this.open.values()].filter((t) => t.symbol === symbol);
+    this.guard.checkOpen(symbol, isBuy, amount, positions, this.nowMs, this.balance + this.unrealised());
+    const q = this.quote(symbol);
+    const need = notionalInAccount(symbol, this.currency, amount * 1000, isBuy ? q.ask : q.bid) / this.leverage;
+    const acc = this.accountInfo();
+    if (need > acc.usableMargin) throw new SafetyError('margin', `not enough usable margin for ${amount}K ${symbol}: need ${need.toFixed(2)}, have ${acc.usableMargin.toFixed(2)}`);
+  }
+
+  private record<T>(op: string, args: unknown, fn: () => T): Promise<T> {
+    try {
+      const r = fn();
+      this.intents.push({ ts: this.nowMs, op, args, result: 'ok' });
+      return Promise.resolve(r);
+    } catch (e) {
+      this.intents.push({ ts: this.nowMs, op, args, result: 'rejected', detail: (e as Error).message });
+      if (e instanceof OrderRejectedError && op !== 'closeTrade') {
+        const a = args as { symbol?: string; isBuy?: boolean; amount?: number };
+        this.emitOrder({ orderId: '', symbol: a.symbol ?? '', isBuy: !!a.isBuy, amount: a.amount ?? 0, kind: 'market', status: 'rejected', reason: (e as Error).message, ts: this.nowMs });
+      }
+      return Promise.reject(e);
+    }
+  }
+
+  private openMarket(r: OpenTradeRequest): { orderId: string } {
+    this.checkOpen(r.symbol, r.isBuy, r.amount, r.trailingStep);
+    const q = this.quote(r.symbol);
+    const orderId = this.nextId('O');
+    this.fill(r.symbol, r.isBuy, r.amount, r.isBuy ? q.ask : q.bid, orderId, 'market', r);
+    return { orderId };
+  }
+
+  private placeEntry(r: EntryOrderRequest, ocoGroup?: string): string {
+    const bad = checkAmount(r.amount) ?? checkTrailingStep(r.trailingStep);
+    if (bad) throw new OrderRejectedError(bad.message);
+    const q = this.quote(r.symbol);
+    const orderId = this.nextId('O');
+    const through = r.isBuy ? r.rate >= q.ask : r.rate <= q.bid;
+    this.entries.set(orderId, {
+      orderId,
+      symbol: r.symbol,
+      isBuy: r.isBuy,
+      amount: r.amount,
+      rate: r.rate,
+      stop: r.stop,
+      limit: r.limit,
+      kind: through ? 'stop' : 'limit',
+      trailingStep: r.trailingStep,
+      isInPips: !!r.isInPips,
+      placedCandleTs: this.candleTs,
+      ocoGroup,
+    });
+    this.emitOrder({ orderId, symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, kind: 'entry', status: 'accepted', rate: r.rate, ts: this.nowMs });
+    return orderId;
+  }
+
+  private closeTradeNow(tradeId: string, amount: number | undefined, reason: CloseReason): void {
+    const t = this.open.get(tradeId);
+    if (!t) throw new OrderRejectedError(`unknown trade ${tradeId}`);
+    const amt = amount === undefined ? t.amount : Math.min(amount, t.amount);
+    const q = this.quote(t.symbol);
+    this.closeAt(t, amt, t.isBuy ? q.bid : q.ask, reason);
+  }
+
+  private flattenAll(reason: CloseReason): void {
+    for (const t of [...this.open.values()]) {
+      if (this.quotes.has(t.symbol)) this.closeTradeNow(t.tradeId, undefined, reason);
+    }
+    for (const id of [...this.entries.keys()]) this.entries.delete(id);
+  }
+
+  private makeContext(): StrategyContext<Record<string, unknown>> {
+    const s = this.opts.strategy;
+    const params = { ...(s.params ?? {}), ...(this.opts.params ?? {}) };
+    const self = this;
+    return {
+      mode: 'backtest',
+      params,
+      log: this.log,
+      symbols: [...s.symbols],
+      now: () => this.nowMs,
+      price: (sym) => this.quotes.get(sym),
+      pip: pipOf,
+      candles: (sym, tf, count) => {
+        const h = this.history.get(`${sym}|${tf}`) ?? [];
+        return count === undefined ? [...h] : h.slice(Math.max(0, h.length - count));
+      },
+      positions: (sym) => [...this.open.values()].filter((t) => !sym || t.symbol === sym).map((t) => this.positionOf(t)),
+      orders: (sym) =>
+        [...this.entries.values()]
+          .filter((o) => !sym || o.symbol === sym)
+          .map((o) => ({ orderId: o.orderId, symbol: o.symbol, isBuy: o.isBuy, amount: o.amount, rate: o.rate, stop: o.stop, limit: o.limit, ocoGroup: o.ocoGroup })),
+      account: () => this.accountInfo(),
+      openTrade: (r) => this.record('openTrade', r, () => this.openMarket(r)),
+      createEntryOrder: (r) => this.record('createEntryOrder', r, () => ({ orderId: this.placeEntry(r) })),
+      createOco: (r: OcoRequest) =>
+        this.record('createOco', r, () => {
+          const g = this.nextId('G');
+          const base = { symbol: r.symbol, amount: r.amount, isInPips: r.isInPips };
+          return { orderIds: [this.placeEntry({ ...base, ...r.first }, g), this.placeEntry({ ...base, ...r.second }, g)] };
+        }),
+      closeTrade: (id, amount) => this.record('closeTrade', { tradeId: id, amount }, () => this.closeTradeNow(id, amount, 'close')),
+      closeAll: (sym) =>
+        this.record('closeAll', { symbol: sym }, () => {
+          for (const t of [...this.open.values()]) if (!sym || t.symbol === sym) this.closeTradeNow(t.tradeId, undefined, 'close');
+        }),
+      setStop: (id, rate, o) =>
+        this.record('setStop', { tradeId: id, rate, ...o }, () => {
+          const t = this.open.get(id);
+          if (!t) throw new OrderRejectedError(`unknown trade ${id}`);
+          const bad = checkTrailingStep(o?.trailingStep);
+          if (bad) throw new OrderRejectedError(bad.message);
+          const q = this.quote(t.symbol);
+          t.stop = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, t.isBuy ? q.bid : q.ask, rate, !!o?.isInPips, true);
+          t.trailingStep = o?.trailingStep || undefined;
+          t.trailDistance = t.stop !== undefined && t.trailingStep ? Math.abs((t.isBuy ? q.bid : q.ask) - t.stop) : undefined;
+        }),
+      setLimit: (id, rate, o) =>
+        this.record('setLimit', { tradeId: id, rate, ...o }, () => {
+          const t = this.open.get(id);
+          if (!t) throw new OrderRejectedError(`unknown trade ${id}`);
+          const q = this.quote(t.symbol);
+          t.limit = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, t.isBuy ? q.bid : q.ask, rate, !!o?.isInPips, false);
+        }),
+      changeOrder: (id, rate, amount) =>
+        this.record('changeOrder', { orderId: id, rate, amount }, () => {
+          const o = this.entries.get(id);
+          if (!o) throw new OrderRejectedError(`unknown order ${id}`);
+          o.rate = rate;
+          if (amount !== undefined) o.amount = amount;
+        }),
+      deleteOrder: (id) =>
+        this.record('deleteOrder', { orderId: id }, () => {
+          const o = this.entries.get(id);
+          if (!o) throw new OrderRejectedError(`unknown order ${id}`);
+          for (const x of [...this.entries.values()]) if (x.orderId === id || (o.ocoGroup && x.ocoGroup === o.ocoGroup)) this.cancelEntry(x, 'deleted');
+        }),
+      setTimer(name, everyMs) {
+        if (!(everyMs > 0)) throw new Error('setTimer: everyMs must be > 0');
+        self.timers.set(name, { name, every: everyMs, next: self.nowMs + everyMs });
+      },
+      clearTimer(name) {
+        self.timers.delete(name);
+      },
+    };
+  }
+
+  private cancelEntry(o: EntryState, reason: string): void {
+    this.entries.delete(o.orderId);
+    this.emitOrder({ orderId: o.orderId, symbol: o.symbol, isBuy: o.isBuy, amount: o.amount, kind: 'entry', status: 'cancelled', rate: o.rate, reason, ts: this.nowMs });
+  }
+
+  // ------------------------------------------------------------ candle processing
+
+  private processTriggers(symbol: string, c: Candle, baseSec: number): void {
+    this.nowMs = c.ts * 1000;
+    // entry orders placed before this candle
+    for (const o of [...this.entries.values()]) {
+      if (o.symbol !== symbol || o.placedCandleTs >= c.ts || !this.entries.has(o.orderId)) continue;
+      let rate: number | undefined;
+      if (o.isBuy) {
+        if (o.kind === 'stop' && c.askHigh >= o.rate) rate = Math.max(o.rate, c.askOpen);
+        if (o.kind === 'limit' && c.askLow <= o.rate) rate = Math.min(o.rate, c.askOpen);
+      } else {
+        if (o.kind === 'stop' && c.bidLow <= o.rate) rate = Math.min(o.rate, c.bidOpen);
+        if (o.kind === 'limit' && c.bidHigh >= o.rate) rate = Math.max(o.rate, c.bidOpen);
+      }
+      if (rate === undefined) continue;
+      this.entries.delete(o.orderId);
+      if (o.ocoGroup) for (const x of [...this.entries.values()]) if (x.ocoGroup === o.ocoGroup) this.cancelEntry(x, 'oco');
+      try {
+        const positions = [...this.open.values()].filter((t) => t.symbol === symbol);
+        this.guard.checkOpen(symbol, o.isBuy, o.amount, positions, this.nowMs, this.balance + this.unrealised());
+      } catch (e) {
+        this.emitOrder({ orderId: o.orderId, symbol, isBuy: o.isBuy, amount: o.amount, kind: 'entry', status: 'rejected', reason: (e as Error).message, ts: this.nowMs });
+        continue;
+      }
+      this.fill(symbol, o.isBuy, o.amount, rate, o.orderId, 'entry', o);
+    }
+    // stops and limits of trades opened before this candle
+    for (const t of [...this.open.values()]) {
+      if (t.symbol !== symbol || t.openCandleTs >= c.ts) continue;
+      let rate: number | undefined;
+      let reason: CloseReason = 'stop';
+      if (t.isBuy) {
+        if (t.stop !== undefined && c.bidLow <= t.stop) rate = Math.min(t.stop, c.bidOpen);
+        else if (t.limit !== undefined && c.bidHigh >= t.limit) {
+          rate = Math.max(t.limit, c.bidOpen);
+          reason = 'limit';
+        }
+      } else {
+        if (t.stop !== undefined && c.askHigh >= t.stop) rate = Math.max(t.stop, c.askOpen);
+        else if (t.limit !== undefined && c.askLow <= t.limit) {
+          rate = Math.min(t.limit, c.askOpen);
+          reason = 'limit';
+        }
+      }
+      if (rate !== undefined) {
+        if (reason === 'stop' && t.trailDistance !== undefined) reason = 'trailing';
+        this.closeAt(t, t.amount, rate, reason);
+        continue;
+      }
+      if (t.trailDistance !== undefined && t.stop !== undefined && t.trailingStep) {
+        const pip = pipOf(symbol);
+        const step = t.trailingStep === 1 ? pip / 10 : t.trailingStep * pip;
+        if (t.isBuy) {
+          const cand = c.bidHigh - t.trailDistance;
+          if (cand - t.stop >= step - 1e-12) t.stop = clean(t.stop + Math.floor((cand - t.stop) / step + 1e-9) * step);
+        } else {
+          const cand = c.askLow + t.trailDistance;
+          if (t.stop - cand >= step - 1e-12) t.stop = clean(t.stop - Math.floor((t.stop - cand) / step + 1e-9) * step);
+        }
+      }
+    }
+    this.quotes.set(symbol, { symbol, bid: c.bidClose, ask: c.askClose, ts: (c.ts + baseSec) * 1000 });
+  }
+
+  private pushHistory(bar: Bar): void {
+    const k = `${bar.symbol}|${bar.timeframe}`;
+    let h = this.history.get(k);
+    if (!h) this.history.set(k, (h = []));
+    h.push(bar);
+    const lim = this.opts.historyLimit ?? 5000;
+    if (h.length > lim) h.splice(0, h.length - lim);
+  }
+
+  private async call(hook: string, fn: () => void | Promise<void>): Promise<void> {
+    try {
+      await fn();
+    } catch (e) {
+      if (e instanceof StrategyError) throw e;
+      const loc = this.opts.strategyFile ? scriptLocation(e, this.opts.strategyFile) : undefined;
+      throw new StrategyError((e as Error)?.message ?? String(e), hook, loc, e);
+    }
+  }
+
+  private async drain(): Promise<void> {
+    while (this.events.length) await this.events.shift()!();
+  }
+
+  /** Runs the whole backtest. A strategy error flattens every position and ends the run. */
+  async run(): Promise<BacktestResult> {
+    const s = this.opts.strategy;
+    const base = this.opts.data;
+    for (const d of base) if (!PERIOD_SECONDS[d.timeframe]) throw new Error(`unknown time frame ${d.timeframe}`);
+    // merge all candles by time (stable: data order within one time)
+    const all: { series: CandleSeries; c: Candle }[] = [];
+    for (const series of base) for (const c of series.candles) all.push({ series, c });
+    all.sort((a, b) => a.c.ts - b.c.ts || base.indexOf(a.series) - base.indexOf(b.series));
+    const total = all.length;
+    const startBalance = this.balance;
+    const tfs = (sym: string, baseTf: Period): Period[] => {
+      const want = s.timeframes && s.timeframes.length ? s.timeframes : [baseTf];
+      for (const tf of want) {
+        const sec = PERIOD_SECONDS[tf];
+        if (tf === 'W1' || tf === 'M1' || sec % PERIOD_SECONDS[baseTf] !== 0) {
+          if (tf !== baseTf) throw new Error(`time frame ${tf} cannot be built from ${baseTf} candles of ${sym} in a backtest`);
+        }
+      }
+      return want;
+    };
+    const tfBySeries = new Map<CandleSeries, Period[]>();
+    for (const d of base) {
+      if (!s.symbols.includes(d.symbol)) this.log.warn(`candles of ${d.symbol} are not in the strategy's symbols`);
+      tfBySeries.set(d, tfs(d.symbol, d.timeframe));
+    }
+    let error: BacktestResult['error'];
+    const every = this.opts.progressEvery ?? 1000;
+    try {
+      if (all.length) this.nowMs = all[0]!.c.ts * 1000;
+      if (s.onStart) await this.call('onStart', () => s.onStart!.call(s, this.ctx));
+      await this.drain();
+      let i = 0;
+      while (i < all.length) {
+        const ts = all[i]!.c.ts;
+        let j = i;
+        while (j < all.length && all[j]!.c.ts === ts) j++;
+        const group = all.slice(i, j);
+        for (const { series, c } of group) this.processTriggers(series.symbol, c, PERIOD_SECONDS[series.timeframe]);
+        await this.drain();
+        const endMs = Math.max(...group.map((g) => (g.c.ts + PERIOD_SECONDS[g.series.timeframe]) * 1000));
+        this.nowMs = endMs;
+        // daily loss
+        const eq = this.balance + this.unrealised();
+        if (this.guard.checkDailyLoss(this.nowMs, eq)) {
+          this.log.warn('daily loss limit reached: flattening', { dayPL: this.guard.dayPL(this.nowMs, eq) });
+          this.flattenAll('flatten');
+          await this.drain();
+        }
+        for (const { series, c } of group) {
+          const sym = series.symbol;
+          if (s.onTick) {
+            const q = this.quotes.get(sym)!;
+            await this.call('onTick', () => s.onTick!.call(s, this.ctx, q));
+            await this.drain();
+          }
+          for (const tf of tfBySeries.get(series) ?? []) {
+            let bar: Bar | undefined;
+            if (tf === series.timeframe) bar = { symbol: sym, timeframe: tf, ...c };
+            else {
+              const sec = PERIOD_SECONDS[tf];
+              const start = Math.floor(c.ts / sec) * sec;
+              const k = `${sym}|${tf}`;
+              let b = this.building.get(k);
+              if (!b || b.ts !== start) {
+                b = { symbol: sym, timeframe: tf, ...c, ts: start };
+                this.building.set(k, b);
+              } else {
+                b.bidHigh = Math.max(b.bidHigh, c.bidHigh);
+                b.bidLow = Math.min(b.bidLow, c.bidLow);
+                b.askHigh = Math.max(b.askHigh, c.askHigh);
+                b.askLow = Math.min(b.askLow, c.askLow);
+                b.bidClose = c.bidClose;
+                b.askClose = c.askClose;
+                b.tickQty += c.tickQty;
+              }
+              if (c.ts + PERIOD_SECONDS[series.timeframe] >= start + sec) {
+                bar = b;
+                this.building.delete(k);
+              }
+            }
+            if (!bar) continue;
+            this.pushHistory(bar);
+            if (s.onBar) {
+              const b2 = bar;
+              await this.call('onBar', () => s.onBar!.call(s, this.ctx, b2));
+              await this.drain();
+            }
+          }
+        }
+        for (const t of [...this.timers.values()].sort((a, b) => a.next - b.next || (a.name < b.name ? -1 : 1))) {
+          while (this.timers.get(t.name) === t && t.next <= this.nowMs) {
+            t.next += t.every;
+            if (s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, t.name));
+            await this.drain();
+          }
+        }
+        const acc = this.balance + this.unrealised();
+        this.equity.push({ ts: this.nowMs, balance: clean(this.balance), equity: clean(acc) });
+        i = j;
+        if (this.opts.onProgress && (i % every === 0 || i === total)) this.opts.onProgress(i, total);
+        else if (this.opts.onProgress && Math.floor(i / every) !== Math.floor((i - group.length) / every)) this.opts.onProgress(i, total);
+      }
+      if (s.onStop) await this.call('onStop', () => s.onStop!.call(s, this.ctx));
+      await this.drain();
+    } catch (e) {
+      const se = e instanceof StrategyError ? e : new StrategyError((e as Error).message, 'runner', undefined, e);
+      error = { message: se.cause instanceof Error ? se.cause.message : se.message, hook: se.hook, location: se.location };
+      this.events.length = 0;
+      this.flattenAll('flatten');
+      this.events.length = 0;
+      this.equity.push({ ts: this.nowMs, balance: clean(this.balance), equity: clean(this.balance + this.unrealised()) });
+    }
+    if (this.opts.onProgress) this.opts.onProgress(total, total);
+    return {
+      strategy: s.name ?? 'strategy',
+      mode: 'backtest',
+      currency: this.currency,
+      startBalance,
+      trades: this.closed,
+      equity: this.equity,
+      account: this.accountInfo(),
+      intents: this.intents,
+      candles: total,
+      approximateCurrency: [...this.approx].sort(),
+      error,
+    };
+  }
+}
+
+export function runBacktest(opts: BacktestOptions): Promise<BacktestResult> {
+  return new BacktestEngine(opts).run();
+}

@@ -1,0 +1,53 @@
+/** Errors of the runner and where in a strategy script an error came from. */
+import path from 'node:path';
+
+/** The runner refused an intent before sending it (safety limit, margin, bad arguments). */
+export class SafetyError extends Error {
+  override readonly name = 'SafetyError';
+  constructor(readonly rule: string, message: string) {
+    super(message);
+  }
+}
+
+/** The broker (or the backtest's book) rejected an order. */
+export class OrderRejectedError extends Error {
+  override readonly name = 'OrderRejectedError';
+}
+
+/** The intent waited for rate-limit budget past its deadline and was dropped, never sent. */
+export class IntentExpiredError extends Error {
+  override readonly name = 'IntentExpiredError';
+  constructor(readonly endpoint: string, readonly waitedMs: number) {
+    super(`intent for ${endpoint} expired after waiting ${waitedMs} ms for rate-limit budget; not sent`);
+  }
+}
+
+/** A strategy that failed to load or threw; `location` is `file:line:column` in the script. */
+export class StrategyError extends Error {
+  override readonly name = 'StrategyError';
+  constructor(message: string, readonly hook: string, readonly location: string | undefined, override readonly cause?: unknown) {
+    super(message);
+  }
+}
+
+/** First stack frame inside `file` (absolute path), as `file:line:col`. */
+export function scriptLocation(err: unknown, file: string): string | undefined {
+  const stack = err instanceof Error ? err.stack ?? '' : '';
+  const abs = path.resolve(file);
+  for (const line of stack.split('\n')) {
+    const m = /\(?((?:file:\/\/)?[^\s()]+):(\d+):(\d+)\)?\s*$/.exec(line.trim());
+    if (!m) continue;
+    const f = m[1]!.replace(/^file:\/\//, '');
+    if (path.resolve(f) === abs) return `${abs}:${m[2]}:${m[3]}`;
+  }
+  // syntax errors at load time: node prints "file:line" as the first stack line
+  const first = stack.split('\n')[0] ?? '';
+  const sm = /^(.*):(\d+)$/.exec(first);
+  if (sm && path.resolve(sm[1]!) === abs) return `${abs}:${sm[2]}`;
+  return undefined;
+}
+
+export function describeStrategyError(e: StrategyError): string {
+  const cause = e.cause instanceof Error ? `${e.cause.name}: ${e.cause.message}` : e.message;
+  return `strategy error in ${e.hook}: ${cause}${e.location ? ` (at ${e.location})` : ''}`;
+}

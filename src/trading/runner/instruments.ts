@@ -1,0 +1,46 @@
+/**
+ * Symbol arithmetic shared by every mode: pip sizes, P/L and margin in the account currency.
+ *
+ * Conversion: P/L is computed in the quote currency (rate difference × units) and converted with
+ * the trade's own close rate when the base currency is the account currency (USD/JPY on a USD
+ * account). For crosses (neither side is the account currency, e.g. EUR/GBP on a USD account) the
+ * runner has no conversion rate in a single-symbol backtest: it books the quote-currency amount
+ * unchanged and says so in the report (`approximateCurrency`).
+ */
+
+export function pipOf(symbol: string): number {
+  return /JPY$/i.test(symbol.replace('/', '')) ? 0.01 : 0.0001;
+}
+
+export function splitSymbol(symbol: string): [string, string] {
+  const [b = '', q = ''] = symbol.split('/');
+  return [b.toUpperCase(), q.toUpperCase()];
+}
+
+/** Is the conversion of this symbol's P/L to `currency` exact? */
+export function exactConversion(symbol: string, currency: string): boolean {
+  const [b, q] = splitSymbol(symbol);
+  return b === currency.toUpperCase() || q === currency.toUpperCase();
+}
+
+/** P/L in the account currency of `units` (signed direction already applied to diff). */
+export function plInAccount(symbol: string, currency: string, diff: number, units: number, closeRate: number): number {
+  const [b, q] = splitSymbol(symbol);
+  const cur = currency.toUpperCase();
+  const inQuote = diff * units;
+  if (q === cur) return inQuote;
+  if (b === cur && closeRate > 0) return inQuote / closeRate;
+  return inQuote;
+}
+
+/** Notional in the account currency (margin = notional / leverage). */
+export function notionalInAccount(symbol: string, currency: string, units: number, rate: number): number {
+  const [b] = splitSymbol(symbol);
+  if (b === currency.toUpperCase()) return units;
+  return units * rate;
+}
+
+/** Rounds to 1e-10 to keep float noise out of reports and comparisons. */
+export function clean(v: number): number {
+  return Math.round(v * 1e10) / 1e10;
+}

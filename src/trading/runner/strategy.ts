@@ -1,0 +1,223 @@
+/**
+ * The strategy API of `ratelimit-runner`: one module, the same in every mode (backtest, paper,
+ * live, replay). A strategy is a plain object with hooks; every hook receives the context first.
+ *
+ * Units: `amount` is in thousands of units of the base currency (the broker's `amount` / amountK,
+ * e.g. 10 = 10,000 EUR of EUR/USD; the broker wants a multiple of 10). Prices are rates; stops and
+ * limits are rates unless `isInPips` (then a stop is a negative distance and a limit a positive
+ * one, as the broker wants). Times: bars carry `ts` in epoch seconds (the candle's start), ticks
+ * and `ctx.now()` in epoch milliseconds.
+ *
+ * Every broker operation returns a promise; it rejects (never silently drops) when the broker or
+ * the runner's safety checks refuse it, or when the intent expired while waiting for rate-limit
+ * budget (IntentExpiredError). A hook that throws or rejects is a fatal strategy error: the runner
+ * logs the error and the script's line, flattens all positions and stops (see runner/errors.ts).
+ */
+import type { Period } from '../fxcm/types';
+
+export type { Period } from '../fxcm/types';
+
+export type RunMode = 'backtest' | 'paper' | 'live' | 'replay';
+
+/** A bid/ask candle of one symbol and time frame (the broker's candle fields). */
+export interface Bar {
+  symbol: string;
+  timeframe: Period;
+  /** Start of the candle, epoch seconds. */
+  ts: number;
+  bidOpen: number;
+  bidClose: number;
+  bidHigh: number;
+  bidLow: number;
+  askOpen: number;
+  askClose: number;
+  askHigh: number;
+  askLow: number;
+  tickQty: number;
+}
+
+export interface Tick {
+  symbol: string;
+  bid: number;
+  ask: number;
+  /** Epoch milliseconds. */
+  ts: number;
+}
+
+export type OrderStatus = 'accepted' | 'filled' | 'cancelled' | 'rejected';
+export type OrderKind = 'market' | 'entry' | 'close' | 'stop' | 'limit';
+
+export interface OrderEvent {
+  orderId: string;
+  symbol: string;
+  isBuy: boolean;
+  amount: number;
+  kind: OrderKind;
+  status: OrderStatus;
+  /** Requested rate (entry) or fill rate (filled). */
+  rate?: number;
+  tradeId?: string;
+  reason?: string;
+  ts: number;
+}
+
+export type CloseReason = 'close' | 'stop' | 'limit' | 'trailing' | 'flatten' | 'broker';
+
+export interface TradeEvent {
+  kind: 'opened' | 'closed';
+  tradeId: string;
+  symbol: string;
+  isBuy: boolean;
+  amount: number;
+  openRate: number;
+  closeRate?: number;
+  /** Closed trades: P/L in pips and in the account currency (after commission). */
+  plPips?: number;
+  pl?: number;
+  commission?: number;
+  reason?: CloseReason;
+  ts: number;
+}
+
+export interface Position {
+  tradeId: string;
+  symbol: string;
+  isBuy: boolean;
+  amount: number;
+  openRate: number;
+  /** Epoch ms. */
+  openTime: number;
+  stop?: number;
+  limit?: number;
+  trailingStep?: number;
+  /** Unrealised P/L at the current quote, pips and account currency. */
+  plPips: number;
+  pl: number;
+}
+
+export interface PendingOrder {
+  orderId: string;
+  symbol: string;
+  isBuy: boolean;
+  amount: number;
+  rate: number;
+  stop?: number;
+  limit?: number;
+  ocoGroup?: string;
+}
+
+export interface AccountInfo {
+  accountId: string;
+  currency: string;
+  balance: number;
+  equity: number;
+  usedMargin: number;
+  usableMargin: number;
+  /** Realised + unrealised P/L of the current UTC day. */
+  dayPL: number;
+}
+
+export interface OpenTradeRequest {
+  symbol: string;
+  isBuy: boolean;
+  amount: number;
+  stop?: number;
+  limit?: number;
+  /** 0 none, 1 dynamic, >= 10 fixed step in pips (the broker's rule). */
+  trailingStep?: number;
+  isInPips?: boolean;
+  /** Give up if the call cannot be sent within this many ms (rate-limit wait). */
+  ttlMs?: number;
+}
+
+export interface EntryOrderRequest extends OpenTradeRequest {
+  rate: number;
+}
+
+export interface OcoRequest {
+  symbol: string;
+  amount: number;
+  first: { isBuy: boolean; rate: number; stop?: number; limit?: number };
+  second: { isBuy: boolean; rate: number; stop?: number; limit?: number };
+  isInPips?: boolean;
+  ttlMs?: number;
+}
+
+export interface StopLimitOptions {
+  isInPips?: boolean;
+  trailingStep?: number;
+}
+
+export interface StrategyLogger {
+  debug(msg: string, meta?: Record<string, unknown>): void;
+  info(msg: string, meta?: Record<string, unknown>): void;
+  warn(msg: string, meta?: Record<string, unknown>): void;
+  error(msg: string, meta?: Record<string, unknown>): void;
+}
+
+/** What every hook receives. */
+export interface StrategyContext<P = Record<string, unknown>> {
+  readonly mode: RunMode;
+  /** The strategy's `params` merged with `--param key=value` from the command line. */
+  readonly params: P;
+  readonly log: StrategyLogger;
+  readonly symbols: readonly string[];
+  /** Current time (virtual in backtest/replay), epoch ms. */
+  now(): number;
+  /** Last quote of a symbol. */
+  price(symbol: string): Tick | undefined;
+  /** Pip size of a symbol (0.0001, 0.01 for JPY pairs). */
+  pip(symbol: string): number;
+  /** The last `count` completed bars (oldest first) of a subscribed symbol and time frame. */
+  candles(symbol: string, timeframe: Period, count?: number): Bar[];
+  positions(symbol?: string): Position[];
+  orders(symbol?: string): PendingOrder[];
+  account(): AccountInfo;
+
+  /** Market order (open_trade AtMarket). Resolves with the order id once the broker accepted it. */
+  openTrade(req: OpenTradeRequest): Promise<{ orderId: string }>;
+  /** Entry order (create_entry_order): stop entry when priced through the market, limit entry otherwise. */
+  createEntryOrder(req: EntryOrderRequest): Promise<{ orderId: string }>;
+  /** Two entry orders in one OCO group (simple_oco): the first to fill cancels the other. */
+  createOco(req: OcoRequest): Promise<{ orderIds: string[] }>;
+  /** Closes a trade (all of it when `amount` is omitted). */
+  closeTrade(tradeId: string, amount?: number): Promise<void>;
+  /** Closes every trade of a symbol, or of every symbol. */
+  closeAll(symbol?: string): Promise<void>;
+  /** Sets (rate 0 removes) the stop of a trade; trailingStep makes it a trailing stop. */
+  setStop(tradeId: string, rate: number, opts?: StopLimitOptions): Promise<void>;
+  /** Sets (rate 0 removes) the limit (take profit) of a trade. */
+  setLimit(tradeId: string, rate: number, opts?: StopLimitOptions): Promise<void>;
+  changeOrder(orderId: string, rate: number, amount?: number): Promise<void>;
+  deleteOrder(orderId: string): Promise<void>;
+
+  /** A repeating timer on the run's clock; `onTimer(ctx, name)` fires every `everyMs`. */
+  setTimer(name: string, everyMs: number): void;
+  clearTimer(name: string): void;
+}
+
+type Awaitable = void | Promise<void>;
+
+export interface Strategy<P = Record<string, unknown>> {
+  name?: string;
+  /** Symbols to trade / subscribe. */
+  symbols: string[];
+  /** Time frames that get `onBar` (default: the data's time frame in backtest, `m1` live). */
+  timeframes?: Period[];
+  /** Defaults of the parameters (overridden by `--param k=v`). */
+  params?: P;
+  /** Bars of history loaded before `onStart` in paper/live (default 0). */
+  warmup?: number;
+  onStart?(ctx: StrategyContext<P>): Awaitable;
+  onTick?(ctx: StrategyContext<P>, tick: Tick): Awaitable;
+  onBar?(ctx: StrategyContext<P>, bar: Bar): Awaitable;
+  onOrder?(ctx: StrategyContext<P>, evt: OrderEvent): Awaitable;
+  onTrade?(ctx: StrategyContext<P>, evt: TradeEvent): Awaitable;
+  onTimer?(ctx: StrategyContext<P>, name: string): Awaitable;
+  onStop?(ctx: StrategyContext<P>): Awaitable;
+}
+
+/** Identity helper that gives a strategy object its types. */
+export function defineStrategy<P = Record<string, unknown>>(s: Strategy<P>): Strategy<P> {
+  return s;
+}

@@ -1,0 +1,240 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runBacktest, type CandleSeries } from '../../../src/trading/runner/backtest';
+import { loadStrategy } from '../../../src/trading/runner/loader';
+import { buildReport, computeMetrics, renderHtml, writeReport } from '../../../src/trading/runner/report';
+import type { Strategy } from '../../../src/trading/runner/strategy';
+import { candle, flat, wave } from './helpers';
+
+const T0 = 1_700_000_040; // a whole minute
+const eur = (candles: CandleSeries['candles']): CandleSeries[] => [{ symbol: 'EUR/USD', timeframe: 'm1', candles }];
+type S = Strategy<Record<string, unknown>>;
+
+describe('backtest engine: known answers', () => {
+  test('market buy fills at the ask, close at the bid, commission per side', async () => {
+    let n = 0;
+    const s: S = {
+      symbols: ['EUR/USD'],
+      async onBar(ctx) {
+        n++;
+        if (n === 1) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
+        if (n === 3) await ctx.closeAll();
+      },
+    };
+    const r = await runBacktest({ strategy: s, data: eur(flat(T0, [1.1, 1.101, 1.102])), commissionPerK: 0.05 });
+    expect(r.error).toBeUndefined();
+    expect(r.trades).toHaveLength(1);
+    const t = r.trades[0]!;
+    expect(t.openRate).toBe(1.1002);
+    expect(t.closeRate).toBe(1.102);
+    expect(t.plPips).toBeCloseTo(18, 9);
+    expect(t.grossPL).toBeCloseTo(18, 9);
+    expect(t.commission).toBeCloseTo(1, 9);
+    expect(t.pl).toBeCloseTo(17, 9);
+    expect(r.account.balance).toBeCloseTo(10017, 9);
+    expect(r.equity.map((e) => e.equity)).toEqual([10000 - 0.5 + (1.1 - 1.1002) * 10000, 10000 - 0.5 + (1.101 - 1.1002) * 10000, 10017].map((x) => Math.round(x * 1e10) / 1e10));
+  });
+
+  test('short stop in pips: triggers on the ask; a gap fills at the open', async () => {
+    const mk = (askOpen: number) => {
+      const s: S = {
+        symbols: ['EUR/USD'],
+        async onBar(ctx, bar) {
+          if (bar.ts === T0) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: false, amount: 10, stop: -20, isInPips: true });
+        },
+      };
+      const c2 = candle(T0 + 60, askOpen - 0.0002, 1.1028, 1.0995, 1.1);
+      return runBacktest({ strategy: s, data: eur([candle(T0, 1.1, 1.1, 1.1, 1.1), c2, candle(T0 + 120, 1.1, 1.1, 1.1, 1.1)]) });
+    };
+    const normal = await mk(1.1005);
+    expect(normal.trades).toHaveLength(1);
+    expect(normal.trades[0]).toMatchObject({ openRate: 1.1, closeRate: 1.102, reason: 'stop' });
+    expect(normal.trades[0]!.plPips).toBeCloseTo(-20, 9);
+    expect(normal.trades[0]!.pl).toBeCloseTo(-20, 9);
+    const gap = await mk(1.1025);
+    expect(gap.trades[0]!.closeRate).toBe(1.1025);
+    expect(gap.trades[0]!.plPips).toBeCloseTo(-25, 9);
+  });
+
+  test('buy stop entry fills at its rate on the ask, then the limit closes on the bid', async () => {
+    const s: S = {
+      symbols: ['EUR/USD'],
+      async onBar(ctx, bar) {
+        if (bar.ts === T0) await ctx.createEntryOrder({ symbol: 'EUR/USD', isBuy: true, amount: 20, rate: 1.105, limit: 30, isInPips: true });
+      },
+    };
+    const data = [candle(T0, 1.1, 1.1, 1.1, 1.1), candle(T0 + 60, 1.1038, 1.1058, 1.1035, 1.1055), candle(T0 + 120, 1.1055, 1.109, 1.105, 1.1085)];
+    const orders: string[] = [];
+    s.onOrder = (_ctx, e) => void orders.push(`${e.kind}:${e.status}`);
+    const r = await runBacktest({ strategy: s, data: eur(data) });
+    expect(orders).toEqual(['entry:accepted', 'entry:filled']);
+    expect(r.trades).toHaveLength(1);
+    expect(r.trades[0]).toMatchObject({ openRate: 1.105, closeRate: 1.108, reason: 'limit', amount: 20 });
+    expect(r.trades[0]!.plPips).toBeCloseTo(30, 9);
+    expect(r.trades[0]!.pl).toBeCloseTo(60, 9);
+  });
+
+  test('OCO: the first entry to fill cancels the other', async () => {
+    const s: S = {
+      symbols: ['EUR/USD'],
+      async onBar(ctx, bar) {
+        if (bar.ts === T0) await ctx.createOco({ symbol: 'EUR/USD', amount: 10, first: { isBuy: true, rate: 1.102 }, second: { isBuy: false, rate: 1.098 } });
+        if (bar.ts === T0 + 120) await ctx.closeAll();
+      },
+    };
+    const r = await runBacktest({ strategy: s, data: eur([candle(T0, 1.1, 1.1, 1.1, 1.1), candle(T0 + 60, 1.1, 1.1, 1.097, 1.0975), candle(T0 + 120, 1.0975, 1.0975, 1.0975, 1.0975)]) });
+    expect(r.trades).toHaveLength(1);
+    expect(r.trades[0]).toMatchObject({ isBuy: false, openRate: 1.098, closeRate: 1.0977 });
+    expect(r.trades[0]!.plPips).toBeCloseTo(3, 9);
+  });
+
+  test('USD/JPY P/L converts at the close rate; pips of 0.01', async () => {
+    const s: S = {
+      symbols: ['USD/JPY'],
+      async onBar(ctx, bar) {
+        if (bar.ts === T0) await ctx.openTrade({ symbol: 'USD/JPY', isBuy: true, amount: 10 });
+        if (bar.ts === T0 + 60) await ctx.closeAll();
+      },
+    };
+    const r = await runBacktest({ strategy: s, data: [{ symbol: 'USD/JPY', timeframe: 'm1', candles: flat(T0, [150, 151], 0.02) }] });
+    expect(r.trades[0]!.plPips).toBeCloseTo(98, 9);
+    expect(r.trades[0]!.pl).toBeCloseTo((0.98 * 10000) / 151, 9);
+  });
+
+  test('trailing stop follows the bid by whole steps and closes as trailing', async () => {
+    const s: S = {
+      symbols: ['EUR/USD'],
+      async onBar(ctx, bar) {
+        if (bar.ts === T0) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10, stop: -20, isInPips: true, trailingStep: 10 });
+      },
+    };
+    // open at ask 1.1002, stop 1.0982 (distance 20 pips); high 1.1035 → candidate 1.1015 → +30 pips (3 steps) → 1.1012
+    const data = [candle(T0, 1.1, 1.1, 1.1, 1.1), candle(T0 + 60, 1.1, 1.1035, 1.1, 1.103), candle(T0 + 120, 1.103, 1.103, 1.1, 1.1)];
+    const r = await runBacktest({ strategy: s, data: eur(data) });
+    expect(r.trades).toHaveLength(1);
+    expect(r.trades[0]).toMatchObject({ closeRate: 1.1012, reason: 'trailing' });
+    expect(r.trades[0]!.plPips).toBeCloseTo(10, 9);
+  });
+
+  test('longer time frames are built from the data and get onBar when complete', async () => {
+    const seen: string[] = [];
+    const s: S = {
+      symbols: ['EUR/USD'],
+      timeframes: ['m1', 'm5'],
+      onBar(_ctx, b) {
+        if (b.timeframe === 'm5') seen.push(`${b.ts}:${b.bidOpen}/${b.bidHigh}/${b.bidLow}/${b.bidClose}`);
+      },
+    };
+    const t0 = 1_700_000_100; // multiple of 300
+    const closes = [1.1, 1.101, 1.099, 1.102, 1.1005, 1.1, 1.1, 1.1, 1.1, 1.103];
+    await runBacktest({ strategy: s, data: eur(flat(t0, closes)) });
+    expect(seen).toEqual([`${t0}:1.1/1.102/1.099/1.1005`, `${t0 + 300}:1.1/1.103/1.1/1.103`]);
+  });
+
+  test('timers fire on the virtual clock', async () => {
+    const fired: number[] = [];
+    const s: S = {
+      symbols: ['EUR/USD'],
+      onStart(ctx) {
+        ctx.setTimer('t', 120_000);
+      },
+      onTimer(ctx) {
+        fired.push(ctx.now());
+      },
+    };
+    await runBacktest({ strategy: s, data: eur(flat(T0, [1, 1, 1, 1, 1, 1])) });
+    expect(fired.map((t) => t / 1000 - T0)).toEqual([120, 240, 360]);
+  });
+
+  test('safety: maximum position per symbol and the daily loss limit', async () => {
+    const errors: string[] = [];
+    const s: S = {
+      symbols: ['EUR/USD'],
+      async onBar(ctx, bar) {
+        for (let i = 0; i < 3; i++) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 }).catch((e: Error) => void errors.push(`${bar.ts - T0}:${e.name}`));
+      },
+    };
+    const r = await runBacktest({ strategy: s, data: eur(flat(T0, [1.1, 1.09, 1.08])), safety: { maxPosition: 20, maxDailyLoss: 100 } });
+    // bar 0: 2 opens, 1 refused; bar 1 (−200 pips × 20K... loss ≥ 100): flatten, then refused for the day
+    expect(errors[0]).toBe('0:SafetyError');
+    expect(r.trades).toHaveLength(2);
+    expect(r.trades.every((t) => t.reason === 'flatten')).toBe(true);
+    expect(errors.slice(1).every((e) => e.endsWith('SafetyError'))).toBe(true);
+    expect(r.account.balance).toBeCloseTo(10000 + 2 * (1.09 - 1.1002) * 10000, 6);
+  });
+
+  test('a throwing strategy: error with the script line, positions flattened, run stopped', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'strat-'));
+    const file = path.join(dir, 'boom.js');
+    fs.writeFileSync(
+      file,
+      [
+        "'use strict';",
+        'module.exports = {',
+        "  symbols: ['EUR/USD'],",
+        '  async onBar(ctx, bar) {',
+        "    if (!ctx.positions().length) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });",
+        '    else throw new Error("boom");',
+        '  },',
+        '};',
+      ].join('\n'),
+    );
+    const strategy = loadStrategy(file);
+    const r = await runBacktest({ strategy, strategyFile: file, data: eur(flat(T0, [1.1, 1.101, 1.102, 1.103])) });
+    expect(r.error).toMatchObject({ message: 'boom', hook: 'onBar' });
+    expect(r.error!.location).toBe(`${file}:6:16`);
+    expect(r.trades).toHaveLength(1);
+    expect(r.trades[0]!.reason).toBe('flatten');
+    expect(r.candles).toBe(4);
+  });
+
+  test('deterministic: the example crossover gives identical results twice (.js and .ts)', async () => {
+    const data = eur(wave(T0, 600));
+    const js = loadStrategy(path.join(__dirname, '../../../examples/strategies/ma-crossover.js'));
+    const ts = loadStrategy(path.join(__dirname, '../../../examples/strategies/ma-crossover.ts'));
+    const a = await runBacktest({ strategy: js, data, commissionPerK: 0.04 });
+    const b = await runBacktest({ strategy: js, data, commissionPerK: 0.04 });
+    const c = await runBacktest({ strategy: ts, data, commissionPerK: 0.04 });
+    expect(a.trades.length).toBeGreaterThan(3);
+    expect(JSON.stringify(a)).toBe(JSON.stringify(b));
+    expect(JSON.stringify(a.trades)).toBe(JSON.stringify(c.trades));
+    // every trade after the first reversal alternates side
+    for (let i = 1; i < a.trades.length; i++) expect(a.trades[i]!.isBuy).toBe(!a.trades[i - 1]!.isBuy);
+  });
+});
+
+describe('reports', () => {
+  const eq = [100, 110, 99, 120].map((e, i) => ({ ts: i * 86400_000, balance: e, equity: e }));
+  test('drawdown, win rate, Sharpe and Sortino', () => {
+    const trades = [
+      { tradeId: 'T1', symbol: 'EUR/USD', isBuy: true, amount: 10, openRate: 1, closeRate: 1.001, openTime: 0, closeTime: 1, plPips: 10, pl: 10, grossPL: 10, commission: 0, reason: 'close' as const },
+      { tradeId: 'T2', symbol: 'EUR/USD', isBuy: true, amount: 10, openRate: 1, closeRate: 0.999, openTime: 0, closeTime: 1, plPips: -11, pl: -11, grossPL: -11, commission: 0, reason: 'stop' as const },
+    ];
+    const m = computeMetrics(trades, eq, 100);
+    expect(m).toMatchObject({ trades: 2, wins: 1, losses: 1, winRate: 0.5, netPL: -1, plPips: -1, maxDrawdown: 11, endEquity: 120, returnPct: 20 });
+    expect(m.maxDrawdownPct).toBeCloseTo(10, 9);
+    const r = [0.1, -0.1, 120 / 99 - 1];
+    const mean = (r[0]! + r[1]! + r[2]!) / 3;
+    const sd = Math.sqrt(r.reduce((s, x) => s + (x - mean) ** 2, 0) / 2);
+    const dd = Math.sqrt(0.01 / 3);
+    expect(m.sharpe).toBeCloseTo((mean / sd) * Math.sqrt(365), 6);
+    expect(m.sortino).toBeCloseTo((mean / dd) * Math.sqrt(365), 6);
+    expect(m.profitFactor).toBeCloseTo(10 / 11, 9);
+  });
+
+  test('JSON and a self-contained HTML page with an inline SVG equity chart', () => {
+    const rep = buildReport({ strategy: 'x<y', mode: 'backtest', currency: 'USD', startBalance: 100, trades: [], equity: eq, budget: [{ endpoint: '/trading/open_trade', sent: 3, waited: 1, waitMs: 2000, expired: 0, limit: '5/minute' }] });
+    expect(rep.equity.map((p) => p.drawdown)).toEqual([0, 0, 11, 0]);
+    const html = renderHtml(rep);
+    expect(html).toContain('<svg');
+    expect(html).toContain('class="equity"');
+    expect(html).toContain('x&lt;y');
+    expect(html).toContain('/trading/open_trade');
+    expect(html).not.toMatch(/<script|https?:\/\/(?!www\.w3\.org)/);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rep-'));
+    const out = writeReport(rep, path.join(dir, 'sub', 'r'));
+    expect(JSON.parse(fs.readFileSync(out.json, 'utf8')).metrics.maxDrawdown).toBe(11);
+    expect(fs.readFileSync(out.html, 'utf8')).toBe(html);
+  });
+});
