@@ -5,11 +5,16 @@
  */
 import { BrokerSimulator, parseSimulatorArgs, SIMULATOR_USAGE } from '../trading/simulator';
 import { UsageError, backtestCommand } from '../trading/runner/cli';
+import { candlesCommand, liveCommand, paperCommand, replayCommand } from '../trading/runner/live-cli';
 
 const USAGE = `Usage: ratelimit-runner <command> [options]
 
 Commands:
   backtest  run a strategy over candle files (deterministic; JSON + HTML report)
+  paper     run a strategy against the simulated broker (every call through the rate limiter)
+  live      run a strategy against a real broker account (--token or FXCM_TOKEN)
+  replay    replay a paper/live journal and check the decisions are identical
+  candles   'candles download': bid/ask candles from the broker to a file
   sim       run the simulated broker (the FXCM-style REST + socket.io API) on loopback
 
 Run 'ratelimit-runner <command> --help' for a command's options.
@@ -61,6 +66,14 @@ async function main(argv: string[]): Promise<void> {
       return sim(rest);
     case 'backtest':
       return mode(command, backtestCommand, rest);
+    case 'paper':
+      return mode(command, paperCommand, rest);
+    case 'live':
+      return mode(command, liveCommand, rest);
+    case 'replay':
+      return mode(command, replayCommand, rest);
+    case 'candles':
+      return mode(command, candlesCommand, rest);
     case undefined:
     case '--help':
     case '-h':

@@ -7,3 +7,5 @@ export * from './candles-file';
 export * from './loader';
 export * from './report';
 export * from './limiter';
+export * from './journal';
+export * from './live';

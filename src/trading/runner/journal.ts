@@ -1,0 +1,75 @@
+/**
+ * The run journal of paper/live mode: append-only JSON Lines on disk, one event per line, written
+ * with one `write` per line on a file opened for appending (and fsync'ed for intents and answers,
+ * so an intent is on disk before its call is sent and an answer before the strategy sees it).
+ *
+ * Lines (`k` is the kind; `t` the runner's time of the event, epoch ms):
+ *   {k:'run', t, strategy, mode, symbols, timeframes, params}        first line of a run
+ *   {k:'snapshot', t, snap}     a get_model snapshot (start-up / reconciliation after a restart)
+ *   {k:'history', t, bars}      warm-up bars
+ *   {k:'start', t}              onStart ran
+ *   {k:'price', t, p}           a price push (FxcmClient PriceUpdate)
+ *   {k:'table', t, model, action, rec}  a table push (merged record)
+ *   {k:'timer', t, name}        a strategy timer fired
+ *   {k:'stop', t}               onStop ran
+ *   {k:'intent', id, t, op, args}        a strategy decision (before any check or call)
+ *   {k:'answer', id, ok, value?|error?}  the runner's / broker's answer to intent `id`
+ *   {k:'fatal', t, error}       the strategy failed; everything was flattened
+ *   {k:'resume', t}             a restarted run takes over from here
+ * Market events, snapshots and answers are the inputs of the strategy; replaying them gives the
+ * same intents (decisions), bit for bit.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+
+export type JournalLine = { k: string; t?: number; id?: number } & Record<string, unknown>;
+
+export const JOURNAL_FILE = 'journal.jsonl';
+
+/** `--journal DIR` (a directory: DIR/journal.jsonl) or a `.jsonl` file path. */
+export function journalPath(p: string): string {
+  return /\.jsonl?$/.test(p) ? p : path.join(p, JOURNAL_FILE);
+}
+
+export class Journal {
+  private fd: number | undefined;
+  constructor(readonly file: string, private readonly fsync = true) {
+    fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+    this.fd = fs.openSync(file, 'a');
+  }
+
+  append(line: JournalLine, sync = false): void {
+    if (this.fd === undefined) return;
+    fs.writeSync(this.fd, JSON.stringify(line) + '\n');
+    if (sync && this.fsync) fs.fsyncSync(this.fd);
+  }
+
+  close(): void {
+    if (this.fd === undefined) return;
+    try {
+      fs.fsyncSync(this.fd);
+    } catch {
+      /* best effort */
+    }
+    fs.closeSync(this.fd);
+    this.fd = undefined;
+  }
+}
+
+/** Reads a journal; a torn last line (the process was killed mid-write) is ignored. */
+export function readJournal(file: string): JournalLine[] {
+  if (!fs.existsSync(file)) return [];
+  const out: JournalLine[] = [];
+  const lines = fs.readFileSync(file, 'utf8').split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i]!.trim();
+    if (!l) continue;
+    try {
+      out.push(JSON.parse(l) as JournalLine);
+    } catch (e) {
+      if (i >= lines.length - 2) break; // torn tail
+      throw new Error(`${file}:${i + 1}: not a journal line: ${(e as Error).message}`);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,316 @@
+/**
+ * `ratelimit-runner paper|live|replay` and `ratelimit-runner candles download`.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { FxcmClient } from '../fxcm/client';
+import { normalizePeriod } from '../fxcm/candles';
+import { systemClock } from '../../limiter/clock';
+import type { ConfigFile } from '../../config';
+import { writeCandleFile } from './candles-file';
+import { UsageError, consoleLogger, flag, num, parseArgs, parseParams, safetyOf, type ParsedArgs } from './cli';
+import { StrategyError, describeStrategyError } from './errors';
+import { Journal, journalPath, readJournal } from './journal';
+import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider } from './limiter';
+import { LiveEngine, type LiveIntent, type LiveResult } from './live';
+import { loadStrategy } from './loader';
+import { buildReport, writeReport } from './report';
+import type { Strategy } from './strategy';
+
+export const DEFAULT_LIVE_URL = 'https://api-demo.fxcm.com';
+
+const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML format; default: the bundled
+                        examples/runner/broker-limits.yaml)
+  --ratelimit HOST:PORT use a running 'ratelimit' over gRPC (shared budget, e.g. through Redis);
+                        --limits is then the config it runs, used for the start-up check
+  --account NAME        value of the 'account' descriptor (default: a fingerprint of the token)
+  --allow-over-budget   start even when the config could exceed the broker's documented limits
+  --journal DIR         append-only journal (DIR/journal.jsonl); an existing one is resumed:
+                        the state is rebuilt from it plus one reconciliation snapshot
+  --duration S          stop after S seconds (default: until SIGINT/SIGTERM)
+  --report PATH         write PATH.json and PATH.html (default ./report)
+  --param KEY=VALUE     strategy parameter; repeatable
+  --max-position K      safety: maximum position per symbol and side, in K units
+  --max-daily-loss N    safety: flatten and stop opening when the UTC day's loss reaches N
+  --min-usable-margin-pct P  safety: refuse to open below this usable margin share of equity
+  --quiet               no strategy log output
+  -h, --help            this help
+
+Exit status: 0 ok, 1 the strategy failed to load or threw (positions were flattened), 2 usage,
+missing token, or a limits config that could exceed the broker's limits.
+`;
+
+export const PAPER_USAGE = `Usage: ratelimit-runner paper <strategy> --url URL --token TOKEN [options]
+
+Runs a strategy against a simulated broker ('ratelimit-runner sim'), every call through the
+rate limiter.
+
+Options:
+  --url URL             the broker (simulator) URL
+  --token TOKEN         API token (or FXCM_TOKEN)
+${COMMON}`;
+
+export const LIVE_USAGE = `Usage: ratelimit-runner live <strategy> --token TOKEN [--url URL] [options]
+
+Runs a strategy against a real broker account (default URL ${DEFAULT_LIVE_URL}), every call
+through the rate limiter.
+
+Options:
+  --url URL             the broker's REST/stream URL (or FXCM_URL)
+  --token TOKEN         API token (or FXCM_TOKEN); required
+${COMMON}`;
+
+export const REPLAY_USAGE = `Usage: ratelimit-runner replay <strategy> --journal FILE|DIR [options]
+
+Feeds a recorded paper/live run (its market events and broker answers) back to the strategy,
+without a broker, and checks that its decisions are identical, bit for bit.
+
+Options:
+  --journal FILE|DIR    the journal (journal.jsonl or its directory)
+  --param KEY=VALUE     strategy parameter (the run's recorded params are used by default)
+  --quiet               no strategy log output
+  -h, --help            this help
+
+Exit status: 0 identical, 1 a decision differs (the first difference is printed), 2 usage.
+`;
+
+export const CANDLES_USAGE = `Usage: ratelimit-runner candles download --url URL --token TOKEN --symbol SYM --timeframe TF
+       --from TIME --to TIME --out FILE [--limits FILE] [--ratelimit HOST:PORT] [--account NAME]
+
+Downloads bid/ask candles (as many requests as the broker's per-request limits need, each one
+through the rate limiter) and writes them as JSON (or CSV when FILE ends with .csv).
+TIME is ISO 8601 (2024-01-02T00:00:00Z) or epoch seconds.
+`;
+
+/** The bundled limits (examples/runner/broker-limits.yaml), from src/ or dist/. */
+export function bundledLimitsFile(): string {
+  for (const up of ['../../..', '../../../..']) {
+    const f = path.resolve(__dirname, up, 'examples/runner/broker-limits.yaml');
+    if (fs.existsSync(f)) return f;
+  }
+  throw new Error('the bundled examples/runner/broker-limits.yaml was not found; pass --limits FILE');
+}
+
+function help(p: ParsedArgs, usage: string): boolean {
+  if (p.flags.has('help') || p.flags.has('h')) {
+    process.stdout.write(usage);
+    return true;
+  }
+  return false;
+}
+
+function load(file: string | undefined, what: string): Strategy<Record<string, unknown>> | number {
+  if (!file) throw new UsageError(`${what} needs a strategy file`);
+  try {
+    return loadStrategy(file);
+  } catch (e) {
+    if (e instanceof StrategyError) {
+      process.stderr.write(`ratelimit-runner: ${describeStrategyError(e)}\n`);
+      return 1;
+    }
+    throw e;
+  }
+}
+
+interface Broker {
+  client: FxcmClient;
+  limiter: BrokerLimiter;
+  config: ReturnType<typeof inProcessDecider>['config'];
+}
+
+/** FxcmClient behind a BrokerLimiter; checks the limits config (returns its problems). */
+function makeBroker(p: ParsedArgs, url: string, token: string): { broker: Broker; problems: string[] } {
+  const limitsFile = flag(p, 'limits') ?? bundledLimitsFile();
+  if (!fs.existsSync(limitsFile)) throw new UsageError(`limits file not found: ${limitsFile}`);
+  const files: ConfigFile[] = [{ name: limitsFile, content: fs.readFileSync(limitsFile, 'utf8') }];
+  const local = inProcessDecider(files, systemClock);
+  const remote = flag(p, 'ratelimit');
+  const decider = remote ? remoteDecider(remote) : local.decider;
+  const limiter = new BrokerLimiter({ decider, account: flag(p, 'account') ?? accountKey(token), clock: systemClock });
+  const client = new FxcmClient({ baseUrl: url, token, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 15000, requestMs: 15000, tradeIdsMs: 30000 } });
+  return { broker: { client, limiter, config: local.config }, problems: checkBudget(local.config, limiter) };
+}
+
+function budgetOf(b: Broker) {
+  return b.limiter.budget().map((u) => {
+    const ep = u.endpoint === 'candles' ? '/candles' : u.endpoint === 'subscribe' ? '/subscribe' : `/trading/${u.endpoint === 'trading_subscribe' ? 'subscribe' : u.endpoint}`;
+    return { ...u, limit: describeLimit(b.config, b.limiter, ep, u.endpoint === 'get_model' ? { models: ['OpenPosition', 'Order'] } : {}) };
+  });
+}
+
+function tokenOf(p: ParsedArgs, command: string): string {
+  const token = flag(p, 'token') ?? process.env.FXCM_TOKEN;
+  if (!token) throw new UsageError(`${command} needs an API token: pass --token TOKEN or set FXCM_TOKEN`);
+  return token;
+}
+
+async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> {
+  const p = parseArgs(argv);
+  if (help(p, mode === 'paper' ? PAPER_USAGE : LIVE_USAGE)) return 0;
+  const file = p.positional[0];
+  if (!file) throw new UsageError(`${mode} needs a strategy file`);
+  const url = flag(p, 'url') ?? (mode === 'live' ? process.env.FXCM_URL ?? DEFAULT_LIVE_URL : undefined);
+  if (!url) throw new UsageError('paper needs --url URL (the simulator, e.g. from ratelimit-runner sim)');
+  const token = tokenOf(p, mode);
+  const strategy = load(file, mode);
+  if (typeof strategy === 'number') return strategy;
+  const quiet = flag(p, 'quiet') === 'true';
+  const log = consoleLogger(quiet);
+  const { broker, problems } = makeBroker(p, url, token);
+  if (problems.length) {
+    const allow = flag(p, 'allow-over-budget') === 'true';
+    process.stderr.write(`ratelimit-runner ${mode}: the rate limit config could let calls exceed the broker's limits:\n${problems.map((x) => `  - ${x}\n`).join('')}`);
+    if (!allow) {
+      process.stderr.write('refusing to start (fix the config, or pass --allow-over-budget)\n');
+      await broker.limiter.close();
+      return 2;
+    }
+  }
+  const jdir = flag(p, 'journal');
+  const jfile = jdir ? journalPath(jdir) : undefined;
+  const recorded = jfile ? readJournal(jfile) : [];
+  const journal = jfile ? new Journal(jfile) : undefined;
+  const duration = num(p, 'duration');
+  const engine = new LiveEngine({
+    mode,
+    strategy,
+    strategyFile: file,
+    params: parseParams(p),
+    safety: safetyOf(p),
+    logger: log,
+    client: broker.client,
+    limiter: broker.limiter,
+    journal,
+    recorded,
+    durationMs: duration !== undefined ? duration * 1000 : undefined,
+  });
+  const onSignal = () => engine.stop();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let result: LiveResult;
+  try {
+    await broker.client.connect();
+    if (recorded.length) process.stdout.write(`resuming from ${jfile} (${recorded.length} journal lines)\n`);
+    process.stdout.write(`${strategy.name ?? 'strategy'}: ${mode} run on ${url} started\n`);
+    result = await engine.run();
+  } catch (e) {
+    process.stderr.write(`ratelimit-runner ${mode}: ${(e as Error).message}\n`);
+    await broker.client.close();
+    await broker.limiter.close();
+    journal?.close();
+    return 1;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  await broker.client.close();
+  journal?.close();
+  const budget = budgetOf(broker);
+  await broker.limiter.close();
+  const report = buildReport({ ...result, budget });
+  const out = writeReport(report, flag(p, 'report') ?? 'report');
+  const m = report.metrics;
+  process.stdout.write(
+    `${result.strategy}: ${result.intents.length} decisions, ${m.trades} closed trades, net P/L ${m.netPL.toFixed(2)} ${report.currency}${result.resumed ? ' (resumed)' : ''}\n` +
+      `budget: ${budget.map((b) => `${b.endpoint} ${b.sent}${b.limit ? ` (${b.limit})` : ''}${b.waited ? `, ${b.waited} waited` : ''}`).join('; ')}\n` +
+      `report: ${out.json} ${out.html}\n`,
+  );
+  if (result.error) {
+    process.stderr.write(
+      `ratelimit-runner: strategy error in ${result.error.hook}: ${result.error.message}${result.error.location ? ` (at ${result.error.location})` : ''}; all positions were flattened\n`,
+    );
+    return 1;
+  }
+  return 0;
+}
+
+export const paperCommand = (argv: string[]) => runMode(argv, 'paper');
+export const liveCommand = (argv: string[]) => runMode(argv, 'live');
+
+const key = (i: LiveIntent) => JSON.stringify(i);
+
+/** Replays a journal; returns the recorded and replayed decisions. */
+export async function replayJournal(strategy: Strategy<Record<string, unknown>>, file: string, opts: { strategyFile?: string; params?: Record<string, unknown>; quiet?: boolean } = {}) {
+  const lines = readJournal(file);
+  const run = lines.find((l) => l.k === 'run');
+  const recorded = lines.filter((l) => l.k === 'intent').map((l) => ({ id: l.id, ts: l.t ?? (l as { ts?: number }).ts, op: l.op, args: l.args }) as LiveIntent);
+  const engine = new LiveEngine({
+    mode: 'replay',
+    strategy,
+    strategyFile: opts.strategyFile,
+    params: { ...((run?.params as Record<string, unknown>) ?? {}), ...(opts.params ?? {}) },
+    logger: consoleLogger(opts.quiet ?? true),
+    recorded: lines,
+  });
+  const result = await engine.replay();
+  return { recorded, replayed: result.intents, result };
+}
+
+export async function replayCommand(argv: string[]): Promise<number> {
+  const p = parseArgs(argv);
+  if (help(p, REPLAY_USAGE)) return 0;
+  const j = flag(p, 'journal');
+  if (!j) throw new UsageError('replay needs --journal FILE');
+  const file = journalPath(j);
+  if (!fs.existsSync(file)) throw new UsageError(`journal not found: ${file}`);
+  const strategy = load(p.positional[0], 'replay');
+  if (typeof strategy === 'number') return strategy;
+  const { recorded, replayed } = await replayJournal(strategy, file, { strategyFile: p.positional[0], params: parseParams(p), quiet: flag(p, 'quiet') === 'true' });
+  const len = Math.max(recorded.length, replayed.length);
+  for (let i = 0; i < len; i++) {
+    const a = recorded[i];
+    const b = replayed[i];
+    if (!a || !b || key(a) !== key(b)) {
+      process.stdout.write(`replay: decision ${i + 1} differs\n  recorded: ${a ? key(a) : '(none)'}\n  replayed: ${b ? key(b) : '(none)'}\n`);
+      return 1;
+    }
+  }
+  process.stdout.write(`replay: ${replayed.length} decisions identical to the recorded run\n`);
+  return 0;
+}
+
+function parseTime(v: string | undefined, name: string): number {
+  if (v === undefined) throw new UsageError(`candles download needs --${name} TIME`);
+  if (/^\d+$/.test(v)) return Number(v);
+  const ms = Date.parse(v);
+  if (!Number.isFinite(ms)) throw new UsageError(`--${name}: not a time: ${v}`);
+  return Math.floor(ms / 1000);
+}
+
+export async function candlesCommand(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  const p = parseArgs(rest);
+  if (sub === '--help' || sub === '-h' || sub === undefined || help(p, CANDLES_USAGE)) {
+    process.stdout.write(sub === undefined || sub.startsWith('-') ? CANDLES_USAGE : '');
+    return 0;
+  }
+  if (sub !== 'download') throw new UsageError(`unknown candles command "${sub}" (only: download)`);
+  const url = flag(p, 'url') ?? process.env.FXCM_URL;
+  if (!url) throw new UsageError('candles download needs --url URL');
+  const token = tokenOf(p, 'candles download');
+  const symbol = flag(p, 'symbol');
+  if (!symbol) throw new UsageError('candles download needs --symbol SYM');
+  const tf = normalizePeriod(flag(p, 'timeframe') ?? '');
+  if (!tf) throw new UsageError('candles download needs --timeframe TF (m1 m5 m15 m30 H1 … D1 W1 M1)');
+  const from = parseTime(flag(p, 'from'), 'from');
+  const to = parseTime(flag(p, 'to'), 'to');
+  if (from > to) throw new UsageError('--from is after --to');
+  const out = flag(p, 'out');
+  if (!out) throw new UsageError('candles download needs --out FILE');
+  const { broker, problems } = makeBroker(p, url, token);
+  for (const x of problems) process.stderr.write(`warning: ${x}\n`);
+  try {
+    await broker.client.connect();
+    const candles = await broker.client.downloadCandles(symbol, tf, from, to);
+    writeCandleFile(out, symbol, tf, candles);
+    const calls = broker.limiter.budget().find((b) => b.endpoint === 'candles');
+    process.stdout.write(`${candles.length} ${symbol} ${tf} candles written to ${out} (${calls?.sent ?? 0} candle requests)\n`);
+    return 0;
+  } catch (e) {
+    process.stderr.write(`ratelimit-runner candles download: ${(e as Error).message}\n`);
+    return 1;
+  } finally {
+    await broker.client.close();
+    await broker.limiter.close();
+  }
+}

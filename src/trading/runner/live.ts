@@ -1,0 +1,846 @@
+/**
+ * Paper / live / replay engine: the same Strategy API as the backtest, against a broker
+ * (FxcmClient, every call through the BrokerLimiter) or against a recorded journal.
+ *
+ * - Start: one get_model snapshot (Account, OpenPosition, Order), table subscriptions (Order,
+ *   OpenPosition, ClosedPosition, Account), price subscriptions of the strategy's symbols.
+ * - Every input of the strategy (snapshot, price push, table push, timer, start, stop) goes through
+ *   one queue and is handled in order; hooks never run concurrently. Bars are built from the ticks
+ *   (bid/ask OHLC, bucketed by the tick's time). `ctx.now()` is the time of the event being handled.
+ * - Table pushes map to hooks: OpenPosition I → onTrade opened; ClosedPosition I → onTrade closed;
+ *   an entry Order I → onOrder accepted; Order D → onOrder filled/cancelled/rejected.
+ * - Every decision (broker operation of the strategy) is an intent: journaled (fsync) before any
+ *   check or call, then its answer (result or error) is journaled. Replaying the journal's inputs
+ *   and answers gives the same intents bit for bit (`replay`), and a restarted run first replays
+ *   its journal (no broker calls) to rebuild the runner's and the strategy's state, then takes one
+ *   reconciliation snapshot and continues: nothing already sent is sent again. An intent that was
+ *   sent but not answered before the process died is settled from that snapshot (an order the
+ *   journal does not know → its answer) and never resent.
+ * - A hook that throws is fatal: the error and the script line are logged, every position is
+ *   closed and every entry order deleted (closing calls first in the limiter's queue), the run stops.
+ * - createOco resolves with `orderIds: []` (the broker's simple_oco answer has no ids; the orders
+ *   arrive as onOrder accepted events).
+ */
+import { PERIOD_SECONDS } from '../fxcm/candles';
+import type { FxcmClient, Snapshot } from '../fxcm/client';
+import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../fxcm/types';
+import type { ClosedTrade, EquityPoint } from './backtest';
+import { IntentExpiredError, OrderRejectedError, SafetyError, StrategyError, scriptLocation } from './errors';
+import { pipOf } from './instruments';
+import type { Journal, JournalLine } from './journal';
+import type { BrokerLimiter } from './limiter';
+import { SafetyGuard, type SafetyLimits } from './safety';
+import type { AccountInfo, Bar, CloseReason, OrderEvent, OrderKind, PendingOrder, Position, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from './strategy';
+
+export interface LiveIntent {
+  id: number;
+  ts: number;
+  op: string;
+  args: unknown;
+}
+
+export interface LiveOptions {
+  mode: Exclude<RunMode, 'backtest'>;
+  strategy: Strategy<Record<string, unknown>>;
+  strategyFile?: string;
+  params?: Record<string, unknown>;
+  safety?: SafetyLimits;
+  logger?: StrategyLogger;
+  /** The broker (paper/live); its beforeRequest should be `limiter.beforeRequest`. */
+  client?: FxcmClient;
+  limiter?: BrokerLimiter;
+  journal?: Journal;
+  /** A recorded journal: replayed first (all of `replay`; the catch-up of a restarted run). */
+  recorded?: JournalLine[];
+  /** Stop after this many ms (paper/live; default: until stop()). */
+  durationMs?: number;
+  currency?: string;
+  now?: () => number;
+}
+
+export interface LiveResult {
+  strategy: string;
+  mode: string;
+  currency: string;
+  startBalance: number;
+  trades: ClosedTrade[];
+  equity: EquityPoint[];
+  intents: LiveIntent[];
+  resumed: boolean;
+  error?: { message: string; hook: string; location?: string };
+}
+
+type InEvent =
+  | { k: 'snapshot'; t: number; snap: Snapshot }
+  | { k: 'history'; t: number; bars: Bar[] }
+  | { k: 'start'; t: number }
+  | { k: 'price'; t: number; p: PriceUpdate }
+  | { k: 'table'; t: number; model: ModelName; action: TableAction; rec: TableRecord }
+  | { k: 'timer'; t: number; name: string }
+  | { k: 'stop'; t: number };
+
+const IN_KINDS = new Set(['snapshot', 'history', 'start', 'price', 'table', 'timer', 'stop']);
+const TABLES: ModelName[] = ['Order', 'OpenPosition', 'ClosedPosition', 'Account'];
+const silent: StrategyLogger = { debug() {}, info() {}, warn() {}, error() {} };
+const n = (v: unknown, d = 0): number => (typeof v === 'number' && Number.isFinite(v) ? v : v === undefined || v === null || v === '' ? d : Number.isFinite(Number(v)) ? Number(v) : d);
+const orUndef = (v: unknown): number | undefined => (n(v) === 0 ? undefined : n(v));
+const plain = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
+
+interface Orphan {
+  id: number;
+  op: string;
+  args: Record<string, unknown>;
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+}
+
+function errorOf(e: { name?: string; message?: string; endpoint?: string } | undefined): Error {
+  const msg = e?.message ?? 'error';
+  let err: Error;
+  if (e?.name === 'SafetyError') err = new SafetyError('recorded', msg);
+  else if (e?.name === 'OrderRejectedError') err = new OrderRejectedError(msg);
+  else if (e?.name === 'IntentExpiredError') {
+    err = new IntentExpiredError(e.endpoint ?? '', 0);
+    err.message = msg;
+  } else {
+    err = new Error(msg);
+    if (e?.name) err.name = e.name;
+  }
+  return err;
+}
+
+export class LiveEngine {
+  private readonly o: LiveOptions;
+  private readonly log: StrategyLogger;
+  private readonly guard: SafetyGuard;
+  private readonly ctx: StrategyContext<Record<string, unknown>>;
+  private readonly timeframes: Period[];
+  private now = 0;
+  private queue: InEvent[] = [];
+  private pumping: Promise<void> | undefined;
+  private replaying = false;
+  private answers = new Map<number, JournalLine>();
+  private orphans: Orphan[] = [];
+  private orphanSignal: (() => void) | undefined;
+  private intentSeq = 0;
+  readonly intents: LiveIntent[] = [];
+  private readonly quotes = new Map<string, Tick>();
+  private readonly positions = new Map<string, TableRecord>();
+  private readonly openTimes = new Map<string, number>();
+  private readonly orders = new Map<string, TableRecord>();
+  private accountRec: TableRecord | undefined;
+  private readonly history = new Map<string, Bar[]>();
+  private readonly building = new Map<string, Bar>();
+  private readonly timers = new Map<string, { every: number; handle?: NodeJS.Timeout }>();
+  private readonly closeReasons = new Map<string, CloseReason>();
+  private readonly knownOrderIds = new Set<string>();
+  private readonly closed: ClosedTrade[] = [];
+  private readonly equity: EquityPoint[] = [];
+  private startBalance: number | undefined;
+  private started = false;
+  private stopped = false;
+  private finished = false;
+  private resumed = false;
+  private error: LiveResult['error'];
+  private done!: Promise<void>;
+  private finish!: () => void;
+  private listeners: (() => void)[] = [];
+
+  constructor(opts: LiveOptions) {
+    this.o = opts;
+    this.log = opts.logger ?? silent;
+    this.guard = new SafetyGuard(opts.safety ?? {});
+    this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : ['m1'];
+    this.ctx = this.makeContext();
+    this.done = new Promise((r) => (this.finish = r));
+  }
+
+  private wallNow(): number {
+    return this.o.now ? this.o.now() : Date.now();
+  }
+
+  private get strategyName(): string {
+    return this.o.strategy.name ?? 'strategy';
+  }
+
+  // ------------------------------------------------------------ state views
+
+  private position(r: TableRecord): Position {
+    const id = String(r.tradeId);
+    return {
+      tradeId: id,
+      symbol: String(r.currency ?? ''),
+      isBuy: r.isBuy === true,
+      amount: n(r.amountK),
+      openRate: n(r.open),
+      openTime: this.openTimes.get(id) ?? 0,
+      stop: orUndef(r.stop),
+      limit: orUndef(r.limit),
+      trailingStep: orUndef(r.stopMove),
+      plPips: n(r.visiblePL),
+      pl: n(r.grossPL),
+    };
+  }
+
+  private pending(r: TableRecord): PendingOrder {
+    return {
+      orderId: String(r.orderId),
+      symbol: String(r.currency ?? ''),
+      isBuy: r.isBuy === true,
+      amount: n(r.amountK),
+      rate: n(r.isBuy ? r.buy : r.sell) || n(r.buy) || n(r.sell),
+      stop: orUndef(r.stopRate),
+      limit: orUndef(r.limitRate),
+      ocoGroup: n(r.ocoBulkId) ? String(r.ocoBulkId) : undefined,
+    };
+  }
+
+  accountInfo(): AccountInfo {
+    const a = this.accountRec ?? {};
+    const equity = n(a.equity);
+    return {
+      accountId: String(a.accountId ?? ''),
+      currency: this.o.currency ?? 'USD',
+      balance: n(a.balance),
+      equity,
+      usedMargin: n(a.usdMr),
+      usableMargin: n(a.usableMargin),
+      dayPL: this.guard.dayPL(this.now, equity),
+    };
+  }
+
+  // ------------------------------------------------------------ the strategy context
+
+  private makeContext(): StrategyContext<Record<string, unknown>> {
+    const s = this.o.strategy;
+    const params = { ...(s.params ?? {}), ...(this.o.params ?? {}) };
+    return {
+      mode: this.o.mode,
+      params,
+      log: this.log,
+      symbols: [...s.symbols],
+      now: () => this.now,
+      price: (sym) => this.quotes.get(sym),
+      pip: pipOf,
+      candles: (sym, tf, count) => {
+        const h = this.history.get(`${sym}|${tf}`) ?? [];
+        return count === undefined ? [...h] : h.slice(Math.max(0, h.length - count));
+      },
+      positions: (sym) => [...this.positions.values()].map((r) => this.position(r)).filter((p) => !sym || p.symbol === sym),
+      orders: (sym) => [...this.orders.values()].map((r) => this.pending(r)).filter((p) => !sym || p.symbol === sym),
+      account: () => this.accountInfo(),
+      openTrade: (r) =>
+        this.op('openTrade', r, () => this.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
+          const res = await c.openTrade({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: this.accountId() });
+          return { orderId: res.orderId };
+        }, r.ttlMs),
+      createEntryOrder: (r) =>
+        this.op('createEntryOrder', r, () => this.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
+          const res = await c.createEntryOrder({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, rate: r.rate, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: this.accountId() });
+          return { orderId: res.orderId };
+        }, r.ttlMs),
+      createOco: (r) =>
+        this.op('createOco', r, () => this.checkOpen(r.symbol, r.first.isBuy, r.amount), async (c) => {
+          await c.simpleOco({
+            symbol: r.symbol,
+            amount: r.amount,
+            isInPips: r.isInPips,
+            isBuy: r.first.isBuy,
+            rate: r.first.rate,
+            stop: r.first.stop,
+            limit: r.first.limit,
+            isBuy2: r.second.isBuy,
+            rate2: r.second.rate,
+            stop2: r.second.stop,
+            limit2: r.second.limit,
+            accountId: this.accountId(),
+          });
+          return { orderIds: [] as string[] };
+        }, r.ttlMs),
+      closeTrade: (tradeId, amount) =>
+        this.op('closeTrade', { tradeId, amount }, () => this.mustTrade(tradeId), async (c) => {
+          const p = this.positions.get(tradeId);
+          this.closeReasons.set(tradeId, 'close');
+          await c.closeTrade({ tradeId, amount: amount ?? n(p?.amountK) });
+        }),
+      closeAll: (symbol) =>
+        this.op('closeAll', { symbol }, () => undefined, async (c) => {
+          const list = [...this.positions.values()].filter((r) => !symbol || r.currency === symbol);
+          if (!list.length) return;
+          for (const r of list) this.closeReasons.set(String(r.tradeId), 'close');
+          await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: this.accountId() });
+        }),
+      setStop: (tradeId, rate, opts) =>
+        this.op('setStop', { tradeId, rate, ...opts }, () => this.mustTrade(tradeId), (c) =>
+          c.changeTradeStopLimit({ tradeId, isStop: true, rate, isInPips: !!opts?.isInPips, trailingStep: opts?.trailingStep }),
+        ),
+      setLimit: (tradeId, rate, opts) =>
+        this.op('setLimit', { tradeId, rate, ...opts }, () => this.mustTrade(tradeId), (c) =>
+          c.changeTradeStopLimit({ tradeId, isStop: false, rate, isInPips: !!opts?.isInPips }),
+        ),
+      changeOrder: (orderId, rate, amount) =>
+        this.op('changeOrder', { orderId, rate, amount }, () => this.mustOrder(orderId), (c) =>
+          c.changeOrder({ orderId, rate, amount: amount ?? n(this.orders.get(orderId)?.amountK) }),
+        ),
+      deleteOrder: (orderId) => this.op('deleteOrder', { orderId }, () => this.mustOrder(orderId), (c) => c.deleteOrder(orderId)),
+      setTimer: (name, everyMs) => {
+        if (!(everyMs > 0)) throw new Error('setTimer: everyMs must be > 0');
+        this.clearTimer(name);
+        this.timers.set(name, { every: everyMs });
+        if (!this.replaying && !this.stopped) this.armTimer(name);
+      },
+      clearTimer: (name) => this.clearTimer(name),
+    };
+  }
+
+  private armTimer(name: string): void {
+    const t = this.timers.get(name);
+    if (!t || t.handle) return;
+    t.handle = setInterval(() => this.enqueue({ k: 'timer', t: this.wallNow(), name }), t.every);
+  }
+
+  private clearTimer(name: string): void {
+    const t = this.timers.get(name);
+    if (t?.handle) clearInterval(t.handle);
+    this.timers.delete(name);
+  }
+
+  private accountId(): string | undefined {
+    const id = this.accountRec?.accountId;
+    return id === undefined ? undefined : String(id);
+  }
+
+  private mustTrade(id: string): void {
+    if (!this.positions.has(id)) throw new OrderRejectedError(`unknown trade ${id}`);
+  }
+
+  private mustOrder(id: string): void {
+    if (!this.orders.has(id)) throw new OrderRejectedError(`unknown order ${id}`);
+  }
+
+  private checkOpen(symbol: string, isBuy: boolean, amount: number): void {
+    if (!this.o.strategy.symbols.includes(symbol)) throw new SafetyError('symbol', `${symbol} is not one of the strategy's symbols`);
+    const a = this.accountInfo();
+    const same = [...this.positions.values()].filter((r) => r.currency === symbol).map((r) => ({ isBuy: r.isBuy === true, amount: n(r.amountK) }));
+    this.guard.checkOpen(symbol, isBuy, amount, same, this.now, a.equity, this.accountRec ? a.usableMargin : undefined);
+  }
+
+  // ------------------------------------------------------------ intents and answers
+
+  private op<T>(name: string, args: unknown, check: () => void, send: (c: FxcmClient) => Promise<T>, ttlMs?: number): Promise<T> {
+    const id = ++this.intentSeq;
+    const intent: LiveIntent = { id, ts: this.now, op: name, args: plain(args) };
+    this.intents.push(intent);
+    if (this.replaying) {
+      this.journalLine({ k: 'intent', ...intent }, true, true);
+      const a = this.answers.get(id);
+      if (a) return a.ok ? Promise.resolve(a.value as T) : Promise.reject(errorOf(a.error as { name?: string; message?: string }));
+      return new Promise<T>((resolve, reject) => {
+        this.orphans.push({ id, op: name, args: (intent.args ?? {}) as Record<string, unknown>, resolve: resolve as (v: unknown) => void, reject });
+        this.orphanSignal?.();
+      });
+    }
+    this.journalLine({ k: 'intent', ...intent }, true);
+    const answer = (ok: boolean, v: unknown) => {
+      if (ok) this.journalLine({ k: 'answer', id, ok: true, value: plain(v) }, true);
+      else {
+        const e = v as Error & { endpoint?: string };
+        this.journalLine({ k: 'answer', id, ok: false, error: { name: e.name, message: e.message, endpoint: e.endpoint } }, true);
+      }
+    };
+    try {
+      if (this.stopped && this.finished) throw new OrderRejectedError('the run has stopped');
+      check();
+    } catch (e) {
+      answer(false, e);
+      return Promise.reject(e);
+    }
+    const client = this.o.client;
+    if (!client) {
+      const e = new Error('no broker connection');
+      answer(false, e);
+      return Promise.reject(e);
+    }
+    const run = () => send(client);
+    const l = this.o.limiter;
+    const p = l ? l.withIntent({ deadlineMs: ttlMs !== undefined ? Date.now() + ttlMs : undefined }, run) : run();
+    return p.then(
+      (v) => {
+        answer(true, v);
+        return v;
+      },
+      (e: Error) => {
+        answer(false, e);
+        throw e;
+      },
+    );
+  }
+
+  private journalLine(line: JournalLine, sync = false, skipWhenReplaying = false): void {
+    if (skipWhenReplaying && this.replaying) return;
+    this.o.journal?.append(line, sync);
+  }
+
+  // ------------------------------------------------------------ the event queue
+
+  private enqueue(ev: InEvent): void {
+    if (this.finished) return;
+    this.queue.push(ev);
+    if (!this.replaying) void this.pump();
+  }
+
+  private pump(): Promise<void> {
+    if (this.pumping) return this.pumping;
+    this.pumping = (async () => {
+      await null; // the finally below must run after this.pumping is assigned
+      try {
+        while (this.queue.length && !this.finished) {
+          const ev = this.queue.shift()!;
+          this.journalLine(ev as unknown as JournalLine, ev.k === 'snapshot' || ev.k === 'start' || ev.k === 'stop');
+          await this.handle(ev);
+        }
+      } finally {
+        this.pumping = undefined;
+      }
+    })();
+    return this.pumping;
+  }
+
+  /** Handles one input; a strategy error flattens and ends the run. */
+  private async handle(ev: InEvent): Promise<void> {
+    try {
+      await this.apply(ev);
+    } catch (e) {
+      await this.fatal(e);
+    }
+  }
+
+  private async call(hook: string, fn: () => void | Promise<void>): Promise<void> {
+    if (this.stopped && hook !== 'onStop') return;
+    try {
+      await fn();
+    } catch (e) {
+      if (e instanceof StrategyError) throw e;
+      const loc = this.o.strategyFile ? scriptLocation(e, this.o.strategyFile) : undefined;
+      throw new StrategyError((e as Error)?.message ?? String(e), hook, loc, e);
+    }
+  }
+
+  private async fatal(e: unknown): Promise<void> {
+    const se = e instanceof StrategyError ? e : new StrategyError((e as Error)?.message ?? String(e), 'runner', undefined, e);
+    this.error = { message: se.cause instanceof Error ? se.cause.message : se.message, hook: se.hook, location: se.location };
+    this.log.error(`strategy error in ${se.hook}: ${this.error.message}${se.location ? ` (at ${se.location})` : ''}; flattening all positions`);
+    this.journalLine({ k: 'fatal', t: this.now, error: this.error }, true);
+    this.stopped = true;
+    if (!this.replaying) await this.flatten('flatten');
+    this.end();
+  }
+
+  /** Closes every position and deletes every entry order (not strategy intents: runner actions). */
+  async flatten(reason: CloseReason): Promise<void> {
+    const c = this.o.client;
+    if (!c) return;
+    const l = this.o.limiter;
+    const hi = <T>(fn: () => Promise<T>) => (l ? l.withIntent({ priority: 0 }, fn) : fn());
+    const jobs: Promise<unknown>[] = [];
+    for (const r of [...this.positions.values()]) {
+      const id = String(r.tradeId);
+      this.closeReasons.set(id, reason);
+      jobs.push(hi(() => c.closeTrade({ tradeId: id, amount: n(r.amountK) })).catch((e: Error) => this.log.error(`flatten: close ${id} failed: ${e.message}`)));
+    }
+    for (const r of [...this.orders.values()]) {
+      const id = String(r.orderId);
+      jobs.push(hi(() => c.deleteOrder(id)).catch((e: Error) => this.log.error(`flatten: delete order ${id} failed: ${e.message}`)));
+    }
+    await Promise.all(jobs);
+  }
+
+  private async apply(ev: InEvent): Promise<void> {
+    this.now = ev.t;
+    const s = this.o.strategy;
+    switch (ev.k) {
+      case 'snapshot':
+        return this.applySnapshot(ev.snap);
+      case 'history':
+        for (const b of ev.bars) this.pushHistory(b);
+        return;
+      case 'start':
+        this.started = true;
+        if (s.onStart) await this.call('onStart', () => s.onStart!.call(s, this.ctx));
+        return;
+      case 'price':
+        return this.applyPrice(ev.p, ev.t);
+      case 'table':
+        return this.applyTable(ev.model, ev.action, ev.rec);
+      case 'timer':
+        if (this.timers.has(ev.name) && s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, ev.name));
+        return;
+      case 'stop':
+        if (this.stopped) return;
+        this.stopped = true;
+        for (const name of [...this.timers.keys()]) this.clearTimer(name);
+        if (s.onStop) await this.call('onStop', () => s.onStop!.call(s, this.ctx));
+        return;
+    }
+  }
+
+  private async applySnapshot(snap: Snapshot): Promise<void> {
+    const acc = (snap.Account ?? [])[0];
+    if (acc) this.setAccount(acc);
+    const before = new Map(this.positions);
+    this.positions.clear();
+    for (const r of snap.OpenPosition ?? []) {
+      const id = String(r.tradeId);
+      this.positions.set(id, { ...r });
+      if (!this.openTimes.has(id)) this.openTimes.set(id, this.now);
+      if (r.orderId !== undefined) this.knownOrderIds.add(String(r.orderId));
+    }
+    this.orders.clear();
+    for (const r of snap.Order ?? []) {
+      this.knownOrderIds.add(String(r.orderId));
+      if (r.isEntryOrder === true) this.orders.set(String(r.orderId), { ...r });
+    }
+    if (!this.started) return;
+    // reconciliation after a restart: what changed while the runner was away
+    const s = this.o.strategy;
+    for (const [id, r] of before) {
+      if (this.positions.has(id)) continue;
+      const p = this.position(r);
+      this.log.info(`trade ${id} was closed while the runner was away`);
+      if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, { kind: 'closed', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, reason: 'broker', ts: this.now }));
+    }
+    for (const [id, r] of this.positions) {
+      if (before.has(id)) continue;
+      const p = this.position(r);
+      if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, { kind: 'opened', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, ts: this.now }));
+    }
+  }
+
+  private setAccount(r: TableRecord): void {
+    this.accountRec = { ...(this.accountRec ?? {}), ...r };
+    const bal = n(this.accountRec.balance);
+    const eq = n(this.accountRec.equity);
+    if (this.startBalance === undefined) this.startBalance = bal;
+    const last = this.equity[this.equity.length - 1];
+    if (!last || last.balance !== bal || last.equity !== eq) {
+      if (last && last.ts === this.now) this.equity.pop();
+      this.equity.push({ ts: this.now, balance: bal, equity: eq });
+    }
+  }
+
+  private pushHistory(bar: Bar): void {
+    const k = `${bar.symbol}|${bar.timeframe}`;
+    let h = this.history.get(k);
+    if (!h) this.history.set(k, (h = []));
+    h.push(bar);
+    if (h.length > 5000) h.splice(0, h.length - 5000);
+  }
+
+  private async applyPrice(p: PriceUpdate, t: number): Promise<void> {
+    const s = this.o.strategy;
+    const [bid, ask] = [n(p.Rates[0]), n(p.Rates[1])];
+    if (!(bid > 0) || !(ask > 0)) return;
+    const ts = n(p.Updated) || t;
+    const tick: Tick = { symbol: p.Symbol, bid, ask, ts };
+    this.quotes.set(p.Symbol, tick);
+    if (!s.symbols.includes(p.Symbol)) return;
+    const done: Bar[] = [];
+    for (const tf of this.timeframes) {
+      const sec = PERIOD_SECONDS[tf];
+      const start = Math.floor(ts / 1000 / sec) * sec;
+      const k = `${p.Symbol}|${tf}`;
+      const b = this.building.get(k);
+      if (b && b.ts < start) done.push(b);
+      if (!b || b.ts < start) {
+        this.building.set(k, { symbol: p.Symbol, timeframe: tf, ts: start, bidOpen: bid, bidHigh: bid, bidLow: bid, bidClose: bid, askOpen: ask, askHigh: ask, askLow: ask, askClose: ask, tickQty: 1 });
+      } else if (b.ts === start) {
+        b.bidHigh = Math.max(b.bidHigh, bid);
+        b.bidLow = Math.min(b.bidLow, bid);
+        b.bidClose = bid;
+        b.askHigh = Math.max(b.askHigh, ask);
+        b.askLow = Math.min(b.askLow, ask);
+        b.askClose = ask;
+        b.tickQty++;
+      }
+    }
+    if (!this.started) return;
+    for (const b of done) {
+      this.pushHistory(b);
+      if (s.onBar) await this.call('onBar', () => s.onBar!.call(s, this.ctx, b));
+    }
+    if (s.onTick) await this.call('onTick', () => s.onTick!.call(s, this.ctx, tick));
+  }
+
+  private orderKind(r: TableRecord): OrderKind {
+    const type = String(r.type ?? '');
+    if (r.isEntryOrder === true || type === 'SE' || type === 'LE') return 'entry';
+    if (type.startsWith('C')) return 'close';
+    if (type === 'S' || type === 'ST') return 'stop';
+    if (type === 'L') return 'limit';
+    return 'market';
+  }
+
+  private async applyTable(model: ModelName, action: TableAction, r: TableRecord): Promise<void> {
+    const s = this.o.strategy;
+    const onOrder = (e: OrderEvent) => (s.onOrder ? this.call('onOrder', () => s.onOrder!.call(s, this.ctx, e)) : undefined);
+    const onTrade = (e: TradeEvent) => (s.onTrade ? this.call('onTrade', () => s.onTrade!.call(s, this.ctx, e)) : undefined);
+    switch (model) {
+      case 'Account':
+        this.setAccount(r);
+        if (this.guard.checkDailyLoss(this.now, n(this.accountRec?.equity))) {
+          this.log.warn('daily loss limit reached: flattening; no new positions until the next UTC day');
+          if (!this.replaying) await this.flatten('flatten');
+        }
+        return;
+      case 'OpenPosition': {
+        const id = String(r.tradeId);
+        if (action === 'D') {
+          this.positions.delete(id);
+          return;
+        }
+        const isNew = !this.positions.has(id);
+        this.positions.set(id, { ...(this.positions.get(id) ?? {}), ...r });
+        if (r.orderId !== undefined) this.knownOrderIds.add(String(r.orderId));
+        if (isNew) {
+          this.openTimes.set(id, this.now);
+          const p = this.position(this.positions.get(id)!);
+          await onTrade({ kind: 'opened', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, ts: this.now });
+        }
+        return;
+      }
+      case 'ClosedPosition': {
+        if (action !== 'I') return;
+        const id = String(r.tradeId);
+        const reason = this.closeReasons.get(id) ?? 'broker';
+        const commission = n(r.com);
+        const gross = n(r.grossPL);
+        const amount = n(r.amountK);
+        const trade: ClosedTrade = {
+          tradeId: id,
+          symbol: String(r.currency ?? ''),
+          isBuy: r.isBuy === true,
+          amount,
+          openRate: n(r.open),
+          closeRate: n(r.close),
+          openTime: this.openTimes.get(id) ?? this.now,
+          closeTime: this.now,
+          plPips: n(r.visiblePL),
+          pl: gross - commission,
+          grossPL: gross,
+          commission,
+          reason,
+        };
+        this.closed.push(trade);
+        await onTrade({ kind: 'closed', tradeId: id, symbol: trade.symbol, isBuy: trade.isBuy, amount, openRate: trade.openRate, closeRate: trade.closeRate, plPips: trade.plPips, pl: trade.pl, commission, reason, ts: this.now });
+        return;
+      }
+      case 'Order': {
+        const id = String(r.orderId ?? '');
+        if (!id) return;
+        this.knownOrderIds.add(id);
+        const kind = this.orderKind(r);
+        const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: n(r.amountK), kind, ts: this.now };
+        if (action !== 'D') {
+          const isNew = !this.orders.has(id);
+          if (kind === 'entry') this.orders.set(id, { ...(this.orders.get(id) ?? {}), ...r });
+          if (kind === 'entry' && isNew && action === 'I') await onOrder({ ...base, status: 'accepted', rate: n(r.isBuy ? r.buy : r.sell) });
+          return;
+        }
+        this.orders.delete(id);
+        const status = n(r.status);
+        const tradeId = r.tradeId ? String(r.tradeId) : undefined;
+        if (status === 9 || (tradeId && status !== 3 && status !== 4)) await onOrder({ ...base, status: 'filled', tradeId, rate: n(r.isBuy ? r.buy : r.sell) || undefined });
+        else if (status === 4) await onOrder({ ...base, status: 'rejected', reason: 'requoted' });
+        else await onOrder({ ...base, status: 'cancelled' });
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  // ------------------------------------------------------------ replay / catch-up
+
+  /**
+   * Feeds recorded inputs and answers to the strategy (no broker calls). Returns the promise of a
+   * hook still waiting for an answer the journal does not have (the process died mid-call).
+   */
+  private async replayLines(lines: JournalLine[]): Promise<{ pending: Promise<void> } | undefined> {
+    this.replaying = true;
+    for (const l of lines) if (l.k === 'answer' && typeof l.id === 'number') this.answers.set(l.id, l);
+    for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
+    const events = lines.filter((l) => IN_KINDS.has(l.k));
+    for (let i = 0; i < events.length; i++) {
+      if (this.finished || this.error) break;
+      const ev = events[i] as unknown as InEvent;
+      const orphaned = new Promise<'orphan'>((r) => (this.orphanSignal = () => r('orphan')));
+      const p = this.handle(ev);
+      const r = await Promise.race([p.then(() => 'done' as const), orphaned]);
+      this.orphanSignal = undefined;
+      if (r === 'orphan') {
+        if (i < events.length - 1) this.log.warn(`journal: ${events.length - 1 - i} events after an unanswered intent were not replayed`);
+        return { pending: p };
+      }
+    }
+    return undefined;
+  }
+
+  /** Settles intents the journal has no answer for, from the reconciliation snapshot. Never resends. */
+  private settleOrphans(snap: Snapshot): void {
+    const snapOrders = [...(snap.Order ?? []), ...(snap.OpenPosition ?? [])].map((r) => String(r.orderId ?? '')).filter(Boolean);
+    const trades = new Set((snap.OpenPosition ?? []).map((r) => String(r.tradeId)));
+    for (const o of this.orphans.splice(0)) {
+      let ok = false;
+      let value: unknown;
+      if (o.op === 'openTrade' || o.op === 'createEntryOrder') {
+        const unknownId = snapOrders.find((id) => !this.knownOrderIds.has(id));
+        if (unknownId) {
+          this.knownOrderIds.add(unknownId);
+          ok = true;
+          value = { orderId: unknownId };
+        }
+      } else if (o.op === 'closeTrade') ok = !trades.has(String(o.args.tradeId));
+      const err = new OrderRejectedError(`${o.op} was interrupted by a restart before the broker answered and is not resent`);
+      this.journalLine(ok ? { k: 'answer', id: o.id, ok: true, value: plain(value) } : { k: 'answer', id: o.id, ok: false, error: { name: err.name, message: err.message } }, true);
+      this.log.warn(`intent ${o.id} (${o.op}) had no answer before the restart: ${ok ? `settled from the broker snapshot ${JSON.stringify(value ?? null)}` : 'rejected, not resent'}`);
+      if (ok) o.resolve(value);
+      else o.reject(err);
+    }
+  }
+
+  // ------------------------------------------------------------ running
+
+  /** Stops the run (onStop, then the result): from a signal, a timer or a test. */
+  stop(): void {
+    if (this.stopped || this.finished) return;
+    this.enqueue({ k: 'stop', t: this.wallNow() });
+    void (this.pumping ?? Promise.resolve()).then(() => this.pump()).then(() => this.end());
+  }
+
+  private end(): void {
+    if (this.finished) return;
+    this.finished = true;
+    for (const name of [...this.timers.keys()]) this.clearTimer(name);
+    this.finish();
+  }
+
+  private result(): LiveResult {
+    return {
+      strategy: this.strategyName,
+      mode: this.o.mode,
+      currency: this.o.currency ?? 'USD',
+      startBalance: this.startBalance ?? 0,
+      trades: this.closed,
+      equity: this.equity,
+      intents: this.intents,
+      resumed: this.resumed,
+      error: this.error,
+    };
+  }
+
+  /** Replay mode: the recorded run, no broker. */
+  async replay(): Promise<LiveResult> {
+    const pending = await this.replayLines(this.o.recorded ?? []);
+    if (pending) this.log.warn('the journal ends with an unanswered intent');
+    this.finished = true;
+    return this.result();
+  }
+
+  /** Paper/live: connect is the caller's; this subscribes, (re)builds the state and runs until stop. */
+  async run(): Promise<LiveResult> {
+    const c = this.o.client;
+    if (!c) throw new Error('paper/live needs a broker client');
+    const s = this.o.strategy;
+    let pendingHook: Promise<void> | undefined;
+    const recorded = this.o.recorded ?? [];
+    if (recorded.length) {
+      this.resumed = true;
+      pendingHook = (await this.replayLines(recorded))?.pending;
+      this.replaying = false;
+      if (this.finished || this.error) return this.result();
+    }
+    // pushes are queued from now on and handled after the snapshot
+    const onPrice = (p: PriceUpdate) => this.queue.push({ k: 'price', t: this.wallNow(), p });
+    const onTable = (model: ModelName, action: TableAction, rec: TableRecord) => {
+      if (TABLES.includes(model)) this.queue.push({ k: 'table', t: this.wallNow(), model, action, rec: { ...rec } });
+    };
+    const kick = () => {
+      if (!this.holding) void this.pump();
+    };
+    const price = (p: PriceUpdate) => (onPrice(p), kick());
+    const table = (m: ModelName, a: TableAction, r: TableRecord) => (onTable(m, a, r), kick());
+    c.on('price', price);
+    c.on('table', table);
+    this.listeners.push(() => c.off('price', price), () => c.off('table', table));
+    this.holding = true;
+    try {
+      await c.subscribeTables(TABLES);
+      const snap = await c.getModel(['Account', 'OpenPosition', 'Order']);
+      if (this.resumed) {
+        this.journalLine({ k: 'resume', t: this.wallNow() }, true);
+        this.settleOrphans(snap);
+        if (pendingHook) await pendingHook;
+        this.queue.unshift({ k: 'snapshot', t: this.wallNow(), snap });
+      } else {
+        this.journalLine({ k: 'run', t: this.wallNow(), strategy: this.strategyName, mode: this.o.mode, symbols: s.symbols, timeframes: this.timeframes, params: plain(this.ctx.params) }, true);
+        const head: InEvent[] = [{ k: 'snapshot', t: this.wallNow(), snap }];
+        if (s.warmup && s.warmup > 0) {
+          const bars: Bar[] = [];
+          for (const sym of s.symbols) {
+            for (const tf of this.timeframes) {
+              const cs = await c.getCandles(sym, tf, { num: s.warmup });
+              for (const k of cs) bars.push({ symbol: sym, timeframe: tf, ...k });
+            }
+          }
+          head.push({ k: 'history', t: this.wallNow(), bars });
+        }
+        head.push({ k: 'start', t: this.wallNow() });
+        this.queue.unshift(...head);
+      }
+      await c.subscribePrices(s.symbols);
+    } catch (e) {
+      this.holding = false;
+      this.cleanup();
+      throw e;
+    }
+    this.holding = false;
+    for (const name of this.timers.keys()) this.armTimer(name);
+    void this.pump();
+    let durationTimer: NodeJS.Timeout | undefined;
+    if (this.o.durationMs !== undefined) durationTimer = setTimeout(() => this.stop(), this.o.durationMs);
+    await this.done;
+    clearTimeout(durationTimer);
+    // closes sent by onStop / the flatten: let their pushes arrive for the report (bounded)
+    const until = Date.now() + 2000;
+    while (Date.now() < until && (this.closeReasonsPending() || this.pumping)) {
+      await new Promise((r) => setTimeout(r, 20));
+      if (!this.pumping && this.queue.length) void this.pumpStateOnly();
+    }
+    this.cleanup();
+    return this.result();
+  }
+
+  private holding = false;
+
+  private closeReasonsPending(): boolean {
+    for (const id of this.closeReasons.keys()) if (this.positions.has(id)) return true;
+    return false;
+  }
+
+  /** After the end: table pushes still update the state and the report (no hooks). */
+  private async pumpStateOnly(): Promise<void> {
+    this.stopped = true;
+    while (this.queue.length) {
+      const ev = this.queue.shift()!;
+      if (ev.k !== 'table') continue;
+      this.journalLine(ev as unknown as JournalLine);
+      this.now = ev.t;
+      await this.applyTable(ev.model, ev.action, ev.rec).catch(() => undefined);
+    }
+  }
+
+  private cleanup(): void {
+    for (const f of this.listeners.splice(0)) f();
+    for (const name of [...this.timers.keys()]) this.clearTimer(name);
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * `ratelimit-runner paper|live|replay|candles` as child processes (needs `npx tsc -p tsconfig.json`
+ * first): a paper run killed with SIGKILL and restarted recovers from its journal without
+ * duplicating orders, and its journal replays identically.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { BrokerSimulator } from '../../../src/trading/simulator';
+import { readJournal } from '../../../src/trading/runner/journal';
+import { startSim, TOKEN } from '../helpers';
+
+const CLI = path.join(__dirname, '../../../dist/src/cli/runner.js');
+const EX = path.join(__dirname, '../../../examples/strategies/ma-crossover.js');
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-paper-cli-'));
+const env = { PATH: process.env.PATH };
+
+function run(args: string[], timeout = 20000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const t = setTimeout(() => p.kill('SIGKILL'), timeout);
+    p.once('exit', (code) => {
+      clearTimeout(t);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const STRATEGY = `let ticks = 0;
+module.exports = {
+  name: 'once',
+  symbols: ['EUR/USD'],
+  async onStart(ctx) {
+    if (!ctx.positions().length) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
+  },
+  async onTick(ctx, t) {
+    ticks++;
+    if (ticks === 5) await ctx.createEntryOrder({ symbol: 'EUR/USD', isBuy: true, amount: 10, rate: Math.round((t.ask - 0.01) * 1e5) / 1e5 });
+  },
+};
+`;
+
+describe('paper CLI', () => {
+  let sim: BrokerSimulator;
+  beforeAll(async () => {
+    sim = await startSim({ tickIntervalMs: 30 });
+  });
+  afterAll(async () => {
+    await sim.stop();
+  });
+
+  test('--help for paper, live, replay, candles; a missing token or url is a usage error', async () => {
+    for (const c of ['paper', 'live', 'replay']) {
+      const h = spawnSync(process.execPath, [CLI, c, '--help'], { encoding: 'utf8', env });
+      expect(h.status).toBe(0);
+      expect(h.stdout).toContain(`ratelimit-runner ${c}`);
+    }
+    expect(spawnSync(process.execPath, [CLI, 'candles', '--help'], { encoding: 'utf8', env }).stdout).toContain('candles download');
+    const live = await run(['live', EX, '--url', sim.url]);
+    expect(live.code).toBe(2);
+    expect(live.stderr).toContain('needs an API token: pass --token TOKEN or set FXCM_TOKEN');
+    const paper = await run(['paper', EX, '--token', TOKEN]);
+    expect(paper.code).toBe(2);
+    expect(paper.stderr).toContain('--url');
+  });
+
+  test('a limits config that could exceed the broker limits is reported and refused (exit 2)', async () => {
+    const lim = path.join(dir, 'loose.yaml');
+    fs.writeFileSync(lim, 'domain: fxcm\ndescriptors:\n  - key: broker\n    value: fxcm\n');
+    const r = await run(['paper', EX, '--url', sim.url, '--token', TOKEN, '--limits', lim, '--duration', '0.2', '--quiet']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('get_model OpenPosition (Cmd=44): no limit configured; the broker allows 50 per 3600 s');
+    expect(r.stderr).toContain('--allow-over-budget');
+  });
+
+  test('a strategy that fails to load: exit 1 with the script line', async () => {
+    const bad = path.join(dir, 'bad.js');
+    fs.writeFileSync(bad, "module.exports = {\n  symbols: ['EUR/USD'],\n  onTick( {\n};\n");
+    const r = await run(['paper', bad, '--url', sim.url, '--token', TOKEN]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${bad}:4`);
+  });
+
+  test('kill -9 and restart: state rebuilt from the journal, no order sent twice; the journal replays identically', async () => {
+    const f = path.join(dir, 'once.js');
+    fs.writeFileSync(f, STRATEGY);
+    const jdir = path.join(dir, 'j1');
+    const jfile = path.join(jdir, 'journal.jsonl');
+    sim.resetCounters();
+    const child = spawn(process.execPath, [CLI, 'paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--quiet', '--report', path.join(dir, 'r1')], { env, stdio: 'ignore' });
+    const exited = new Promise((r) => child.once('exit', r));
+    const deadline = Date.now() + 15000;
+    // both intents answered (open_trade and create_entry_order), then some more ticks
+    while (readJournal(jfile).filter((l) => l.k === 'answer').length < 2) {
+      if (Date.now() > deadline) throw new Error('the paper run did not journal its orders');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    child.kill('SIGKILL');
+    await exited;
+    expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
+    expect(sim.requestCounts()['/trading/create_entry_order']).toBe(1);
+    const before = readJournal(jfile).length;
+
+    const r = await run(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--duration', '1', '--quiet', '--report', path.join(dir, 'r2')]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('resuming from');
+    expect(r.stdout).toContain('(resumed)');
+    expect(r.stdout).toMatch(/budget: get_model 1 \(25\/hour, 750\/hour\)/);
+    // nothing sent again: still one market order and one entry order at the broker
+    expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
+    expect(sim.requestCounts()['/trading/create_entry_order']).toBe(1);
+    expect(sim.engine.snapshot(TOKEN, 'OpenPosition')).toHaveLength(1);
+    const lines = readJournal(jfile);
+    expect(lines.length).toBeGreaterThan(before);
+    expect(lines.filter((l) => l.k === 'resume')).toHaveLength(1);
+    expect(JSON.parse(fs.readFileSync(path.join(dir, 'r2.json'), 'utf8')).budget.length).toBeGreaterThan(0);
+
+    const rep = await run(['replay', f, '--journal', jdir]);
+    expect(rep.stdout).toContain('replay: 2 decisions identical to the recorded run');
+    expect(rep.code).toBe(0);
+  });
+
+  test('candles download through the limiter, against the simulator', async () => {
+    const out = path.join(dir, 'c.json');
+    const to = Math.floor(Date.now() / 1000 / 60) * 60 - 60;
+    const r = await run(['candles', 'download', '--url', sim.url, '--token', TOKEN, '--symbol', 'EUR/USD', '--timeframe', 'm1', '--from', String(to - 3600), '--to', String(to), '--out', out]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const data = JSON.parse(fs.readFileSync(out, 'utf8'));
+    expect(data.symbol).toBe('EUR/USD');
+    expect(data.candles.length).toBeGreaterThan(30);
+    expect(r.stdout).toMatch(/candles written to .* \(1 candle requests\)/);
+    const bt = await run(['backtest', EX, '--candles', out, '--quiet', '--report', path.join(dir, 'bt')]);
+    expect(bt.code).toBe(0);
+  });
+});

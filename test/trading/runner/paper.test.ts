@@ -1,0 +1,131 @@
+/** Paper mode against the in-process simulator: limiter, fatal errors, journal + replay. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { systemClock } from '../../../src/limiter/clock';
+import { Journal, readJournal } from '../../../src/trading/runner/journal';
+import { BrokerLimiter, accountKey, inProcessDecider } from '../../../src/trading/runner/limiter';
+import { LiveEngine } from '../../../src/trading/runner/live';
+import { replayJournal } from '../../../src/trading/runner/live-cli';
+import { loadStrategy } from '../../../src/trading/runner/loader';
+import type { Strategy } from '../../../src/trading/runner/strategy';
+import { newClient, startSim, TOKEN } from '../helpers';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-paper-'));
+
+const limits = (perSecond: number) => [
+  {
+    name: 'tight.yaml',
+    content: `domain: fxcm
+descriptors:
+  - key: broker
+    value: fxcm
+    descriptors:
+      - key: account
+        descriptors:
+          - key: endpoint
+            value: open_trade
+            rate_limit: {unit: second, requests_per_unit: ${perSecond}}
+`,
+  },
+];
+
+async function paper(strategy: Strategy<Record<string, unknown>>, o: { perSecond?: number; durationMs: number; journal?: Journal; strategyFile?: string; tickMs?: number }) {
+  const sim = await startSim({ tickIntervalMs: o.tickMs ?? 20 });
+  const { decider } = inProcessDecider(limits(o.perSecond ?? 1000), systemClock);
+  const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+  const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
+  const sent: number[] = [];
+  const engine = new LiveEngine({ mode: 'paper', strategy, strategyFile: o.strategyFile, client, limiter, journal: o.journal, durationMs: o.durationMs });
+  try {
+    await client.connect();
+    const result = await engine.run();
+    return { sim, result, limiter, sent, counts: sim.requestCounts(), openTrades: sim.engine.snapshot(TOKEN, 'OpenPosition') };
+  } finally {
+    await client.close();
+    await limiter.close();
+    await sim.stop();
+  }
+}
+
+describe('paper mode against the simulator', () => {
+  test('an aggressive strategy hits the limiter; the simulator never sees a call over the budget', async () => {
+    const times: number[] = [];
+    let tries = 0;
+    const strategy: Strategy<Record<string, unknown>> = {
+      name: 'aggressive',
+      symbols: ['EUR/USD'],
+      async onTick(ctx) {
+        tries++;
+        try {
+          await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10, ttlMs: 30 });
+          times.push(Date.now());
+        } catch (e) {
+          if ((e as Error).name !== 'IntentExpiredError') throw e;
+        }
+      },
+    };
+    const { counts, limiter, result } = await paper(strategy, { perSecond: 3, durationMs: 2500 });
+    const n = counts['/trading/open_trade'] ?? 0;
+    expect(result.error).toBeUndefined();
+    expect(tries).toBeGreaterThan(n);
+    expect(n).toBeGreaterThan(0);
+    // fixed one-second windows: at most 3 calls per wall-clock second, counted on the simulator
+    const perSecond = new Map<number, number>();
+    for (const t of times) perSecond.set(Math.floor(t / 1000), (perSecond.get(Math.floor(t / 1000)) ?? 0) + 1);
+    for (const c of perSecond.values()) expect(c).toBeLessThanOrEqual(3);
+    expect(n).toBeLessThanOrEqual(3 * (perSecond.size + 1));
+    const use = limiter.budget().find((b) => b.endpoint === 'open_trade')!;
+    expect(use.sent).toBe(n);
+    expect(use.expired).toBeGreaterThan(0);
+  });
+
+  test('a strategy that throws: the error and its line are reported, every position is flattened', async () => {
+    const f = path.join(dir, 'throws.js');
+    fs.writeFileSync(
+      f,
+      "let n = 0;\nmodule.exports = {\n  name: 'throws', symbols: ['EUR/USD'],\n  async onStart(ctx) { await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 }); },\n  onTick(ctx) {\n    if (ctx.positions().length && ++n > 3) throw new Error('boom');\n  },\n};\n",
+    );
+    const { result, openTrades, counts } = await paper(loadStrategy(f), { durationMs: 3000, strategyFile: f });
+    expect(result.error).toMatchObject({ hook: 'onTick', message: 'boom' });
+    expect(result.error!.location?.startsWith(`${f}:6:`)).toBe(true);
+    expect(counts['/trading/close_trade']).toBe(1);
+    expect(openTrades).toEqual([]);
+    expect(result.trades).toHaveLength(1);
+    expect(result.trades[0]!.reason).toBe('flatten');
+  });
+
+  test('the journal of a paper run replays to the same decisions, bit for bit', async () => {
+    const f = path.join(dir, 'decide.js');
+    fs.writeFileSync(
+      f,
+      `module.exports = {
+  name: 'decide', symbols: ['EUR/USD'], timeframes: ['m1'],
+  onTick(ctx, t) {
+    const mine = ctx.positions('EUR/USD');
+    if (mine.length === 0 && ctx.orders().length < 2) return ctx.openTrade({ symbol: 'EUR/USD', isBuy: t.bid * 1e5 % 2 < 1, amount: 10, stop: -30, isInPips: true }).then(() => {});
+    if (mine.length && ctx.now() % 3 === 0) return ctx.closeTrade(mine[0].tradeId);
+    if (ctx.orders().length === 0) return ctx.createEntryOrder({ symbol: 'EUR/USD', isBuy: true, amount: 10, rate: Math.round((t.ask - 0.005) * 1e5) / 1e5 }).then(() => {});
+  },
+};
+`,
+    );
+    const jf = path.join(dir, 'decide', 'journal.jsonl');
+    const journal = new Journal(jf);
+    const { result } = await paper(loadStrategy(f), { durationMs: 2000, journal, strategyFile: f });
+    journal.close();
+    expect(result.error).toBeUndefined();
+    expect(result.intents.length).toBeGreaterThan(5);
+    const r = await replayJournal(loadStrategy(f), jf, { strategyFile: f });
+    expect(JSON.stringify(r.replayed)).toBe(JSON.stringify(r.recorded));
+    expect(r.recorded.length).toBe(result.intents.length);
+    // a changed strategy gives different decisions
+    const changed = loadStrategy(f);
+    const orig = changed.onTick!;
+    let k = 0;
+    changed.onTick = (ctx, t) => (++k === 10 ? ctx.closeAll() : orig.call(changed, ctx, t));
+    const r2 = await replayJournal(changed, jf);
+    expect(JSON.stringify(r2.replayed)).not.toBe(JSON.stringify(r2.recorded));
+    expect(readJournal(jf)[0]!.k).toBe('run');
+  });
+});
