@@ -23,6 +23,7 @@ export interface CircuitBreakerOptions {
 
 export class CircuitBreakerStore implements CounterStore {
   readonly kind: string;
+  readonly restrictions: CounterStore['restrictions'];
   private consecutive = 0;
   private openUntilMs = 0;
   private open = false;
@@ -34,6 +35,7 @@ export class CircuitBreakerStore implements CounterStore {
     private readonly opts: CircuitBreakerOptions,
   ) {
     this.kind = inner.kind;
+    this.restrictions = inner.restrictions;
   }
 
   get isOpen(): boolean {

@@ -6,12 +6,15 @@
  * bounded under a flood of distinct descriptor values.
  */
 import type { Counter, Gauge } from '../stats/store';
+import { emissionMs, gcra, slidingCount } from '../limiter/algorithms';
 import { stopIncrementAddends } from './stop-increment';
 import type { CounterOp, CounterStore, IncrementContext } from './types';
 
 interface Slot {
+  /** The counter; for a token bucket, its TAT in ms. */
   count: number;
-  readonly expiresAtMs: number;
+  /** Grows for a token bucket (its TAT); the slot is also re-filed under its new expiry. */
+  expiresAtMs: number;
 }
 
 export interface MemoryStoreOptions {
@@ -55,6 +58,10 @@ export class MemoryStore implements CounterStore {
     const out = new Array<number>(ops.length);
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
+      if (op.rule.algorithm !== undefined) {
+        out[i] = this.applyAlgorithm(op, nowMs);
+        continue;
+      }
       let slot = this.slots.get(op.key);
       if (slot === undefined || slot.expiresAtMs <= nowMs) {
         slot = this.create(op, nowMs);
@@ -63,6 +70,60 @@ export class MemoryStore implements CounterStore {
       out[i] = slot.count;
     }
     return out;
+  }
+
+  /** sliding_window / token_bucket (src/limiter/algorithms.ts): decide, write only if admitted. */
+  private applyAlgorithm(op: CounterOp, nowMs: number): number {
+    if (op.rule.algorithm === 'token_bucket') {
+      const slot = this.slots.get(op.key);
+      const live = slot !== undefined && slot.expiresAtMs > nowMs ? slot.count : undefined;
+      const burst = op.rule.burst ?? op.rule.limit.requestsPerUnit;
+      const r = gcra(live, op.hits, nowMs, emissionMs(op.rule, op.windowSeconds), burst);
+      if (r.admitted && op.hits > 0) {
+        const exp = Math.ceil(r.tat);
+        if (slot === undefined || slot.expiresAtMs <= nowMs) {
+          const created = this.create(op, nowMs, exp);
+          created.count = r.tat;
+        } else {
+          slot.count = r.tat;
+          this.refile(op.key, slot, exp);
+        }
+      }
+      return r.count;
+    }
+    const prev = op.prevKey !== undefined ? this.peek(op.prevKey, nowMs) : 0;
+    let slot = this.slots.get(op.key);
+    const cur = slot === undefined || slot.expiresAtMs <= nowMs ? 0 : slot.count;
+    const count = slidingCount(cur, prev, op.hits, nowMs, op.windowSeconds);
+    if (count <= op.rule.limit.requestsPerUnit && op.hits > 0) {
+      if (slot === undefined || slot.expiresAtMs <= nowMs) {
+        // Kept one more window: it is the next window's `previous`.
+        const w = op.windowSeconds;
+        const endS = Math.floor(Math.floor(nowMs / 1000) / w) * w + 2 * w;
+        slot = this.create(op, nowMs, endS * 1000);
+      }
+      slot.count += op.hits;
+    }
+    return count;
+  }
+
+  /** Moves a slot whose expiry grew to the bucket of its new expiry. */
+  private refile(key: string, slot: Slot, expiresAtMs: number): void {
+    const oldS = Math.ceil(slot.expiresAtMs / 1000);
+    slot.expiresAtMs = expiresAtMs;
+    const endS = Math.ceil(expiresAtMs / 1000);
+    if (endS <= oldS) return;
+    this.file(key, endS);
+  }
+
+  private file(key: string, endS: number): void {
+    let bucket = this.byExpiry.get(endS);
+    if (bucket === undefined) {
+      bucket = [];
+      this.byExpiry.set(endS, bucket);
+    }
+    bucket.push(key);
+    if (++this.bucketed > 2 * this.options.maxKeys + 1024) this.rebuildBuckets();
   }
 
   /** The live count of `key`, 0 when it has none (also the explain tool's view). */
@@ -81,10 +142,10 @@ export class MemoryStore implements CounterStore {
     return Promise.resolve();
   }
 
-  private create(op: CounterOp, nowMs: number): Slot {
+  private create(op: CounterOp, nowMs: number, expiresAtMs?: number): Slot {
     const w = op.windowSeconds;
     const nowS = Math.floor(nowMs / 1000);
-    const endS = Math.floor(nowS / w) * w + w;
+    const endS = expiresAtMs !== undefined ? Math.ceil(expiresAtMs / 1000) : Math.floor(nowS / w) * w + w;
     if (!this.slots.has(op.key)) {
       while (this.slots.size >= this.options.maxKeys && this.slots.size > 0) {
         const oldest = this.slots.keys().next().value as string;
@@ -92,15 +153,9 @@ export class MemoryStore implements CounterStore {
         this.options.evictions?.inc();
       }
     }
-    const slot: Slot = { count: 0, expiresAtMs: endS * 1000 };
+    const slot: Slot = { count: 0, expiresAtMs: expiresAtMs ?? endS * 1000 };
     this.slots.set(op.key, slot);
-    let bucket = this.byExpiry.get(endS);
-    if (bucket === undefined) {
-      bucket = [];
-      this.byExpiry.set(endS, bucket);
-    }
-    bucket.push(op.key);
-    if (++this.bucketed > 2 * this.options.maxKeys + 1024) this.rebuildBuckets();
+    this.file(op.key, endS);
     if (this.options.keys !== undefined) this.options.keys.value = this.slots.size;
     return slot;
   }
@@ -110,7 +165,7 @@ export class MemoryStore implements CounterStore {
     this.byExpiry.clear();
     this.bucketed = 0;
     for (const [k, slot] of this.slots) {
-      const endS = slot.expiresAtMs / 1000;
+      const endS = Math.ceil(slot.expiresAtMs / 1000);
       let bucket = this.byExpiry.get(endS);
       if (bucket === undefined) {
         bucket = [];

@@ -25,6 +25,11 @@ export function stopIncrementAddends(
   let anyOver = false;
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i]!;
+    // An algorithm other than the fixed window never charges a denied request by itself.
+    if (op.rule.algorithm !== undefined) {
+      out[i] = op.hits;
+      continue;
+    }
     const over = current[i]! + op.hits > op.rule.limit.requestsPerUnit;
     out[i] = over ? op.hits : 0;
     anyOver ||= over;

@@ -3,6 +3,7 @@
  * store applies a whole request's keys in one round trip and returns the counts after the
  * increment; statuses are computed once, by the limiter, for every store.
  */
+import type { AlgorithmRestriction } from '../config/capabilities';
 import type { RateLimitRule } from '../config/types';
 
 export interface CounterOp {
@@ -14,6 +15,12 @@ export interface CounterOp {
   readonly windowSeconds: number;
   /** The rule being counted, so a store can apply a per-rule algorithm atomically. */
   readonly rule: RateLimitRule;
+  /**
+   * sliding_window only: the previous window's key (read, never written). The op's algorithm is
+   * `rule.algorithm` (undefined: upstream's fixed window); see src/limiter/algorithms.ts for
+   * what a store returns for each.
+   */
+  readonly prevKey?: string | undefined;
 }
 
 /** What the limiter knows about the request beyond its ops. */
@@ -26,13 +33,16 @@ export interface CounterStore {
   /** Short name for logs and health (`memory`, `redis`, `memcache`). */
   readonly kind: string;
   /**
-   * Adds each op's hits to its key and resolves to the counts after the increment, in order. A
+   * Adds each op's hits to its key and resolves to the counts after the increment, in order (for
+   * an op with an algorithm, its effective count after: src/limiter/algorithms.ts). A
    * store that honours STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may add less (see
    * stop-increment.ts); the count it returns is then the count after what it really added.
    */
   increment(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): Promise<number[]>;
   /** The same, answered at once, for a store that counts in process (no promise on the hot path). */
   incrementSync?(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): number[];
+  /** Algorithms this store cannot apply; configs using them are refused at load. */
+  readonly restrictions?: readonly AlgorithmRestriction[];
   /** Whether the store can currently serve (health checks). */
   isHealthy(): boolean;
   /** Releases connections and timers. */

@@ -7,17 +7,21 @@ import type { JsonObject, JsonValue } from '../limiter/types';
 import { sanitizeStatName } from '../stats/store';
 import type { StatsStore } from '../stats/store';
 import { ConfigProblem, decodeRoot, validateKeys } from './schema';
-import type { YamlDescriptor, YamlRoot } from './schema';
+import type { YamlDescriptor, YamlRateLimit, YamlRoot } from './schema';
+import { type AlgorithmRestriction, checkStoreSupport } from './capabilities';
 import { ConfigNode, ConfigSnapshot, DomainNode, Level, dumpLine } from './snapshot';
 import { YamlLoadError, fromObject, goFormat, parseYaml } from './tree';
 import type { TreeNode } from './tree';
-import { ConfigError } from './types';
+import { ALGORITHMS, ConfigError } from './types';
+import type { Algorithm } from './types';
 import type { ConfigFile, RateLimitConfig, RateLimitRule } from './types';
 
 export interface LoadOptions {
   /** MERGE_DOMAIN_CONFIG: a later document with an already loaded domain merges into it. */
   readonly mergeDomainConfig: boolean;
   readonly stats: StatsStore;
+  /** Algorithms the counter store in use cannot apply (a rule using one fails the load). */
+  readonly restrictions?: readonly AlgorithmRestriction[];
 }
 
 /** An already decoded document with the YAML field names (the xDS conversion's output). */
@@ -68,7 +72,7 @@ function decodeDocument(name: string, tree: () => TreeNode | null): YamlRoot {
 }
 
 function build(roots: ReadonlyArray<{ name: string; root: YamlRoot }>, opts: LoadOptions): RateLimitConfig {
-  const builder = new Builder(opts.stats, opts.mergeDomainConfig);
+  const builder = new Builder(opts.stats, opts.mergeDomainConfig, opts.restrictions);
   for (const { name, root } of roots) {
     try {
       builder.loadRoot(root);
@@ -94,6 +98,7 @@ class Builder {
   constructor(
     private readonly stats: StatsStore,
     private readonly merge: boolean,
+    private readonly restrictions: readonly AlgorithmRestriction[] | undefined,
   ) {}
 
   loadRoot(root: YamlRoot): void {
@@ -123,7 +128,9 @@ class Builder {
       }
 
       let unit = 0;
-      const rl = d.rateLimit;
+      // Extension: `rate_limits:` beside (after) `rate_limit:`; the first limit is the primary rule.
+      const limits = d.rateLimit !== undefined ? [d.rateLimit, ...d.rateLimits] : d.rateLimits;
+      const rl = limits[0];
       if (rl !== undefined) {
         const u = UNIT_VALUES.get(rl.unit.toUpperCase());
         const validUnit = u !== undefined && u !== 0;
@@ -162,6 +169,33 @@ class Builder {
       node.shareCount = parent.shareCount + (d.shareThreshold ? 1 : 0);
 
       if (rl !== undefined) {
+        const algo = algorithmOf(rl);
+        let more: RateLimitRule[] | undefined;
+        for (let k = 1; k < limits.length; k++) {
+          const x = limits[k]!;
+          if (rl.unlimited || x.unlimited) throw new ConfigProblem('unlimited cannot be combined with other limits (rate_limits)');
+          if (x.replaces.length > 0) throw new ConfigProblem('replaces is only allowed on the first limit of a descriptor');
+          const u = UNIT_VALUES.get(x.unit.toUpperCase());
+          if (u === undefined || u === 0) throw new ConfigProblem(`invalid rate limit unit '${x.unit}'`);
+          const xa = algorithmOf(x);
+          const statsKey = fullKey + '.limit_' + String(k + 1);
+          const extra: RateLimitRule = Object.freeze({
+            fullKey: statsKey,
+            stats: this.stats.ruleStats(sanitizeStatName(statsKey)),
+            limit: Object.freeze({ name: x.name, requestsPerUnit: x.requestsPerUnit, unit: u }),
+            unlimited: false,
+            shadowMode: d.shadowMode,
+            quotaMode: d.quotaMode,
+            replaces: Object.freeze([]),
+            metadata,
+            shareThresholdKeyPattern: undefined,
+            isOverride: false,
+            ...algorithmFields(xa, x),
+            keySuffix: '_l' + String(k + 1),
+          });
+          (more ??= []).push(extra);
+          this.lines.push(dumpLine(extra));
+        }
         const rule: RateLimitRule = Object.freeze({
           fullKey,
           stats: this.stats.ruleStats(sanitizeStatName(fullKey)),
@@ -173,7 +207,10 @@ class Builder {
           metadata,
           shareThresholdKeyPattern: undefined,
           isOverride: false,
+          ...(rl.unlimited ? {} : algorithmFields(algo, rl)),
+          ...(more !== undefined ? { more: Object.freeze(more) } : {}),
         });
+        checkStoreSupport(rule, this.restrictions);
         node.rule = rule;
         if (node.shareCount > 0) {
           node.sharePatterns = Object.freeze(sharePatterns);
@@ -204,6 +241,28 @@ class Builder {
       this.lines.join(''),
     );
   }
+}
+
+/** Validates `algorithm` and `burst` of one limit; undefined for upstream's fixed window. */
+function algorithmOf(rl: YamlRateLimit): Algorithm | undefined {
+  const a = rl.algorithm;
+  if (a !== '' && !(ALGORITHMS as readonly string[]).includes(a)) {
+    throw new ConfigProblem(`invalid rate limit algorithm '${a}' (expected one of ${ALGORITHMS.join(', ')})`);
+  }
+  // Without token_bucket the key means nothing: upstream's own error, as for any unknown key.
+  if (rl.burst !== 0 && a !== 'token_bucket') throw new ConfigProblem(`config error, unknown key 'burst'`);
+  if (a !== '' && rl.unlimited) throw new ConfigProblem('should not specify an algorithm when unlimited');
+  if (a === 'token_bucket' && rl.requestsPerUnit === 0) {
+    throw new ConfigProblem('token_bucket needs requests_per_unit greater than 0');
+  }
+  return a === '' || a === 'fixed_window' ? undefined : (a as Algorithm);
+}
+
+/** The rule fields of an algorithm: none at all for the fixed window (rules stay as upstream's). */
+function algorithmFields(a: Algorithm | undefined, rl: YamlRateLimit): { algorithm?: Algorithm; burst?: number } {
+  if (a === undefined) return {};
+  if (a === 'token_bucket') return { algorithm: a, burst: rl.burst !== 0 ? rl.burst : rl.requestsPerUnit };
+  return { algorithm: a };
 }
 
 /**

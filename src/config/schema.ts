@@ -20,12 +20,18 @@ export interface YamlRateLimit {
   unlimited: boolean;
   name: string;
   replaces: YamlReplaces[];
+  /** Extension: '' (fixed_window), `sliding_window` or `token_bucket`. */
+  algorithm: string;
+  /** Extension (token_bucket): 0 when not set. */
+  burst: number;
 }
 
 export interface YamlDescriptor {
   key: string;
   value: string;
   rateLimit: YamlRateLimit | undefined;
+  /** Extension: further limits of the same descriptor. */
+  rateLimits: YamlRateLimit[];
   descriptors: YamlDescriptor[];
   shadowMode: boolean;
   quotaMode: boolean;
@@ -58,6 +64,10 @@ const VALID_KEYS = new Set([
   'value_to_metric',
   'share_threshold',
   'metadata',
+  // Extensions (not upstream): rate limiting algorithms and several limits per descriptor.
+  'algorithm',
+  'burst',
+  'rate_limits',
 ]);
 
 const GENERIC_MAP_TYPE = 'map[interface {}]interface {}';
@@ -169,13 +179,14 @@ function validateMap(m: MapNode, budget: VisitBudget): void {
 // ---------------------------------------------------------------------------------------------
 // Pass 2: the struct decode.
 
-type FieldKind = 'string' | 'bool' | 'uint32' | 'descriptors' | 'rate_limit' | 'replaces' | 'metadata';
+type FieldKind = 'string' | 'bool' | 'uint32' | 'descriptors' | 'rate_limit' | 'rate_limits' | 'replaces' | 'metadata';
 
 const ROOT_FIELDS: Readonly<Record<string, FieldKind>> = { domain: 'string', descriptors: 'descriptors' };
 const DESCRIPTOR_FIELDS: Readonly<Record<string, FieldKind>> = {
   key: 'string',
   value: 'string',
   rate_limit: 'rate_limit',
+  rate_limits: 'rate_limits',
   descriptors: 'descriptors',
   shadow_mode: 'bool',
   quota_mode: 'bool',
@@ -190,6 +201,8 @@ const RATE_LIMIT_FIELDS: Readonly<Record<string, FieldKind>> = {
   unlimited: 'bool',
   name: 'string',
   replaces: 'replaces',
+  algorithm: 'string',
+  burst: 'uint32',
 };
 const REPLACES_FIELDS: Readonly<Record<string, FieldKind>> = { name: 'string' };
 
@@ -280,6 +293,7 @@ class Decoder {
       key: '',
       value: '',
       rateLimit: undefined,
+      rateLimits: [],
       descriptors: [],
       shadowMode: false,
       quotaMode: false,
@@ -298,6 +312,11 @@ class Decoder {
           break;
         case 'rate_limit':
           d.rateLimit = this.rateLimit(v);
+          break;
+        case 'rate_limits':
+          d.rateLimits = this.list(v, '[]config.YamlRateLimit', (i) => this.rateLimit(i)).filter(
+            (r): r is YamlRateLimit => r !== undefined,
+          );
           break;
         case 'descriptors':
           d.descriptors = this.descriptors(v);
@@ -328,7 +347,7 @@ class Decoder {
   private rateLimit(n: TreeNode): YamlRateLimit | undefined {
     // A pointer field: null leaves it nil (no rate limit at all).
     if (n.kind === 'scalar' && n.type === 'null') return undefined;
-    const r: YamlRateLimit = { requestsPerUnit: 0, unit: '', unlimited: false, name: '', replaces: [] };
+    const r: YamlRateLimit = { requestsPerUnit: 0, unit: '', unlimited: false, name: '', replaces: [], algorithm: '', burst: 0 };
     this.fields(n, RATE_LIMIT_FIELDS, 'config.YamlRateLimit', (f, v) => {
       switch (f) {
         case 'requests_per_unit':
@@ -342,6 +361,12 @@ class Decoder {
           break;
         case 'name':
           r.name = this.string(v);
+          break;
+        case 'algorithm':
+          r.algorithm = this.string(v);
+          break;
+        case 'burst':
+          r.burst = this.uint32(v);
           break;
         case 'replaces':
           r.replaces = this.list(v, '[]config.yamlReplaces', (i) => {

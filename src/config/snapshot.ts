@@ -371,7 +371,30 @@ export class ConfigSnapshot implements RateLimitConfig {
       metadata: base.metadata,
       shareThresholdKeyPattern: patterns,
       isOverride: false,
+      ...(base.algorithm !== undefined ? { algorithm: base.algorithm, burst: base.burst } : {}),
+      ...(base.more !== undefined ? { more: this.moreRules(base.more, base.stats, fullKey, stats, patterns) } : {}),
     });
+  }
+
+  /** The 2nd and later limits of a request-specific rule: stats keys follow the rule's. */
+  private moreRules(
+    more: readonly RateLimitRule[],
+    baseStats: RateLimitRule['stats'],
+    fullKey: string,
+    stats: RateLimitRule['stats'],
+    patterns: readonly (string | undefined)[] | undefined,
+  ): readonly RateLimitRule[] {
+    return Object.freeze(
+      more.map((m) => {
+        const key = fullKey + '.limit_' + m.keySuffix!.slice(2);
+        return Object.freeze({
+          ...m,
+          fullKey: key,
+          stats: stats === baseStats ? m.stats : this.stats.dynamicRuleStats(sanitizeStatName(key)),
+          shareThresholdKeyPattern: patterns,
+        });
+      }),
+    );
   }
 
   /** A RateLimitOverride from the request: never matched against config (section 1.16). */
@@ -415,6 +438,8 @@ export class ConfigSnapshot implements RateLimitConfig {
 export function dumpLine(rule: RateLimitRule): string {
   return (
     `${rule.fullKey}: unit=${UNIT_NAMES[rule.limit.unit] ?? String(rule.limit.unit)} ` +
-    `requests_per_unit=${rule.limit.requestsPerUnit}, shadow_mode: ${rule.shadowMode}, quota_mode: ${rule.quotaMode}\n`
+    `requests_per_unit=${rule.limit.requestsPerUnit}, shadow_mode: ${rule.shadowMode}, quota_mode: ${rule.quotaMode}` +
+    (rule.algorithm === undefined ? '' : `, algorithm: ${rule.algorithm}` + (rule.burst !== undefined ? `, burst: ${rule.burst}` : '')) +
+    '\n'
   );
 }

@@ -26,7 +26,25 @@ export interface RateLimitRule {
   readonly shareThresholdKeyPattern?: readonly (string | undefined)[] | undefined;
   /** True for a RateLimitOverride from the request (never matched against config). */
   readonly isOverride: boolean;
+  /**
+   * `rate_limit.algorithm` (extension): undefined is upstream's fixed window, unchanged. See
+   * src/limiter/algorithms.ts for what each algorithm counts and reports.
+   */
+  readonly algorithm?: Algorithm | undefined;
+  /** `rate_limit.burst` (token_bucket only): the bucket's capacity; defaults to requests_per_unit. */
+  readonly burst?: number | undefined;
+  /**
+   * `rate_limits:` (extension): the descriptor's 2nd and later limits, each counted under its own
+   * key (this rule's key + `keySuffix`) and stats key; the descriptor reports the most restrictive.
+   */
+  readonly more?: readonly RateLimitRule[] | undefined;
+  /** Appended to the cache key of a 2nd or later limit (`_l2`, `_l3`, ...); '' for the first. */
+  readonly keySuffix?: string | undefined;
 }
+
+/** Rate limiting algorithms: `fixed_window` is upstream's (and the default). */
+export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket';
+export const ALGORITHMS: readonly Algorithm[] = ['fixed_window', 'sliding_window', 'token_bucket'];
 
 export interface RateLimitConfig {
   /**

@@ -18,6 +18,11 @@ export function cacheKey(
   nowSeconds: number,
   divider: number,
 ): string {
+  return keyStem(prefix, domain, descriptor, rule) + windowStart(nowSeconds, divider);
+}
+
+/** The key without its window start: `PREFIX + domain + "_" + Σ (key + "_" + value + "_")`. */
+export function keyStem(prefix: string, domain: string, descriptor: Descriptor, rule: RateLimitRule): string {
   let k = prefix + domain + '_';
   const entries = descriptor.entries;
   const share = rule.shareThresholdKeyPattern;
@@ -26,7 +31,7 @@ export function cacheKey(
     const shared = share === undefined ? undefined : share[i];
     k += e.key + '_' + (shared !== undefined && shared !== '' ? shared : e.value) + '_';
   }
-  return k + windowStart(nowSeconds, divider);
+  return k;
 }
 
 /** Seconds until the window of `divider` resets (upstream CalculateReset): 1..divider. */

@@ -8,7 +8,8 @@ import type { CounterOp, CounterStore, IncrementContext } from '../backends/type
 import type { Counter, StatsStore } from '../stats/store';
 import type { Attributes, Span, Tracing } from '../telemetry/tracing';
 import type { Clock } from './clock';
-import { cacheKey } from './cache-key';
+import { cacheKey, keyStem, windowStart } from './cache-key';
+import { algorithmStatus, mostRestrictive, tokenBucketKey } from './algorithms';
 import type { LocalCache } from './local-cache';
 import { counterStatus, localCacheOverLimitStatus, okStatus } from './status';
 import {
@@ -181,6 +182,8 @@ export class RateLimitService {
     const ops: CounterOp[] = [];
     const opOf = new Array<number>(n);
     let localCacheHit = false;
+    // Descriptors with an algorithm or several limits: per limit, an op index or a status.
+    let multi: Array<Array<number | DescriptorStatus> | undefined> | undefined;
 
     for (let i = 0; i < n; i++) {
       const rule = rules[i];
@@ -191,6 +194,40 @@ export class RateLimitService {
       }
       const d = descriptors[i]!;
       const hits = d.hitsAddend !== undefined ? d.hitsAddend : defaultHits;
+      if (rule.algorithm !== undefined || rule.more !== undefined) {
+        // Extension path; a rule without either never gets here (upstream's path below).
+        const stem = keyStem(cacheKeyPrefix, request.domain, d, rule);
+        const entries: Array<number | DescriptorStatus> = [];
+        const all = rule.more === undefined ? [rule] : [rule, ...rule.more];
+        for (const r of all) {
+          const div = unitToDivider(r.limit.unit);
+          const suffix = r.keySuffix ?? '';
+          r.stats.totalHits.inc(hits);
+          if (r.algorithm === 'token_bucket') {
+            entries.push(ops.length);
+            ops.push({ key: tokenBucketKey(stem, suffix), hits, windowSeconds: div, rule: r });
+            continue;
+          }
+          const ws = windowStart(nowS, div);
+          const key = stem + ws + suffix;
+          if (r.algorithm === 'sliding_window') {
+            entries.push(ops.length);
+            ops.push({ key, hits, windowSeconds: div, rule: r, prevKey: stem + (ws - div) + suffix });
+            continue;
+          }
+          if (localCache !== undefined && localCache.has(key, nowMs)) {
+            entries.push(localCacheOverLimitStatus(r, hits, div - (nowS % div)));
+            localCacheHit = true;
+            continue;
+          }
+          entries.push(ops.length);
+          ops.push({ key, hits, windowSeconds: div, rule: r });
+        }
+        (multi ??= new Array(n))[i] = entries;
+        opOf[i] = -2;
+        if (!entries.some((e) => typeof e === 'number')) statuses[i] = mostRestrictive(entries as DescriptorStatus[]);
+        continue;
+      }
       const divider = unitToDivider(rule.limit.unit);
       const key = cacheKey(cacheKeyPrefix, request.domain, d, rule, nowS, divider);
       rule.stats.totalHits.inc(hits);
@@ -207,7 +244,7 @@ export class RateLimitService {
     const context = localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE;
     const sync = this.store.incrementSync;
     if (sync !== undefined) {
-      return this.applyCounts(statuses, ops, opOf, sync.call(this.store, ops, nowMs, context), nowMs);
+      return this.applyCounts(statuses, ops, opOf, sync.call(this.store, ops, nowMs, context), nowMs, multi);
     }
     const { tracing, storeSpan } = this.opts;
     const child = span !== undefined && tracing !== undefined && storeSpan !== undefined
@@ -216,7 +253,7 @@ export class RateLimitService {
     return this.store.increment(ops, nowMs, context).then(
       (counts) => {
         child?.end();
-        return this.applyCounts(statuses, ops, opOf, counts, nowMs);
+        return this.applyCounts(statuses, ops, opOf, counts, nowMs, multi);
       },
       (err: unknown) => {
         child?.end();
@@ -227,6 +264,11 @@ export class RateLimitService {
         for (let i = 0; i < n; i++) {
           const j = opOf[i]!;
           if (j >= 0) statuses[i] = failureStatus(ops[j]!, mode, nowS);
+          else if (j === -2) {
+            statuses[i] = mostRestrictive(
+              multi![i]!.map((e) => (typeof e === 'number' ? failureStatus(ops[e]!, mode, nowS) : e)),
+            );
+          }
         }
         (mode === 'allow' ? this.failureAllowed : this.failureDenied).inc();
         return statuses;
@@ -241,11 +283,34 @@ export class RateLimitService {
     opOf: readonly number[],
     counts: readonly number[],
     nowMs: number,
+    multi: Array<Array<number | DescriptorStatus> | undefined> | undefined,
   ): DescriptorStatus[] {
     const { localCache, nearLimitRatio } = this.opts;
     const nowS = Math.floor(nowMs / 1000);
     for (let i = 0; i < statuses.length; i++) {
       const j = opOf[i]!;
+      if (j === -2) {
+        const entries = multi![i]!;
+        const each = new Array<DescriptorStatus>(entries.length);
+        for (let k = 0; k < entries.length; k++) {
+          const e = entries[k]!;
+          if (typeof e !== 'number') {
+            each[k] = e;
+            continue;
+          }
+          const op = ops[e]!;
+          const after = counts[e]!;
+          if (op.rule.algorithm !== undefined) {
+            each[k] = algorithmStatus(op, after, nearLimitRatio, nowMs);
+            continue;
+          }
+          const divider = op.windowSeconds;
+          each[k] = counterStatus(op.rule, op.hits, after, nearLimitRatio, divider - (nowS % divider));
+          if (localCache !== undefined && after > op.rule.limit.requestsPerUnit) localCache.set(op.key, divider, nowMs);
+        }
+        statuses[i] = mostRestrictive(each);
+        continue;
+      }
       if (j < 0) continue;
       const op = ops[j]!;
       const after = counts[j]!;
@@ -265,6 +330,7 @@ export class RateLimitService {
   ): RateLimitResponse {
     const n = statuses.length;
     let header: DescriptorStatus | undefined;
+    let headerIdx = -1;
     let minRemaining = MAX_UINT32;
     let failedRateLimit = 0;
     let failedQuota = 0;
@@ -276,6 +342,7 @@ export class RateLimitService {
       const status = statuses[i]!;
       if (flags.responseHeadersEnabled && status.currentLimit !== undefined && status.limitRemaining < minRemaining) {
         header = status;
+        headerIdx = i;
         minRemaining = status.limitRemaining;
       }
       if (unlimited !== undefined && unlimited[i]) {
@@ -290,6 +357,7 @@ export class RateLimitService {
         } else {
           failedRateLimit++;
           header = status;
+          headerIdx = i;
           minRemaining = 0;
         }
       } else if (wantMetadata) {
@@ -305,10 +373,15 @@ export class RateLimitService {
     if (flags.responseHeadersEnabled && header !== undefined && header.currentLimit !== undefined) {
       const divider = unitToDivider(header.currentLimit.unit);
       const nowS = Math.floor(this.opts.clock.nowMs() / 1000);
+      const hr = rules[headerIdx];
+      // With an algorithm or several limits, the reset header is the status's own.
+      const reset = hr !== undefined && (hr.algorithm !== undefined || hr.more !== undefined) && header.durationUntilReset !== undefined
+        ? header.durationUntilReset
+        : divider - (nowS % divider);
       headers = [
         { key: flags.limitHeader, value: String(header.currentLimit.requestsPerUnit) },
         { key: flags.remainingHeader, value: String(header.limitRemaining) },
-        { key: flags.resetHeader, value: String(divider - (nowS % divider)) },
+        { key: flags.resetHeader, value: String(reset) },
       ];
     }
 

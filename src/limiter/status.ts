@@ -38,9 +38,11 @@ export function counterStatus(
   after: number,
   nearRatio: number,
   resetSeconds: number,
+  /** What `after` is compared with (the token bucket's burst); requests_per_unit by default. */
+  capacity: number = rule.limit.requestsPerUnit,
 ): DescriptorStatus {
   const s = rule.stats;
-  const threshold = rule.limit.requestsPerUnit;
+  const threshold = capacity;
   const near = nearLimitThreshold(threshold, nearRatio);
   const before = after - hits;
   if (after > threshold) {

@@ -270,6 +270,7 @@ export class RateLimitApp {
         stats: this.stats,
         store: this.configStore,
         logger,
+        restrictions: store.restrictions,
       });
     } else {
       this.provider = new FileProvider<ServiceFlags>({
@@ -279,7 +280,8 @@ export class RateLimitApp {
         ignoreDotFiles: settings.runtime.ignoreDotFiles,
         watchRoot: settings.runtime.watchRoot,
         mergeDomainConfig,
-        loader: (files, merge) => loadConfig(files, { mergeDomainConfig: merge, stats: this.stats }),
+        loader: (files, merge) =>
+          loadConfig(files, { mergeDomainConfig: merge, stats: this.stats, restrictions: store.restrictions }),
         store: this.configStore,
         logger,
       });

@@ -55,3 +55,24 @@ test('ratelimit on memcached: counting, health, fail-open outage, recovery, inva
     fs.rmSync(dir.base, { recursive: true, force: true });
   }
 });
+
+test('a token_bucket rule is refused on memcached at load, with one clear line naming the rule', async () => {
+  const mc = await MemcachedServer.start();
+  const dir = runtimeDir({
+    'tb.yaml': 'domain: tb\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, algorithm: token_bucket}\n',
+  });
+  try {
+    const svc = await startService({ ...baseEnv(dir.root), BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: `127.0.0.1:${mc.port}` });
+    try {
+      expect(svc.output()).toContain(
+        "Error loading new configuration: tb.yaml: rate limit 'tb.k': algorithm token_bucket is not supported by the memcache store",
+      );
+      expect((await httpGet(svc.debug, '/rlconfig')).body).toBe('');
+    } finally {
+      expect(await svc.stop()).toBe(0);
+    }
+  } finally {
+    await mc.stop();
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  }
+});

@@ -45,6 +45,8 @@
  */
 import type { MemcacheSettings } from '../../settings/settings';
 import { StoreError } from '../../limiter/types';
+import { slidingCount } from '../../limiter/algorithms';
+import type { AlgorithmRestriction } from '../../config/capabilities';
 import type { Counter, StatsStore } from '../../stats/store';
 import { type Logger, silentLogger } from '../../telemetry/logger';
 import type { CounterOp, CounterStore } from '../types';
@@ -248,6 +250,10 @@ export class MemcacheStore implements CounterStore {
     this.parseErrors = new ThrottledLog((m) => this.logger.warn(m));
   }
 
+  readonly restrictions: readonly AlgorithmRestriction[] = [
+    { store: 'memcache', algorithm: 'token_bucket', reason: 'memcached has no atomic read-modify-write' },
+  ];
+
   /**
    * Checks the settings, resolves MEMCACHE_SRV (rejecting when that first lookup fails), probes
    * every node once (bounded by the timeouts; a node down does not fail start-up, as upstream) and
@@ -295,6 +301,58 @@ export class MemcacheStore implements CounterStore {
   }
 
   increment(ops: readonly CounterOp[], nowMs: number): Promise<number[]> {
+    for (let i = 0; i < ops.length; i++) if (ops[i]!.rule.algorithm !== undefined) return this.incrementSliding(ops, nowMs);
+    return this.incrementFixed(ops, nowMs);
+  }
+
+  /**
+   * sliding_window (src/limiter/algorithms.ts): the current and previous windows' keys are read
+   * in the request's one multiget (read-only: 0 hits), then an admitted op's hits are added in
+   * the background like any increment. As for the fixed window, the read and the increment are
+   * not atomic: concurrent requests may briefly over-admit. (token_bucket is refused at config
+   * load while this store is open: it needs an atomic read-modify-write.)
+   */
+  private async incrementSliding(ops: readonly CounterOp[], nowMs: number): Promise<number[]> {
+    const reads: CounterOp[] = [];
+    const at = new Array<number>(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      at[i] = reads.length;
+      if (op.rule.algorithm === undefined) {
+        reads.push(op);
+      } else if (op.rule.algorithm === 'sliding_window') {
+        reads.push({ ...op, hits: 0 }, { ...op, key: op.prevKey ?? op.key, hits: 0 });
+      } else {
+        throw new StoreError(`the memcache store cannot apply ${op.rule.algorithm} (rule '${op.rule.fullKey}')`, false);
+      }
+    }
+    const values = await this.incrementFixed(reads, nowMs);
+    const out = new Array<number>(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      const j = at[i]!;
+      if (op.rule.algorithm === undefined) {
+        out[i] = values[j]!;
+        continue;
+      }
+      const count = slidingCount(values[j]!, values[j + 1]!, op.hits, nowMs, op.windowSeconds);
+      out[i] = count;
+      if (count <= op.rule.limit.requestsPerUnit && op.hits > 0 && !this.closed) {
+        const nodes = this.nodes;
+        if (nodes.length === 0) continue;
+        const node = nodes.length === 1 ? nodes[0]! : nodes[pickNode(op.key, nodes.length)]!;
+        if (this.isSkipped(node)) {
+          this.stats.incrementError.inc();
+          continue;
+        }
+        // Kept through the next window, where it is the previous one.
+        this.bump(node, op.key, op.hits, this.expiration(2 * op.windowSeconds, nowMs));
+      }
+    }
+    return out;
+  }
+
+  private incrementFixed(ops: readonly CounterOp[], nowMs: number): Promise<number[]> {
     const n = ops.length;
     if (n === 0) return Promise.resolve([]);
     for (let i = 0; i < n; i++) {

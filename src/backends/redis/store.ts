@@ -25,11 +25,14 @@
  *   REDIS_TIMEOUT per round trip: every command carries that timeout (in cluster mode a pipeline,
  *   which ioredis may redirect and resend, also gets one deadline of its own).
  */
+import { createHash } from 'node:crypto';
 import type { ChainableCommander } from 'ioredis';
 import type { RedisSettings } from '../../settings/settings';
 import type { StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
 import { StoreError } from '../../limiter/types';
+import { emissionMs } from '../../limiter/algorithms';
+import type { AlgorithmRestriction } from '../../config/capabilities';
 import { stopIncrementAddends } from '../stop-increment';
 import type { CounterOp, CounterStore, IncrementContext } from '../types';
 import { RedisConnection, errorText } from './connection';
@@ -79,6 +82,57 @@ export function toStoreError(err: unknown): StoreError {
   return new StoreError(message, true);
 }
 
+/**
+ * sliding_window and token_bucket (src/limiter/algorithms.ts), decided and written atomically in
+ * one script call per op: EVALSHA, pipelined with the request's other commands; on NOSCRIPT (first
+ * use on a server, or after a restart or SCRIPT FLUSH) that op is sent once more with EVAL, which
+ * caches the script. The time is the service's (ARGV), so every instance shares one clock source
+ * per request and a test clock works. Returns the op's effective count after.
+ *   KEYS[1] key, KEYS[2] previous window's key (sliding); ARGV: mode (s|t), hits, now ms,
+ *   window ms, then limit (s) or emission interval ms and burst (t).
+ */
+export const ALGORITHM_SCRIPT = `
+local hits = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local win = tonumber(ARGV[4])
+if ARGV[1] == 's' then
+  local limit = tonumber(ARGV[5])
+  local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+  local prev = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local into = now % win
+  local count = math.ceil(cur + hits + prev * (win - into) / win)
+  if count <= limit and hits > 0 then
+    redis.call('INCRBY', KEYS[1], hits)
+    redis.call('PEXPIRE', KEYS[1], 2 * win - into)
+  end
+  return count
+end
+local emission = tonumber(ARGV[5])
+local burst = tonumber(ARGV[6])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local newtat = tat + hits * emission
+local used = newtat - now
+local level = math.ceil(used / emission - 1e-6)
+if used <= burst * emission + 1e-6 then
+  if hits > 0 then redis.call('SET', KEYS[1], string.format('%.3f', newtat), 'PX', math.ceil(used) + 1000) end
+  if level > burst then level = burst end
+  return level
+end
+if level < burst + 1 then level = burst + 1 end
+return level
+`;
+export const ALGORITHM_SCRIPT_SHA = createHash('sha1').update(ALGORITHM_SCRIPT).digest('hex');
+
+/** The script's KEYS and ARGV for one op. */
+function scriptArgs(op: CounterOp, nowMs: number): [number, ...Array<string | number>] {
+  const win = op.windowSeconds * 1000;
+  if (op.rule.algorithm === 'token_bucket') {
+    return [1, op.key, 't', op.hits, nowMs, win, emissionMs(op.rule, op.windowSeconds), op.rule.burst ?? op.rule.limit.requestsPerUnit];
+  }
+  return [2, op.key, op.prevKey ?? op.key, 's', op.hits, nowMs, win, op.rule.limit.requestsPerUnit];
+}
+
 const PHASE_GET = 0;
 const PHASE_INCR = 1;
 
@@ -88,6 +142,7 @@ class Req {
   settled = false;
   phase = PHASE_INCR;
   readonly counts: number[];
+  nowMs = 0;
   /** Counts before the request (GET phase of the stop-increment rule). */
   current: number[] | undefined;
   resolve!: (counts: number[]) => void;
@@ -118,6 +173,8 @@ class Batch {
   readonly reqs: Req[] = [];
   /** Per entry: op index i ≥ 0 for INCRBY+EXPIRE, ~i for a GET. */
   readonly idx: number[] = [];
+  /** Per entry: an EVALSHA of the algorithm script (op index in idx). */
+  readonly scripted: boolean[] = [];
   commands = 0;
   lastReq: Req | undefined = undefined;
   settled = false;
@@ -168,6 +225,14 @@ class Batcher {
     b.pipeline.incrby(key, addend).expire(key, ttl);
     b.commands += 2;
     this.note(b, req, i);
+  }
+
+  /** Queues the algorithm script for op `i` of `req`. */
+  script(req: Req, i: number, op: CounterOp): void {
+    const b = this.batchFor(op.key);
+    b.pipeline.evalsha(ALGORITHM_SCRIPT_SHA, ...scriptArgs(op, req.nowMs));
+    b.commands += 1;
+    this.note(b, req, i, true);
   }
 
   /** Queues `GET key` for op `i` of `req`. */
@@ -254,9 +319,10 @@ class Batcher {
     return b;
   }
 
-  private note(b: Batch, req: Req, idx: number): void {
+  private note(b: Batch, req: Req, idx: number, scripted = false): void {
     b.reqs.push(req);
     b.idx.push(idx);
+    b.scripted.push(scripted);
     if (b.lastReq !== req) {
       b.lastReq = req;
       req.pending++;
@@ -303,7 +369,12 @@ class Batcher {
         last?.batchDone();
         last = req;
       }
-      if (i >= 0) {
+      if (b.scripted[k] === true) {
+        const r = res[pos++]!;
+        if (r[0] === null) req.counts[i] = Number(r[1]);
+        else if (r[0].message.startsWith('NOSCRIPT')) this.evalFallback(req, i);
+        else req.fail(r[0]);
+      } else if (i >= 0) {
         const incr = res[pos]!;
         const expire = res[pos + 1]!;
         pos += 2;
@@ -317,6 +388,21 @@ class Batcher {
       }
     }
     last?.batchDone();
+  }
+
+  /** The script was not cached on that server: send that op again with EVAL (caches it). */
+  private evalFallback(req: Req, i: number): void {
+    req.pending++;
+    this.conn
+      .client()
+      .eval(ALGORITHM_SCRIPT, ...scriptArgs(req.ops[i]!, req.nowMs))
+      .then(
+        (v) => {
+          req.counts[i] = Number(v);
+          req.batchDone();
+        },
+        (err: unknown) => req.fail(err),
+      );
   }
 
   private fail(b: Batch, err: unknown): void {
@@ -357,6 +443,8 @@ export class RedisStore implements CounterStore {
   private connected = false;
   private closed = false;
   private healthy = false;
+  /** Algorithms this store cannot apply (a sliding window over a cluster). */
+  readonly restrictions: readonly AlgorithmRestriction[];
 
   /** Creates the store and its clients without connecting; call `connect()` (or use `RedisStore.connect`). */
   constructor(private readonly options: RedisStoreOptions) {
@@ -374,6 +462,10 @@ export class RedisStore implements CounterStore {
       random: options.random,
     });
     this.mainBatcher = new Batcher(this.main, s.pipelineWindowMs, s.pipelineLimit, s.clusterPipelineParallelism, s.timeoutMs);
+    // The sliding-window script reads two windows' keys, which a cluster may hold in different slots.
+    this.restrictions = this.main.isCluster
+      ? [{ store: 'redis cluster', algorithm: 'sliding_window', reason: 'its two window keys may live in different hash slots' }]
+      : [];
     this.main.onStateChange(() => this.checkHealth());
     if (s.perSecond.enabled) {
       const p = s.perSecond;
@@ -415,15 +507,16 @@ export class RedisStore implements CounterStore {
     this.checkHealth();
   }
 
-  increment(ops: readonly CounterOp[], _nowMs: number, context?: IncrementContext): Promise<number[]> {
+  increment(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): Promise<number[]> {
     if (this.closed) return Promise.reject(new StoreError('redis store is closed', false));
     if (ops.length === 0) return Promise.resolve([]);
     const req = new Req(ops, this);
+    req.nowMs = nowMs;
     const promise = new Promise<number[]>((resolve, reject) => {
       req.resolve = resolve;
       req.reject = reject;
     });
-    if (!this.stopIncrement) {
+    if (!this.stopIncrement || ops.every((op) => op.rule.algorithm !== undefined)) {
       this.enqueueIncr(req, undefined);
     } else if (context !== undefined && context.overLimitElsewhere) {
       this.enqueueIncr(req, stopIncrementAddends(ops, true, undefined));
@@ -481,6 +574,16 @@ export class RedisStore implements CounterStore {
     let usedPs = false;
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
+      if (op.rule.algorithm !== undefined) {
+        if (ps !== undefined && op.windowSeconds === 1) {
+          ps.script(req, i, op);
+          usedPs = true;
+        } else {
+          this.mainBatcher.script(req, i, op);
+          usedMain = true;
+        }
+        continue;
+      }
       const ttl = jitterMax > 0 ? op.windowSeconds + Math.floor(this.random() * jitterMax) : op.windowSeconds;
       const addend = addends === undefined ? op.hits : addends[i]!;
       if (ps !== undefined && op.windowSeconds === 1) {
@@ -504,6 +607,10 @@ export class RedisStore implements CounterStore {
     let usedPs = false;
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
+      if (op.rule.algorithm !== undefined) {
+        req.current[i] = 0; // decided by its script in the next phase
+        continue;
+      }
       if (ps !== undefined && op.windowSeconds === 1) {
         ps.get(req, i, op.key);
         usedPs = true;

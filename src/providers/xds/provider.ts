@@ -54,6 +54,7 @@ import { AggregatedDiscoveryServiceClient } from '../../../generated/envoy/servi
 import { DiscoveryRequest, type DiscoveryResponse } from '../../../generated/envoy/service/discovery/v3/discovery';
 import type { Any } from '../../../generated/google/protobuf/any';
 import { RateLimitConfig as RateLimitConfigProto } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
+import type { AlgorithmRestriction } from '../../config/capabilities';
 import { type ConfigObject, loadConfigFromObjects } from '../../config/load';
 import { ConfigError, type RateLimitConfig } from '../../config/types';
 import type { XdsSettings } from '../../settings/settings';
@@ -75,6 +76,8 @@ export interface XdsProviderOptions<F> {
   readonly logger: ProviderLogger;
   /** Uniform in [0, 1) for the backoff jitter (default Math.random). */
   readonly random?: () => number;
+  /** Algorithms the counter store cannot apply (configs using them are NACKed). */
+  readonly restrictions?: readonly AlgorithmRestriction[];
 }
 
 /** One connection attempt: a channel and the stream on it. */
@@ -142,6 +145,7 @@ export class XdsProvider<F> {
   private ackedVersion = '';
   private started = false;
   private stopped = false;
+  private readonly restrictions: readonly AlgorithmRestriction[] | undefined;
 
   constructor(opts: XdsProviderOptions<F>) {
     this.settings = opts.settings;
@@ -149,6 +153,7 @@ export class XdsProvider<F> {
     this.stats = opts.stats;
     this.store = opts.store;
     this.logger = opts.logger;
+    this.restrictions = opts.restrictions;
     this.backoff = new Backoff({ ...opts.settings.backoff, random: opts.random });
     this.connectRetryMs = Math.max(1, opts.settings.connectRetryIntervalMs);
     const md = opts.settings.nodeMetadata;
@@ -264,7 +269,11 @@ export class XdsProvider<F> {
     let config: RateLimitConfig;
     try {
       const docs = resp.resources.map((any, i) => decodeResource(any, i));
-      config = loadConfigFromObjects(docs, { mergeDomainConfig: this.mergeDomainConfig(), stats: this.stats });
+      config = loadConfigFromObjects(docs, {
+        mergeDomainConfig: this.mergeDomainConfig(),
+        stats: this.stats,
+        restrictions: this.restrictions,
+      });
     } catch (err) {
       const message = errorMessage(err);
       this.store.fail(err);
