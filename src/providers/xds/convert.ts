@@ -25,7 +25,7 @@ import {
 } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
 import type { ConfigObject } from '../../config/load';
 import { convertMetadata, loadConfig } from '../../config/load';
-import type { YamlDescriptor } from '../../config/schema';
+import type { YamlDescriptor, YamlRateLimit } from '../../config/schema';
 import { decodeRoot } from '../../config/schema';
 import { parseYaml } from '../../config/tree';
 import { ConfigError } from '../../config/types';
@@ -76,6 +76,7 @@ function descriptorToObject(d: RateLimitDescriptorProto): Record<string, unknown
   const out: Record<string, unknown> = { key: d.key };
   if (d.value !== '') out['value'] = d.value;
   if (d.rateLimit !== undefined) out['rate_limit'] = policyToObject(d.rateLimit);
+  if (d.rateLimits.length > 0) out['rate_limits'] = d.rateLimits.map(policyToObject);
   if (d.descriptors.length > 0) out['descriptors'] = d.descriptors.map(descriptorToObject);
   if (d.shadowMode) out['shadow_mode'] = true;
   if (d.quotaMode) out['quota_mode'] = true;
@@ -89,7 +90,21 @@ function policyToObject(p: RateLimitPolicyProto): Record<string, unknown> {
   if (p.unlimited) out['unlimited'] = true;
   if (p.name !== '') out['name'] = p.name;
   if (p.replaces.length > 0) out['replaces'] = p.replaces.map((r) => ({ name: r.name }));
+  if (p.algorithm !== '') out['algorithm'] = p.algorithm;
+  if (p.burst !== 0) out['burst'] = p.burst;
   return out;
+}
+
+function policyToProto(rl: YamlRateLimit): RateLimitPolicyProto {
+  return {
+    unit: unitFromName(rl.unit),
+    requestsPerUnit: rl.requestsPerUnit,
+    unlimited: rl.unlimited,
+    name: rl.name,
+    replaces: rl.replaces.map((r) => ({ name: r.name })),
+    algorithm: rl.algorithm,
+    burst: rl.burst,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -126,16 +141,8 @@ function descriptorToProto(fileName: string, parentKey: string, d: YamlDescripto
   return {
     key: d.key,
     value: d.value,
-    rateLimit:
-      rl === undefined
-        ? undefined
-        : {
-            unit: unitFromName(rl.unit),
-            requestsPerUnit: rl.requestsPerUnit,
-            unlimited: rl.unlimited,
-            name: rl.name,
-            replaces: rl.replaces.map((r) => ({ name: r.name })),
-          },
+    rateLimit: rl === undefined ? undefined : policyToProto(rl),
+    rateLimits: d.rateLimits.map(policyToProto),
     descriptors: d.descriptors.map((c) => descriptorToProto(fileName, fullKey, c)),
     shadowMode: d.shadowMode,
     detailedMetric: d.detailedMetric,

@@ -131,7 +131,14 @@ export interface RateLimitDescriptor {
   /** Mark the descriptor as quota mode. */
   quotaMode: boolean;
   /** Free-form metadata attached to the descriptor. */
-  metadata: { [key: string]: any } | undefined;
+  metadata:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * Extension of this project (not in envoyproxy/ratelimit; numbers from 100 on): further
+   * limits of the same descriptor, each counted on its own (YAML `rate_limits`).
+   */
+  rateLimits: RateLimitPolicy[];
 }
 
 /** Rate-limit policy. */
@@ -155,6 +162,13 @@ export interface RateLimitPolicy {
    * evaluation of). See "replaces" in the envoyproxy/ratelimit README.
    */
   replaces: RateLimitReplace[];
+  /**
+   * Extension of this project (numbers from 100 on): the algorithm, "" or "fixed_window"
+   * (upstream), "sliding_window" or "token_bucket" (YAML `algorithm`).
+   */
+  algorithm: string;
+  /** Extension: token_bucket capacity; 0 = requests_per_unit (YAML `burst`). */
+  burst: number;
 }
 
 /**
@@ -282,6 +296,7 @@ function createBaseRateLimitDescriptor(): RateLimitDescriptor {
     detailedMetric: false,
     quotaMode: false,
     metadata: undefined,
+    rateLimits: [],
   };
 }
 
@@ -310,6 +325,9 @@ export const RateLimitDescriptor: MessageFns<RateLimitDescriptor> = {
     }
     if (message.metadata !== undefined) {
       Struct.encode(Struct.wrap(message.metadata), writer.uint32(66).fork()).join();
+    }
+    for (const v of message.rateLimits) {
+      RateLimitPolicy.encode(v!, writer.uint32(802).fork()).join();
     }
     return writer;
   },
@@ -391,6 +409,14 @@ export const RateLimitDescriptor: MessageFns<RateLimitDescriptor> = {
             message.metadata = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 100: {
+            if (tag !== 802) {
+              break;
+            }
+
+            message.rateLimits.push(RateLimitPolicy.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -431,6 +457,11 @@ export const RateLimitDescriptor: MessageFns<RateLimitDescriptor> = {
         ? globalThis.Boolean(object.quota_mode)
         : false,
       metadata: isObject(object.metadata) ? object.metadata : undefined,
+      rateLimits: globalThis.Array.isArray(object?.rateLimits)
+        ? object.rateLimits.map((e: any) => RateLimitPolicy.fromJSON(e))
+        : globalThis.Array.isArray(object?.rate_limits)
+        ? object.rate_limits.map((e: any) => RateLimitPolicy.fromJSON(e))
+        : [],
     };
   },
 
@@ -460,6 +491,9 @@ export const RateLimitDescriptor: MessageFns<RateLimitDescriptor> = {
     if (message.metadata !== undefined) {
       obj.metadata = message.metadata;
     }
+    if (message.rateLimits?.length) {
+      obj.rateLimits = message.rateLimits.map((e) => RateLimitPolicy.toJSON(e));
+    }
     return obj;
   },
 
@@ -478,12 +512,13 @@ export const RateLimitDescriptor: MessageFns<RateLimitDescriptor> = {
     message.detailedMetric = object.detailedMetric ?? false;
     message.quotaMode = object.quotaMode ?? false;
     message.metadata = object.metadata ?? undefined;
+    message.rateLimits = object.rateLimits?.map((e) => RateLimitPolicy.fromPartial(e)) || [];
     return message;
   },
 };
 
 function createBaseRateLimitPolicy(): RateLimitPolicy {
-  return { unit: 0, requestsPerUnit: 0, unlimited: false, name: "", replaces: [] };
+  return { unit: 0, requestsPerUnit: 0, unlimited: false, name: "", replaces: [], algorithm: "", burst: 0 };
 }
 
 export const RateLimitPolicy: MessageFns<RateLimitPolicy> = {
@@ -502,6 +537,12 @@ export const RateLimitPolicy: MessageFns<RateLimitPolicy> = {
     }
     for (const v of message.replaces) {
       RateLimitReplace.encode(v!, writer.uint32(42).fork()).join();
+    }
+    if (message.algorithm !== "") {
+      writer.uint32(802).string(message.algorithm);
+    }
+    if (message.burst !== 0) {
+      writer.uint32(808).uint32(message.burst);
     }
     return writer;
   },
@@ -559,6 +600,22 @@ export const RateLimitPolicy: MessageFns<RateLimitPolicy> = {
             message.replaces.push(RateLimitReplace.decode(reader, reader.uint32()));
             continue;
           }
+          case 100: {
+            if (tag !== 802) {
+              break;
+            }
+
+            message.algorithm = reader.string();
+            continue;
+          }
+          case 101: {
+            if (tag !== 808) {
+              break;
+            }
+
+            message.burst = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -584,6 +641,8 @@ export const RateLimitPolicy: MessageFns<RateLimitPolicy> = {
       replaces: globalThis.Array.isArray(object?.replaces)
         ? object.replaces.map((e: any) => RateLimitReplace.fromJSON(e))
         : [],
+      algorithm: isSet(object.algorithm) ? globalThis.String(object.algorithm) : "",
+      burst: isSet(object.burst) ? globalThis.Number(object.burst) : 0,
     };
   },
 
@@ -604,6 +663,12 @@ export const RateLimitPolicy: MessageFns<RateLimitPolicy> = {
     if (message.replaces?.length) {
       obj.replaces = message.replaces.map((e) => RateLimitReplace.toJSON(e));
     }
+    if (message.algorithm !== "") {
+      obj.algorithm = message.algorithm;
+    }
+    if (message.burst !== 0) {
+      obj.burst = Math.round(message.burst);
+    }
     return obj;
   },
 
@@ -617,6 +682,8 @@ export const RateLimitPolicy: MessageFns<RateLimitPolicy> = {
     message.unlimited = object.unlimited ?? false;
     message.name = object.name ?? "";
     message.replaces = object.replaces?.map((e) => RateLimitReplace.fromPartial(e)) || [];
+    message.algorithm = object.algorithm ?? "";
+    message.burst = object.burst ?? 0;
     return message;
   },
 };
