@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import { runBacktest } from './backtest';
 import { readCandleFile } from './candles-file';
-import { StrategyError, describeStrategyError } from './errors';
+import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { loadStrategy } from './loader';
 import { buildReport, writeReport } from './report';
 import type { SafetyLimits } from './safety';
@@ -163,9 +163,7 @@ export async function backtestCommand(argv: string[]): Promise<number> {
       `report: ${out.json} ${out.html}\n`,
   );
   if (result.error) {
-    process.stderr.write(
-      `ratelimit-runner: strategy error in ${result.error.hook}: ${result.error.message}${result.error.location ? ` (at ${result.error.location})` : ''}; all positions were flattened\n`,
-    );
+    process.stderr.write(strategyErrorLine(result.error));
     return 1;
   }
   return 0;

@@ -51,3 +51,8 @@ export function describeStrategyError(e: StrategyError): string {
   const cause = e.cause instanceof Error ? `${e.cause.name}: ${e.cause.message}` : e.message;
   return `strategy error in ${e.hook}: ${cause}${e.location ? ` (at ${e.location})` : ''}`;
 }
+
+/** The one line a failed run prints about its strategy error (backtest, paper and live alike). */
+export function strategyErrorLine(error: { hook: string; message: string; location?: string | undefined }): string {
+  return `ratelimit-runner: strategy error in ${error.hook}: ${error.message}${error.location ? ` (at ${error.location})` : ''}; all positions were flattened\n`;
+}

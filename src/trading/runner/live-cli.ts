@@ -9,7 +9,7 @@ import { systemClock } from '../../limiter/clock';
 import type { ConfigFile } from '../../config';
 import { writeCandleFile } from './candles-file';
 import { UsageError, consoleLogger, flag, num, parseArgs, parseParams, safetyOf, type ParsedArgs } from './cli';
-import { StrategyError, describeStrategyError } from './errors';
+import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { Journal, journalPath, readJournal } from './journal';
 import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider } from './limiter';
 import { LiveEngine, type LiveIntent, type LiveResult } from './live';
@@ -216,9 +216,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
       `report: ${out.json} ${out.html}\n`,
   );
   if (result.error) {
-    process.stderr.write(
-      `ratelimit-runner: strategy error in ${result.error.hook}: ${result.error.message}${result.error.location ? ` (at ${result.error.location})` : ''}; all positions were flattened\n`,
-    );
+    process.stderr.write(strategyErrorLine(result.error));
     return 1;
   }
   return 0;

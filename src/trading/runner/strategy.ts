@@ -13,27 +13,16 @@
  * budget (IntentExpiredError). A hook that throws or rejects is a fatal strategy error: the runner
  * logs the error and the script's line, flattens all positions and stops (see runner/errors.ts).
  */
-import type { Period } from '../fxcm/types';
+import type { Candle, Period } from '../fxcm/types';
 
 export type { Period } from '../fxcm/types';
 
 export type RunMode = 'backtest' | 'paper' | 'live' | 'replay';
 
-/** A bid/ask candle of one symbol and time frame (the broker's candle fields). */
-export interface Bar {
+/** A bid/ask candle of one symbol and time frame (the broker's candle fields; `ts` in epoch seconds). */
+export interface Bar extends Candle {
   symbol: string;
   timeframe: Period;
-  /** Start of the candle, epoch seconds. */
-  ts: number;
-  bidOpen: number;
-  bidClose: number;
-  bidHigh: number;
-  bidLow: number;
-  askOpen: number;
-  askClose: number;
-  askHigh: number;
-  askLow: number;
-  tickQty: number;
 }
 
 export interface Tick {
