@@ -126,7 +126,7 @@ export class MemoryStore implements CounterStore {
     if (++this.bucketed > 2 * this.options.maxKeys + 1024) this.rebuildBuckets();
   }
 
-  /** The live count of `key`, 0 when it has none (also the explain tool's view). */
+  /** The live count of `key`, 0 when it has none. */
   peek(key: string, nowMs: number): number {
     const slot = this.slots.get(key);
     return slot === undefined || slot.expiresAtMs <= nowMs ? 0 : slot.count;

@@ -70,7 +70,11 @@ function main(argv: string[]): void {
       process.exit(2);
     }
     const request = { domain: flags['domain'] as string, descriptors, hitsAddend: 0 };
-    process.stdout.write(explainRequest(config, request, { cacheKeyPrefix: flags['cache_key_prefix'] as string, nowMs: Date.now() }));
+    explainRequest(config, request, { cacheKeyPrefix: flags['cache_key_prefix'] as string, nowMs: Date.now() }).then((text) => {
+      process.stdout.write(text);
+      process.exit(0);
+    });
+    return;
   }
   process.exit(0);
 }

@@ -4,6 +4,7 @@
  * key and the stats key — and, against a running service, the current count. Used by
  * `ratelimit-config-check -explain` and the debug port's `/debug/explain`.
  */
+import type { CounterOp } from '../backends/types';
 import type { RateLimitConfig, RateLimitRule } from '../config/types';
 import { RULE_STATS_PREFIX } from '../stats/store';
 import { cacheKey } from './cache-key';
@@ -12,8 +13,8 @@ import { type RateLimitRequest, UNIT_NAMES, unitToDivider } from './types';
 export interface ExplainOptions {
   cacheKeyPrefix: string;
   nowMs: number;
-  /** The current count of a cache key, when a store can tell (the running service). */
-  count?: (key: string) => number | undefined;
+  /** The current count of a key in the store (the running service); undefined when unknown. */
+  count?: (op: CounterOp) => Promise<number | undefined>;
 }
 
 const HOW: Record<string, string> = {
@@ -23,7 +24,7 @@ const HOW: Record<string, string> = {
   none: 'nothing',
 };
 
-export function explainRequest(config: RateLimitConfig, request: RateLimitRequest, opts: ExplainOptions): string {
+export async function explainRequest(config: RateLimitConfig, request: RateLimitRequest, opts: ExplainOptions): Promise<string> {
   const { domain, descriptors } = request;
   const nowS = Math.floor(opts.nowMs / 1000);
   const rules = descriptors.map((d) => config.getLimit(domain, d));
@@ -34,12 +35,13 @@ export function explainRequest(config: RateLimitConfig, request: RateLimitReques
     for (const name of r.replaces) replacedBy.set(name, r.fullKey);
   }
   let out = `domain: ${domain}\n`;
-  descriptors.forEach((d, i) => {
+  for (let i = 0; i < descriptors.length; i++) {
+    const d = descriptors[i]!;
     out += `descriptor ${i}: ${d.entries.map((e) => `${e.key}=${e.value}`).join(', ')}\n`;
     const trace = config.explainMatch(domain, d);
     if (!trace.domainFound) {
       out += `  no rule: ${trace.reason}\n`;
-      return;
+      continue;
     }
     for (const st of trace.steps) {
       out += `  ${st.key}=${st.value}: ${HOW[st.how]}${st.node !== undefined ? ` → ${st.node}${st.hasLimit ? ' (has rate_limit)' : ''}` : ''}\n`;
@@ -48,32 +50,38 @@ export function explainRequest(config: RateLimitConfig, request: RateLimitReques
     if (trace.override && rule !== undefined) out += '  limit override from the request (not matched against config)\n';
     if (rule === undefined) {
       out += `  no rule: ${trace.reason ?? 'no rate_limit applies'}\n`;
-      return;
+      continue;
     }
     out += `  rule: ${describeRule(rule)}\n`;
     const by = rule.limit.name !== '' ? replacedBy.get(rule.limit.name) : undefined;
     if (by !== undefined) {
       out += `  outcome: replaced by ${by} (rule name '${rule.limit.name}'): not counted, answers OK\n`;
-      return;
+      continue;
     }
     if (rule.unlimited) {
       out += '  outcome: unlimited: answered OK without counting\n';
-      return;
+      continue;
     }
     const divider = unitToDivider(rule.limit.unit);
     if (divider === 0) {
       out += `  outcome: invalid unit ${rule.limit.unit}: the request is answered with an error\n`;
-      return;
+      continue;
     }
     out += `  outcome: counted${rule.shadowMode ? '; shadow mode: an over-limit answer is turned into OK' : ''}${rule.quotaMode ? '; quota mode' : ''}\n`;
     const key = cacheKey(opts.cacheKeyPrefix, domain, d, rule, nowS, divider);
     out += `  cache key: ${key}\n`;
     out += `  stats key: ${RULE_STATS_PREFIX}${rule.stats.key}\n`;
     if (opts.count !== undefined) {
-      const c = opts.count(key);
-      out += `  count: ${c === undefined ? 'not available from this store' : `${c} of ${rule.limit.requestsPerUnit} in this window`}\n`;
+      let c: number | undefined;
+      try {
+        c = await opts.count({ key, hits: 0, windowSeconds: divider, rule });
+      } catch (err) {
+        out += `  count: the store did not answer (${(err as Error).message})\n`;
+        continue;
+      }
+      out += `  count: ${c === undefined ? 'not available' : `${c} of ${rule.limit.requestsPerUnit} in this window`}\n`;
     }
-  });
+  }
   return out;
 }
 

@@ -353,19 +353,19 @@ export class RateLimitApp {
         refreshGauges: () => this.localCache?.publish(this.stats),
         explain: (domain, texts) => {
           const snapshot = this.configStore.current();
-          if (snapshot === undefined) return 'no rate limit configuration loaded\n';
+          if (snapshot === undefined) return Promise.resolve('no rate limit configuration loaded\n');
           let descriptors;
           try {
             descriptors = texts.map(parseDescriptor);
           } catch (err) {
-            return `${(err as Error).message}\n`;
+            return Promise.resolve(`${(err as Error).message}\n`);
           }
           const nowMs = this.clock.nowMs();
-          const memory = store instanceof MemoryStore ? store : undefined;
+          // A 0-hit increment reads a count in every store without changing it.
           return explainRequest(snapshot.config, { domain, descriptors, hitsAddend: 0 }, {
             cacheKeyPrefix: settings.cache.cacheKeyPrefix,
             nowMs,
-            count: (key) => memory?.peek(key, nowMs),
+            count: async (op) => (await store.increment([op], nowMs))[0],
           });
         },
       }),

@@ -16,7 +16,7 @@ export interface DebugServerOptions {
   /** Called before /stats renders, so gauges (local cache, memory) are fresh. */
   refreshGauges?: () => void;
   /** `/debug/explain`: the explain report for a domain and descriptors, or an error text. */
-  explain?: (domain: string, descriptors: string[]) => string;
+  explain?: (domain: string, descriptors: string[]) => Promise<string>;
 }
 
 const ENDPOINTS: ReadonlyArray<[string, string]> = [
@@ -51,7 +51,12 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
         const descriptors = q.getAll('descriptors');
         if (opts.explain === undefined) plainError(res, 404, 'explain is not available');
         else if (domain === '' || descriptors.length === 0) plainError(res, 400, 'explain needs ?domain=D&descriptors=k=v,k2=v2');
-        else plainText(res, 200, opts.explain(domain, descriptors));
+        else {
+          opts.explain(domain, descriptors).then(
+            (text) => plainText(res, 200, text),
+            (err: unknown) => plainError(res, 500, `explain failed: ${String(err)}`),
+          );
+        }
         return;
       }
       case '/debug/pprof/':

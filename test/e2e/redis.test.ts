@@ -65,6 +65,14 @@ describe('ratelimit on Redis', () => {
     expect(ttl).toBeLessThanOrEqual(3600);
   });
 
+  test('/debug/explain shows the count stored in Redis', async () => {
+    const svc = await startService(redisEnv(dir.root, redis));
+    services.push(svc);
+    for (let i = 0; i < 2; i++) await httpPost(svc.http, '/json', json('explained'));
+    const res = await httpGet(svc.debug, '/debug/explain?domain=rd&descriptors=user=explained');
+    expect(res.body).toContain('count: 2 of 5 in this window');
+  });
+
   test('two instances share one budget through Redis', async () => {
     const a = await startService(redisEnv(dir.root, redis));
     const b = await startService(redisEnv(dir.root, redis));
