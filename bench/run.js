@@ -4,10 +4,19 @@
  * CPU 1 with h2load (gRPC) or wrk (HTTP /json), all on 127.0.0.1, then writes
  * bench/results/latest.json and bench/results/latest.md and prints the table.
  *
+ * Every scenario is run twice: at peak (closed loop, as many requests as the server answers), then
+ * at a fixed rate of half that peak (h2load --rps, or wrk with a per-connection delay) for the
+ * p50/p99 latency. Redis scenarios (single server and a 3-master cluster, started here via
+ * bench/redis.js) also report INFO commandstats per request. The `distinct` scenario streams
+ * BENCH_DISTINCT distinct descriptor values (bench/distinct-load.js) and samples the service's RSS.
+ *
  * Environment: BENCH_SECONDS (measured seconds per scenario, default 10), BENCH_WARMUP_SECONDS
  * (default 5), BENCH_CONNECTIONS (default 5), BENCH_STREAMS (in-flight requests per connection,
  * default 10; wrk opens CONNECTIONS*STREAMS HTTP/1.1 connections), BENCH_FORCE_NODE_LOADGEN=1
- * (use the Node fallback load generator instead of h2load and wrk).
+ * (use the Node fallback load generator instead of h2load and wrk), BENCH_DISTINCT (distinct
+ * values to send, default 10,000,000; 0 skips the scenario), BENCH_DISTINCT_SECONDS (time cap,
+ * default 120), BENCH_MEMORY_MAX_KEYS (MEMORY_MAX_KEYS of the distinct run; default 1,000,000, or
+ * BENCH_DISTINCT / 4 when that is smaller, so the cap is reached), BENCH_REDIS=0 (skip Redis).
  *
  * Needs a build (dist/): `make bench` builds first.
  */
@@ -31,6 +40,8 @@ for (const f of [GENERATED, SERVICE]) {
 }
 const grpc = require('@grpc/grpc-js');
 const { RateLimitRequest, RateLimitResponse, RateLimitServiceClient } = require(GENERATED);
+const redisLib = require('./redis.js');
+const { commandStats } = redisLib;
 
 function intEnv(name, def, min, max) {
   const raw = process.env[name];
@@ -45,7 +56,13 @@ const CFG = {
   warmupSeconds: intEnv('BENCH_WARMUP_SECONDS', 5, 0, 60),
   connections: intEnv('BENCH_CONNECTIONS', 5, 1, 64),
   streams: intEnv('BENCH_STREAMS', 10, 1, 100),
+  distinct: intEnv('BENCH_DISTINCT', 10_000_000, 0, 1_000_000_000),
+  distinctSeconds: intEnv('BENCH_DISTINCT_SECONDS', 120, 1, 3600),
+  redis: process.env['BENCH_REDIS'] !== '0',
 };
+CFG.memoryMaxKeys = intEnv('BENCH_MEMORY_MAX_KEYS', Math.max(1000, Math.min(1_000_000, Math.floor(CFG.distinct / 4))), 1, 1_000_000_000);
+/** Targets, as ratios and latencies measured in one run (see bench/README.md). */
+const TARGETS = { memoryRatio: 0.9, redisRatio: 0.8, jsonRatio: 0.85, p99HalfMemoryMs: 2, p99HalfRedisMs: 3 };
 const CONCURRENCY = CFG.connections * CFG.streams;
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-bench-'));
 
@@ -156,7 +173,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * Runs a load generator on CPU 1 to completion (killed after `timeoutMs`), sampling the CPU time
  * of the server and of the generator between `measureFrom` and `measureTo` seconds after start.
  */
-async function runLoad(cmd, args, { env, serverPid, measureFrom, measureTo, timeoutMs }) {
+async function runLoad(cmd, args, { env, serverPid, measureFrom, measureTo, timeoutMs, extraPids = [] }) {
   const [c, a] = pinned(1, cmd, args);
   const proc = track(spawn(c, a, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT }));
   let stdout = '';
@@ -169,14 +186,15 @@ async function runLoad(cmd, args, { env, serverPid, measureFrom, measureTo, time
   let s1 = null;
   const sampler = (async () => {
     await sleep(measureFrom * 1000);
-    s0 = cpuSample([serverPid, proc.pid]);
+    s0 = cpuSample([serverPid, proc.pid, ...extraPids]);
     await sleep((measureTo - measureFrom) * 1000);
-    s1 = cpuSample([serverPid, proc.pid]);
+    s1 = cpuSample([serverPid, proc.pid, ...extraPids]);
   })();
   const code = await exited;
   clearTimeout(killer);
   await Promise.race([sampler, sleep(0)]);
-  return { code, stdout, stderr, serverCpu: cpuPercent(s0, s1, 0), genCpu: cpuPercent(s0, s1, 1) };
+  const extraCpu = extraPids.map((_, i) => cpuPercent(s0, s1, 2 + i));
+  return { code, stdout, stderr, serverCpu: cpuPercent(s0, s1, 0), genCpu: cpuPercent(s0, s1, 1), extraCpu };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -208,11 +226,12 @@ function writeTmp(name, data) {
   return f;
 }
 
-function checkResponse(res, descriptors, via) {
+/** `code`: the expected overall and per-status code (1 = OK, 2 = OVER_LIMIT). */
+function checkResponse(res, descriptors, via, code = 1) {
   const problems = [];
-  if (res.overallCode !== 1) problems.push(`${via}: overallCode ${res.overallCode}, want OK (1)`);
+  if (res.overallCode !== code) problems.push(`${via}: overallCode ${res.overallCode}, want ${code}`);
   if (res.statuses.length !== descriptors) problems.push(`${via}: ${res.statuses.length} statuses, want ${descriptors}`);
-  else if (res.statuses.some((s) => s.code !== 1)) problems.push(`${via}: a status is not OK`);
+  else if (res.statuses.some((s) => s.code !== code)) problems.push(`${via}: a status code is not ${code}`);
   return problems;
 }
 
@@ -220,7 +239,7 @@ function checkResponse(res, descriptors, via) {
  * Sends the exact frame bytes the load generator sends (node:http2, h2load's headers) and, as a
  * second opinion, the same request through a grpc-js client. Returns the response frame length.
  */
-async function verifyGrpc(addr, frameFile, request, statuses = request.descriptors.length) {
+async function verifyGrpc(addr, frameFile, request, statuses = request.descriptors.length, code = 1) {
   const frame = fs.readFileSync(frameFile);
   const raw = await new Promise((resolve, reject) => {
     const session = http2.connect(`http://${addr}`);
@@ -247,7 +266,7 @@ async function verifyGrpc(addr, frameFile, request, statuses = request.descripto
   let frameLength = null;
   if (raw.body.length >= 5 && raw.body[0] === 0 && raw.body.length === 5 + raw.body.readUInt32BE(1)) {
     frameLength = raw.body.length;
-    problems.push(...checkResponse(RateLimitResponse.decode(raw.body.subarray(5)), statuses, 'raw frame'));
+    problems.push(...checkResponse(RateLimitResponse.decode(raw.body.subarray(5)), statuses, 'raw frame', code));
   } else {
     problems.push(`raw frame: malformed response body (${raw.body.length} bytes)`);
   }
@@ -256,7 +275,7 @@ async function verifyGrpc(addr, frameFile, request, statuses = request.descripto
     const res = await new Promise((resolve, reject) =>
       client.shouldRateLimit(request, { deadline: Date.now() + 5000 }, (err, r) => (err ? reject(err) : resolve(r))),
     );
-    problems.push(...checkResponse(res, statuses, 'grpc-js client'));
+    problems.push(...checkResponse(res, statuses, 'grpc-js client', code));
   } catch (err) {
     problems.push(`grpc-js client: ${err.message}`);
   } finally {
@@ -287,14 +306,25 @@ function toMs(s) {
   return Number(m[1]) * { us: 0.001, ms: 1, s: 1000, m: 60_000 }[m[2]];
 }
 
-async function h2loadScenario(url, frameFile, serverPid, expectedFrameLength) {
+/** Percentile `q` (0..1) of an ascending array, nearest rank. */
+function pct(sorted, q) {
+  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] : null;
+}
+
+/**
+ * h2load run. `rpsPerClient`: fixed rate (h2load --rps, per connection) and no warm-up (the
+ * half-load run follows a peak run on the same warm server); otherwise closed loop with warm-up.
+ */
+async function h2loadScenario(url, frameFile, serverPid, expectedFrameLength, { rpsPerClient = null, extraPids = [] } = {}) {
   const logFile = path.join(TMP, `h2load-${Date.now()}.log`);
+  const warmup = rpsPerClient ? 0 : CFG.warmupSeconds;
   const args = [
     '-t', '1',
     '-c', String(CFG.connections),
     '-m', String(CFG.streams),
     '-D', String(CFG.seconds),
-    ...(CFG.warmupSeconds > 0 ? [`--warm-up-time=${CFG.warmupSeconds}`] : []),
+    ...(warmup > 0 ? [`--warm-up-time=${warmup}`] : []),
+    ...(rpsPerClient ? [`--rps=${rpsPerClient.toFixed(2)}`] : []),
     '-d', frameFile,
     '-H', 'content-type: application/grpc',
     '-H', 'te: trailers',
@@ -303,9 +333,10 @@ async function h2loadScenario(url, frameFile, serverPid, expectedFrameLength) {
   ];
   const r = await runLoad('h2load', args, {
     serverPid,
-    measureFrom: CFG.warmupSeconds + 0.5,
-    measureTo: CFG.warmupSeconds + CFG.seconds - 0.3,
-    timeoutMs: (CFG.warmupSeconds + CFG.seconds + 30) * 1000,
+    extraPids,
+    measureFrom: warmup + 0.5,
+    measureTo: warmup + CFG.seconds - 0.3,
+    timeoutMs: (warmup + CFG.seconds + 30) * 1000,
   });
   const out = r.stdout;
   const problems = [];
@@ -340,7 +371,6 @@ async function h2loadScenario(url, frameFile, serverPid, expectedFrameLength) {
     .map((f) => Number(f[2]) / 1000)
     .sort((a, b) => a - b);
   fs.rmSync(logFile, { force: true });
-  const p99 = durations.length ? durations[Math.min(durations.length - 1, Math.ceil(0.99 * durations.length) - 1)] : null;
   return {
     problems,
     tool: 'h2load',
@@ -348,20 +378,26 @@ async function h2loadScenario(url, frameFile, serverPid, expectedFrameLength) {
     seconds: Number(fin[1]),
     rps: Number(fin[2]),
     meanMs: toMs(time[3]),
-    p99Ms: p99,
+    p50Ms: pct(durations, 0.5),
+    p99Ms: pct(durations, 0.99),
     p99Source: `h2load --log-file (${durations.length} rows)`,
     dataBytesPerResponse: dataPerResponse,
     serverCpu: r.serverCpu,
     genCpu: r.genCpu,
+    extraCpu: r.extraCpu,
     raw: out.trim(),
   };
 }
 
-async function wrkScenario(url, bodyFile, serverPid) {
+/**
+ * wrk run. `delayMs` (with `connections`): each connection waits that long between a response and
+ * its next request (bench/post.lua), for a fixed rate and no warm-up; otherwise closed loop.
+ */
+async function wrkScenario(url, bodyFile, serverPid, { connections = CONCURRENCY, delayMs = 0, extraPids = [] } = {}) {
   const lua = path.join(__dirname, 'post.lua');
-  const env = { BENCH_BODY_FILE: bodyFile };
-  const base = ['-t', '1', '-c', String(CONCURRENCY), '--timeout', '10s', '-s', lua];
-  if (CFG.warmupSeconds > 0) {
+  const env = { BENCH_BODY_FILE: bodyFile, BENCH_DELAY_MS: String(delayMs) };
+  const base = ['-t', '1', '-c', String(connections), '--timeout', '10s', '-s', lua];
+  if (CFG.warmupSeconds > 0 && !delayMs) {
     await runLoad('wrk', [...base, '-d', `${CFG.warmupSeconds}s`, url], {
       env,
       serverPid,
@@ -373,6 +409,7 @@ async function wrkScenario(url, bodyFile, serverPid) {
   const r = await runLoad('wrk', [...base, '-d', `${CFG.seconds}s`, '--latency', url], {
     env,
     serverPid,
+    extraPids,
     measureFrom: 0.5,
     measureTo: CFG.seconds - 0.3,
     timeoutMs: (CFG.seconds + 30) * 1000,
@@ -381,6 +418,7 @@ async function wrkScenario(url, bodyFile, serverPid) {
   const problems = [];
   const lat = /Latency\s+(\S+)\s+(\S+)\s+(\S+)/.exec(out);
   const p99 = /^\s*99%\s+(\S+)/m.exec(out);
+  const p50 = /^\s*50%\s+(\S+)/m.exec(out);
   const total = /(\d+) requests in ([\d.]+\w+)/.exec(out);
   const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
   if (r.code !== 0 || !lat || !p99 || !total || !rps) {
@@ -399,10 +437,12 @@ async function wrkScenario(url, bodyFile, serverPid) {
     seconds: toMs(total[2]) / 1000,
     rps: Number(rps[1]),
     meanMs: toMs(lat[1]),
+    p50Ms: p50 ? toMs(p50[1]) : null,
     p99Ms: toMs(p99[1]),
     p99Source: 'wrk --latency',
     serverCpu: r.serverCpu,
     genCpu: r.genCpu,
+    extraCpu: r.extraCpu,
     raw: out.trim(),
   };
 }
@@ -442,13 +482,63 @@ async function nodeScenario(mode, target, file, serverPid) {
   };
 }
 
-function grpcLoad(addr, frameFile, serverPid, frameLength) {
+function grpcLoad(addr, frameFile, serverPid, frameLength, extraPids = []) {
   return H2LOAD
-    ? h2loadScenario(`http://${addr}${GRPC_PATH}`, frameFile, serverPid, frameLength)
+    ? h2loadScenario(`http://${addr}${GRPC_PATH}`, frameFile, serverPid, frameLength, { extraPids })
     : nodeScenario('grpc', addr, frameFile, serverPid);
 }
-function jsonLoad(addr, bodyFile, serverPid) {
-  return WRK ? wrkScenario(`http://${addr}/json`, bodyFile, serverPid) : nodeScenario('http', `http://${addr}/json`, bodyFile, serverPid);
+function jsonLoad(addr, bodyFile, serverPid, extraPids = []) {
+  return WRK ? wrkScenario(`http://${addr}/json`, bodyFile, serverPid, { extraPids }) : nodeScenario('http', `http://${addr}/json`, bodyFile, serverPid);
+}
+
+/**
+ * wrk has no rate option: `connections` connections each waiting `delayMs` between requests give
+ * about connections * 1000 / (delayMs + latency) requests/s. Picks the pair closest to `target`
+ * (latency assumed 0.2 ms at half load), delay 1..50 ms, 1..4*CONCURRENCY connections.
+ */
+function wrkRatePlan(target, latencyMs = 0.2) {
+  let best = null;
+  for (let d = 1; d <= 50; d++) {
+    const c = Math.round((target * (d + latencyMs)) / 1000);
+    if (c < 1 || c > 4 * CONCURRENCY) continue;
+    const err = Math.abs((c * 1000) / (d + latencyMs) - target) / target;
+    if (!best || err < best.err - 0.005) best = { connections: c, delayMs: d, err };
+  }
+  return best;
+}
+
+/**
+ * The fixed-rate run at half of `peak.rps` (p50/p99 at half load). Returns { targetRps, rps, p50Ms,
+ * p99Ms, meanMs, serverCpu, genCpu, method, problems } or { skipped } for the Node fallback.
+ */
+async function halfLoad(peak, { grpc: isGrpc, addr, frameFile, serverPid, frameLength, bodyFile, extraPids = [] }) {
+  if (!peak.rps) return { skipped: 'no peak' };
+  const targetRps = peak.rps / 2;
+  let r;
+  let method;
+  if (isGrpc) {
+    if (!H2LOAD) return { skipped: 'node-load fallback has no fixed-rate mode' };
+    const perClient = targetRps / CFG.connections;
+    method = `h2load --rps=${perClient.toFixed(2)} x ${CFG.connections} connections`;
+    r = await h2loadScenario(`http://${addr}${GRPC_PATH}`, frameFile, serverPid, frameLength, { rpsPerClient: perClient, extraPids });
+  } else {
+    if (!WRK) return { skipped: 'node-load fallback has no fixed-rate mode' };
+    let plan = wrkRatePlan(targetRps);
+    if (!plan) return { skipped: `no wrk connection/delay plan for ${targetRps.toFixed(0)} req/s` };
+    r = await wrkScenario(`http://${addr}/json`, bodyFile, serverPid, { ...plan, extraPids });
+    // The rate depends on the latency at that rate: when more than 5 % off, plan again with the
+    // measured mean latency and run once more (that run is the one reported).
+    if (r.rps && r.meanMs != null && Math.abs(r.rps / targetRps - 1) > 0.05) {
+      const again = wrkRatePlan(targetRps, r.meanMs);
+      if (again) {
+        plan = again;
+        r = await wrkScenario(`http://${addr}/json`, bodyFile, serverPid, { ...plan, extraPids });
+      }
+    }
+    method = `wrk ${plan.connections} connections x ${plan.delayMs} ms delay`;
+  }
+  const { raw, ...rest } = r;
+  return { targetRps, method, ...rest, rateError: r.rps ? r.rps / targetRps - 1 : null, toolOutput: raw };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -464,22 +554,35 @@ async function fetchStats(debugAddr) {
   return stats;
 }
 
-/** Checks the service's own counters over a scenario (warm-up included, so >= the tool's count). */
-function statsProblems(before, after, { grpc: isGrpc, descriptors, requests }) {
+/**
+ * Checks the service's own counters over a scenario (warm-up included, so >= the tool's count).
+ * `over`: every hit must be over the limit and served from the local over-limit cache.
+ */
+function statsProblems(before, after, { grpc: isGrpc, descriptors, requests, over = false }) {
   const d = (k) => (after[k] ?? 0) - (before[k] ?? 0);
   const p = 'ratelimit.service.rate_limit.bench.client_id.';
   const problems = [];
-  for (const k of [`${p}over_limit`, `${p}near_limit`, 'ratelimit.service.call.should_rate_limit.service_error']) {
+  const mustStay = [`${p}near_limit`, 'ratelimit.service.call.should_rate_limit.service_error', over ? `${p}within_limit` : `${p}over_limit`];
+  for (const k of mustStay) {
     if (d(k) !== 0) problems.push(`service stat ${k} grew by ${d(k)}`);
   }
-  if (d(`${p}within_limit`) !== d(`${p}total_hits`)) problems.push('service: not every hit was within the limit');
+  if (!over && d(`${p}within_limit`) !== d(`${p}total_hits`)) problems.push('service: not every hit was within the limit');
+  if (over && d(`${p}over_limit`) !== d(`${p}total_hits`)) problems.push('service: not every hit was over the limit');
+  if (over && d(`${p}over_limit_with_local_cache`) !== d(`${p}total_hits`)) {
+    problems.push(`service: ${d(`${p}over_limit_with_local_cache`)} of ${d(`${p}total_hits`)} hits served from the local cache, want all`);
+  }
   if (d(`${p}total_hits`) < requests * descriptors) {
     problems.push(`service counted ${d(`${p}total_hits`)} hits, fewer than ${requests} requests x ${descriptors} descriptors`);
   }
   if (isGrpc && d('ratelimit_server.ShouldRateLimit.total_requests') < requests) {
     problems.push(`service counted ${d('ratelimit_server.ShouldRateLimit.total_requests')} gRPC calls, fewer than ${requests}`);
   }
-  return { problems, hits: d(`${p}total_hits`) };
+  return {
+    problems,
+    hits: d(`${p}total_hits`),
+    calls: d(isGrpc ? 'ratelimit_server.ShouldRateLimit.total_requests' : `${p}total_hits`) / (isGrpc ? 1 : descriptors),
+    localCacheHits: d(`${p}over_limit_with_local_cache`),
+  };
 }
 
 const SERVICE_CONFIG = `# Benchmark config: one wildcard key, a limit no run can reach (1e9 per second).
@@ -491,7 +594,26 @@ descriptors:
       requests_per_unit: 1000000000
 `;
 
-function serviceEnv(root) {
+const LOCAL_CACHE_CONFIG = `# Local over-limit cache benchmark: 1 per day, so every hit after the first is over the limit.
+domain: bench
+descriptors:
+  - key: client_id
+    rate_limit:
+      unit: day
+      requests_per_unit: 1
+`;
+
+const DISTINCT_CONFIG = `# Distinct-values benchmark: every value is its own counter (1e9 per hour: never over, and
+# counters live for the hour, so MEMORY_MAX_KEYS is what bounds them).
+domain: distinct
+descriptors:
+  - key: user
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1000000000
+`;
+
+function serviceEnv(root, extra = {}) {
   return {
     PATH: process.env['PATH'],
     BACKEND_TYPE: 'memory',
@@ -507,7 +629,76 @@ function serviceEnv(root) {
     GRPC_PORT: '0',
     DEBUG_HOST: '127.0.0.1',
     DEBUG_PORT: '0',
+    ...extra,
   };
+}
+
+/** Starts the real service with `config` as its only rule file (a fresh runtime root in TMP). */
+async function startService(name, config, extraEnv = {}) {
+  const root = path.join(TMP, `runtime-${name}`, 'current');
+  fs.mkdirSync(path.join(root, 'ratelimit', 'config'), { recursive: true });
+  fs.writeFileSync(path.join(root, 'ratelimit', 'config', `${name}.yaml`), config);
+  const srv = await startServer(`ratelimit service (${name})`, [SERVICE], serviceEnv(root, extraEnv), /listening: gRPC (\S+), HTTP (\S+), debug ([^\s"\\]+)/);
+  const [, grpcAddr, httpAddr, debugAddr] = srv.match;
+  return { ...srv, grpcAddr, httpAddr, debugAddr };
+}
+
+/** VmRSS (current resident set) of a live process in MiB. */
+function rssMiB(pid) {
+  try {
+    const m = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** One grpc-js call (used to spend the 1-per-day budget before the local-cache run). */
+async function grpcCall(addr, request) {
+  const client = new RateLimitServiceClient(addr, grpc.credentials.createInsecure());
+  try {
+    return await new Promise((resolve, reject) =>
+      client.shouldRateLimit(request, { deadline: Date.now() + 5000 }, (err, r) => (err ? reject(err) : resolve(r))),
+    );
+  } finally {
+    client.close();
+  }
+}
+
+/** Commands the service did not send for rate limiting: our INFO reads, ioredis's CLUSTER/PING/… */
+const BOOKKEEPING = /^(info|ping|cluster|command|client|hello|select|config|readonly|auth)\b/;
+function commandDelta(before, after) {
+  const delta = {};
+  for (const [k, v] of Object.entries(after)) if (v - (before[k] ?? 0) > 0) delta[k] = v - (before[k] ?? 0);
+  const total = Object.entries(delta).filter(([k]) => !BOOKKEEPING.test(k)).reduce((a, [, v]) => a + v, 0);
+  return { delta, total, incrby: delta['incrby'] ?? 0, expire: delta['expire'] ?? 0 };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Targets
+
+/** [{ name, pass, value }] for a scenario (empty for ceilings). */
+function targetsFor(s) {
+  const t = [];
+  const ratio = (min) => t.push({ name: `>= ${min} of ${s.ceilingId}`, pass: s.ratio != null && s.ratio >= min, value: s.ratio == null ? 'n/a' : s.ratio.toFixed(2) });
+  const p99 = (max) => t.push({ name: `p99 @ half load < ${max} ms`, pass: s.half?.p99Ms != null && s.half.p99Ms < max, value: fmtMs(s.half?.p99Ms) });
+  if (s.store === 'memory') {
+    ratio(s.grpc ? TARGETS.memoryRatio : TARGETS.jsonRatio);
+    p99(TARGETS.p99HalfMemoryMs);
+  } else if (s.store === 'local-cache') {
+    p99(TARGETS.p99HalfMemoryMs);
+  } else if (s.store === 'redis' || s.store === 'redis-cluster') {
+    if (s.store === 'redis') ratio(TARGETS.redisRatio);
+    p99(TARGETS.p99HalfRedisMs);
+    // One INCRBY + one EXPIRE per descriptor, nothing else (a GET or a second pass would show here).
+    const per = s.redis?.perRequest;
+    t.push({
+      name: `<= ${2 * s.descriptors} Redis commands/request`,
+      pass: per != null && per.total <= 2 * s.descriptors * 1.01 && per.incrby <= s.descriptors * 1.01,
+      value: per ? per.total.toFixed(2) : 'n/a',
+    });
+  }
+  return t;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -515,6 +706,8 @@ function serviceEnv(root) {
 
 const fmt = (n, digits = 0) => (n === null || n === undefined || Number.isNaN(n) ? 'n/a' : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
 const fmtMs = (n) => (n === null || n === undefined ? 'n/a' : n < 10 ? `${n.toFixed(2)} ms` : `${n.toFixed(1)} ms`);
+const fmtPct = (n) => (n == null ? 'n/a' : `${n.toFixed(0)} %`);
+const log = (s) => console.error(`[bench] ${s}`);
 
 async function main() {
   const req1 = grpcRequest(1);
@@ -525,21 +718,81 @@ async function main() {
   const scenarios = [];
   const rss = {};
   const allProblems = [];
-  const log = (s) => console.error(`[bench] ${s}`);
+  let distinct = null;
 
   const record = (s) => {
     // A ratio only means something when the server, not the load generator, is the bottleneck.
     s.notes = [];
     if (s.genCpu != null && s.genCpu >= 90) s.notes.push('load generator saturated');
     if (s.serverCpu != null && s.serverCpu < 85) s.notes.push('server core not saturated');
+    if (s.half?.rateError != null && Math.abs(s.half.rateError) > 0.1) s.notes.push(`half-load rate off by ${(s.half.rateError * 100).toFixed(0)} %`);
+    if (s.half?.skipped) s.notes.push(`no half-load run: ${s.half.skipped}`);
+    s.targets = targetsFor(s);
     scenarios.push(s);
     for (const p of s.problems) allProblems.push(`${s.id}: ${p}`);
-    log(`${s.id}: ${fmt(s.rps)} req/s, mean ${fmtMs(s.meanMs)}, p99 ${fmtMs(s.p99Ms)}${s.problems.length ? `  PROBLEMS: ${s.problems.join('; ')}` : ''}`);
+    log(
+      `${s.id}: ${fmt(s.rps)} req/s, mean ${fmtMs(s.meanMs)}, p99 ${fmtMs(s.p99Ms)}; half load ${fmt(s.half?.rps)} req/s: ` +
+        `p50 ${fmtMs(s.half?.p50Ms)}, p99 ${fmtMs(s.half?.p99Ms)}` +
+        `${s.redis ? `; Redis ${s.redis.perRequest.total.toFixed(2)} commands/request` : ''}` +
+        `${s.problems.length ? `  PROBLEMS: ${s.problems.join('; ')}` : ''}`,
+    );
+  };
+
+  /** Verify, peak run, half-load run, service counters (and Redis commandstats) for one scenario. */
+  const serviceScenario = async (svc, s, redisNodes = null) => {
+    log(`${s.id}: ${s.label}`);
+    const code = s.store === 'local-cache' ? 2 : 1;
+    const v = s.grpc ? await verifyGrpc(svc.grpcAddr, s.frame, s.req, s.n, code) : await verifyJson(svc.httpAddr);
+    let r = { problems: v.problems };
+    let half = null;
+    let redis = null;
+    if (!v.problems.length) {
+      const extraPids = redisNodes ? redisNodes.map((n) => n.pid) : [];
+      const cmd0 = redisNodes ? await commandStats(redisNodes) : null;
+      const before = await fetchStats(svc.debugAddr);
+      r = s.grpc ? await grpcLoad(svc.grpcAddr, s.frame, svc.pid, v.frameLength, extraPids) : await jsonLoad(svc.httpAddr, jsonFile, svc.pid, extraPids);
+      if (!r.problems.length) {
+        log(`${s.id}: half load (${fmt((r.rps ?? 0) / 2)} req/s)`);
+        half = await halfLoad(r, {
+          grpc: s.grpc,
+          addr: s.grpc ? svc.grpcAddr : svc.httpAddr,
+          frameFile: s.frame,
+          serverPid: svc.pid,
+          frameLength: v.frameLength,
+          bodyFile: jsonFile,
+          extraPids,
+        });
+      }
+      const after = await fetchStats(svc.debugAddr);
+      const cmd1 = redisNodes ? await commandStats(redisNodes) : null;
+      const st = statsProblems(before, after, {
+        grpc: s.grpc,
+        descriptors: s.n,
+        requests: (r.requests ?? 0) + (half?.requests ?? 0),
+        over: s.store === 'local-cache',
+      });
+      r.problems.push(...st.problems, ...(half?.problems ?? []).map((p) => `half load: ${p}`));
+      Object.assign(r, { serviceHits: st.hits, serviceCalls: st.calls, localCacheHits: st.localCacheHits });
+      if (cmd0 && cmd1 && st.calls > 0) {
+        const cd = commandDelta(cmd0, cmd1);
+        redis = {
+          nodes: redisNodes.length,
+          serviceCalls: st.calls,
+          commands: cd.delta,
+          perRequest: { total: cd.total / st.calls, incrby: cd.incrby / st.calls, expire: cd.expire / st.calls },
+          cpuPeakPercent: r.extraCpu?.every((c) => c != null) ? r.extraCpu.reduce((a, b) => a + b, 0) : null,
+        };
+      }
+    }
+    const ceiling = scenarios.find((c) => c.id === s.ceiling);
+    const ratio = ceiling?.rps && r.rps ? r.rps / ceiling.rps : null;
+    const { req, frame, n, ...meta } = s;
+    record({ ...meta, kind: 'service', descriptors: n, ceilingId: s.ceiling, ratio, ...r, half, redis, peakRssMiBSoFar: peakRssMiB(svc.pid) });
   };
 
   log(`${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.node}; pinning: ${machine.pinning}`);
   log(`load: ${machine.h2load ?? 'node-load (fallback)'} for gRPC, ${machine.wrk ?? 'node-load (fallback)'} for /json; ` +
-    `${CFG.warmupSeconds} s warm-up + ${CFG.seconds} s measured, ${CFG.connections} connections x ${CFG.streams} streams`);
+    `${CFG.warmupSeconds} s warm-up + ${CFG.seconds} s measured (+ ${CFG.seconds} s at half load), ${CFG.connections} connections x ${CFG.streams} streams`);
 
   // a. bare gRPC ceiling
   {
@@ -551,7 +804,9 @@ async function main() {
         log(`${id}: bare grpc-js server, ${n}-descriptor request frame`);
         const v = await verifyGrpc(addr, frame, req, 1); // the bare server always answers one status
         const r = v.problems.length ? { problems: v.problems } : await grpcLoad(addr, frame, srv.pid, v.frameLength);
-        record({ id, label: `Bare grpc-js ceiling, ${n}-descriptor request`, kind: 'ceiling', descriptors: n, ...r });
+        const half = v.problems.length || r.problems.length ? null : await halfLoad(r, { grpc: true, addr, frameFile: frame, serverPid: srv.pid, frameLength: v.frameLength });
+        if (half?.problems) r.problems.push(...half.problems.map((p) => `half load: ${p}`));
+        record({ id, label: `Bare grpc-js ceiling, ${n}-descriptor request`, kind: 'ceiling', store: 'none', grpc: true, descriptors: n, ...r, half, peakRssMiBSoFar: peakRssMiB(srv.pid) });
       }
       rss['bare-grpc'] = peakRssMiB(srv.pid);
     } finally {
@@ -567,43 +822,109 @@ async function main() {
       log('bare-json: bare node:http server, POST /json');
       const v = await verifyJson(addr);
       const r = v.problems.length ? { problems: v.problems } : await jsonLoad(addr, jsonFile, srv.pid);
-      record({ id: 'bare-json', label: 'Bare node:http ceiling, POST /json', kind: 'ceiling', descriptors: 1, ...r });
+      const half = v.problems.length || r.problems.length ? null : await halfLoad(r, { grpc: false, addr, serverPid: srv.pid, bodyFile: jsonFile });
+      if (half?.problems) r.problems.push(...half.problems.map((p) => `half load: ${p}`));
+      record({ id: 'bare-json', label: 'Bare node:http ceiling, POST /json', kind: 'ceiling', store: 'none', grpc: false, descriptors: 1, ...r, half, peakRssMiBSoFar: peakRssMiB(srv.pid) });
       rss['bare-http'] = peakRssMiB(srv.pid);
     } finally {
       await srv.stop();
     }
   }
 
-  // b + c. the real service
+  // b + c. the real service, memory store
   {
-    const root = path.join(TMP, 'runtime', 'current');
-    fs.mkdirSync(path.join(root, 'ratelimit', 'config'), { recursive: true });
-    fs.writeFileSync(path.join(root, 'ratelimit', 'config', 'bench.yaml'), SERVICE_CONFIG);
-    const srv = await startServer('ratelimit service', [SERVICE], serviceEnv(root), /listening: gRPC (\S+), HTTP (\S+), debug ([^\s"\\]+)/);
-    const [, grpcAddr, httpAddr, debugAddr] = srv.match;
+    const srv = await startService('memory', SERVICE_CONFIG);
     try {
-      const service = [
-        { id: 'service-grpc-1', ceiling: 'bare-grpc-1', label: 'Service gRPC ShouldRateLimit, 1 descriptor', grpc: true, n: 1, req: req1, frame: frame1 },
-        { id: 'service-grpc-5', ceiling: 'bare-grpc-5', label: 'Service gRPC ShouldRateLimit, 5 descriptors', grpc: true, n: 5, req: req5, frame: frame5 },
-        { id: 'service-json', ceiling: 'bare-json', label: 'Service HTTP POST /json, 1 descriptor', grpc: false, n: 1 },
-      ];
-      for (const s of service) {
-        log(`${s.id}: ${s.label}`);
-        const v = s.grpc ? await verifyGrpc(grpcAddr, s.frame, s.req) : await verifyJson(httpAddr);
-        let r = { problems: v.problems };
-        if (!v.problems.length) {
-          const before = await fetchStats(debugAddr);
-          r = s.grpc ? await grpcLoad(grpcAddr, s.frame, srv.pid, v.frameLength) : await jsonLoad(httpAddr, jsonFile, srv.pid);
-          const after = await fetchStats(debugAddr);
-          const st = statsProblems(before, after, { grpc: s.grpc, descriptors: s.n, requests: r.requests ?? 0 });
-          r.problems.push(...st.problems);
-          r.serviceHits = st.hits;
-        }
-        const ceiling = scenarios.find((c) => c.id === s.ceiling);
-        const ratio = ceiling?.rps && r.rps ? r.rps / ceiling.rps : null;
-        record({ id: s.id, label: s.label, kind: 'service', descriptors: s.n, ceilingId: s.ceiling, ratio, ...r, peakRssMiBSoFar: peakRssMiB(srv.pid) });
+      await serviceScenario(srv, { id: 'service-grpc-1', ceiling: 'bare-grpc-1', label: 'Service gRPC, 1 descriptor, memory store', store: 'memory', grpc: true, n: 1, req: req1, frame: frame1 });
+      await serviceScenario(srv, { id: 'service-grpc-5', ceiling: 'bare-grpc-5', label: 'Service gRPC, 5 descriptors, memory store', store: 'memory', grpc: true, n: 5, req: req5, frame: frame5 });
+      await serviceScenario(srv, { id: 'service-json', ceiling: 'bare-json', label: 'Service POST /json, 1 descriptor, memory store', store: 'memory', grpc: false, n: 1 });
+      rss['service-memory'] = peakRssMiB(srv.pid);
+    } finally {
+      await srv.stop();
+    }
+  }
+
+  // d. local over-limit cache: 1 per day, the first call spends it, everything after is cached.
+  {
+    const srv = await startService('local-cache', LOCAL_CACHE_CONFIG, { LOCAL_CACHE_SIZE_IN_BYTES: '1048576' });
+    try {
+      const first = await grpcCall(srv.grpcAddr, req1);
+      if (first.overallCode !== 1) allProblems.push(`service-local-cache-1: the first call was not OK (${first.overallCode})`);
+      await serviceScenario(srv, {
+        id: 'service-local-cache-1',
+        ceiling: 'bare-grpc-1',
+        label: 'Service gRPC, 1 descriptor, over limit from the local cache (memory store)',
+        store: 'local-cache',
+        grpc: true,
+        n: 1,
+        req: req1,
+        frame: frame1,
+      });
+      rss['service-local-cache'] = peakRssMiB(srv.pid);
+    } finally {
+      await srv.stop();
+    }
+  }
+
+  // e. Redis: single server, then a 3-master cluster (Redis on the load generator's CPU 1).
+  if (CFG.redis) {
+    const missing = redisLib.available();
+    const wrap = (c, a) => pinned(1, c, a);
+    const setups = [
+      { key: 'redis', label: 'Redis single', start: () => redisLib.startRedis({ wrap }), env: (r) => ({ REDIS_URL: r.address }), nodes: (r) => [r] },
+      {
+        key: 'redis-cluster',
+        label: 'Redis cluster (3 masters)',
+        start: () => redisLib.startCluster(3, { wrap }),
+        env: (c) => ({ REDIS_TYPE: 'cluster', REDIS_URL: c.url }),
+        nodes: (c) => c.nodes,
+      },
+    ];
+    for (const setup of setups) {
+      if (missing) {
+        allProblems.push(`${setup.key}: ${missing}`);
+        continue;
       }
-      rss['service'] = peakRssMiB(srv.pid);
+      let redis = null;
+      let srv = null;
+      try {
+        redis = await setup.start();
+        srv = await startService(setup.key, SERVICE_CONFIG, { BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', ...setup.env(redis) });
+        for (const [n, req, frame] of [[1, req1, frame1], [5, req5, frame5]]) {
+          await serviceScenario(
+            srv,
+            {
+              id: `${setup.key}-grpc-${n}`,
+              ceiling: `bare-grpc-${n}`,
+              label: `Service gRPC, ${n} descriptor${n > 1 ? 's' : ''}, ${setup.label}`,
+              store: setup.key,
+              grpc: true,
+              n,
+              req,
+              frame,
+            },
+            setup.nodes(redis),
+          );
+        }
+        rss[`service-${setup.key}`] = peakRssMiB(srv.pid);
+      } catch (err) {
+        allProblems.push(`${setup.key}: ${err.message.split('\n')[0]}`);
+        log(`${setup.key}: ${err.stack}`);
+      } finally {
+        if (srv) await srv.stop();
+        if (redis) await redis.stop();
+      }
+    }
+  }
+
+  // f. a stream of distinct descriptor values: memory must stay bounded (MEMORY_MAX_KEYS).
+  if (CFG.distinct > 0) {
+    log(`distinct: up to ${fmt(CFG.distinct)} distinct values in at most ${CFG.distinctSeconds} s, MEMORY_MAX_KEYS=${CFG.memoryMaxKeys}`);
+    const srv = await startService('distinct', DISTINCT_CONFIG, { MEMORY_MAX_KEYS: String(CFG.memoryMaxKeys) });
+    try {
+      distinct = await distinctScenario(srv);
+      for (const p of distinct.problems) allProblems.push(`distinct: ${p}`);
+      rss['service-distinct'] = peakRssMiB(srv.pid);
     } finally {
       await srv.stop();
     }
@@ -612,13 +933,121 @@ async function main() {
   // Output
   const results = {
     machine,
-    settings: { ...CFG, concurrency: CONCURRENCY, wrkConnections: CONCURRENCY, h2loadThreads: 1, wrkThreads: 1 },
+    settings: { ...CFG, concurrency: CONCURRENCY, wrkConnections: CONCURRENCY, h2loadThreads: 1, wrkThreads: 1, redisPinning: PIN ? 'taskset -c 1 (with the load generator)' : 'none' },
+    targets: TARGETS,
     scenarios: scenarios.map(({ raw, ...s }) => ({ ...s, toolOutput: raw })),
+    distinct,
     peakRssMiB: rss,
     problems: allProblems,
   };
-  const header =
-    `Machine: ${machine.nproc} CPUs (nproc), ${machine.cpuModel}, Node ${machine.node}, Linux ${machine.kernel}, ${machine.date}`;
+  const md = markdown(scenarios, distinct, rss, allProblems);
+  fs.mkdirSync(RESULTS, { recursive: true });
+  fs.writeFileSync(path.join(RESULTS, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  fs.writeFileSync(path.join(RESULTS, 'latest.md'), md);
+  console.log(md);
+  if (allProblems.length) process.exitCode = 1;
+}
+
+/**
+ * Streams distinct values through bench/distinct-load.js (CPU 1) while sampling the service's
+ * VmRSS and its memory-store gauges every 2 s.
+ */
+async function distinctScenario(srv) {
+  const problems = [];
+  const samples = [];
+  const t0 = performance.now();
+  const sample = async () => {
+    let st = {};
+    try {
+      st = await fetchStats(srv.debugAddr);
+    } catch {
+      /* keep the RSS sample */
+    }
+    samples.push({
+      t: Number(((performance.now() - t0) / 1000).toFixed(1)),
+      rssMiB: rssMiB(srv.pid),
+      keys: st['ratelimit.memory.keys'] ?? null,
+      evictions: st['ratelimit.memory.evictions'] ?? null,
+    });
+  };
+  await sample();
+  const cpu0 = cpuSample([srv.pid]);
+  const [c, a] = pinned(1, process.execPath, [path.join(__dirname, 'distinct-load.js'), srv.grpcAddr, String(CFG.distinct), String(CFG.distinctSeconds), '64', '4']);
+  const proc = track(spawn(c, a, { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT }));
+  let stdout = '';
+  let stderr = '';
+  proc.stdout.on('data', (d) => (stdout += d));
+  proc.stderr.on('data', (d) => (stderr += d));
+  const killer = setTimeout(() => proc.kill('SIGKILL'), (CFG.distinctSeconds + 30) * 1000);
+  let finished = false;
+  const exited = new Promise((resolve) => proc.once('exit', (code, signal) => resolve(code ?? signal))).then((code) => {
+    finished = true;
+    return code;
+  });
+  while (!finished) {
+    await Promise.race([exited, sleep(2000)]);
+    if (!finished) await sample();
+  }
+  const code = await exited;
+  clearTimeout(killer);
+  const cpu1 = cpuSample([srv.pid]);
+  await sample();
+  let res = null;
+  try {
+    res = JSON.parse(stdout.trim().split('\n').pop());
+  } catch {
+    problems.push(`distinct-load exited ${code}: ${(stdout + stderr).slice(-500)}`);
+  }
+  if (res?.errors) problems.push(`${res.errors} failed calls (first: ${res.firstError})`);
+  if (res && res.ok === 0) problems.push('no call succeeded');
+  const rsses = samples.map((s) => s.rssMiB).filter((x) => x != null);
+  const keys = samples.map((s) => s.keys).filter((x) => x != null);
+  const end = samples[samples.length - 1];
+  const maxKeys = keys.length ? Math.max(...keys) : null;
+  if (maxKeys != null && maxKeys > CFG.memoryMaxKeys) problems.push(`ratelimit.memory.keys reached ${maxKeys} > MEMORY_MAX_KEYS ${CFG.memoryMaxKeys}`);
+  const atCap = samples.find((s) => s.keys != null && s.keys >= CFG.memoryMaxKeys);
+  const rssGrowthAfterCap = atCap?.rssMiB && end.rssMiB ? end.rssMiB / atCap.rssMiB - 1 : null;
+  const sent = res?.sent ?? 0;
+  // Bounded: the key count never passes the cap, the store evicted once it was full, and the RSS
+  // grew by at most 30 % between the first sample at the cap and the end.
+  const bounded =
+    maxKeys != null &&
+    maxKeys <= CFG.memoryMaxKeys &&
+    (sent <= CFG.memoryMaxKeys || (end.evictions ?? 0) > 0) &&
+    (atCap == null || (rssGrowthAfterCap != null && rssGrowthAfterCap <= 0.3));
+  const out = {
+    requested: CFG.distinct,
+    timeCapSeconds: CFG.distinctSeconds,
+    memoryMaxKeys: CFG.memoryMaxKeys,
+    sent,
+    ok: res?.ok ?? 0,
+    errors: res?.errors ?? null,
+    seconds: res?.seconds ?? null,
+    rps: res?.rps ?? null,
+    serverCpu: cpuPercent(cpu0, cpu1, 0),
+    rssStartMiB: samples[0].rssMiB,
+    rssPeakMiB: rsses.length ? Math.max(...rsses) : null,
+    rssEndMiB: end.rssMiB,
+    rssAtCapMiB: atCap?.rssMiB ?? null,
+    rssGrowthAfterCap,
+    keysEnd: end.keys,
+    keysMax: maxKeys,
+    evictionsEnd: end.evictions,
+    vmHwmMiB: peakRssMiB(srv.pid),
+    bounded,
+    samples,
+    problems,
+  };
+  log(
+    `distinct: sent ${fmt(sent)} of ${fmt(CFG.distinct)} in ${fmt(out.seconds, 1)} s (${fmt(out.rps)} req/s); RSS start ${fmt(out.rssStartMiB, 1)} / ` +
+      `peak ${fmt(out.rssPeakMiB, 1)} / end ${fmt(out.rssEndMiB, 1)} MiB; keys ${fmt(out.keysEnd)}, evictions ${fmt(out.evictionsEnd)}`,
+  );
+  return out;
+}
+
+function markdown(scenarios, distinct, rss, allProblems) {
+  const header = `Machine: ${machine.nproc} CPUs (nproc), ${machine.cpuModel}, Node ${machine.node}, Linux ${machine.kernel}, ${machine.date}`;
+  const targetCell = (s) => (s.targets.length ? s.targets.map((t) => `${t.pass ? 'PASS' : 'FAIL'} ${t.name} (${t.value})`).join('<br>') : '—');
   const lines = [
     '# Rate limit service benchmark',
     '',
@@ -626,39 +1055,79 @@ async function main() {
     '',
     `Load: ${machine.h2load ?? 'node-load grpc-js client (FALLBACK: h2load unavailable)'} for gRPC, ` +
       `${machine.wrk ?? 'node-load node:http (FALLBACK: wrk unavailable)'} for /json; ` +
-      `${CFG.warmupSeconds} s warm-up + ${CFG.seconds} s measured per scenario; ` +
-      `${CONCURRENCY} requests in flight (gRPC: ${CFG.connections} HTTP/2 connections x ${CFG.streams} streams; /json: ${CONCURRENCY} HTTP/1.1 connections), 1 client thread. ` +
-      `Pinning: ${machine.pinning}. All traffic on 127.0.0.1.`,
+      `${CFG.warmupSeconds} s warm-up + ${CFG.seconds} s measured at peak, then ${CFG.seconds} s at a fixed rate of half that peak; ` +
+      `${CONCURRENCY} requests in flight at peak (gRPC: ${CFG.connections} HTTP/2 connections x ${CFG.streams} streams; /json: ${CONCURRENCY} HTTP/1.1 connections), 1 client thread. ` +
+      `Pinning: ${machine.pinning}${PIN ? '; Redis servers: CPU 1 (with the load generator)' : ''}. All traffic on 127.0.0.1.`,
     '',
-    '| Scenario | Load generator | Requests/s | Mean latency | p99 latency | vs ceiling | Server CPU | Generator CPU | Checks |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---|',
+    '| Scenario | Load generator | Peak req/s | vs ceiling | Half-load req/s | p50 @ half | p99 @ half | Mean / p99 at peak | Server CPU | Generator CPU | Peak RSS | Targets | Checks |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
     ...scenarios.map(
       (s) =>
-        `| ${s.label} | ${s.tool ?? 'n/a'} | ${fmt(s.rps)} | ${fmtMs(s.meanMs)} | ${fmtMs(s.p99Ms)} | ` +
-        `${s.kind === 'ceiling' ? '(ceiling)' : s.ratio === null ? 'n/a' : `${(s.ratio * 100).toFixed(1)} % of ${s.ceilingId}`} | ` +
-        `${s.serverCpu == null ? 'n/a' : `${s.serverCpu.toFixed(0)} %`} | ${s.genCpu == null ? 'n/a' : `${s.genCpu.toFixed(0)} %`} | ` +
+        `| ${s.label} | ${s.tool ?? 'n/a'} | ${fmt(s.rps)} | ` +
+        `${s.kind === 'ceiling' ? '(ceiling)' : s.ratio == null ? 'n/a' : `${s.ratio.toFixed(2)} (${s.ceilingId})`} | ` +
+        `${s.half?.rps != null ? `${fmt(s.half.rps)} (target ${fmt(s.half.targetRps)})` : 'n/a'} | ${fmtMs(s.half?.p50Ms)} | ${fmtMs(s.half?.p99Ms)} | ` +
+        `${fmtMs(s.meanMs)} / ${fmtMs(s.p99Ms)} | ${fmtPct(s.serverCpu)} | ${fmtPct(s.genCpu)} | ${fmt(s.peakRssMiBSoFar, 1)} MiB | ${targetCell(s)} | ` +
         `${s.problems.length ? `FAILED: ${s.problems.join('; ').replace(/\|/g, '\\|')}` : 'ok'}${s.notes?.length ? ` (${s.notes.join('; ')})` : ''} |`,
     ),
     '',
-    `Peak RSS (VmHWM at the end of the run): service ${fmt(rss['service'], 1)} MiB; bare grpc-js ${fmt(rss['bare-grpc'], 1)} MiB; bare node:http ${fmt(rss['bare-http'], 1)} MiB.`,
+  ];
+  const redisRows = scenarios.filter((s) => s.redis);
+  if (redisRows.length) {
+    lines.push(
+      '**Redis commands per request** (INFO commandstats before/after the peak and half-load runs, summed over the nodes; ' +
+        'divided by the gRPC calls the service counted over the same window; our INFO reads and ioredis bookkeeping such as CLUSTER SLOTS are left out). ' +
+        'Pipelines are not visible in commandstats: the service sends each request\'s commands as one pipeline (cluster: one per hash slot).',
+      '',
+      '| Scenario | Nodes | Calls | Commands / request | INCRBY / request | EXPIRE / request | Other commands | Redis CPU at peak (sum) |',
+      '|---|---:|---:|---:|---:|---:|---|---:|',
+      ...redisRows.map((s) => {
+        const other = Object.entries(s.redis.commands).filter(([k]) => k !== 'incrby' && k !== 'expire').map(([k, v]) => `${k} ${v}`).join(', ') || '—';
+        return `| ${s.label} | ${s.redis.nodes} | ${fmt(s.redis.serviceCalls)} | ${s.redis.perRequest.total.toFixed(3)} | ${s.redis.perRequest.incrby.toFixed(3)} | ${s.redis.perRequest.expire.toFixed(3)} | ${other} | ${fmtPct(s.redis.cpuPeakPercent)} |`;
+      }),
+      '',
+    );
+  }
+  if (distinct) {
+    const d = distinct;
+    lines.push(
+      `**Distinct values stream** (bench/distinct-load.js, grpc-js, 64 calls in flight over 4 connections; domain \`distinct\`, one new \`user\` value per call, 1e9/hour; MEMORY_MAX_KEYS=${fmt(d.memoryMaxKeys)}):`,
+      '',
+      '| Sent | Requested | Seconds | req/s | Errors | Server CPU | RSS start | RSS peak | RSS end | RSS when the cap was reached | memory.keys (end / max) | memory.evictions | Bounded |',
+      '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+      `| ${fmt(d.sent)} | ${fmt(d.requested)} (cap ${d.timeCapSeconds} s) | ${fmt(d.seconds, 1)} | ${fmt(d.rps)} | ${fmt(d.errors)} | ${fmtPct(d.serverCpu)} | ` +
+        `${fmt(d.rssStartMiB, 1)} MiB | ${fmt(d.rssPeakMiB, 1)} MiB | ${fmt(d.rssEndMiB, 1)} MiB | ` +
+        `${d.rssAtCapMiB == null ? 'cap not reached' : `${fmt(d.rssAtCapMiB, 1)} MiB (then ${d.rssGrowthAfterCap >= 0 ? '+' : ''}${(d.rssGrowthAfterCap * 100).toFixed(0)} %)`} | ` +
+        `${fmt(d.keysEnd)} / ${fmt(d.keysMax)} | ${fmt(d.evictionsEnd)} | ${d.bounded ? 'PASS' : 'FAIL'} |`,
+      '',
+    );
+  }
+  const allTargets = [
+    ...scenarios.flatMap((s) => s.targets.map((t) => ({ ...t, id: s.id }))),
+    ...(distinct ? [{ id: 'distinct', name: 'memory bounded', pass: distinct.bounded }] : []),
+  ];
+  lines.push(
+    `Targets: ${allTargets.filter((t) => t.pass).length} of ${allTargets.length} pass` +
+      (allTargets.some((t) => !t.pass) ? ` (failing: ${allTargets.filter((t) => !t.pass).map((t) => `${t.id} ${t.name}`).join('; ')})` : '') +
+      '. Targets are reported, not enforced: only failed checks make the run exit 1.',
     '',
-    'Mean latency is the tool\'s own mean (h2load "time for request", wrk "Latency Avg"); p99 is wrk\'s ' +
-      '--latency 99 % line, and for h2load (which prints no percentiles) the 99th percentile of its per-request --log-file. ' +
-      'CPU columns are CPU time / wall time of the server and load generator processes over the measured window (100 % = one core).',
+    `Peak RSS (VmHWM at the end of each server's run): ${Object.entries(rss).map(([k, v]) => `${k} ${fmt(v, 1)} MiB`).join('; ')}.`,
+    '',
+    "Peak req/s and mean are the tool's own numbers; p99 at peak is wrk's --latency 99 % line, and for h2load (which prints no " +
+      'percentiles) the 99th percentile of its per-request --log-file; p50/p99 at half load come from a second run at a fixed rate of ' +
+      'half the peak (h2load --rps per connection; wrk with a per-connection delay from bench/post.lua). ' +
+      'CPU columns are CPU time / wall time of the server and load generator processes over the measured peak window (100 % = one core).',
     ...(allProblems.length ? ['', '**Problems:**', '', ...allProblems.map((p) => `- ${p}`)] : []),
     '',
-  ];
-  const md = lines.join('\n');
-  fs.mkdirSync(RESULTS, { recursive: true });
-  fs.writeFileSync(path.join(RESULTS, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
-  fs.writeFileSync(path.join(RESULTS, 'latest.md'), md);
-  console.log(md);
-  fs.rmSync(TMP, { recursive: true, force: true });
-  if (allProblems.length) process.exitCode = 1;
+  );
+  return lines.join('\n');
 }
 
-main().catch((err) => {
-  console.error(err);
-  fs.rmSync(TMP, { recursive: true, force: true });
-  process.exit(1);
-});
+main()
+  .catch((err) => {
+    console.error(err);
+    process.exitCode = 1;
+  })
+  .finally(() => {
+    killChildren();
+    fs.rmSync(TMP, { recursive: true, force: true });
+  });
