@@ -348,7 +348,8 @@ export class RedisConnection {
     return {
       lazyConnect: true,
       connectTimeout: s.timeoutMs,
-      commandTimeout: s.timeoutMs,
+      // No commandTimeout: it arms a timer per command. The store bounds each pipeline (and its
+      // EVAL fallback) by REDIS_TIMEOUT itself; the start-up PING has its own deadline.
       // How long a closing socket may linger before it is destroyed (ioredis: 2 s). ioredis also
       // arms this timer for sockets that already died, so keep it short: nothing should hold the
       // process for long after close().

@@ -17,13 +17,13 @@
  *   the window, started by the first queued request, elapses, or as soon as a queue holds
  *   REDIS_PIPELINE_LIMIT commands (INCRBY and EXPIRE count one each, as upstream counts pipeline
  *   length), whichever comes first; with a limit and no window the queue is also sent at the end of
- *   the current event-loop turn. Each request still gets exactly its own replies. With both 0 each
- *   request is its own pipeline and no timer is involved.
+ *   the current event-loop turn. Each request still gets exactly its own replies. With both 0 the
+ *   requests decided in one event-loop turn share one pipeline write (one round trip each).
  * - Any Redis error, timeout or lost connection rejects the request with a StoreError carrying the
  *   error text; `transient` tells connection-type failures (and CLUSTERDOWN, LOADING, TRYAGAIN,
  *   MOVED, READONLY…) from the others (WRONGTYPE, NOAUTH, ERR …). A request never waits longer than
- *   REDIS_TIMEOUT per round trip: every command carries that timeout (in cluster mode a pipeline,
- *   which ioredis may redirect and resend, also gets one deadline of its own).
+ *   REDIS_TIMEOUT per round trip: each pipeline (and the EVAL fallback) carries one deadline of
+ *   that length, which in cluster mode also bounds ioredis's redirects and resends.
  */
 import { createHash } from 'node:crypto';
 import type { ChainableCommander } from 'ioredis';
@@ -345,9 +345,9 @@ class Batcher {
       (res) => this.done(b, res),
       (err: unknown) => this.fail(b, err),
     );
-    // ioredis may redirect and resend a cluster pipeline (MOVED, TRYAGAIN, a closed node
-    // connection), each try with its own command timeout: bound the whole pipeline too.
-    if (this.cluster) b.deadline = setTimeout(() => this.fail(b, new Error('Command timed out')), this.timeoutMs);
+    // One REDIS_TIMEOUT deadline per pipeline (not one timer per command, as ioredis's
+    // commandTimeout would arm); in cluster mode it also bounds ioredis's redirects and resends.
+    b.deadline = setTimeout(() => this.fail(b, new Error('Command timed out')), this.timeoutMs);
   }
 
   private done(b: Batch, res: [error: Error | null, result: unknown][] | null): void {
@@ -392,15 +392,29 @@ class Batcher {
   /** The script was not cached on that server: send that op again with EVAL (caches it). */
   private evalFallback(req: Req, i: number): void {
     req.pending++;
+    let settled = false;
+    const deadline = setTimeout(() => {
+      if (settled) return;
+      settled = true;
+      req.fail(new Error('Command timed out'));
+    }, this.timeoutMs);
     this.conn
       .client()
       .eval(ALGORITHM_SCRIPT, ...scriptArgs(req.ops[i]!, req.nowMs))
       .then(
         (v) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(deadline);
           req.counts[i] = Number(v);
           req.batchDone();
         },
-        (err: unknown) => req.fail(err),
+        (err: unknown) => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(deadline);
+          req.fail(err);
+        },
       );
   }
 
