@@ -334,6 +334,10 @@ export class RateLimitApp {
       ),
     );
     if (tlsFiles.enabled && tlsFiles.clientSan !== '') enforceClientSanOnGrpc(grpcServer, tlsFiles.clientSan, logger);
+    if (tlsFiles.enabled) {
+      // grpc-js applies the certificates on a later tick; announce nothing before they are live.
+      for (let i = 0; i < 3; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
 
     const serve = (handler: http.RequestListener, useTls: boolean): http.Server => {
       if (!useTls || certs === undefined) return http.createServer(handler);
