@@ -7,17 +7,9 @@ import http from 'node:http';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { baseEnv, callGrpc, descriptor, eventually, grpcClient, httpGet, runtimeDir, startService } from './harness';
+import { freePort } from '../support/ports';
 
 const CONFIG = 'domain: obs\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 test('statsd over TCP receives upstream\'s counter, timer and rule lines', async () => {
   let received = '';

@@ -5,6 +5,7 @@ import { StatsdSink } from '../../src/stats/sinks/statsd';
 import { StatsStore } from '../../src/stats/store';
 import { createLogger, silentLogger } from '../../src/telemetry/logger';
 import { type TcpReceiver, type UdpReceiver, sleep, tcpReceiver, udpReceiver } from './receivers';
+import { freePort } from '../support/ports';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -27,14 +28,6 @@ function flusherFor(store: StatsStore, sink: StatsdSink | LoggingSink | NullSink
   const f = new StatsFlusher(store, sink, intervalMs, silentLogger);
   cleanups.push(() => f.stop());
   return f;
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
 }
 
 describe('statsd sink over TCP (upstream default)', () => {

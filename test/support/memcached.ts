@@ -27,19 +27,9 @@ process.once('exit', () => {
   for (const c of live) c.kill('SIGKILL');
 });
 
-/** A free TCP port on 127.0.0.1 (bound, read, released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from './ports';
 
+export { freePort };
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -60,19 +60,9 @@ export function requireBinary(name: string): void {
   checkedBinaries.add(name);
 }
 
-/** A free TCP port on 127.0.0.1 (bind port 0, read it, close). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once('error', reject);
-    srv.listen(0, HOST, () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from './ports';
 
+export { freePort };
 /** A fresh temp dir, removed by the owner's stop() (or at process exit). */
 export function makeTempDir(prefix: string): string {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
