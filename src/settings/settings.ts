@@ -308,6 +308,8 @@ export interface RedisSettings extends RedisConnectionSettings {
   readonly tlsSkipHostnameVerification: boolean;
   /** REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: unhealthy while no connection is active */
   readonly healthCheckActiveConnection: boolean;
+  /** REDIS_BATCH_SCRIPT: a pipeline's INCRBY/EXPIRE pairs go as one EVAL (both instances) */
+  readonly batchScript: boolean;
   readonly startup: {
     /** REDIS_STARTUP_INITIAL_INTERVAL in ms (default 1s) */
     readonly initialIntervalMs: number;
@@ -654,6 +656,7 @@ function readRedis(r: EnvReader, inUse: boolean, warnings: string[]): RedisSetti
     tlsCaCertFile: r.string('REDIS_TLS_CACERT'),
     tlsSkipHostnameVerification: r.bool('REDIS_TLS_SKIP_HOSTNAME_VERIFICATION'),
     healthCheckActiveConnection: r.bool('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION'),
+    batchScript: r.bool('REDIS_BATCH_SCRIPT'),
     startup: {
       initialIntervalMs: r.duration('REDIS_STARTUP_INITIAL_INTERVAL'),
       maxIntervalMs: r.duration('REDIS_STARTUP_MAX_INTERVAL'),

@@ -224,6 +224,7 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   ...redisTwin('TIMEOUT', 'duration', '10s', 'dial and I/O timeout'),
   ...redisTwin('POOL_ON_EMPTY_BEHAVIOR', 'string', 'WAIT', 'when the pool is exhausted: WAIT (CREATE and ERROR are rejected; others mean WAIT)'),
   redis('REDIS_PERSECOND', 'bool', 'false', 'use a second Redis (REDIS_PERSECOND_*) for per-second limits'),
+  redis('REDIS_BATCH_SCRIPT', 'bool', 'false', 'send the INCRBY and EXPIRE of a pipeline as one EVAL (same keys, counts and TTLs; much less client CPU); needs scripting allowed and no key-routing proxy in front (both instances)', { extension: true }),
   redis('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', 'bool', 'false', 'report unhealthy while Redis has no active connection'),
   redis('REDIS_STARTUP_INITIAL_INTERVAL', 'duration', '1s', 'first retry delay while connecting at start-up'),
   redis('REDIS_STARTUP_MAX_INTERVAL', 'duration', '30s', 'largest retry delay while connecting at start-up'),

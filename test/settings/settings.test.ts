@@ -97,6 +97,7 @@ const DEFAULTS: Settings = {
     tlsCaCertFile: '',
     tlsSkipHostnameVerification: false,
     healthCheckActiveConnection: false,
+    batchScript: false,
     startup: { initialIntervalMs: 1000, maxIntervalMs: 30_000, maxElapsedTimeMs: 0 },
     perSecond: {
       enabled: false,

@@ -131,6 +131,7 @@ const OWN: ReadonlyArray<readonly [string, string]> = [
   ['REQUEST_MAX_DESCRIPTORS', '1000'],
   ['REQUEST_MAX_ENTRIES', '100'],
   ['REQUEST_MAX_ENTRY_LENGTH', '4096'],
+  ['REDIS_BATCH_SCRIPT', 'false'],
 ];
 
 describe('SETTINGS_TABLE', () => {

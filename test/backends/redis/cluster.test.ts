@@ -106,6 +106,21 @@ describe('redis store in cluster mode', () => {
     expect(statsStore.gauge('ratelimit.redis_pool.cx_active').value).toBeGreaterThanOrEqual(3);
   });
 
+  it('REDIS_BATCH_SCRIPT: one EVAL per slot group, each key counted on the node of its slot', async () => {
+    store = await connectStore(redisSettings({ type: 'cluster', url: cluster.url, batchScript: true }));
+    const keys = await keysInDistinctSlots(5, 'script');
+    const tracker = trackExec();
+    expect(await store.increment(keys.map((k, i) => op(k, i + 1, 3600)), 0)).toEqual([1, 2, 3, 4, 5]);
+    tracker.restore();
+    expect(tracker.calls()).toBe(5);
+    expect(await store.increment(keys.map((k) => op(k, 1, 3600)), 0)).toEqual([2, 3, 4, 5, 6]);
+    for (let i = 0; i < keys.length; i++) {
+      const owner = await cluster.nodeForKey(keys[i]!);
+      expect(await owner.cli(['GET', keys[i]!])).toBe(`${i + 2}\n`);
+      expect(Number(await owner.cli(['TTL', keys[i]!]))).toBeGreaterThan(3500);
+    }
+  });
+
   it('keys sharing a hash tag go in one pipeline', async () => {
     store = await connectStore(redisSettings({ type: 'cluster', url: cluster.url }));
     const tag = uniqueKey('tag');

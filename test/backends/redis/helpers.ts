@@ -43,6 +43,7 @@ export function redisSettings(
     tlsCaCertFile: '',
     tlsSkipHostnameVerification: false,
     healthCheckActiveConnection: false,
+    batchScript: false,
     ...rest,
     startup: { initialIntervalMs: 50, maxIntervalMs: 200, maxElapsedTimeMs: 5000, ...startup },
     perSecond: { ...connectionSettings(perSecond), enabled: perSecond?.enabled ?? false },
