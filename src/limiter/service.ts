@@ -103,19 +103,37 @@ export class RateLimitService {
 
   /** Decides one request. Rejects with ServiceError or StoreError, each counted as upstream does. */
   shouldRateLimit(request: RateLimitRequest, span?: Span): Promise<RateLimitResponse> {
-    // A store that counts in process answers synchronously: one promise for the whole call.
     try {
-      const res = this.decide(request, span);
-      return res instanceof Promise ? res.catch(this.failed) : Promise.resolve(res);
+      const res = this.decideNow(request, span);
+      return res instanceof Promise ? res : Promise.resolve(res);
     } catch (err) {
-      return this.failed(err);
+      return Promise.reject(err);
     }
   }
 
-  /** Counts a failed decision as upstream does and passes the error on. */
-  private readonly failed = (err: unknown): Promise<never> => {
+  /**
+   * As shouldRateLimit, but a store that counts in process answers in the same turn: the listeners
+   * skip a promise and a microtask per call. A remote store gives a promise. A failure found
+   * synchronously is thrown; either way it is counted as upstream does.
+   */
+  decideNow(request: RateLimitRequest, span?: Span): RateLimitResponse | Promise<RateLimitResponse> {
+    try {
+      const res = this.decide(request, span);
+      return res instanceof Promise ? res.catch(this.failed) : res;
+    } catch (err) {
+      this.count(err);
+      throw err;
+    }
+  }
+
+  private count(err: unknown): void {
     if (err instanceof StoreError) this.storeError.inc();
     else this.serviceError.inc();
+  }
+
+  /** Counts a failed decision and passes the error on. */
+  private readonly failed = (err: unknown): Promise<never> => {
+    this.count(err);
     return Promise.reject(err);
   };
 

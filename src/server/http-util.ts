@@ -24,10 +24,14 @@ function sanitizeHeader(s: string): string {
 
 export class BodyTooLargeError extends Error {}
 
-/** Reads a request body up to `limit` bytes, then calls `done` once (BodyTooLargeError past it). */
+/**
+ * Reads a request body up to `limit` bytes, then calls `done` once (BodyTooLargeError past it).
+ * No 'error' listener: node:http emits a request's error only to listeners, and a request whose
+ * client went away needs no answer, so `done` is simply never called for it.
+ */
 export function readBody(req: IncomingMessage, limit: number, done: (err: Error | undefined, body?: Buffer) => void): void {
-  const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) {
+  const declared = declaredLength(req.rawHeaders);
+  if (declared > limit) {
     req.resume();
     done(new BodyTooLargeError(`request body of ${declared} bytes exceeds the limit of ${limit}`));
     return;
@@ -51,13 +55,19 @@ export function readBody(req: IncomingMessage, limit: number, done: (err: Error 
   req.on('end', () => {
     if (finished) return;
     finished = true;
-    done(undefined, chunks !== undefined ? Buffer.concat(chunks, size) : (first ?? Buffer.alloc(0)));
+    done(undefined, chunks !== undefined ? Buffer.concat(chunks, size) : (first ?? EMPTY));
   });
-  req.on('error', (e) => {
-    if (finished) return;
-    finished = true;
-    done(e);
-  });
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/** Content-Length from the raw header list (NaN when absent): `req.headers` would build the whole map. */
+function declaredLength(raw: readonly string[]): number {
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 14 && name.toLowerCase() === 'content-length') return Number(raw[i + 1]);
+  }
+  return NaN;
 }
 
 /** The path of a request URL without its query string. */

@@ -15,6 +15,8 @@ import { JsonRequestError, parseRateLimitRequestBytes, serializeRateLimitRespons
 
 export interface Decider {
   shouldRateLimit(request: RateLimitRequest, span?: Span): Promise<RateLimitResponse>;
+  /** The same decision, answered in the same turn when the store counts in process. */
+  decideNow(request: RateLimitRequest, span?: Span): RateLimitResponse | Promise<RateLimitResponse>;
 }
 
 export interface HttpServerOptions {
@@ -46,7 +48,15 @@ export function createHttpHandler(opts: HttpServerOptions): http.RequestListener
     res.end(body);
   };
 
-  // Callbacks rather than async functions: one promise per request (the decision's).
+  const failed = (res: http.ServerResponse, err: unknown, span: Span | undefined): void => {
+    span?.end();
+    const msg = (err as Error)?.message ?? String(err);
+    logger.debug(`error answering /json request: ${msg}`);
+    // Upstream answers every decision error on /json with 400, including store errors.
+    plainError(res, 400, 'Bad Request', msg);
+  };
+
+  // Callbacks rather than async functions: no promise at all when the store counts in process.
   const handleJson = (req: http.IncomingMessage, res: http.ServerResponse): void =>
     readBody(req, maxBodyBytes, (readError, body) => {
       if (readError !== undefined) {
@@ -64,19 +74,25 @@ export function createHttpHandler(opts: HttpServerOptions): http.RequestListener
         return;
       }
       const span = tracing.enabled ? tracing.startCallSpan(req.headers, request.domain, () => requestText(request)) : undefined;
-      service.shouldRateLimit(request, span).then(
-        (response) => {
-          span?.end();
-          answer(res, response);
-        },
-        (err: unknown) => {
-          span?.end();
-          const msg = (err as Error)?.message ?? String(err);
-          logger.debug(`error answering /json request: ${msg}`);
-          // Upstream answers every decision error on /json with 400, including store errors.
-          plainError(res, 400, 'Bad Request', msg);
-        },
-      );
+      let decided: RateLimitResponse | Promise<RateLimitResponse>;
+      try {
+        decided = service.decideNow(request, span);
+      } catch (err) {
+        failed(res, err, span);
+        return;
+      }
+      if (decided instanceof Promise) {
+        decided.then(
+          (response) => {
+            span?.end();
+            answer(res, response);
+          },
+          (err: unknown) => failed(res, err, span),
+        );
+      } else {
+        span?.end();
+        answer(res, decided);
+      }
     });
 
   return (req, res) => {

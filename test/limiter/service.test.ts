@@ -94,6 +94,25 @@ describe('RateLimitService', () => {
     expect(counter(stats, 'ratelimit.service.call.should_rate_limit.service_error')).toBe(2);
   });
 
+  test('decideNow answers in the same turn on the memory store, a promise on a remote one, and counts a thrown error', async () => {
+    const { service, stats } = setup();
+    const now = service.decideNow({ domain: 'd', descriptors: [d('k', 'v')], hitsAddend: 0 });
+    expect(now).not.toBeInstanceOf(Promise);
+    expect((now as Awaited<typeof now>).overallCode).toBe(Code.OK);
+    expect(() => service.decideNow({ domain: '', descriptors: [], hitsAddend: 0 })).toThrow('rate limit domain must not be empty');
+    expect(counter(stats, 'ratelimit.service.call.should_rate_limit.service_error')).toBe(1);
+
+    const remote: CounterStore = {
+      kind: 'remote',
+      increment: (ops) => Promise.resolve(ops.map(() => 1)),
+      isHealthy: () => true,
+      close: () => Promise.resolve(),
+    };
+    const later = setup({}, { store: remote }).service.decideNow({ domain: 'd', descriptors: [d('k', 'v')], hitsAddend: 0 });
+    expect(later).toBeInstanceOf(Promise);
+    expect((await later).overallCode).toBe(Code.OK);
+  });
+
   test('no config loaded', async () => {
     const stats = new StatsStore();
     const service = new RateLimitService({

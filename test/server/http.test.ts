@@ -1,0 +1,99 @@
+/**
+ * The /json listener over a real socket: bodies in several chunks, a declared length over the
+ * limit refused before reading, and a client that leaves mid-body costing nothing.
+ */
+import http from 'node:http';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { MemoryStore } from '../../src/backends/memory';
+import { loadConfig } from '../../src/config/load';
+import { ManualClock } from '../../src/limiter/clock';
+import { RateLimitService } from '../../src/limiter/service';
+import { Health } from '../../src/server/health';
+import { createHttpHandler } from '../../src/server/http';
+import { StatsStore } from '../../src/stats/store';
+import type { Logger } from '../../src/telemetry/logger';
+
+const quiet: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {}, enabled: () => false };
+const BODY = JSON.stringify({ domain: 'd', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] });
+
+let server: http.Server;
+let port: number;
+
+beforeAll(async () => {
+  const stats = new StatsStore();
+  const config = loadConfig([{ name: 'd.yaml', content: 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 100}\n' }], {
+    mergeDomainConfig: false,
+    stats,
+  });
+  const flags = { shadowMode: false, quotaMode: false, responseDynamicMetadata: false, responseHeadersEnabled: false, limitHeader: '', remainingHeader: '', resetHeader: '' };
+  const service = new RateLimitService({
+    store: new MemoryStore({ maxKeys: 100 }),
+    snapshot: () => ({ config, flags }),
+    stats,
+    clock: new ManualClock(),
+    nearLimitRatio: 0.8,
+    cacheKeyPrefix: '',
+  });
+  server = http.createServer(createHttpHandler({ service, health: new Health(), logger: quiet, maxBodyBytes: 1024 }));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  port = (server.address() as AddressInfo).port;
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+});
+
+/** Writes `parts` on a raw socket with a pause between them; resolves with the whole reply. */
+function raw(parts: string[], end = true): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1');
+    let out = '';
+    s.setEncoding('utf8');
+    s.on('data', (c: string) => (out += c));
+    s.on('error', reject);
+    s.on('close', () => resolve(out));
+    let i = 0;
+    const next = (): void => {
+      if (i < parts.length) {
+        s.write(parts[i++]!);
+        setTimeout(next, 20);
+      } else if (end) s.end();
+      else s.destroy();
+    };
+    next();
+  });
+}
+
+const head = (length: number): string => `POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: ${length}\r\nConnection: close\r\n\r\n`;
+
+describe('POST /json', () => {
+  test('a body that arrives in several chunks is read whole', async () => {
+    const reply = await raw([head(BODY.length), BODY.slice(0, 10), BODY.slice(10, 40), BODY.slice(40)]);
+    expect(reply).toMatch(/^HTTP\/1.1 200 OK/);
+    expect(reply).toContain('"overallCode":"OK"');
+  });
+
+  test('a declared Content-Length over the limit is 413 before any body is read', async () => {
+    const reply = await raw([head(5000)]);
+    expect(reply).toMatch(/^HTTP\/1.1 413/);
+    expect(reply).toContain('request body of 5000 bytes exceeds the limit of 1024');
+  });
+
+  test('a chunked body over the limit is 413', async () => {
+    const chunk = 'x'.repeat(700);
+    const reply = await raw([
+      'POST /json HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n',
+      `${chunk.length.toString(16)}\r\n${chunk}\r\n`,
+      `${chunk.length.toString(16)}\r\n${chunk}\r\n0\r\n\r\n`,
+    ]);
+    expect(reply).toMatch(/^HTTP\/1.1 413/);
+  });
+
+  test('a client that leaves mid-body gets nothing and the listener keeps serving', async () => {
+    expect(await raw([head(BODY.length), BODY.slice(0, 20)], false)).toBe('');
+    const res = await fetch(`http://127.0.0.1:${port}/json`, { method: 'POST', body: BODY });
+    expect(res.status).toBe(200);
+  });
+});
