@@ -2,9 +2,13 @@
 /**
  * `ratelimit`: the service. Reads its settings from the environment (upstream's variables), starts
  * the listeners and stops gracefully on SIGTERM, SIGINT or SIGHUP (as upstream, SIGHUP does not
- * reload). A bad setting stops start-up with one line naming the variable.
+ * reload). A bad setting stops start-up with one line naming the variable. With WORKERS ≠ 1 this
+ * process becomes the primary of worker mode and forks itself as the workers (src/server/cluster).
  */
+import cluster from 'node:cluster';
 import { RateLimitApp, StartupError } from '../server/app';
+import { runPrimary } from '../server/cluster/primary';
+import { runWorker } from '../server/cluster/worker';
 import { loadSettings, SettingsError } from '../settings';
 import { createLogger } from '../telemetry/logger';
 
@@ -20,7 +24,19 @@ async function main(): Promise<void> {
     throw err;
   }
   const logger = createLogger({ level: settings.log.level, format: settings.log.format });
+  // A worker reads the same environment: the primary has already logged the warnings.
+  if (settings.server.workers !== 1 && cluster.isWorker) return runWorker(settings, logger);
   for (const w of settings.warnings) logger.warn(w);
+  if (settings.server.workers !== 1) {
+    try {
+      await runPrimary(settings, logger);
+    } catch (err) {
+      if (!(err instanceof StartupError)) throw err;
+      process.stderr.write(`ratelimit: ${err.message}\n`);
+      process.exit(1);
+    }
+    return;
+  }
 
   let app: RateLimitApp | undefined;
   try {

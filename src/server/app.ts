@@ -5,7 +5,6 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import * as grpc from '@grpc/grpc-js';
 import { CircuitBreakerStore } from '../backends/circuit-breaker';
 import { MemoryStore } from '../backends/memory';
 import { MemcacheConfigError, MemcacheStore } from '../backends/memcache/store';
@@ -36,10 +35,13 @@ import {
 import { StatsFlusher } from '../stats/flusher';
 import { createStatsSink, type StatsSink } from '../stats/sinks';
 import { createDebugHandler } from './debug';
-import { addGrpcServices } from './grpc';
+import { createGrpcJsListener } from './grpc';
+import type { GrpcListener } from './grpc-common';
+import { createGrpcHttp2Listener } from './grpc-http2';
 import { Health } from './health';
 import { createHttpHandler } from './http';
-import { CertificateSource, enforceClientSan, enforceClientSanOnGrpc, grpcServerCredentials, httpsOptions } from './tls';
+import { pathOf } from './http-util';
+import { CertificateSource, enforceClientSan, httpsOptions } from './tls';
 
 /** How long in-flight calls may take to finish after a termination signal. */
 export const DRAIN_TIMEOUT_MS = 10_000;
@@ -50,12 +52,28 @@ export interface AppOptions {
   /** Environment re-read at each config load for the reloadable flags (upstream behaviour). */
   env?: NodeJS.ProcessEnv;
   clock?: Clock;
+  /** Set in a worker process of worker mode (WORKERS ≠ 1); see src/server/cluster. */
+  worker?: WorkerRole;
 }
+
+/**
+ * A worker serves gRPC and HTTP only: its primary serves the debug port (and Prometheus), sums the
+ * stats the worker flushes into `statsSink`, and announces the addresses once for all workers.
+ */
+export interface WorkerRole {
+  /** 1..WORKERS, sent back in the {@link WORKER_HEADER} of /healthcheck answers. */
+  readonly slot: number;
+  readonly statsSink: StatsSink;
+}
+
+/** The /healthcheck answer's header naming the worker that answered (worker mode only). */
+export const WORKER_HEADER = 'X-Ratelimit-Worker';
 
 export interface Listening {
   grpc: string;
   http: string;
-  debug: string;
+  /** Undefined in a worker (the primary serves the debug port). */
+  debug: string | undefined;
 }
 
 export function toServiceFlags(r: ReloadableFlags): ServiceFlags {
@@ -178,11 +196,10 @@ export class RateLimitApp {
   readonly configStore: ConfigStore<ServiceFlags>;
   private readonly localCache: LocalCache | undefined;
   private provider: FileProvider<ServiceFlags> | XdsProvider<ServiceFlags> | undefined;
-  private grpcServer: grpc.Server | undefined;
+  private grpc: GrpcListener | undefined;
   private httpServer: http.Server | undefined;
   private debugServer: http.Server | undefined;
   private stopping: Promise<void> | undefined;
-  private endWatches: (() => void) | undefined;
   private certificates: CertificateSource | undefined;
   private readonly sink: StatsSink;
   private flusher: StatsFlusher | undefined;
@@ -193,7 +210,7 @@ export class RateLimitApp {
     const env = opts.env ?? process.env;
     this.stats.setLogger(logger);
     try {
-      this.sink = createStatsSink(settings.stats, logger);
+      this.sink = opts.worker?.statsSink ?? createStatsSink(settings.stats, logger);
     } catch (err) {
       throw new StartupError((err as Error).message);
     }
@@ -318,72 +335,74 @@ export class RateLimitApp {
     }
     const certs = this.certificates;
 
-    const grpcServer = new grpc.Server({
-      'grpc.max_connection_age_ms': settings.grpc.maxConnectionAgeMs,
-      'grpc.max_connection_age_grace_ms': settings.grpc.maxConnectionAgeGraceMs,
-      'grpc.max_receive_message_length': extra.maxRequestBytes,
-    });
-    this.endWatches = addGrpcServices(grpcServer, { service, health: this.health, stats: this.stats, logger, tracing: this.tracing });
-    this.grpcServer = grpcServer;
     const grpcTarget = settings.grpc.uds !== '' ? `unix:${settings.grpc.uds}` : hostPort(settings.grpc.host, settings.grpc.port);
-    const grpcCredentials =
-      tlsFiles.enabled && certs !== undefined ? grpcServerCredentials(certs) : grpc.ServerCredentials.createInsecure();
-    const grpcPort = await new Promise<number>((resolve, reject) =>
-      grpcServer.bindAsync(grpcTarget, grpcCredentials, (err, port) =>
-        err ? reject(new StartupError(`cannot listen for gRPC on ${grpcTarget}: ${err.message}`)) : resolve(port),
-      ),
-    );
-    if (tlsFiles.enabled && tlsFiles.clientSan !== '') enforceClientSanOnGrpc(grpcServer, tlsFiles.clientSan, logger);
-    if (tlsFiles.enabled) {
-      // grpc-js applies the certificates on a later tick; announce nothing before they are live.
-      for (let i = 0; i < 3; i++) await new Promise<void>((resolve) => setImmediate(resolve));
-    }
+    const createGrpc = settings.grpc.transport === 'http2' ? createGrpcHttp2Listener : createGrpcJsListener;
+    if (settings.grpc.transport === 'http2') logger.info('gRPC transport: node:http2 (GRPC_TRANSPORT=http2)');
+    this.grpc = createGrpc({
+      service,
+      health: this.health,
+      stats: this.stats,
+      logger,
+      tracing: this.tracing,
+      grpc: settings.grpc,
+      target: grpcTarget,
+      maxRequestBytes: extra.maxRequestBytes,
+      certificates: certs,
+    });
+    const grpcPort = await this.grpc.listen().catch((err: Error) => {
+      throw new StartupError(`cannot listen for gRPC on ${grpcTarget}: ${err.message}`);
+    });
 
-    const serve = (handler: http.RequestListener, useTls: boolean): http.Server => {
-      if (!useTls || certs === undefined) return http.createServer(handler);
-      const server = https.createServer(httpsOptions(certs.current), handler);
-      certs.subscribe((m) => server.setSecureContext(httpsOptions(m)));
-      if (tlsFiles.clientSan !== '') enforceClientSan(server, tlsFiles.clientSan, logger);
-      return server;
-    };
-    this.httpServer = serve(
-      createHttpHandler({ service, health: this.health, logger, maxBodyBytes: extra.maxRequestBytes, tracing: this.tracing }),
-      extra.httpTls,
-    );
+    const serve = (handler: http.RequestListener, useTls: boolean): http.Server =>
+      httpListener(handler, useTls ? certs : undefined, tlsFiles.clientSan, logger);
+    const worker = this.opts.worker;
+    const httpHandler = createHttpHandler({ service, health: this.health, logger, maxBodyBytes: extra.maxRequestBytes, tracing: this.tracing });
+    this.httpServer = serve(worker === undefined ? httpHandler : withWorkerHeader(httpHandler, worker.slot), extra.httpTls);
+    const httpAddr = await listen(this.httpServer, settings.http.host, settings.http.port, 'HTTP');
+    const grpcAddr = settings.grpc.uds !== '' ? grpcTarget : hostPort(settings.grpc.host, grpcPort);
+    if (worker !== undefined) return { grpc: grpcAddr, http: httpAddr, debug: undefined };
     this.debugServer = serve(
       createDebugHandler({
         stats: this.stats,
-        dumpConfig: () => this.configStore.current()?.config.dump() ?? '',
+        dumpConfig: () => this.dumpConfig(),
         refreshGauges: () => this.localCache?.publish(this.stats),
-        explain: (domain, texts) => {
-          const snapshot = this.configStore.current();
-          if (snapshot === undefined) return Promise.resolve('no rate limit configuration loaded\n');
-          let descriptors;
-          try {
-            descriptors = texts.map(parseDescriptor);
-          } catch (err) {
-            return Promise.resolve(`${(err as Error).message}\n`);
-          }
-          const nowMs = this.clock.nowMs();
-          // A 0-hit increment reads a count in every store without changing it.
-          return explainRequest(snapshot.config, { domain, descriptors, hitsAddend: 0 }, {
-            cacheKeyPrefix: settings.cache.cacheKeyPrefix,
-            nowMs,
-            count: async (op) => (await store.increment([op], nowMs))[0],
-          });
-        },
+        explain: (domain, texts) => this.explain(domain, texts),
       }),
       extra.debugTls,
     );
-    const httpAddr = await listen(this.httpServer, settings.http.host, settings.http.port, 'HTTP');
     const debugAddr = await listen(this.debugServer, settings.debug.host, settings.debug.port, 'debug');
-    const listening: Listening = {
-      grpc: settings.grpc.uds !== '' ? grpcTarget : hostPort(settings.grpc.host, grpcPort),
-      http: httpAddr,
-      debug: debugAddr,
-    };
-    logger.info(`listening: gRPC ${listening.grpc}, HTTP ${listening.http}, debug ${listening.debug}`);
-    return listening;
+    logger.info(`listening: gRPC ${grpcAddr}, HTTP ${httpAddr}, debug ${debugAddr}`);
+    return { grpc: grpcAddr, http: httpAddr, debug: debugAddr };
+  }
+
+  /** The loaded config as /rlconfig prints it ('' before the first load). */
+  dumpConfig(): string {
+    return this.configStore.current()?.config.dump() ?? '';
+  }
+
+  /** The /debug/explain report for a domain and descriptors in `k=v,k2=v2` form, or an error text. */
+  explain(domain: string, texts: string[]): Promise<string> {
+    const snapshot = this.configStore.current();
+    const store = this.store;
+    if (snapshot === undefined || store === undefined) return Promise.resolve('no rate limit configuration loaded\n');
+    let descriptors;
+    try {
+      descriptors = texts.map(parseDescriptor);
+    } catch (err) {
+      return Promise.resolve(`${(err as Error).message}\n`);
+    }
+    const nowMs = this.clock.nowMs();
+    // A 0-hit increment reads a count in every store without changing it.
+    return explainRequest(snapshot.config, { domain, descriptors, hitsAddend: 0 }, {
+      cacheKeyPrefix: this.opts.settings.cache.cacheKeyPrefix,
+      nowMs,
+      count: async (op) => (await store.increment([op], nowMs))[0],
+    });
+  }
+
+  /** Flushes the stats now (a worker's primary asks before it answers a scrape or /stats). */
+  flushStats(): void {
+    this.flusher?.flush();
   }
 
   /** True once stop() was called (a start-up failure after that is part of stopping). */
@@ -405,11 +424,9 @@ export class RateLimitApp {
     this.health.set('sigterm', false);
     logger.info('shutting down: draining in-flight calls');
     // Watchers have seen NOT_SERVING by now; their streams must not hold the drain.
-    this.endWatches?.();
+    this.grpc?.endWatches();
     const drained = Promise.all([
-      this.grpcServer === undefined
-        ? undefined
-        : new Promise<void>((resolve) => this.grpcServer!.tryShutdown(() => resolve())),
+      this.grpc?.drain(),
       closeHttp(this.httpServer),
       closeHttp(this.debugServer),
     ]);
@@ -423,7 +440,7 @@ export class RateLimitApp {
     clearTimeout(timer);
     if (timedOut) {
       logger.warn(`in-flight calls did not finish within ${drainMs} ms; closing them`);
-      this.grpcServer?.forceShutdown();
+      this.grpc?.forceClose();
       this.httpServer?.closeAllConnections();
       this.debugServer?.closeAllConnections();
     }
@@ -436,11 +453,30 @@ export class RateLimitApp {
   }
 }
 
-function hostPort(host: string, port: number): string {
+/** An HTTP server, or an HTTPS one following `certs` (and checking GRPC_CLIENT_TLS_SAN) when given. */
+export function httpListener(handler: http.RequestListener, certs: CertificateSource | undefined, clientSan: string, logger: Logger): http.Server {
+  if (certs === undefined) return http.createServer(handler);
+  const server = https.createServer(httpsOptions(certs.current), handler);
+  certs.subscribe((m) => server.setSecureContext(httpsOptions(m)));
+  if (clientSan !== '') enforceClientSan(server, clientSan, logger);
+  return server;
+}
+
+/** Names the answering worker on /healthcheck, so a client can tell the workers apart. */
+function withWorkerHeader(handler: http.RequestListener, slot: number): http.RequestListener {
+  const value = String(slot);
+  return (req, res) => {
+    if (pathOf(req.url) === '/healthcheck') res.setHeader(WORKER_HEADER, value);
+    handler(req, res);
+  };
+}
+
+export function hostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
-function listen(server: http.Server, host: string, port: number, what: string): Promise<string> {
+/** Listens; resolves to `host:port` as bound, rejects with a StartupError naming the listener. */
+export function listen(server: http.Server, host: string, port: number, what: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => reject(new StartupError(`cannot listen for ${what} on ${hostPort(host, port)}: ${err.message}`));
     server.once('error', onError);
@@ -451,7 +487,7 @@ function listen(server: http.Server, host: string, port: number, what: string): 
   });
 }
 
-function closeHttp(server: http.Server | undefined): Promise<void> {
+export function closeHttp(server: http.Server | undefined): Promise<void> {
   if (server === undefined || !server.listening) return Promise.resolve();
   return new Promise((resolve) => {
     server.close(() => resolve());

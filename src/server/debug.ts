@@ -3,6 +3,9 @@
  * `/rlconfig` dumps the loaded config, `/stats` prints every stat — the rate limit counters
  * included, unlike upstream — and `/debug/pprof/profile?seconds=N` records a CPU profile
  * (V8 `.cpuprofile` JSON, open it in Chrome DevTools or speedscope).
+ *
+ * Each endpoint's data comes from an option, so the primary of worker mode serves the same page
+ * with the config, explain and profiles fetched from a worker and the stats summed over all.
  */
 import http from 'node:http';
 import { Session } from 'node:inspector';
@@ -12,12 +15,46 @@ import { pathOf, plainError, plainText } from './http-util';
 export interface DebugServerOptions {
   stats: StatsStore;
   /** The current config dump, or '' when none is loaded. */
-  dumpConfig: () => string;
+  dumpConfig: () => string | Promise<string>;
   /** Called before /stats renders, so gauges (local cache, memory) are fresh. */
-  refreshGauges?: () => void;
+  refreshGauges?: () => void | Promise<void>;
   /** `/debug/explain`: the explain report for a domain and descriptors, or an error text. */
   explain?: (domain: string, descriptors: string[]) => Promise<string>;
+  /**
+   * `/debug/pprof/profile`: records a CPU profile for `ms` milliseconds (default: of this process).
+   * `query` is the request's query string (worker mode reads `worker` from it).
+   */
+  profile?: (ms: number, query: URLSearchParams) => Promise<CpuProfileAnswer>;
 }
+
+export interface CpuProfileAnswer {
+  /** The V8 `.cpuprofile` JSON. */
+  readonly profile: string;
+  /** Extra response headers (worker mode says which worker was profiled). */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** An option's failure that has its own HTTP status (e.g. 503 when no worker answers). */
+export class DebugHttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Answers 200 with what `get` resolves to, or the error's status (500 unless a DebugHttpError). */
+function answer<T>(res: http.ServerResponse, what: string, get: () => T | Promise<T>, ok: (value: T) => void): void {
+  Promise.resolve()
+    .then(get)
+    .then(ok, (err: unknown) => {
+      if (err instanceof DebugHttpError) plainError(res, err.status, err.message);
+      else plainError(res, 500, `${what} failed: ${String(err)}`);
+    });
+}
+
+const localProfile = (ms: number): Promise<CpuProfileAnswer> => cpuProfile(ms).then((profile) => ({ profile }));
 
 const ENDPOINTS: ReadonlyArray<[string, string]> = [
   ['/debug/explain', 'explain a request: ?domain=D&descriptors=k=v,k2=v2 (repeatable)'],
@@ -30,21 +67,27 @@ const ENDPOINTS: ReadonlyArray<[string, string]> = [
 const MAX_PROFILE_SECONDS = 300;
 
 export function createDebugHandler(opts: DebugServerOptions): http.RequestListener {
+  const profile = opts.profile ?? localProfile;
   let profiling = false;
   return (req, res) => {
     req.resume();
     const path = pathOf(req.url);
     switch (path) {
       case '/rlconfig':
-        plainText(res, 200, opts.dumpConfig());
+        answer(res, 'rlconfig', opts.dumpConfig, (text) => plainText(res, 200, text));
         return;
-      case '/stats': {
-        opts.refreshGauges?.();
-        let out = '';
-        for (const [name, value] of opts.stats.entries()) out += `${name}: ${value}\n`;
-        plainText(res, 200, out);
+      case '/stats':
+        answer(
+          res,
+          'stats',
+          () => opts.refreshGauges?.(),
+          () => {
+            let out = '';
+            for (const [name, value] of opts.stats.entries()) out += `${name}: ${value}\n`;
+            plainText(res, 200, out);
+          },
+        );
         return;
-      }
       case '/debug/explain': {
         const q = new URL(req.url ?? '/', 'http://x').searchParams;
         const domain = q.get('domain') ?? '';
@@ -52,10 +95,8 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
         if (opts.explain === undefined) plainError(res, 404, 'explain is not available');
         else if (domain === '' || descriptors.length === 0) plainError(res, 400, 'explain needs ?domain=D&descriptors=k=v,k2=v2');
         else {
-          opts.explain(domain, descriptors).then(
-            (text) => plainText(res, 200, text),
-            (err: unknown) => plainError(res, 500, `explain failed: ${String(err)}`),
-          );
+          const explain = opts.explain;
+          answer(res, 'explain', () => explain(domain, descriptors), (text) => plainText(res, 200, text));
         }
         return;
       }
@@ -64,11 +105,13 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
           res,
           200,
           'CPU profile: GET /debug/pprof/profile?seconds=N (default 30, at most 300).\n' +
-            'The answer is a V8 .cpuprofile (JSON): open it in Chrome DevTools (Performance) or speedscope.\n',
+            'The answer is a V8 .cpuprofile (JSON): open it in Chrome DevTools (Performance) or speedscope.\n' +
+            'In worker mode (WORKERS != 1), &worker=N profiles worker N (default: the first ready one).\n',
         );
         return;
       case '/debug/pprof/profile': {
-        const q = new URL(req.url ?? '/', 'http://x').searchParams.get('seconds');
+        const query = new URL(req.url ?? '/', 'http://x').searchParams;
+        const q = query.get('seconds');
         const seconds = q === null ? 30 : Number(q);
         if (!Number.isFinite(seconds) || seconds <= 0 || seconds > MAX_PROFILE_SECONDS) {
           plainError(res, 400, `seconds must be a number in (0, ${MAX_PROFILE_SECONDS}]`);
@@ -79,17 +122,16 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
           return;
         }
         profiling = true;
-        cpuProfile(seconds * 1000).then(
-          (profile) => {
-            profiling = false;
+        answer(
+          res,
+          'profiling',
+          () => Promise.resolve().then(() => profile(seconds * 1000, query)).finally(() => (profiling = false)),
+          (p) => {
             res.statusCode = 200;
+            for (const [name, value] of Object.entries(p.headers ?? {})) res.setHeader(name, value);
             res.setHeader('Content-Type', 'application/json');
             res.setHeader('Content-Disposition', 'attachment; filename="ratelimit.cpuprofile"');
-            res.end(profile);
-          },
-          (err: unknown) => {
-            profiling = false;
-            plainError(res, 500, `profiling failed: ${String(err)}`);
+            res.end(p.profile);
           },
         );
         return;
@@ -104,7 +146,7 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
 }
 
 /** Records a CPU profile of this process for `ms` milliseconds. */
-function cpuProfile(ms: number): Promise<string> {
+export function cpuProfile(ms: number): Promise<string> {
   const session = new Session();
   session.connect();
   const post = (method: string, params?: object): Promise<unknown> =>

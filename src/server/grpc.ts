@@ -1,48 +1,31 @@
 /**
- * The gRPC listener: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and
- * grpc.health.v1.Health. Decision errors answer UNKNOWN with upstream's text. Each method counts
+ * The gRPC listener on grpc-js (GRPC_TRANSPORT=grpc-js, the default):
+ * envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and grpc.health.v1.Health. Decision
+ * errors answer UNKNOWN with upstream's text. Each method counts
  * `ratelimit_server.<Method>.total_requests` and times `ratelimit_server.<Method>.response_time`.
  */
 import * as grpc from '@grpc/grpc-js';
 import {
   type HealthCheckRequest,
   type HealthCheckResponse,
-  HealthCheckResponse_ServingStatus as Serving,
   type HealthListRequest,
   type HealthListResponse,
   HealthService,
 } from '../../generated/grpc/health/v1/health';
-import type { StatsStore } from '../stats/store';
-import type { Logger } from '../telemetry/logger';
-import { NOOP_TRACING, type Tracing } from '../telemetry/tracing';
-import { requestText } from './request-text';
-import type { Health } from './health';
-import type { Decider } from './http';
-import { InvalidRequestError, type RateLimitRequest, type RateLimitResponse } from '../limiter/types';
-import { decodeRateLimitRequest, encodeRateLimitResponse, ProtoDecodeError } from './proto-codec';
-
-/** The health service name whose status follows the components (upstream's "ratelimit"). */
-export const HEALTH_SERVICE_NAME = 'ratelimit';
-
-export interface GrpcServicesOptions {
-  service: Decider;
-  health: Health;
-  stats: StatsStore;
-  logger: Logger;
-  tracing?: Tracing;
-}
-
-function methodStats(stats: StatsStore, method: string) {
-  return {
-    total: stats.counter(`ratelimit_server.${method}.total_requests`),
-    time: stats.timer(`ratelimit_server.${method}.response_time`),
-  };
-}
-
-/** A request that failed to decode: the handler answers INVALID_ARGUMENT with its reason. */
-class Undecodable {
-  constructor(readonly reason: string) {}
-}
+import type { RateLimitRequest, RateLimitResponse } from '../limiter/types';
+import {
+  type CallAnswer,
+  decodeRequest,
+  type GrpcListener,
+  type GrpcListenerOptions,
+  type GrpcServicesOptions,
+  HealthAnswers,
+  RateLimitCalls,
+  SHOULD_RATE_LIMIT_PATH,
+  type Undecodable,
+} from './grpc-common';
+import { encodeRateLimitResponse } from './proto-codec';
+import { enforceClientSanOnGrpc, grpcServerCredentials } from './tls';
 
 /**
  * RateLimitService with the hand-written codec (proto-codec.ts): requests decode straight into
@@ -50,20 +33,13 @@ class Undecodable {
  */
 const RATE_LIMIT_SERVICE = {
   shouldRateLimit: {
-    path: '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
+    path: SHOULD_RATE_LIMIT_PATH,
     requestStream: false,
     responseStream: false,
     requestSerialize: (): Buffer => {
       throw new Error('server-side definition: requests are never serialized here');
     },
-    requestDeserialize: (b: Buffer): RateLimitRequest | Undecodable => {
-      try {
-        return decodeRateLimitRequest(b);
-      } catch (err) {
-        if (err instanceof ProtoDecodeError) return new Undecodable(`invalid RateLimitRequest: ${err.message}`);
-        throw err;
-      }
-    },
+    requestDeserialize: (b: Buffer): RateLimitRequest | Undecodable => decodeRequest(b),
     responseSerialize: encodeRateLimitResponse,
     responseDeserialize: (): RateLimitResponse => {
       throw new Error('server-side definition: responses are never decoded here');
@@ -71,89 +47,78 @@ const RATE_LIMIT_SERVICE = {
   },
 } as const;
 
+const ANSWER: CallAnswer<grpc.sendUnaryData<RateLimitResponse>> = {
+  ok: (callback, response) => callback(null, response),
+  fail: (callback, code, details) => callback({ code, details }),
+};
+
 /**
  * Adds the rate limit and health services to `server`. Returns a function that ends the open
  * health Watch streams, which would otherwise hold a graceful shutdown until its deadline.
  */
 export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions): () => void {
-  const { service, health, stats, logger } = opts;
-  const tracing = opts.tracing ?? NOOP_TRACING;
-  const rl = methodStats(stats, 'ShouldRateLimit');
+  const calls = new RateLimitCalls(opts);
   server.addService(RATE_LIMIT_SERVICE as unknown as grpc.ServiceDefinition, {
     shouldRateLimit(
       call: grpc.ServerUnaryCall<RateLimitRequest | Undecodable, RateLimitResponse>,
       callback: grpc.sendUnaryData<RateLimitResponse>,
     ): void {
-      const start = performance.now();
-      rl.total.inc();
-      const request = call.request;
-      if (request instanceof Undecodable) {
-        rl.time.record(Math.trunc(performance.now() - start));
-        callback({ code: grpc.status.INVALID_ARGUMENT, details: request.reason });
-        return;
-      }
-      const span = tracing.enabled ? tracing.startCallSpan(call.metadata, request.domain, () => requestText(request)) : undefined;
-      service.shouldRateLimit(request, span).then(
-        (res) => {
-          span?.end();
-          rl.time.record(Math.trunc(performance.now() - start));
-          callback(null, res);
-        },
-        (err: unknown) => {
-          span?.end();
-          rl.time.record(Math.trunc(performance.now() - start));
-          const details = err instanceof Error ? err.message : String(err);
-          if (logger.enabled('debug')) logger.debug(`ShouldRateLimit error: ${details}`);
-          // Upstream answers every decision error UNKNOWN; requests beyond our own limits are INVALID_ARGUMENT.
-          callback({ code: err instanceof InvalidRequestError ? grpc.status.INVALID_ARGUMENT : grpc.status.UNKNOWN, details });
-        },
-      );
+      calls.handle(call.request, call.metadata, callback, ANSWER);
     },
   });
 
-  const statusOf = (name: string): Serving | undefined =>
-    name === '' ? Serving.SERVING : name === HEALTH_SERVICE_NAME ? (health.isHealthy() ? Serving.SERVING : Serving.NOT_SERVING) : undefined;
-  const check = methodStats(stats, 'Check');
-  const watches = new Set<grpc.ServerWritableStream<HealthCheckRequest, HealthCheckResponse>>();
+  const health = new HealthAnswers(opts.health, opts.stats);
   server.addService(HealthService, {
     check(
       call: grpc.ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>,
       callback: grpc.sendUnaryData<HealthCheckResponse>,
     ): void {
-      check.total.inc();
-      const s = statusOf(call.request.service);
+      const s = health.check(call.request.service);
       if (s === undefined) callback({ code: grpc.status.NOT_FOUND, details: 'unknown service' });
       else callback(null, { status: s });
     },
     list(_call: grpc.ServerUnaryCall<HealthListRequest, HealthListResponse>, callback: grpc.sendUnaryData<HealthListResponse>): void {
-      callback(null, {
-        statuses: { '': { status: Serving.SERVING }, [HEALTH_SERVICE_NAME]: { status: statusOf(HEALTH_SERVICE_NAME)! } },
-      });
+      callback(null, health.list());
     },
     watch(call: grpc.ServerWritableStream<HealthCheckRequest, HealthCheckResponse>): void {
-      const name = call.request.service;
-      let last: Serving | undefined;
-      const send = (): void => {
-        const s = statusOf(name) ?? Serving.SERVICE_UNKNOWN;
-        if (s !== last) {
-          last = s;
-          call.write({ status: s });
-        }
-      };
-      send();
-      const unsubscribe = health.onChange(send);
-      watches.add(call);
-      const off = (): void => {
-        unsubscribe();
-        watches.delete(call);
-      };
+      const off = health.watch(
+        call.request.service,
+        (status) => call.write({ status }),
+        () => call.end(),
+      );
       call.on('cancelled', off);
       call.on('close', off);
       call.on('error', off);
     },
   });
-  return () => {
-    for (const call of watches) call.end();
-    watches.clear();
+  return () => health.endWatches();
+}
+
+/** The grpc-js server with the services, GRPC_MAX_CONNECTION_AGE(_GRACE), REQUEST_MAX_BYTES and TLS. */
+export function createGrpcJsListener(opts: GrpcListenerOptions): GrpcListener {
+  const { grpc: settings, certificates } = opts;
+  const server = new grpc.Server({
+    'grpc.max_connection_age_ms': settings.maxConnectionAgeMs,
+    'grpc.max_connection_age_grace_ms': settings.maxConnectionAgeGraceMs,
+    'grpc.max_receive_message_length': opts.maxRequestBytes,
+  });
+  const endWatches = addGrpcServices(server, opts);
+  const tls = settings.tls.enabled && certificates !== undefined;
+  return {
+    listen: async () => {
+      const credentials = tls ? grpcServerCredentials(certificates) : grpc.ServerCredentials.createInsecure();
+      const port = await new Promise<number>((resolve, reject) =>
+        server.bindAsync(opts.target, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
+      );
+      if (tls && settings.tls.clientSan !== '') enforceClientSanOnGrpc(server, settings.tls.clientSan, opts.logger);
+      if (tls) {
+        // grpc-js applies the certificates on a later tick; announce nothing before they are live.
+        for (let i = 0; i < 3; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+      return port;
+    },
+    endWatches,
+    drain: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())),
+    forceClose: () => server.forceShutdown(),
   };
 }

@@ -118,9 +118,12 @@ function expectWire(actual: number, expected: number, field: string): void {
   if (actual !== expected) throw new ProtoDecodeError(`${field} has wire type ${actual}, expected ${expected}`);
 }
 
-/** Decodes a RateLimitRequest; throws ProtoDecodeError on malformed input. */
-export function decodeRateLimitRequest(buf: Buffer): RateLimitRequest {
-  const r = new Reader(buf, 0, buf.length);
+/**
+ * Decodes a RateLimitRequest from `buf[start, end)` (a gRPC frame is decoded in place, past its
+ * prefix); throws ProtoDecodeError on malformed input.
+ */
+export function decodeRateLimitRequest(buf: Buffer, start = 0, end = buf.length): RateLimitRequest {
+  const r = new Reader(buf, start, end);
   let domain = '';
   const descriptors: Descriptor[] = [];
   let hitsAddend = 0;
@@ -292,8 +295,10 @@ function statusSize(s: DescriptorStatus): number {
 }
 
 class Writer {
-  pos = 0;
-  constructor(readonly buf: Buffer) {}
+  constructor(
+    readonly buf: Buffer,
+    public pos: number,
+  ) {}
   byte(b: number): void {
     this.buf[this.pos++] = b;
   }
@@ -318,6 +323,25 @@ class Writer {
 
 /** Encodes a RateLimitResponse (proto3: default values are not written). */
 export function encodeRateLimitResponse(res: RateLimitResponse): Buffer {
+  return encodeResponse(res, 0);
+}
+
+/** Bytes of the gRPC message prefix: compressed flag and big-endian length. */
+export const GRPC_PREFIX_BYTES = 5;
+
+/**
+ * Encodes a RateLimitResponse as one uncompressed gRPC message: the 5-byte prefix and the message
+ * in one buffer, so the transport writes it without a copy.
+ */
+export function encodeRateLimitResponseFrame(res: RateLimitResponse): Buffer {
+  const buf = encodeResponse(res, GRPC_PREFIX_BYTES);
+  buf[0] = 0;
+  buf.writeUInt32BE(buf.length - GRPC_PREFIX_BYTES, 1);
+  return buf;
+}
+
+/** The encoding after `reserved` bytes left for the caller. */
+function encodeResponse(res: RateLimitResponse, reserved: number): Buffer {
   const statuses = res.statuses;
   const headers = res.responseHeadersToAdd;
   const sizes = new Array<number>(statuses.length);
@@ -334,7 +358,7 @@ export function encodeRateLimitResponse(res: RateLimitResponse): Buffer {
   const metadata = res.dynamicMetadata === undefined ? undefined : Struct.encode(Struct.wrap(res.dynamicMetadata)).finish();
   if (metadata !== undefined) total += 1 + varintSize(metadata.length) + metadata.length;
 
-  const w = new Writer(Buffer.allocUnsafe(total));
+  const w = new Writer(Buffer.allocUnsafe(reserved + total), reserved);
   if (res.overallCode !== 0) {
     w.byte(0x08);
     w.varint(res.overallCode);

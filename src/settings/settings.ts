@@ -15,6 +15,7 @@
  *   mogrifiers) are checked only when that subsystem is in use, as upstream checks them only when
  *   it builds it; the syntax of every variable is always checked.
  */
+import { availableParallelism } from 'node:os';
 import { SettingsError, invalidValue } from './errors';
 import { parseBool, parseDurationMs, parseFloat64, parseInt64, parseList, parseMap } from './parsers';
 import { SETTINGS_TABLE, settingInfo, type SettingInfo } from './table';
@@ -36,6 +37,7 @@ export type BackendSource = 'explicit' | 'redis-url' | 'default';
 export type RedisType = 'single' | 'sentinel' | 'cluster';
 export type RedisSocketType = 'tcp' | 'unix';
 export type TracingExporterProtocol = 'http' | 'grpc';
+export type GrpcTransport = 'grpc-js' | 'http2';
 /** The one stats sink in use, derived from DISABLE_STATS / USE_DOG_STATSD / USE_PROMETHEUS / USE_STATSD. */
 export type StatsSink = 'disabled' | 'dogstatsd' | 'prometheus' | 'statsd' | 'logging';
 
@@ -71,6 +73,8 @@ export interface GrpcSettings {
   /** GRPC_MAX_CONNECTION_AGE_GRACE in ms (default 1h) */
   readonly maxConnectionAgeGraceMs: number;
   readonly tls: GrpcServerTlsSettings;
+  /** GRPC_TRANSPORT (not in upstream; default `grpc-js`): `http2` serves gRPC on node:http2 directly */
+  readonly transport: GrpcTransport;
 }
 
 /** Not in upstream: TLS for the HTTP and debug ports, certificate reloading, request limits. */
@@ -89,6 +93,11 @@ export interface ServerExtraSettings {
   readonly maxEntries: number;
   /** REQUEST_MAX_ENTRY_LENGTH (default 4096): longest key, value or domain, in characters */
   readonly maxEntryLength: number;
+  /**
+   * WORKERS (default 1): how many processes serve gRPC and HTTP; 0 in the environment is resolved
+   * here to one per CPU. 1 = one process, no cluster at all.
+   */
+  readonly workers: number;
 }
 
 export interface LogSettings {
@@ -697,6 +706,23 @@ function readMemcache(r: EnvReader, inUse: boolean, warnings: string[]): Memcach
   };
 }
 
+/**
+ * WORKERS, with 0 resolved to the CPU count. The memory store counts per process, so several
+ * workers would each grant the whole limit: refused whatever the CPU count, so a setting that
+ * starts on a laptop also starts on a larger machine.
+ */
+function readWorkers(r: EnvReader, backendType: BackendType): number {
+  const requested = r.int('WORKERS');
+  if (requested !== 1 && backendType === 'memory') {
+    const from = r.source('WORKERS');
+    throw new SettingsError(
+      `${from}=${requested} needs a shared counter store (BACKEND_TYPE=redis or memcache): the memory store counts per process`,
+      from,
+    );
+  }
+  return requested === 0 ? availableParallelism() : requested;
+}
+
 const BACKEND_REASON: Record<BackendSource, string> = {
   explicit: 'BACKEND_TYPE',
   'redis-url': 'REDIS_URL is set',
@@ -768,6 +794,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
         clientCaFile: r.string('GRPC_CLIENT_TLS_CACERT'),
         clientSan: r.string('GRPC_CLIENT_TLS_SAN'),
       },
+      transport: r.choice<GrpcTransport>('GRPC_TRANSPORT'),
     },
     server: {
       httpTls: r.bool('HTTP_SERVER_USE_TLS'),
@@ -777,6 +804,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       maxDescriptors: r.int('REQUEST_MAX_DESCRIPTORS'),
       maxEntries: r.int('REQUEST_MAX_ENTRIES'),
       maxEntryLength: r.int('REQUEST_MAX_ENTRY_LENGTH'),
+      workers: readWorkers(r, backendType),
     },
     log: {
       level: logLevel === 'warning' ? 'warn' : logLevel,

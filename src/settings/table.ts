@@ -110,6 +110,10 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   listen('GRPC_SERVER_TLS_KEY', 'string', '', 'server private key file'),
   listen('GRPC_CLIENT_TLS_CACERT', 'string', '', 'client CA file; when set, client certificates are required and verified (mTLS)'),
   listen('GRPC_CLIENT_TLS_SAN', 'string', '', 'when set, the client certificate must also verify for this DNS SAN with client-auth usage'),
+  listen('GRPC_TRANSPORT', 'enum', 'grpc-js', 'gRPC server implementation: grpc-js, or a leaner node:http2 server for ShouldRateLimit and health (opt-in)', {
+    choices: ['grpc-js', 'http2'],
+    extension: true,
+  }),
   listen('HTTP_SERVER_USE_TLS', 'bool', 'false', 'serve the HTTP port over TLS with the GRPC_SERVER_TLS_* certificate (and the GRPC_CLIENT_TLS_* client checks)', { extension: true }),
   listen('DEBUG_SERVER_USE_TLS', 'bool', 'false', 'serve the debug port over TLS, as HTTP_SERVER_USE_TLS', { extension: true }),
   listen('TLS_RELOAD_INTERVAL', 'duration', '10s', 'how often certificate files are re-read (a change in their directory also reloads them at once)', { extension: true }),
@@ -117,6 +121,7 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   listen('REQUEST_MAX_DESCRIPTORS', 'int', '1000', 'most descriptors in one request', { min: 1, extension: true }),
   listen('REQUEST_MAX_ENTRIES', 'int', '100', 'most entries in one descriptor', { min: 1, extension: true }),
   listen('REQUEST_MAX_ENTRY_LENGTH', 'int', '4096', 'longest entry key or value, in characters (also the domain)', { min: 1, extension: true }),
+  listen('WORKERS', 'int', '1', 'processes serving gRPC and HTTP on the same ports: 1 = one process, 0 = one per CPU, N > 1 = N workers under a primary that serves the debug port and sums their stats; needs BACKEND_TYPE=redis or memcache', { min: 0, extension: true }),
 
   // Logging and config source
   logcfg('LOG_LEVEL', 'enum', 'WARN', 'log level', { choices: ['trace', 'debug', 'info', 'warn', 'warning', 'error', 'fatal', 'panic'] }),

@@ -7,6 +7,9 @@
  * Generators registered with {@link StatsFlusher.onFlush} run first (e.g. the local cache
  * publishing its gauges). The timer is unref'd; {@link StatsFlusher.stop} flushes once more and
  * closes the sink. With the `disabled` sink nothing runs at all.
+ *
+ * A sink read on demand (a Prometheus scrape) asks for a flush; `refresh`, when given, runs first
+ * (in worker mode: collect fresh batches from the workers) so the answer is current.
  */
 import type { Logger } from '../telemetry/logger';
 import type { StatsSink } from './sinks/types';
@@ -29,11 +32,12 @@ export class StatsFlusher {
     private readonly sink: StatsSink,
     intervalMs: number,
     private readonly logger: Logger,
+    refresh?: () => Promise<void>,
   ) {
     this.active = sink.kind !== 'disabled';
     if (!this.active) return;
     if (sink.wantsTimerSamples) store.enableTimerSamples(true);
-    sink.attachFlush?.(() => this.flush());
+    sink.attachFlush?.(refresh === undefined ? () => this.flush() : () => refresh().then(() => this.flush()));
     const every = Number.isFinite(intervalMs) && intervalMs >= 1 ? intervalMs : 1;
     this.timer = setInterval(() => this.flush(), every);
     this.timer.unref();
@@ -62,15 +66,16 @@ export class StatsFlusher {
         this.lastDropped = dropped;
       }
       const sink = this.sink;
+      const all = sink.wantsUnchanged === true;
       for (const c of this.store.counterList()) {
         const d = c.latch();
-        if (d !== 0) sink.counter(c.name, d);
+        if (d !== 0 || all) sink.counter(c.name, d);
       }
       for (const g of this.store.gaugeList()) sink.gauge(g.name, g.value);
       if (sink.wantsTimerSamples) {
         for (const t of this.store.timerList()) {
           const s = t.drain();
-          if (s.count > 0) sink.timer(t.name, s);
+          if (s.count > 0 || all) sink.timer(t.name, s);
         }
       }
       sink.endFlush();

@@ -106,9 +106,31 @@ export class Timer {
     return out;
   }
 
+  /**
+   * Adds what another process's timer recorded in one interval (worker mode): `count` recordings
+   * summing to `sumMs`, of which `samples` were kept.
+   */
+  merge(count: number, sumMs: number, samples: ArrayLike<number>): void {
+    this.count += count;
+    this.sumMs += sumMs;
+    if (!this.sampling) return;
+    for (let i = 0; i < samples.length; i++) {
+      this.seen++;
+      this.keep(samples[i]!);
+    }
+    // The samples stand for `count` recordings: the interval's count and sum stay exact.
+    this.seen += count - samples.length;
+    this.seenSumMs += sumMs;
+  }
+
   private sample(ms: number): void {
     this.seen++;
     this.seenSumMs += ms;
+    this.keep(ms);
+  }
+
+  /** Keeps `ms` in the buffer, or in the reservoir once the buffer is full (`seen` counts it). */
+  private keep(ms: number): void {
     if (this.kept < this.maxSamples) {
       if (this.kept === this.buf.length) {
         const next = new Float64Array(Math.min(this.maxSamples, Math.max(INITIAL_SAMPLE_CAPACITY, this.buf.length * 2)));

@@ -1,6 +1,6 @@
 /**
- * End to end: the real `ratelimit` program on the memory store, over gRPC, /json, the debug port,
- * with file reloads, bad input and a graceful SIGTERM.
+ * End to end: the real `ratelimit` program on the memory store, over gRPC (both transports), /json,
+ * the debug port, with file reloads, bad input and a graceful SIGTERM.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -38,14 +38,15 @@ descriptors:
 const CODE = { OK: 1, OVER_LIMIT: 2 };
 const MINUTE = 2;
 
-describe('ratelimit service end to end (memory store)', () => {
+// Every assertion on both gRPC transports: grpc-js (the default) and node:http2 (opt-in).
+describe.each(['grpc-js', 'http2'])('ratelimit service end to end, GRPC_TRANSPORT=%s (memory store)', (transport) => {
   let svc: Service;
   let dir: ReturnType<typeof runtimeDir>;
   let client: ReturnType<typeof grpcClient>;
 
   beforeAll(async () => {
     dir = runtimeDir({ 'e2e.yaml': CONFIG });
-    svc = await startService({ ...baseEnv(dir.root), LIMIT_RESPONSE_HEADERS_ENABLED: 'true' });
+    svc = await startService({ ...baseEnv(dir.root), LIMIT_RESPONSE_HEADERS_ENABLED: 'true', GRPC_TRANSPORT: transport });
     client = grpcClient(svc.grpc);
   });
 
@@ -57,6 +58,7 @@ describe('ratelimit service end to end (memory store)', () => {
 
   test('the start-up log names the store and why', () => {
     expect(svc.output()).toMatch(/counter store: memory \(BACKEND_TYPE\)/);
+    expect(svc.output().includes('gRPC transport: node:http2')).toBe(transport === 'http2');
   });
 
   test('gRPC counts per value and answers OVER_LIMIT past the limit', async () => {

@@ -3,7 +3,12 @@ import {
   RateLimitRequest as ProtoRequest,
   RateLimitResponse as ProtoResponse,
 } from '../../generated/envoy/service/ratelimit/v3/rls';
-import { decodeRateLimitRequest, encodeRateLimitResponse, ProtoDecodeError } from '../../src/server/proto-codec';
+import {
+  decodeRateLimitRequest,
+  encodeRateLimitResponse,
+  encodeRateLimitResponseFrame,
+  ProtoDecodeError,
+} from '../../src/server/proto-codec';
 import { fromProtoResponse, toProtoRequest } from '../../src/server/proto-convert';
 import type { RateLimitRequest, RateLimitResponse } from '../../src/limiter/types';
 
@@ -61,6 +66,24 @@ describe('proto codec', () => {
       const res = randomResponse(rand);
       const decoded = fromProtoResponse(ProtoResponse.decode(encodeRateLimitResponse(res)));
       expect(decoded).toEqual({ ...res, statuses: res.statuses.map((s) => ({ ...s, currentLimit: s.currentLimit })) });
+    }
+  });
+
+  test('gRPC framing: a request decodes in place inside a larger buffer; a response frame is prefix + message', () => {
+    const rand = rng(13);
+    for (let i = 0; i < 100; i++) {
+      const req = randomRequest(rand);
+      const bytes = Buffer.from(ProtoRequest.encode(toProtoRequest(req)).finish());
+      const prefix = Buffer.alloc(5);
+      prefix.writeUInt32BE(bytes.length, 1);
+      const framed = Buffer.concat([prefix, bytes, Buffer.from([0xff, 0xff])]);
+      expect(decodeRateLimitRequest(framed, 5, 5 + bytes.length)).toEqual(req);
+      const res = randomResponse(rand);
+      const message = encodeRateLimitResponse(res);
+      const frame = encodeRateLimitResponseFrame(res);
+      expect(frame[0]).toBe(0);
+      expect(frame.readUInt32BE(1)).toBe(message.length);
+      expect(frame.subarray(5)).toEqual(message);
     }
   });
 

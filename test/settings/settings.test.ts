@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import {
   SETTINGS_TABLE,
   SettingsError,
@@ -29,6 +30,7 @@ const DEFAULTS: Settings = {
     maxConnectionAgeMs: 24 * 3600_000,
     maxConnectionAgeGraceMs: 3600_000,
     tls: { enabled: false, certFile: '', keyFile: '', clientCaFile: '', clientSan: '' },
+    transport: 'grpc-js',
   },
   server: {
     httpTls: false,
@@ -38,6 +40,7 @@ const DEFAULTS: Settings = {
     maxDescriptors: 1000,
     maxEntries: 100,
     maxEntryLength: 4096,
+    workers: 1,
   },
   log: { level: 'warn', format: 'text' },
   config: { type: 'FILE', forceStartWithoutInitialConfig: false, healthyWithAtLeastOneConfigLoaded: false },
@@ -216,6 +219,7 @@ function companions(name: string): NodeJS.ProcessEnv {
   if (name.endsWith('POOL_ON_EMPTY_BEHAVIOR')) return { REDIS_URL: 'r:6379', REDIS_PERSECOND: 'true' };
   if (name.endsWith('_USE_TLS') && !name.startsWith('CONFIG_')) return { GRPC_SERVER_TLS_CERT: 'c.pem', GRPC_SERVER_TLS_KEY: 'k.pem' };
   if (name === 'GRPC_CLIENT_TLS_SAN') return { GRPC_CLIENT_TLS_CACERT: 'ca.pem' };
+  if (name === 'WORKERS') return { REDIS_URL: 'r:6379' };
   return {};
 }
 
@@ -364,6 +368,7 @@ describe('enumerations', () => {
     ['LOG_LEVEL', 'verbose', 'trace, debug, info, warn, warning, error, fatal, panic'],
     ['LOG_FORMAT', 'yaml', 'text, json'],
     ['TRACING_EXPORTER_PROTOCOL', 'zipkin', 'http, grpc'],
+    ['GRPC_TRANSPORT', 'netty', 'grpc-js, http2'],
   ])('%s=%s is rejected', (name, value, accepted) => {
     expect(errorOf({ [name]: value }).message).toBe(`invalid value "${value}" for ${name}: expected one of ${accepted}`);
   });
@@ -671,6 +676,26 @@ describe('TLS settings', () => {
 
   it('GRPC_CLIENT_TLS_SAN needs a client CA', () => {
     expect(errorOf({ GRPC_CLIENT_TLS_SAN: 'envoy' }).message).toMatch(/^GRPC_CLIENT_TLS_SAN needs GRPC_CLIENT_TLS_CACERT/);
+  });
+});
+
+describe('WORKERS', () => {
+  it('1 is one process; 0 is one per CPU; N is N', () => {
+    const redis = { REDIS_URL: 'r:6379' };
+    expect(loadSettings(redis).server.workers).toBe(1);
+    expect(loadSettings({ ...redis, WORKERS: '0' }).server.workers).toBe(availableParallelism());
+    expect(loadSettings({ ...redis, WORKERS: '3' }).server.workers).toBe(3);
+    expect(loadSettings({ BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: 'm:1', WORKERS: '2' }).server.workers).toBe(2);
+    expect(errorOf({ ...redis, WORKERS: '-1' }).variable).toBe('WORKERS');
+  });
+
+  it('more than one process needs a shared counter store', () => {
+    expect(errorOf({ WORKERS: '4' }).message).toBe(
+      'WORKERS=4 needs a shared counter store (BACKEND_TYPE=redis or memcache): the memory store counts per process',
+    );
+    // Refused whatever the CPU count, so the same setting does not start on one machine only.
+    expect(errorOf({ BACKEND_TYPE: 'memory', WORKERS: '0' }).message).toMatch(/^WORKERS=0 needs a shared counter store/);
+    expect(loadSettings({ BACKEND_TYPE: 'memory', WORKERS: '1' }).server.workers).toBe(1);
   });
 });
 

@@ -131,6 +131,8 @@ const OWN: ReadonlyArray<readonly [string, string]> = [
   ['REQUEST_MAX_DESCRIPTORS', '1000'],
   ['REQUEST_MAX_ENTRIES', '100'],
   ['REQUEST_MAX_ENTRY_LENGTH', '4096'],
+  ['GRPC_TRANSPORT', 'grpc-js'],
+  ['WORKERS', '1'],
   ['REDIS_BATCH_SCRIPT', 'false'],
 ];
 

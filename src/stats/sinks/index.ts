@@ -19,6 +19,7 @@ export { DogStatsdSink, DogNamer } from './dogstatsd';
 export { MapperConfigError, MetricMapper, defaultMapperConfig, escapeMetricName } from './prom-mapper';
 export { PrometheusSink, parseListenAddr } from './prometheus';
 export { StatsdSink } from './statsd';
+export { IpcStatsSink, type StatsBatch, type TimerBatch } from './ipc';
 
 /** Loads the Prometheus mapper: PROMETHEUS_MAPPER_YAML when set, else upstream's built-in one. */
 export function loadPrometheusMapper(prometheus: StatsSettings['prometheus']): MetricMapper {

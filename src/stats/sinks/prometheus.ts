@@ -155,7 +155,7 @@ export class PrometheusSink implements StatsSink {
   private readonly path: string;
   private readonly listen: { host: string | undefined; port: number };
   private server: http.Server | undefined;
-  private flushHook: (() => void) | undefined;
+  private flushHook: (() => void | Promise<void>) | undefined;
   private readonly events: PromCounter<'type'>;
   private readonly unmapped: PromCounter;
   private readonly actions: PromCounter<'action'>;
@@ -183,7 +183,7 @@ export class PrometheusSink implements StatsSink {
     return this.droppedEvents;
   }
 
-  attachFlush(flush: () => void): void {
+  attachFlush(flush: () => void | Promise<void>): void {
     this.flushHook = flush;
   }
 
@@ -325,7 +325,7 @@ export class PrometheusSink implements StatsSink {
       return;
     }
     try {
-      this.flushHook?.();
+      await this.flushHook?.();
     } catch (err) {
       this.logger.error(`prometheus: flush before scrape failed: ${(err as Error).message}`);
     }

@@ -10,10 +10,18 @@ import type { TimerSamples } from '../store';
 export type { StatsSinkKind };
 
 export interface StatsSink {
-  /** Which sink this is (`disabled`, `logging`, `statsd`, `dogstatsd`, `prometheus`). */
-  readonly kind: StatsSinkKind;
+  /**
+   * Which sink this is (`disabled`, `logging`, `statsd`, `dogstatsd`, `prometheus`; `ipc` in a
+   * worker process, which hands its stats to the primary).
+   */
+  readonly kind: StatsSinkKind | 'ipc';
   /** Whether this sink sends timer samples (if not, timers keep none). */
   readonly wantsTimerSamples: boolean;
+  /**
+   * Whether the flush also hands over counters and timers that did not move (delta 0, count 0):
+   * the IPC sink announces each new series once, so the primary's /stats lists every series.
+   */
+  readonly wantsUnchanged?: boolean;
   /** Opens what the sink needs (the Prometheus listener; a first statsd connection attempt). */
   start(): Promise<void>;
   counter(name: string, delta: number): void;
@@ -27,9 +35,10 @@ export interface StatsSink {
   readonly dropped: number;
   /**
    * Called by the flusher with its flush function, for sinks that are read on demand (Prometheus
-   * flushes before each scrape so a scrape sees current values).
+   * flushes before each scrape so a scrape sees current values). In worker mode the flush first
+   * collects fresh batches from the workers, hence the promise.
    */
-  attachFlush?(flush: () => void): void;
+  attachFlush?(flush: () => void | Promise<void>): void;
 }
 
 /** Shortest decimal form without an exponent, as Go's `strconv.FormatFloat(v, 'f', -1, 64)`. */

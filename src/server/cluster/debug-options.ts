@@ -1,0 +1,44 @@
+/**
+ * The primary's debug page in worker mode: the same handler as a single process (`../debug.ts`),
+ * with /stats read from the summed store after a fresh flush of every worker, and /rlconfig,
+ * /debug/explain and CPU profiles answered by one worker over IPC (503 when none answers).
+ */
+import { WORKER_HEADER } from '../app';
+import { DebugHttpError, type DebugServerOptions } from '../debug';
+import type { StatsStore } from '../../stats/store';
+import type { WorkerQuery } from './messages';
+import { type WorkerPool, WorkerUnavailableError } from './pool';
+
+/** How long a worker may take to answer /rlconfig or /debug/explain (and beyond a profile's length). */
+export const QUERY_TIMEOUT_MS = 5_000;
+/** How long /stats and a Prometheus scrape wait for the workers' fresh stats. */
+export const REFRESH_TIMEOUT_MS = 2_000;
+
+/** What the debug page needs of the workers. */
+export type WorkerQueries = Pick<WorkerPool, 'query' | 'flushAll'>;
+
+export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, workers: number): DebugServerOptions {
+  const ask = (query: WorkerQuery, timeoutMs: number, slot?: number): Promise<{ slot: number; value: string }> =>
+    pool.query(query, timeoutMs, slot).catch((err: unknown) => {
+      throw err instanceof WorkerUnavailableError ? new DebugHttpError(503, err.message) : err;
+    });
+  return {
+    stats,
+    dumpConfig: async () => (await ask({ op: 'rlconfig' }, QUERY_TIMEOUT_MS)).value,
+    refreshGauges: () => pool.flushAll(REFRESH_TIMEOUT_MS),
+    explain: async (domain, descriptors) => (await ask({ op: 'explain', domain, descriptors }, QUERY_TIMEOUT_MS)).value,
+    profile: async (ms, query) => {
+      const slot = workerParam(query.get('worker'), workers);
+      const answer = await ask({ op: 'profile', ms }, ms + QUERY_TIMEOUT_MS, slot);
+      return { profile: answer.value, headers: { [WORKER_HEADER]: String(answer.slot) } };
+    },
+  };
+}
+
+/** `?worker=N`: 1..workers, or undefined (the first listening worker) when absent. */
+function workerParam(text: string | null, workers: number): number | undefined {
+  if (text === null) return undefined;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > workers) throw new DebugHttpError(400, `worker must be a number from 1 to ${workers}`);
+  return n;
+}

@@ -1,0 +1,36 @@
+/**
+ * The IPC messages between the primary and its workers in worker mode (WORKERS ≠ 1). The channel
+ * uses Node's `advanced` serialization, so timer samples travel as typed arrays.
+ */
+import type { StatsBatch } from '../../stats/sinks/ipc';
+
+/** What the primary asks a worker, answered by one {@link Reply} with the same id. */
+export type WorkerQuery =
+  | { readonly op: 'rlconfig' }
+  | { readonly op: 'explain'; readonly domain: string; readonly descriptors: string[] }
+  | { readonly op: 'profile'; readonly ms: number }
+  /** Flush the stats now; the batch is sent before the reply, on the same ordered channel. */
+  | { readonly op: 'flush' };
+
+/** Primary → worker. */
+export type ToWorker =
+  /** Sent right after the fork; the worker starts once it has it. */
+  | { readonly type: 'init'; readonly slot: number; readonly forwardTimerSamples: boolean }
+  | { readonly type: 'query'; readonly id: number; readonly query: WorkerQuery };
+
+export type Reply =
+  | { readonly type: 'reply'; readonly id: number; readonly ok: true; readonly value: string }
+  | { readonly type: 'reply'; readonly id: number; readonly ok: false; readonly error: string };
+
+/** Worker → primary. */
+export type FromWorker =
+  | { readonly type: 'listening'; readonly grpc: string; readonly http: string }
+  /** The worker's start-up failed for a reason the operator must fix; it exits 1 next. */
+  | { readonly type: 'startup-error'; readonly message: string }
+  | { readonly type: 'stats'; readonly batch: StatsBatch }
+  | Reply;
+
+/** True for a message of ours (cluster's own messages never reach the `message` listeners). */
+export function isMessage<T extends { type: string }>(m: unknown): m is T {
+  return typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string';
+}

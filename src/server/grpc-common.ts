@@ -1,0 +1,205 @@
+/**
+ * What the two gRPC transports share (grpc-js in grpc.ts, node:http2 in grpc-http2.ts): the
+ * ShouldRateLimit call (stats, span, decision, error codes), the health service's answers, and
+ * the listener contract app.ts starts and stops.
+ */
+import { status } from '@grpc/grpc-js';
+import { HealthCheckResponse_ServingStatus as Serving, type HealthListResponse } from '../../generated/grpc/health/v1/health';
+import { InvalidRequestError, type RateLimitRequest, type RateLimitResponse } from '../limiter/types';
+import type { GrpcSettings } from '../settings';
+import type { Counter, StatsStore, Timer } from '../stats/store';
+import type { Logger } from '../telemetry/logger';
+import { NOOP_TRACING, type Span, type TraceCarrier, type Tracing } from '../telemetry/tracing';
+import type { Health } from './health';
+import type { Decider } from './http';
+import { decodeRateLimitRequest, ProtoDecodeError } from './proto-codec';
+import { requestText } from './request-text';
+import type { CertificateSource } from './tls';
+
+/** The health service name whose status follows the components (upstream's "ratelimit"). */
+export const HEALTH_SERVICE_NAME = 'ratelimit';
+
+export const SHOULD_RATE_LIMIT_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
+
+export interface GrpcServicesOptions {
+  service: Decider;
+  health: Health;
+  stats: StatsStore;
+  logger: Logger;
+  tracing?: Tracing;
+}
+
+export interface GrpcListenerOptions extends GrpcServicesOptions {
+  grpc: GrpcSettings;
+  /** The grpc-js form of the address: `host:port` or `unix:path`. */
+  target: string;
+  /** REQUEST_MAX_BYTES: largest accepted message. */
+  maxRequestBytes: number;
+  /** The TLS material when GRPC_SERVER_USE_TLS. */
+  certificates: CertificateSource | undefined;
+}
+
+/** A gRPC server as app.ts drives it, whichever transport serves it. */
+export interface GrpcListener {
+  /** Binds the address (and applies TLS); resolves to the bound port. */
+  listen(): Promise<number>;
+  /** Ends the open health Watch streams, which would otherwise hold a graceful stop. */
+  endWatches(): void;
+  /** Stops accepting calls; resolves once the calls in flight have finished. */
+  drain(): Promise<void>;
+  /** Closes every connection at once. */
+  forceClose(): void;
+}
+
+export interface MethodStats {
+  readonly total: Counter;
+  readonly time: Timer;
+}
+
+/** `ratelimit_server.<Method>.total_requests` and `.response_time`, as upstream. */
+export function methodStats(stats: StatsStore, method: string): MethodStats {
+  return {
+    total: stats.counter(`ratelimit_server.${method}.total_requests`),
+    time: stats.timer(`ratelimit_server.${method}.response_time`),
+  };
+}
+
+/** A request that failed to decode: the call answers INVALID_ARGUMENT with its reason. */
+export class Undecodable {
+  constructor(readonly reason: string) {}
+}
+
+/** Decodes `buf[start, end)`; malformed input becomes an {@link Undecodable}. */
+export function decodeRequest(buf: Buffer, start = 0, end = buf.length): RateLimitRequest | Undecodable {
+  try {
+    return decodeRateLimitRequest(buf, start, end);
+  } catch (err) {
+    if (err instanceof ProtoDecodeError) return new Undecodable(`invalid RateLimitRequest: ${err.message}`);
+    throw err;
+  }
+}
+
+/**
+ * How a transport answers one call. `ctx` is the transport's handle of the call, so the answer
+ * functions can be shared module-level functions instead of closures per call.
+ */
+export interface CallAnswer<C> {
+  ok(ctx: C, response: RateLimitResponse): void;
+  fail(ctx: C, code: status, details: string): void;
+}
+
+/** ShouldRateLimit once its message has arrived: counted, traced, decided, timed, answered. */
+export class RateLimitCalls {
+  private readonly stats: MethodStats;
+  private readonly tracing: Tracing;
+
+  constructor(private readonly opts: GrpcServicesOptions) {
+    this.stats = methodStats(opts.stats, 'ShouldRateLimit');
+    this.tracing = opts.tracing ?? NOOP_TRACING;
+  }
+
+  /** `carrier` holds the caller's trace headers (grpc-js metadata or HTTP/2 headers). */
+  handle<C>(request: RateLimitRequest | Undecodable, carrier: TraceCarrier, ctx: C, answer: CallAnswer<C>): void {
+    const start = performance.now();
+    this.stats.total.inc();
+    if (request instanceof Undecodable) {
+      this.stats.time.record(Math.trunc(performance.now() - start));
+      answer.fail(ctx, status.INVALID_ARGUMENT, request.reason);
+      return;
+    }
+    const tracing = this.tracing;
+    const span = tracing.enabled ? tracing.startCallSpan(carrier, request.domain, () => requestText(request)) : undefined;
+    let decided: RateLimitResponse | Promise<RateLimitResponse>;
+    try {
+      decided = this.opts.service.decideNow(request, span);
+    } catch (err) {
+      this.failed(ctx, answer, err, span, start);
+      return;
+    }
+    // An in-process store answers in this turn: no promise, no callbacks.
+    if (decided instanceof Promise) {
+      decided.then(
+        (res) => this.decided(ctx, answer, res, span, start),
+        (err: unknown) => this.failed(ctx, answer, err, span, start),
+      );
+    } else this.decided(ctx, answer, decided, span, start);
+  }
+
+  private decided<C>(ctx: C, answer: CallAnswer<C>, res: RateLimitResponse, span: Span | undefined, start: number): void {
+    span?.end();
+    this.stats.time.record(Math.trunc(performance.now() - start));
+    answer.ok(ctx, res);
+  }
+
+  private failed<C>(ctx: C, answer: CallAnswer<C>, err: unknown, span: Span | undefined, start: number): void {
+    span?.end();
+    this.stats.time.record(Math.trunc(performance.now() - start));
+    const details = err instanceof Error ? err.message : String(err);
+    const logger = this.opts.logger;
+    if (logger.enabled('debug')) logger.debug(`ShouldRateLimit error: ${details}`);
+    // Upstream answers every decision error UNKNOWN; requests beyond our own limits are INVALID_ARGUMENT.
+    answer.fail(ctx, err instanceof InvalidRequestError ? status.INVALID_ARGUMENT : status.UNKNOWN, details);
+  }
+}
+
+/**
+ * The grpc.health.v1.Health answers: '' is always SERVING, 'ratelimit' follows the components,
+ * other names are unknown. Watch streams are tracked so a stop can end them.
+ */
+export class HealthAnswers {
+  private readonly checks: MethodStats;
+  private readonly watches = new Set<() => void>();
+
+  constructor(
+    private readonly health: Health,
+    stats: StatsStore,
+  ) {
+    this.checks = methodStats(stats, 'Check');
+  }
+
+  /** The status of `name`, undefined for an unknown service (NOT_FOUND); counts the Check. */
+  check(name: string): Serving | undefined {
+    this.checks.total.inc();
+    return this.statusOf(name);
+  }
+
+  list(): HealthListResponse {
+    return { statuses: { '': { status: Serving.SERVING }, [HEALTH_SERVICE_NAME]: { status: this.statusOf(HEALTH_SERVICE_NAME)! } } };
+  }
+
+  /**
+   * Sends the status of `name` now and at every change (SERVICE_UNKNOWN for an unknown name);
+   * `end` finishes the stream at a stop. Returns the function that stops following, to call when
+   * the stream closes.
+   */
+  watch(name: string, send: (status: Serving) => void, end: () => void): () => void {
+    let last: Serving | undefined;
+    const update = (): void => {
+      const s = this.statusOf(name) ?? Serving.SERVICE_UNKNOWN;
+      if (s !== last) {
+        last = s;
+        send(s);
+      }
+    };
+    update();
+    const unsubscribe = this.health.onChange(update);
+    this.watches.add(end);
+    return () => {
+      unsubscribe();
+      this.watches.delete(end);
+    };
+  }
+
+  /** Ends every open Watch stream. */
+  endWatches(): void {
+    const ends = [...this.watches];
+    this.watches.clear();
+    for (const end of ends) end();
+  }
+
+  private statusOf(name: string): Serving | undefined {
+    if (name === '') return Serving.SERVING;
+    if (name === HEALTH_SERVICE_NAME) return this.health.isHealthy() ? Serving.SERVING : Serving.NOT_SERVING;
+    return undefined;
+  }
+}

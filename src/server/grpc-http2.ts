@@ -1,0 +1,353 @@
+/**
+ * The gRPC listener on node:http2 (GRPC_TRANSPORT=http2): ShouldRateLimit and grpc.health.v1.Health
+ * served straight from HTTP/2 streams, without grpc-js's per-call machinery (metadata objects,
+ * interceptors, message queues). Same status codes, texts and stats as the grpc-js listener
+ * (grpc.ts shares them through grpc-common.ts).
+ *
+ * Wire format (gRPC over HTTP/2): a POST with `content-type: application/grpc[+proto]` whose DATA is
+ * length-prefixed messages (1 byte compressed flag, 4 bytes big-endian length). A success is
+ * HEADERS (:status 200), DATA (the prefixed message), trailers `grpc-status: 0`; an error is
+ * "trailers-only": one HEADERS frame with :status 200, grpc-status and the percent-encoded
+ * grpc-message, ending the stream.
+ *
+ * Hot path: the common request arrives in one DATA chunk and is decoded in place (no copy, no
+ * concat); the answer is one buffer holding prefix and message; header objects are constants.
+ */
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import zlib from 'node:zlib';
+import { status } from '@grpc/grpc-js';
+import {
+  HealthCheckRequest,
+  HealthCheckResponse,
+  HealthListRequest,
+  HealthListResponse,
+} from '../../generated/grpc/health/v1/health';
+import type { RateLimitResponse } from '../limiter/types';
+import {
+  type CallAnswer,
+  decodeRequest,
+  type GrpcListener,
+  type GrpcListenerOptions,
+  HealthAnswers,
+  RateLimitCalls,
+  SHOULD_RATE_LIMIT_PATH,
+} from './grpc-common';
+import { encodeRateLimitResponseFrame, GRPC_PREFIX_BYTES } from './proto-codec';
+import { enforceClientSan, httpsOptions } from './tls';
+
+const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
+const HEALTH_WATCH_PATH = '/grpc.health.v1.Health/Watch';
+const HEALTH_LIST_PATH = '/grpc.health.v1.Health/List';
+
+/** Node's timers cannot wait longer: a longer connection age or grace is never reached. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** The highest stream id: a first GOAWAY that lets every stream the client has sent finish. */
+const LAST_STREAM_ID = 2 ** 31 - 1;
+
+// Constant header blocks and options: node:http2 still copies them per response, but nothing is
+// built per call. No `date` header: gRPC has no use for it.
+const OK_HEADERS = {
+  ':status': 200,
+  'content-type': 'application/grpc',
+  'grpc-accept-encoding': 'identity,deflate,gzip',
+} as const;
+const OK_TRAILERS = { 'grpc-status': '0' } as const;
+const WITH_TRAILERS = { waitForTrailers: true, sendDate: false } as const;
+const END_STREAM = { endStream: true, sendDate: false } as const;
+
+/** A handler of one complete request message: `buf[start, end)`. */
+type MessageHandler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, buf: Buffer, start: number, end: number) => void;
+
+function ignore(): void {}
+
+/** Listener of 'wantTrailers' (`this` is the stream): the call succeeded. */
+function sendOkTrailers(this: http2.ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+
+function isOpen(stream: http2.ServerHttp2Stream): boolean {
+  return !stream.destroyed && !stream.closed;
+}
+
+/** Percent-encodes a grpc-message as the spec asks: UTF-8 bytes outside 0x20..0x7E, and `%`. */
+export function percentEncode(text: string): string {
+  let plain = true;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e || c === 0x25) {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) return text;
+  let out = '';
+  for (const b of Buffer.from(text, 'utf8')) {
+    out += b < 0x20 || b > 0x7e || b === 0x25 ? `%${b < 16 ? '0' : ''}${b.toString(16).toUpperCase()}` : String.fromCharCode(b);
+  }
+  return out;
+}
+
+/** A trailers-only error answer (the stream ends with it). */
+function answerStatus(stream: http2.ServerHttp2Stream, code: status, details: string): void {
+  if (!isOpen(stream)) return;
+  stream.respond(
+    { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': code, 'grpc-message': percentEncode(details) },
+    END_STREAM,
+  );
+}
+
+/** A request that is not gRPC at all: an HTTP status, with a gRPC status for gRPC clients. */
+function answerHttpError(stream: http2.ServerHttp2Stream, httpStatus: number, details: string): void {
+  stream.respond({ ':status': httpStatus, 'grpc-status': status.INTERNAL, 'grpc-message': percentEncode(details) }, END_STREAM);
+}
+
+/** One message answer: headers, the prefixed message, `grpc-status: 0` trailers. */
+function answerMessage(stream: http2.ServerHttp2Stream, frame: Buffer): void {
+  if (!isOpen(stream)) return; // cancelled by the client meanwhile
+  stream.on('wantTrailers', sendOkTrailers);
+  stream.respond(OK_HEADERS, WITH_TRAILERS);
+  stream.end(frame);
+}
+
+/** A generated message's bytes as one uncompressed gRPC message. */
+function frame(message: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + message.length);
+  out[0] = 0;
+  out.writeUInt32BE(message.length, 1);
+  out.set(message, GRPC_PREFIX_BYTES);
+  return out;
+}
+
+const RATE_LIMIT_ANSWER: CallAnswer<http2.ServerHttp2Stream> = {
+  ok(stream, response: RateLimitResponse) {
+    let out: Buffer;
+    try {
+      out = encodeRateLimitResponseFrame(response);
+    } catch (err) {
+      answerStatus(stream, status.INTERNAL, `cannot encode the response: ${(err as Error).message}`);
+      return;
+    }
+    answerMessage(stream, out);
+  },
+  fail: answerStatus,
+};
+
+/** The declared length of the first message (its prefix may span chunks: rare, so concat then). */
+function declaredLength(first: Buffer, chunks: Buffer[] | undefined): number {
+  if (first.length >= GRPC_PREFIX_BYTES || chunks === undefined) return first.readUInt32BE(1);
+  return Buffer.concat(chunks).readUInt32BE(1);
+}
+
+/**
+ * Collects the one request message of a unary or server-streaming call and hands it to `handle`
+ * once the client has half-closed, refusing oversized input as soon as its prefix says so.
+ */
+function readMessage(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, maxBytes: number, handle: MessageHandler): void {
+  let first: Buffer | undefined;
+  let chunks: Buffer[] | undefined;
+  let received = 0;
+  let length = -1;
+  let failed = false;
+  stream.on('data', (chunk: Buffer) => {
+    if (failed) return;
+    received += chunk.length;
+    if (first === undefined) first = chunk;
+    else (chunks ??= [first]).push(chunk);
+    if (length < 0 && received >= GRPC_PREFIX_BYTES) {
+      length = declaredLength(first, chunks);
+      if (length > maxBytes) {
+        failed = true;
+        answerStatus(stream, status.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs ${maxBytes})`);
+        // The rest of the request is not needed: ask the client to stop sending (RST_STREAM NO_ERROR after the answer).
+        stream.close(http2.constants.NGHTTP2_NO_ERROR);
+        return;
+      }
+    }
+    if (length >= 0 && received > GRPC_PREFIX_BYTES + length) {
+      failed = true;
+      answerStatus(stream, status.UNIMPLEMENTED, `Received a second request message for method ${headers[':path']}`);
+      stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    }
+  });
+  stream.on('end', () => {
+    if (failed) return;
+    if (first === undefined) {
+      answerStatus(stream, status.UNIMPLEMENTED, `Received no request message for method ${headers[':path']}`);
+      return;
+    }
+    if (length < 0 || received < GRPC_PREFIX_BYTES + length) {
+      answerStatus(stream, status.INTERNAL, `Received an incomplete request message (${received} bytes)`);
+      return;
+    }
+    const buf = chunks === undefined ? first : Buffer.concat(chunks, received);
+    const flag = buf[0];
+    if (flag === 0) handle(stream, headers, buf, GRPC_PREFIX_BYTES, received);
+    else if (flag === 1) decompress(stream, headers, buf.subarray(GRPC_PREFIX_BYTES, received), maxBytes, handle);
+    else answerStatus(stream, status.INTERNAL, `Received a message with an invalid compressed flag ${String(flag)}`);
+  });
+}
+
+/** A compressed message (flag 1) in the call's grpc-encoding: gzip and deflate, as grpc-js accepts. */
+function decompress(
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+  message: Buffer,
+  maxBytes: number,
+  handle: MessageHandler,
+): void {
+  const encoding = headers['grpc-encoding'] ?? 'identity';
+  const inflate = encoding === 'gzip' ? zlib.gunzip : encoding === 'deflate' ? zlib.inflate : undefined;
+  if (inflate === undefined) {
+    if (encoding === 'identity') answerStatus(stream, status.INTERNAL, 'Received a compressed message without a grpc-encoding');
+    else answerStatus(stream, status.UNIMPLEMENTED, `Received message compressed with unsupported encoding "${encoding}"`);
+    return;
+  }
+  inflate(message, { maxOutputLength: maxBytes }, (err, out) => {
+    if (err === null) handle(stream, headers, out, 0, out.length);
+    else if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
+      answerStatus(stream, status.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${maxBytes}`);
+    } else answerStatus(stream, status.INTERNAL, `Received a message that does not decompress (${encoding}): ${err.message}`);
+  });
+}
+
+/** `application/grpc`, optionally with a subtype (`+proto`) or parameters. */
+function isGrpcContentType(value: string | undefined): boolean {
+  if (value === undefined || !value.startsWith('application/grpc')) return false;
+  const next = value.charCodeAt(16);
+  return Number.isNaN(next) || next === 0x2b /* + */ || next === 0x3b /* ; */;
+}
+
+/** Decodes a small health request with the generated code; undefined when it is malformed. */
+function decodeHealth<T>(decode: (input: Uint8Array) => T, stream: http2.ServerHttp2Stream, buf: Buffer, start: number, end: number): T | undefined {
+  try {
+    return decode(buf.subarray(start, end));
+  } catch {
+    answerStatus(stream, status.INTERNAL, 'Error deserializing request');
+    return undefined;
+  }
+}
+
+/** The node:http2 gRPC server with the services, GRPC_MAX_CONNECTION_AGE(_GRACE), REQUEST_MAX_BYTES and TLS. */
+export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener {
+  const { grpc: settings, certificates, logger, maxRequestBytes } = opts;
+  const calls = new RateLimitCalls(opts);
+  const health = new HealthAnswers(opts.health, opts.stats);
+
+  const onRateLimit: MessageHandler = (stream, headers, buf, start, end) =>
+    calls.handle(decodeRequest(buf, start, end), headers, stream, RATE_LIMIT_ANSWER);
+
+  const onCheck: MessageHandler = (stream, _headers, buf, start, end) => {
+    const request = decodeHealth(HealthCheckRequest.decode, stream, buf, start, end);
+    if (request === undefined) return;
+    const s = health.check(request.service);
+    if (s === undefined) answerStatus(stream, status.NOT_FOUND, 'unknown service');
+    else answerMessage(stream, frame(HealthCheckResponse.encode({ status: s }).finish()));
+  };
+
+  const onList: MessageHandler = (stream, _headers, buf, start, end) => {
+    if (decodeHealth(HealthListRequest.decode, stream, buf, start, end) === undefined) return;
+    answerMessage(stream, frame(HealthListResponse.encode(health.list()).finish()));
+  };
+
+  const onWatch: MessageHandler = (stream, _headers, buf, start, end) => {
+    const request = decodeHealth(HealthCheckRequest.decode, stream, buf, start, end);
+    if (request === undefined || !isOpen(stream)) return;
+    stream.on('wantTrailers', sendOkTrailers);
+    stream.respond(OK_HEADERS, WITH_TRAILERS);
+    const off = health.watch(
+      request.service,
+      (s) => {
+        if (isOpen(stream)) stream.write(frame(HealthCheckResponse.encode({ status: s }).finish()));
+      },
+      () => stream.end(),
+    );
+    stream.once('close', off);
+  };
+
+  const onStream = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void => {
+    // A reset or failed stream is over; its error has no one to go to.
+    stream.on('error', ignore);
+    // Checked in grpc-go's order: not gRPC (415), then not a POST (405).
+    const contentType = headers['content-type'];
+    if (!isGrpcContentType(contentType)) {
+      answerHttpError(stream, 415, `invalid gRPC request content-type ${JSON.stringify(contentType ?? '')}`);
+      return;
+    }
+    const method = headers[':method'];
+    if (method !== 'POST') {
+      answerHttpError(stream, 405, `Received a HEADERS frame with :method ${JSON.stringify(method)} which should be POST`);
+      return;
+    }
+    const path = headers[':path'];
+    if (path === SHOULD_RATE_LIMIT_PATH) readMessage(stream, headers, maxRequestBytes, onRateLimit);
+    else if (path === HEALTH_CHECK_PATH) readMessage(stream, headers, maxRequestBytes, onCheck);
+    else if (path === HEALTH_WATCH_PATH) readMessage(stream, headers, maxRequestBytes, onWatch);
+    else if (path === HEALTH_LIST_PATH) readMessage(stream, headers, maxRequestBytes, onList);
+    else answerStatus(stream, status.UNIMPLEMENTED, `The server does not implement the method ${String(path)}`);
+  };
+
+  // As grpc-js: no cap on the session's buffered memory (Node's default of 10 MB refuses streams
+  // under load with ENHANCE_YOUR_CALM).
+  const serverOptions: http2.ServerOptions = { maxSessionMemory: Number.MAX_SAFE_INTEGER };
+  const tlsOn = settings.tls.enabled && certificates !== undefined;
+  // node:http2 offers only `h2` by ALPN when HTTP/1.1 is not allowed.
+  const server = tlsOn ? http2.createSecureServer({ ...serverOptions, ...httpsOptions(certificates.current) }) : http2.createServer(serverOptions);
+  if (tlsOn) {
+    certificates.subscribe((m) => (server as http2.Http2SecureServer).setSecureContext(httpsOptions(m)));
+    if (settings.tls.clientSan !== '') enforceClientSan(server as http2.Http2SecureServer, settings.tls.clientSan, logger);
+  }
+  server.on('stream', onStream);
+
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const ageMs = settings.maxConnectionAgeMs;
+  const graceMs = settings.maxConnectionAgeGraceMs;
+  server.on('session', (session: http2.ServerHttp2Session) => {
+    sessions.add(session);
+    let graceTimer: NodeJS.Timeout | undefined;
+    // ±10 % jitter, as grpc-js, so connections opened together do not all reconnect together.
+    const age = ageMs + (Math.random() * 2 - 1) * (ageMs / 10);
+    const ageTimer =
+      ageMs > 0 && age < MAX_TIMER_MS
+        ? setTimeout(() => {
+            if (session.closed || session.destroyed) return;
+            // GOAWAY for every stream id first, then close(): the calls in flight finish.
+            session.goaway(http2.constants.NGHTTP2_NO_ERROR, LAST_STREAM_ID, Buffer.from('max_age'));
+            session.close();
+            if (graceMs < MAX_TIMER_MS) {
+              graceTimer = setTimeout(() => session.destroy(), graceMs);
+              graceTimer.unref();
+            }
+          }, age)
+        : undefined;
+    ageTimer?.unref();
+    session.once('close', () => {
+      sessions.delete(session);
+      clearTimeout(ageTimer);
+      clearTimeout(graceTimer);
+    });
+  });
+
+  return {
+    listen: () =>
+      new Promise<number>((resolve, reject) => {
+        server.once('error', reject);
+        const listening = (): void => {
+          server.off('error', reject);
+          resolve(settings.uds !== '' ? 0 : (server.address() as AddressInfo).port);
+        };
+        if (settings.uds !== '') server.listen(settings.uds, listening);
+        else server.listen(settings.port, settings.host, listening);
+      }),
+    endWatches: () => health.endWatches(),
+    drain: () =>
+      new Promise<void>((resolve) => {
+        // Resolves once every connection has closed; each closes when its last call has finished.
+        server.close(() => resolve());
+        for (const session of sessions) session.close();
+      }),
+    forceClose: () => {
+      for (const session of sessions) session.destroy();
+    },
+  };
+}

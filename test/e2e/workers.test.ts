@@ -1,0 +1,284 @@
+/**
+ * Worker mode end to end (WORKERS=2, real Redis or memcached): one `listening:` line, both workers
+ * serving, every hit counted once across them, totals on the primary's /stats and Prometheus
+ * scrape, /rlconfig answered through the primary, a killed worker restarted, a clean SIGTERM, and
+ * the start-up refusals (memory store, a worker that cannot start) ending with exit 1.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+import { MemcachedServer } from '../support/memcached';
+import { freePort } from '../support/ports';
+import { type RedisServer, startRedis } from '../support/redis';
+import {
+  baseEnv,
+  callGrpc,
+  descriptor,
+  eventually,
+  grpcClient,
+  httpGet,
+  run,
+  runtimeDir,
+  type Service,
+  startService,
+} from './harness';
+
+const CONFIG = `
+domain: wk
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+`;
+const json = (v: string): string => JSON.stringify({ domain: 'wk', descriptors: [{ entries: [{ key: 'user', value: v }] }] });
+
+/** One request on its own connection: cluster hands each new connection to the next worker. */
+function fresh(address: string, pathName: string, body?: string): Promise<{ status: number; worker: string | undefined; body: string }> {
+  const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host, port, path: pathName, method: body === undefined ? 'GET' : 'POST', agent: false }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, worker: res.headers['x-ratelimit-worker'] as string | undefined, body: text }));
+    });
+    req.on('error', reject);
+    req.setTimeout(5000, () => req.destroy(new Error('timeout')));
+    req.end(body);
+  });
+}
+
+/** The pid of each worker slot as last started, from the primary's `worker N started (pid P)` lines. */
+function workerPids(output: string): Map<number, number> {
+  const pids = new Map<number, number>();
+  for (const m of output.matchAll(/worker (\d+) started \(pid (\d+)\)/g)) pids.set(Number(m[1]), Number(m[2]));
+  return pids;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function portIsFree(address: string): Promise<boolean> {
+  const port = Number(address.slice(address.lastIndexOf(':') + 1));
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+const stat = (stats: string, name: string): number | undefined => {
+  const m = new RegExp(`^${name.replace(/\./g, '\\.')}: (\\S+)$`, 'm').exec(stats);
+  return m === null ? undefined : Number(m[1]);
+};
+
+describe('worker mode on Redis', () => {
+  let redis: RedisServer;
+  let dir: ReturnType<typeof runtimeDir>;
+  const services: Service[] = [];
+
+  const env = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({
+    ...baseEnv(dir.root),
+    BACKEND_TYPE: 'redis',
+    REDIS_SOCKET_TYPE: 'tcp',
+    REDIS_URL: redis.address,
+    WORKERS: '2',
+    ...extra,
+  });
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    dir = runtimeDir({ 'wk.yaml': CONFIG });
+  });
+  afterEach(async () => {
+    for (const s of services.splice(0)) await s.stop('SIGKILL');
+    await redis.cli(['FLUSHALL']);
+  });
+  afterAll(async () => {
+    await redis.stop();
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  });
+
+  test('both workers serve; every hit counts once; /stats and /rlconfig through the primary; SIGTERM drains all', async () => {
+    const svc = await startService(env());
+    services.push(svc);
+    const pids = workerPids(svc.output());
+    expect(pids.size).toBe(2);
+
+    // Both workers answer, and say so on /healthcheck.
+    const seen = new Set<string>();
+    for (let i = 0; i < 8; i++) {
+      const r = await fresh(svc.http, '/healthcheck');
+      expect(r.status).toBe(200);
+      seen.add(r.worker!);
+    }
+    expect([...seen].sort()).toEqual(['1', '2']);
+
+    // 15 hits on a limit of 10 a minute: 8 over /json (new connection each), 7 over gRPC (3 clients).
+    const codes: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const r = await fresh(svc.http, '/json', json('alice'));
+      codes.push(JSON.parse(r.body).overallCode);
+    }
+    const clients = [grpcClient(svc.grpc), grpcClient(svc.grpc), grpcClient(svc.grpc)];
+    for (let i = 0; i < 7; i++) {
+      const res = await callGrpc(clients[i % 3]!, { domain: 'wk', descriptors: [descriptor('user', 'alice')] });
+      codes.push(res.overallCode === 1 ? 'OK' : res.overallCode === 2 ? 'OVER_LIMIT' : String(res.overallCode));
+    }
+    for (const c of clients) c.close();
+    expect(codes).toEqual([...Array(10).fill('OK'), ...Array(5).fill('OVER_LIMIT')]);
+    const keys = (await redis.cli(['KEYS', '*'])).trim().split('\n');
+    expect(keys).toHaveLength(1);
+    expect((await redis.cli(['GET', keys[0]!])).trim()).toBe('15');
+
+    // The primary's /stats: totals over both workers, fresh (STATS_FLUSH_INTERVAL is 10 s).
+    const stats = (await httpGet(svc.debug, '/stats')).body;
+    expect(stat(stats, 'ratelimit.service.rate_limit.wk.user.total_hits')).toBe(15);
+    expect(stat(stats, 'ratelimit.service.rate_limit.wk.user.within_limit')).toBe(10);
+    expect(stat(stats, 'ratelimit.service.rate_limit.wk.user.over_limit')).toBe(5);
+    expect(stat(stats, 'ratelimit_server.ShouldRateLimit.total_requests')).toBe(7);
+    expect(stat(stats, 'ratelimit_server.ShouldRateLimit.response_time.count')).toBe(7);
+    // Series that never moved are listed too, as in one process.
+    expect(stat(stats, 'ratelimit.service.call.should_rate_limit.redis_error')).toBe(0);
+    // Each worker keeps its own pool of REDIS_POOL_SIZE connections: the gauge is their sum.
+    expect(stat(stats, 'ratelimit.redis_pool.cx_active')).toBe(20);
+
+    expect((await httpGet(svc.debug, '/rlconfig')).body).toContain('wk.user: unit=MINUTE requests_per_unit=10');
+    expect((await httpGet(svc.debug, '/debug/explain?domain=wk&descriptors=user=alice')).body).toContain('count: 15 of 10 in this window');
+
+    expect(await svc.stop('SIGTERM')).toBe(0);
+    expect(svc.output().match(/listening: gRPC/g)).toHaveLength(1);
+    for (const pid of pids.values()) expect(alive(pid)).toBe(false);
+    expect(await portIsFree(svc.http)).toBe(true);
+    expect(await portIsFree(svc.grpc)).toBe(true);
+    expect(await portIsFree(svc.debug)).toBe(true);
+  });
+
+  test('Prometheus on the primary shows the sum; gRPC over GRPC_UDS; a profile names its worker', async () => {
+    const promPort = await freePort();
+    const sock = path.join(dir.base, 'rl.sock');
+    const svc = await startService(env({ USE_PROMETHEUS: 'true', PROMETHEUS_ADDR: `127.0.0.1:${promPort}`, GRPC_UDS: sock }));
+    services.push(svc);
+    expect(svc.grpc).toBe(`unix:${sock}`);
+    // Several connections, so both workers count some of the hits.
+    for (let i = 0; i < 6; i++) {
+      const client = grpcClient(svc.grpc);
+      await callGrpc(client, { domain: 'wk', descriptors: [descriptor('user', 'bob')] });
+      client.close();
+    }
+    for (let i = 0; i < 4; i++) await fresh(svc.http, '/json', json('bob'));
+    // The scrape asks the workers for a fresh flush first.
+    const body = (await httpGet(`127.0.0.1:${promPort}`, '/metrics')).body;
+    expect(body).toMatch(/^ratelimit_service_rate_limit_total_hits\{domain="wk",key1="user"\} 10$/m);
+    expect(body).toMatch(/^ratelimit_service_total_requests\{grpc_method="ShouldRateLimit"\} 6$/m);
+    expect(body).toMatch(/^ratelimit_service_response_time_seconds_count\{grpc_method="ShouldRateLimit"\} 6$/m);
+
+    const prof = await fetch(`http://${svc.debug}/debug/pprof/profile?seconds=0.1&worker=2`);
+    expect(prof.status).toBe(200);
+    expect(prof.headers.get('x-ratelimit-worker')).toBe('2');
+    expect(JSON.parse(await prof.text())).toHaveProperty('nodes');
+    const bad = await fetch(`http://${svc.debug}/debug/pprof/profile?seconds=0.1&worker=3`);
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toBe('worker must be a number from 1 to 2\n');
+
+    expect(await svc.stop('SIGTERM')).toBe(0);
+    expect(await portIsFree(`127.0.0.1:${promPort}`)).toBe(true);
+  });
+
+  test('a worker killed with SIGKILL is restarted and the service goes on (stats disabled: /stats still sums)', async () => {
+    const svc = await startService(env({ REDIS_POOL_SIZE: '2', DISABLE_STATS: 'true' }));
+    services.push(svc);
+    const before = workerPids(svc.output());
+    process.kill(before.get(1)!, 'SIGKILL');
+    await eventually(() => /worker 1 \(pid \d+\) exited unexpectedly with signal SIGKILL; restarting it in \d+ ms/.test(svc.output()));
+    await eventually(() => /worker 1 \(pid \d+\) is listening/.test(svc.output()));
+    const after = workerPids(svc.output());
+    expect(after.get(1)).not.toBe(before.get(1));
+    expect(after.get(2)).toBe(before.get(2));
+
+    const seen = new Set<string>();
+    for (let i = 0; i < 8; i++) {
+      const r = await fresh(svc.http, '/json', json('carol'));
+      expect(r.status).toBe(200);
+    }
+    for (let i = 0; i < 6; i++) seen.add((await fresh(svc.http, '/healthcheck')).worker!);
+    expect([...seen].sort()).toEqual(['1', '2']);
+    const stats = (await httpGet(svc.debug, '/stats')).body;
+    expect(stat(stats, 'ratelimit.service.rate_limit.wk.user.total_hits')).toBe(8);
+    // The dead worker's gauges left the sum: two live pools of 2.
+    expect(stat(stats, 'ratelimit.redis_pool.cx_active')).toBe(4);
+    expect(svc.output().match(/listening: gRPC/g)).toHaveLength(1);
+    expect(await svc.stop('SIGTERM')).toBe(0);
+  });
+
+  test('a worker that cannot start ends the program with its error, without a restart loop', async () => {
+    const port = await freePort();
+    const res = await run(
+      'ratelimit.js',
+      [],
+      env({ REDIS_URL: `127.0.0.1:${port}`, REDIS_STARTUP_INITIAL_INTERVAL: '50ms', REDIS_STARTUP_MAX_ELAPSED_TIME: '300ms' }),
+      20_000,
+    );
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(/^ratelimit: .*timed out waiting for Redis connection to 127\.0\.0\.1:\d+$/m);
+    expect(res.stderr.match(/worker \d started/g)).toHaveLength(2);
+    expect(res.stderr).not.toMatch(/listening: gRPC/);
+  });
+
+  test('a port in use ends the program at once', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      const res = await run('ratelimit.js', [], env({ PORT: String(port) }), 20_000);
+      expect(res.code).toBe(1);
+      expect(res.stderr).toMatch(new RegExp(`^ratelimit: cannot listen for HTTP on 127\\.0\\.0\\.1:${port}: .*EADDRINUSE`, 'm'));
+    } finally {
+      blocker.close();
+    }
+  });
+});
+
+test('WORKERS=2 with the memory store is refused with one line', async () => {
+  const dir = runtimeDir({ 'wk.yaml': CONFIG });
+  try {
+    const res = await run('ratelimit.js', [], { ...baseEnv(dir.root), WORKERS: '2' });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toBe(
+      'ratelimit: WORKERS=2 needs a shared counter store (BACKEND_TYPE=redis or memcache): the memory store counts per process\n',
+    );
+  } finally {
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  }
+});
+
+test('worker mode on memcached counts each hit once across the workers', async () => {
+  const mc = await MemcachedServer.start();
+  const dir = runtimeDir({ 'wk.yaml': CONFIG });
+  const svc = await startService({ ...baseEnv(dir.root), BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: `127.0.0.1:${mc.port}`, WORKERS: '2' });
+  try {
+    const workers = new Set<string>();
+    for (let i = 0; i < 4; i++) workers.add((await fresh(svc.http, '/healthcheck')).worker!);
+    expect([...workers].sort()).toEqual(['1', '2']);
+    // Consecutive connections go to alternate workers.
+    const statuses: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      statuses.push((await fresh(svc.http, '/json', json('dave'))).status);
+      // Memcached increments land after the answer (as upstream): let each one land.
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(statuses).toEqual([...Array(10).fill(200), 429, 429]);
+    const stats = (await httpGet(svc.debug, '/stats')).body;
+    expect(stat(stats, 'ratelimit.service.rate_limit.wk.user.total_hits')).toBe(12);
+    expect(stat(stats, 'ratelimit.service.rate_limit.wk.user.over_limit')).toBe(2);
+  } finally {
+    expect(await svc.stop()).toBe(0);
+    await mc.stop();
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  }
+});

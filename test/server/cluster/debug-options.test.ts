@@ -1,0 +1,87 @@
+/**
+ * The primary's debug page (worker mode) over a real HTTP listener, with the workers faked:
+ * forwarded answers, the 503 when no worker answers, fresh stats before /stats, ?worker=N.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { primaryDebugOptions, type WorkerQueries } from '../../../src/server/cluster/debug-options';
+import type { WorkerQuery } from '../../../src/server/cluster/messages';
+import { WorkerUnavailableError } from '../../../src/server/cluster/pool';
+import { createDebugHandler } from '../../../src/server/debug';
+import { StatsStore } from '../../../src/stats/store';
+
+async function serve(pool: WorkerQueries, stats = new StatsStore()): Promise<{ get: (p: string) => Promise<{ status: number; body: string; worker: string | null }>; close: () => void }> {
+  const server = http.createServer(createDebugHandler(primaryDebugOptions(pool, stats, 2)));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    get: async (p) => {
+      const res = await fetch(`http://127.0.0.1:${port}${p}`);
+      return { status: res.status, body: await res.text(), worker: res.headers.get('x-ratelimit-worker') };
+    },
+    close: () => server.close(),
+  };
+}
+
+test('/rlconfig and /debug/explain are answered by a worker', async () => {
+  const asked: Array<[WorkerQuery, number | undefined]> = [];
+  const pool: WorkerQueries = {
+    query: async (q, _timeout, slot) => {
+      asked.push([q, slot]);
+      return { slot: 1, value: q.op === 'rlconfig' ? 'd.k: unit=MINUTE\n' : `explained ${JSON.stringify(q)}` };
+    },
+    flushAll: async () => undefined,
+  };
+  const s = await serve(pool);
+  try {
+    expect(await s.get('/rlconfig')).toEqual({ status: 200, body: 'd.k: unit=MINUTE\n', worker: null });
+    const e = await s.get('/debug/explain?domain=d&descriptors=k=v');
+    expect(e.body).toBe('explained {"op":"explain","domain":"d","descriptors":["k=v"]}');
+    const p = await s.get('/debug/pprof/profile?seconds=0.5&worker=2');
+    expect(p.status).toBe(200);
+    expect(p.worker).toBe('1'); // the answering slot, as the fake says
+    expect(asked.at(-1)).toEqual([{ op: 'profile', ms: 500 }, 2]);
+  } finally {
+    s.close();
+  }
+});
+
+test('no worker to answer: 503 with the reason; a worker\'s own error: 500', async () => {
+  const s = await serve({
+    query: async (q) => {
+      if (q.op === 'rlconfig') throw new WorkerUnavailableError('no worker is listening at the moment (worker mode); try again shortly');
+      throw new Error('boom');
+    },
+    flushAll: async () => undefined,
+  });
+  try {
+    expect(await s.get('/rlconfig')).toEqual({
+      status: 503,
+      body: 'no worker is listening at the moment (worker mode); try again shortly\n',
+      worker: null,
+    });
+    expect(await s.get('/debug/explain?domain=d&descriptors=k=v')).toMatchObject({ status: 500, body: 'explain failed: Error: boom\n' });
+    expect(await s.get('/debug/pprof/profile?seconds=1&worker=0')).toMatchObject({ status: 400, body: 'worker must be a number from 1 to 2\n' });
+  } finally {
+    s.close();
+  }
+});
+
+test('/stats waits for the workers\' fresh flush', async () => {
+  const stats = new StatsStore();
+  const s = await serve(
+    {
+      query: async () => ({ slot: 1, value: '' }),
+      flushAll: async () => {
+        await new Promise((r) => setTimeout(r, 20));
+        stats.counter('ratelimit.service.rate_limit.d.k.total_hits').inc(3);
+      },
+    },
+    stats,
+  );
+  try {
+    expect((await s.get('/stats')).body).toBe('ratelimit.service.rate_limit.d.k.total_hits: 3\n');
+  } finally {
+    s.close();
+  }
+});
