@@ -62,7 +62,7 @@ const CFG = {
 };
 CFG.memoryMaxKeys = intEnv('BENCH_MEMORY_MAX_KEYS', Math.max(1000, Math.min(1_000_000, Math.floor(CFG.distinct / 4))), 1, 1_000_000_000);
 /** Targets, as ratios and latencies measured in one run (see bench/README.md). */
-const TARGETS = { memoryRatio: 0.9, redisRatio: 0.8, jsonRatio: 0.85, p99HalfMemoryMs: 2, p99HalfRedisMs: 3 };
+const TARGETS = { memoryRatio: 0.9, redisRatio: 0.8, jsonRatio: 0.85, http2Ratio: 1.3, p99HalfMemoryMs: 2, p99HalfRedisMs: 3 };
 const CONCURRENCY = CFG.connections * CFG.streams;
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-bench-'));
 
@@ -109,9 +109,9 @@ function killChildren() {
 process.on('exit', killChildren);
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130));
 
-/** Starts a server on CPU 0 and waits until its output matches `ready`. */
-function startServer(name, args, env, ready, timeoutMs = 20_000) {
-  const [cmd, argv] = pinned(0, process.execPath, args);
+/** Starts a server on `cpus` (CPU 0 unless told) and waits until its output matches `ready`. */
+function startServer(name, args, env, ready, timeoutMs = 20_000, cpus = '0') {
+  const [cmd, argv] = pinned(cpus, process.execPath, args);
   const proc = track(spawn(cmd, argv, { env, stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT }));
   let out = '';
   const exited = new Promise((resolve) => proc.once('exit', (code, signal) => resolve(code ?? signal)));
@@ -143,15 +143,33 @@ function startServer(name, args, env, ready, timeoutMs = 20_000) {
   });
 }
 
-/** utime+stime of a process in clock ticks (USER_HZ = 100 on Linux), or null. */
-function cpuTicks(pid) {
+/** A process and its direct children (WORKERS > 1: the primary and its workers). */
+function processTree(pid) {
+  const pids = [pid];
   try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(f[11]) + Number(f[12]);
+    for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+      const kids = fs.readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim();
+      if (kids) pids.push(...kids.split(/\s+/).map(Number));
+    }
   } catch {
-    return null;
+    /* gone: the pid alone */
   }
+  return pids;
+}
+
+/** utime+stime of a process and its children in clock ticks (USER_HZ = 100 on Linux), or null. */
+function cpuTicks(pid) {
+  let sum = null;
+  for (const p of processTree(pid)) {
+    try {
+      const stat = fs.readFileSync(`/proc/${p}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      sum = (sum ?? 0) + Number(f[11]) + Number(f[12]);
+    } catch {
+      /* a child that just exited */
+    }
+  }
+  return sum;
 }
 function cpuSample(pids) {
   return { t: performance.now(), ticks: pids.map(cpuTicks) };
@@ -163,8 +181,16 @@ function cpuPercent(a, b, i) {
 
 /** VmHWM (peak resident set) of a live process in MiB. */
 function peakRssMiB(pid) {
-  const m = /^VmHWM:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : null;
+  let sum = null;
+  for (const p of processTree(pid)) {
+    try {
+      const m = /^VmHWM:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${p}/status`, 'utf8'));
+      if (m) sum = (sum ?? 0) + Number(m[1]) / 1024;
+    } catch {
+      /* a child that just exited */
+    }
+  }
+  return sum;
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -634,11 +660,11 @@ function serviceEnv(root, extra = {}) {
 }
 
 /** Starts the real service with `config` as its only rule file (a fresh runtime root in TMP). */
-async function startService(name, config, extraEnv = {}) {
+async function startService(name, config, extraEnv = {}, cpus = '0') {
   const root = path.join(TMP, `runtime-${name}`, 'current');
   fs.mkdirSync(path.join(root, 'ratelimit', 'config'), { recursive: true });
   fs.writeFileSync(path.join(root, 'ratelimit', 'config', `${name}.yaml`), config);
-  const srv = await startServer(`ratelimit service (${name})`, [SERVICE], serviceEnv(root, extraEnv), /listening: gRPC (\S+), HTTP (\S+), debug ([^\s"\\]+)/);
+  const srv = await startServer(`ratelimit service (${name})`, [SERVICE], serviceEnv(root, extraEnv), /listening: gRPC (\S+), HTTP (\S+), debug ([^\s"\\]+)/, 20_000, cpus);
   const [, grpcAddr, httpAddr, debugAddr] = srv.match;
   return { ...srv, grpcAddr, httpAddr, debugAddr };
 }
@@ -685,16 +711,20 @@ function targetsFor(s) {
   if (s.store === 'memory') {
     ratio(s.grpc ? TARGETS.memoryRatio : TARGETS.jsonRatio);
     p99(TARGETS.p99HalfMemoryMs);
+  } else if (s.store === 'memory-http2') {
+    ratio(TARGETS.http2Ratio);
+    p99(TARGETS.p99HalfMemoryMs);
   } else if (s.store === 'local-cache') {
     p99(TARGETS.p99HalfMemoryMs);
   } else if (s.store.startsWith('redis')) {
-    if (!s.store.startsWith('redis-cluster')) ratio(TARGETS.redisRatio);
+    // Worker mode uses two CPUs: its ratio to the one-CPU ceiling is shown, its target is scaling.
+    if (!s.store.startsWith('redis-cluster') && s.store !== 'redis-workers') ratio(TARGETS.redisRatio);
     p99(TARGETS.p99HalfRedisMs);
     // One INCRBY + one EXPIRE per descriptor, nothing else (a GET or a second pass would show here);
     // with REDIS_BATCH_SCRIPT also the EVALs (at most one per request; commandstats counts the
     // commands a script calls too).
     const per = s.redis?.perRequest;
-    const max = 2 * s.descriptors + (s.store.endsWith('-script') ? 1 : 0);
+    const max = 2 * s.descriptors + (s.store.includes('-script') ? 1 : 0);
     t.push({
       name: `<= ${max} Redis commands/request`,
       pass: per != null && per.total <= max * 1.01 && per.incrby <= s.descriptors * 1.01,
@@ -840,8 +870,38 @@ async function main() {
     try {
       await serviceScenario(srv, { id: 'service-grpc-1', ceiling: 'bare-grpc-1', label: 'Service gRPC, 1 descriptor, memory store', store: 'memory', grpc: true, n: 1, req: req1, frame: frame1 });
       await serviceScenario(srv, { id: 'service-grpc-5', ceiling: 'bare-grpc-5', label: 'Service gRPC, 5 descriptors, memory store', store: 'memory', grpc: true, n: 5, req: req5, frame: frame5 });
-      await serviceScenario(srv, { id: 'service-json', ceiling: 'bare-json', label: 'Service POST /json, 1 descriptor, memory store', store: 'memory', grpc: false, n: 1 });
       rss['service-memory'] = peakRssMiB(srv.pid);
+    } finally {
+      await srv.stop();
+    }
+  }
+  // /json on a fresh process, as its ceiling runs.
+  {
+    const srv = await startService('memory-json', SERVICE_CONFIG);
+    try {
+      await serviceScenario(srv, { id: 'service-json', ceiling: 'bare-json', label: 'Service POST /json, 1 descriptor, memory store', store: 'memory', grpc: false, n: 1 });
+      rss['service-memory-json'] = peakRssMiB(srv.pid);
+    } finally {
+      await srv.stop();
+    }
+  }
+  // The opt-in node:http2 gRPC transport against the same grpc-js ceiling ("raise the ceiling").
+  {
+    const srv = await startService('memory-http2', SERVICE_CONFIG, { GRPC_TRANSPORT: 'http2' });
+    try {
+      for (const [n, req, frame] of [[1, req1, frame1], [5, req5, frame5]]) {
+        await serviceScenario(srv, {
+          id: `service-http2-grpc-${n}`,
+          ceiling: `bare-grpc-${n}`,
+          label: `Service gRPC, ${n} descriptor${n > 1 ? 's' : ''}, memory store, GRPC_TRANSPORT=http2`,
+          store: 'memory-http2',
+          grpc: true,
+          n,
+          req,
+          frame,
+        });
+      }
+      rss['service-memory-http2'] = peakRssMiB(srv.pid);
     } finally {
       await srv.stop();
     }
@@ -892,6 +952,13 @@ async function main() {
         env: (r) => ({ ...base.env(r), REDIS_BATCH_SCRIPT: 'true' }),
       });
     }
+    // Both opt-ins at once on Redis single: the fastest configuration.
+    setups.push({
+      ...setups[0],
+      key: 'redis-script-http2',
+      label: 'Redis single, REDIS_BATCH_SCRIPT, GRPC_TRANSPORT=http2',
+      env: (r) => ({ ...setups[0].env(r), REDIS_BATCH_SCRIPT: 'true', GRPC_TRANSPORT: 'http2' }),
+    });
     for (const setup of setups) {
       if (missing) {
         allProblems.push(`${setup.key}: ${missing}`);
@@ -926,6 +993,43 @@ async function main() {
         if (srv) await srv.stop();
         if (redis) await redis.stop();
       }
+    }
+  }
+
+  // e2. Worker mode (WORKERS=N, node:cluster) on Redis single: the service may use CPUs 0 and 1
+  // (the load generator and Redis stay on CPU 1), once with one process, once with two workers.
+  if (CFG.redis && !redisLib.available() && PIN && machine.nproc >= 2) {
+    const wrap = (c, a) => pinned(1, c, a);
+    let redis = null;
+    try {
+      redis = await redisLib.startRedis({ wrap });
+      for (const workers of [1, 2]) {
+        const srv = await startService(`redis-workers-${workers}`, SERVICE_CONFIG, { BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.address, WORKERS: String(workers) }, '0,1');
+        try {
+          await serviceScenario(
+            srv,
+            {
+              id: `redis-workers-${workers}-grpc-1`,
+              ceiling: 'bare-grpc-1',
+              label: `Service gRPC, 1 descriptor, Redis single, WORKERS=${workers} (service on CPUs 0-1)`,
+              store: 'redis-workers',
+              grpc: true,
+              n: 1,
+              req: req1,
+              frame: frame1,
+            },
+            [redis],
+          );
+          rss[`service-redis-workers-${workers}`] = peakRssMiB(srv.pid);
+        } finally {
+          await srv.stop();
+        }
+      }
+    } catch (err) {
+      allProblems.push(`redis-workers: ${err.message.split('\n')[0]}`);
+      log(`redis-workers: ${err.stack}`);
+    } finally {
+      if (redis) await redis.stop();
     }
   }
 
@@ -1094,7 +1198,8 @@ function markdown(scenarios, distinct, rss, allProblems) {
     lines.push(
       '**Redis commands per request** (INFO commandstats before/after the peak and half-load runs, summed over the nodes; ' +
         'divided by the gRPC calls the service counted over the same window; our INFO reads and ioredis bookkeeping such as CLUSTER SLOTS are left out). ' +
-        'Pipelines are not visible in commandstats: the service sends each request\'s commands as one pipeline (cluster: one per hash slot).',
+        'Pipelines are not visible in commandstats: the service sends each request\'s commands as one pipeline (cluster: one per hash slot). ' +
+        'With REDIS_BATCH_SCRIPT the INCRBY/EXPIRE pairs of a pipeline (the requests decided in one event-loop turn) run inside one EVAL; commandstats counts the EVAL and the commands it calls.',
       '',
       '| Scenario | Nodes | Calls | Commands / request | INCRBY / request | EXPIRE / request | Other commands | Redis CPU at peak (sum) |',
       '|---|---:|---:|---:|---:|---:|---|---:|',
@@ -1102,6 +1207,16 @@ function markdown(scenarios, distinct, rss, allProblems) {
         const other = Object.entries(s.redis.commands).filter(([k]) => k !== 'incrby' && k !== 'expire').map(([k, v]) => `${k} ${v}`).join(', ') || '—';
         return `| ${s.label} | ${s.redis.nodes} | ${fmt(s.redis.serviceCalls)} | ${s.redis.perRequest.total.toFixed(3)} | ${s.redis.perRequest.incrby.toFixed(3)} | ${s.redis.perRequest.expire.toFixed(3)} | ${other} | ${fmtPct(s.redis.cpuPeakPercent)} |`;
       }),
+      '',
+    );
+  }
+  const w1 = scenarios.find((s) => s.id === 'redis-workers-1-grpc-1');
+  const w2 = scenarios.find((s) => s.id === 'redis-workers-2-grpc-1');
+  if (w1?.rps && w2?.rps) {
+    lines.push(
+      `**Worker mode** (WORKERS=2 against one process, Redis single, 1 descriptor; the service may run on CPUs 0 and 1, which it shares with the load generator and Redis on CPU 1): ` +
+        `${fmt(w1.rps)} → ${fmt(w2.rps)} req/s, **${(w2.rps / w1.rps).toFixed(2)}×** (server CPU ${fmtPct(w1.serverCpu)} → ${fmtPct(w2.serverCpu)}, load generator ${fmtPct(w1.genCpu)} → ${fmtPct(w2.genCpu)}). ` +
+        'On a machine with cores to spare for the load generator and Redis, the scaling is bounded by the cores given to the workers.',
       '',
     );
   }
