@@ -6,7 +6,7 @@
  * process becomes the primary of worker mode and forks itself as the workers (src/server/cluster).
  */
 import cluster from 'node:cluster';
-import { RateLimitApp, StartupError } from '../server/app';
+import { RateLimitApp, StartupError, stopOnSignals } from '../server/app';
 import { runPrimary } from '../server/cluster/primary';
 import { runWorker } from '../server/cluster/worker';
 import { loadSettings, SettingsError } from '../settings';
@@ -42,19 +42,7 @@ async function main(): Promise<void> {
   try {
     const created = new RateLimitApp({ settings, logger });
     app = created;
-    const signals: NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGHUP'];
-    for (const sig of signals) {
-      process.once(sig, () => {
-        logger.info(`received ${sig}`);
-        created.stop().then(
-          () => process.exit(0),
-          (err: unknown) => {
-            logger.error(`error while stopping: ${String(err)}`);
-            process.exit(1);
-          },
-        );
-      });
-    }
+    stopOnSignals(created, logger, true);
     await created.start();
   } catch (err) {
     if (app?.isStopping === true) return; // a signal arrived during start-up

@@ -471,6 +471,29 @@ function withWorkerHeader(handler: http.RequestListener, slot: number): http.Req
   };
 }
 
+/**
+ * SIGTERM, SIGINT or SIGHUP stop `app` gracefully, then exit 0 (1 when stopping failed); as
+ * upstream, SIGHUP does not reload. With `once`, a second signal takes its default action (a
+ * second Ctrl-C kills at once); a worker keeps listening, since its primary forwards the signal
+ * the terminal already sent it.
+ */
+export function stopOnSignals(app: RateLimitApp, logger: Logger, once: boolean): void {
+  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+    const onSignal = (): void => {
+      logger.info(`received ${sig}`);
+      app.stop().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          logger.error(`error while stopping: ${String(err)}`);
+          process.exit(1);
+        },
+      );
+    };
+    if (once) process.once(sig, onSignal);
+    else process.on(sig, onSignal);
+  }
+}
+
 export function hostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }

@@ -6,7 +6,7 @@
  * or SIGHUP. A start-up error is reported to the primary before exiting 1, so the primary can end
  * the program with that line instead of restarting the worker.
  */
-import { RateLimitApp, StartupError } from '../app';
+import { RateLimitApp, StartupError, stopOnSignals } from '../app';
 import { cpuProfile } from '../debug';
 import type { Settings } from '../../settings';
 import { IpcStatsSink } from '../../stats/sinks/ipc';
@@ -78,20 +78,9 @@ export async function runWorker(settings: Settings, baseLogger: Logger): Promise
     });
   });
 
-  // `on`, not `once`: a terminal's Ctrl-C reaches the worker and the primary forwards it too, and
-  // a second signal without a listener would kill the worker before it drained.
-  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
-    process.on(sig, () => {
-      logger.info(`received ${sig}`);
-      app.stop().then(
-        () => process.exit(0),
-        (err: unknown) => {
-          logger.error(`error while stopping: ${String(err)}`);
-          process.exit(1);
-        },
-      );
-    });
-  }
+  // Not once: a terminal's Ctrl-C reaches the worker and the primary forwards it too, and a
+  // second signal without a listener would kill the worker before it drained.
+  stopOnSignals(app, logger, false);
 
   let listening;
   try {
