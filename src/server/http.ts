@@ -13,9 +13,8 @@ import type { Health } from './health';
 import { BodyTooLargeError, pathOf, plainError, plainText, readBody } from './http-util';
 import { JsonRequestError, parseRateLimitRequestBytes, serializeRateLimitResponse } from './json-codec';
 
+/** What the listeners ask: RateLimitService.decideNow (a response now, or a promise of one). */
 export interface Decider {
-  shouldRateLimit(request: RateLimitRequest, span?: Span): Promise<RateLimitResponse>;
-  /** The same decision, answered in the same turn when the store counts in process. */
   decideNow(request: RateLimitRequest, span?: Span): RateLimitResponse | Promise<RateLimitResponse>;
 }
 

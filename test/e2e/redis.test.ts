@@ -65,6 +65,26 @@ describe('ratelimit on Redis', () => {
     expect(ttl).toBeLessThanOrEqual(3600);
   });
 
+  test('REDIS_BATCH_SCRIPT=true counts the same keys through one EVAL per pipeline', async () => {
+    const svc = await startService(redisEnv(dir.root, redis, { REDIS_BATCH_SCRIPT: 'true', EXPIRATION_JITTER_MAX_SECONDS: '0' }));
+    services.push(svc);
+    await redis.cli(['CONFIG', 'RESETSTAT']);
+    const client = grpcClient(svc.grpc);
+    const remaining: number[][] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await callGrpc(client, { domain: 'rd', descriptors: [descriptor('user', 'scripted'), descriptor('ip', '10.0.0.2')] });
+      remaining.push(res.statuses.map((st) => st.limitRemaining));
+    }
+    client.close();
+    expect(remaining).toEqual([[4, 99], [3, 98], [2, 97], [1, 96], [0, 95], [0, 94]]);
+    const keys = (await redis.cli(['KEYS', 'rd_user_scripted_*'])).trim();
+    expect((await redis.cli(['GET', keys])).trim()).toBe('6');
+    expect(Number((await redis.cli(['TTL', keys])).trim())).toBeGreaterThan(3590);
+    const stats = (await redis.cli(['INFO', 'commandstats'])).replace(/\r/g, '');
+    expect(stats).toMatch(/^cmdstat_eval:calls=6,/m);
+    expect(stats).toMatch(/^cmdstat_incrby:calls=12,/m);
+  });
+
   test('/debug/explain shows the count stored in Redis', async () => {
     const svc = await startService(redisEnv(dir.root, redis));
     services.push(svc);

@@ -521,7 +521,7 @@ function slowDecider(ms: number): Decider {
     new Promise((resolve) => {
       if (Number.isFinite(ms)) setTimeout(() => resolve(response), ms);
     });
-  return { shouldRateLimit: decide, decideNow: decide };
+  return { decideNow: decide };
 }
 
 describe('connections', () => {
