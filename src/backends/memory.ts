@@ -15,6 +15,7 @@ interface Slot {
   count: number;
   /** Grows for a token bucket (its TAT); the slot is also re-filed under its new expiry. */
   expiresAtMs: number;
+  readonly key: string;
 }
 
 export interface MemoryStoreOptions {
@@ -35,6 +36,14 @@ export class MemoryStore implements CounterStore {
   private readonly byExpiry = new Map<number, string[]>();
   /** Entries in byExpiry, live or evicted; rebuilt when it outgrows the live set. */
   private bucketed = 0;
+  /**
+   * Slots in creation order, for the cap's oldest-first eviction; `head` is the oldest not yet
+   * looked at. Entries whose slot has expired or was replaced are skipped when reached. (Taking
+   * the Map's first key instead costs a walk over every deleted entry still at the front of V8's
+   * table, quadratic under a flood: ten times slower at a cap of a million.)
+   */
+  private order: Array<Slot | undefined> = [];
+  private head = 0;
   private nextSweepMs = 0;
 
   constructor(private readonly options: MemoryStoreOptions) {}
@@ -139,6 +148,8 @@ export class MemoryStore implements CounterStore {
   close(): Promise<void> {
     this.slots.clear();
     this.byExpiry.clear();
+    this.order = [];
+    this.head = 0;
     return Promise.resolve();
   }
 
@@ -147,17 +158,44 @@ export class MemoryStore implements CounterStore {
     const nowS = Math.floor(nowMs / 1000);
     const endS = expiresAtMs !== undefined ? Math.ceil(expiresAtMs / 1000) : Math.floor(nowS / w) * w + w;
     if (!this.slots.has(op.key)) {
-      while (this.slots.size >= this.options.maxKeys && this.slots.size > 0) {
-        const oldest = this.slots.keys().next().value as string;
-        this.slots.delete(oldest);
-        this.options.evictions?.inc();
-      }
+      while (this.slots.size >= this.options.maxKeys && this.evictOldest());
     }
-    const slot: Slot = { count: 0, expiresAtMs: expiresAtMs ?? endS * 1000 };
+    const slot: Slot = { count: 0, expiresAtMs: expiresAtMs ?? endS * 1000, key: op.key };
     this.slots.set(op.key, slot);
+    this.order.push(slot);
+    // Expired and replaced slots leave entries behind: at most as many as live ones (+1024), so
+    // each compaction is paid for by the creations since the last one.
+    if (this.order.length - this.head > 2 * this.slots.size + 1024) this.compactOrder();
     this.file(op.key, endS);
     if (this.options.keys !== undefined) this.options.keys.value = this.slots.size;
     return slot;
+  }
+
+  /** Deletes the oldest live slot; false when there is none. */
+  private evictOldest(): boolean {
+    const order = this.order;
+    while (this.head < order.length) {
+      const slot = order[this.head]!;
+      order[this.head++] = undefined;
+      if (this.slots.get(slot.key) === slot) {
+        this.slots.delete(slot.key);
+        this.options.evictions?.inc();
+        if (this.head > 1024 && 2 * this.head > order.length) this.compactOrder();
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Keeps only the queue entries of live slots, in order. */
+  private compactOrder(): void {
+    const live: Slot[] = [];
+    for (let i = this.head; i < this.order.length; i++) {
+      const slot = this.order[i]!;
+      if (this.slots.get(slot.key) === slot) live.push(slot);
+    }
+    this.order = live;
+    this.head = 0;
   }
 
   /** Evicted keys linger in byExpiry until their window ends; drop them so it stays bounded. */

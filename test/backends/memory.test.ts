@@ -44,6 +44,30 @@ describe('memory store', () => {
     expect(evictions.value).toBe(900);
     expect(await s.increment([op('day999')], 0)).toEqual([2]);
   });
+
+  it('evicts by creation order: a counter re-created after its window ended counts as new', async () => {
+    const s = new MemoryStore({ maxKeys: 3 });
+    await s.increment([op('short', 1, 1)], 0); // window [0 s, 1 s)
+    await s.increment([op('a'), op('b')], 500);
+    await s.increment([op('short', 1, 1)], 1500); // expired, then created again: now the newest
+    await s.increment([op('c')], 1600); // the cap evicts `a`, the oldest live counter
+    expect(['a', 'b', 'c', 'short'].map((k) => s.peek(k, 1700))).toEqual([0, 1, 1, 1]);
+  });
+
+  it('keeps evicting oldest first through a long flood, with expiries in between', async () => {
+    const evictions = stats.counter('test.flood.evictions');
+    const s = new MemoryStore({ maxKeys: 50, evictions });
+    for (let i = 0; i < 20_000; i++) {
+      // Every tenth counter lives one second; the others a day.
+      await s.increment([op(`f${i}`, 1, i % 10 === 0 ? 1 : 86400)], i);
+    }
+    expect(s.size).toBe(50);
+    // The 50 newest counters are the live ones.
+    const live: number[] = [];
+    for (let i = 19_000; i < 20_000; i++) if (s.peek(`f${i}`, 19_999) > 0) live.push(i);
+    expect(live).toEqual(Array.from({ length: 50 }, (_, k) => 19_950 + k));
+    expect(evictions.value).toBeGreaterThan(17_000);
+  });
 });
 
 describe('memory store with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', () => {
