@@ -91,7 +91,7 @@ describe.each([3, 4] as const)('FxcmClient over Engine.IO %i', (eio) => {
     const close = await client.closeTrade({ tradeId: tradeId!, amount: 10 });
     await client.awaitTradeIds(close.orderId);
     await waitFor(() => client.records('ClosedPosition').length === 1, 5000, 'closed position');
-    expect(client.records('ClosedPosition')[0]).toMatchObject({ tradeId, close: 1.101 });
+    expect(client.records('ClosedPosition')[0]).toMatchObject({ tradeId, close: 1.101, currencyPoint: 1 });
     expect(client.records('OpenPosition')).toEqual([]);
     expect(client.records('Account')[0]!.balance).toBeCloseTo(50000 + 0.0008 * 10000, 2);
   });
@@ -113,7 +113,8 @@ describe.each([3, 4] as const)('FxcmClient over Engine.IO %i', (eio) => {
     sim.market.setPrice('EUR/USD', 1.1, 1.1002);
     const e = await client.createEntryOrder({ symbol: 'EUR/USD', isBuy: true, amount: 10, rate: 1.105, stop: -20, limit: 40, isInPips: true });
     await waitFor(() => client.records('Order').some((o) => o.orderId === e.orderId), 5000, 'entry order push');
-    expect(client.records('Order').find((o) => o.orderId === e.orderId)).toMatchObject({ type: 'SE', status: 1, isEntryOrder: true });
+    // currencyPoint: one pip of 10K EUR/USD is worth 1 USD (the broker shows 0.5 for 5K).
+    expect(client.records('Order').find((o) => o.orderId === e.orderId)).toMatchObject({ type: 'SE', status: 1, isEntryOrder: true, currencyPoint: 1 });
     await client.changeOrder({ orderId: e.orderId, rate: 1.104, amount: 20 });
     await waitFor(() => client.records('Order').find((o) => o.orderId === e.orderId)?.amountK === 20, 5000, 'changed');
     const sl = await client.changeOrderStopLimit({ orderId: e.orderId, stop: -30, isStopInPips: true, limit: 50, isLimitInPips: true });

@@ -15,6 +15,15 @@ import type { Faults } from './faults';
 import type { Market, Quote, SymbolSpec } from './market';
 
 /** A request error: the `error` string of the envelope (a JSON broker body or plain text). */
+/**
+ * `currencyPoint`: what one pip of `amountK` thousand is worth in the account currency (USD), as
+ * gross P/L is counted (USD/xxx pairs converted at `price`). The broker shows 0.5 for 5K EUR/USD.
+ */
+function pipValue(symbol: string, pip: number, amountK: number, price: number): number {
+  const v = pip * amountK * 1000;
+  return Math.round((symbol.startsWith('USD/') ? v / price : v) * 1e4) / 1e4;
+}
+
 export class SimRequestError extends Error {
   constructor(readonly error: string) {
     super(error);
@@ -187,7 +196,7 @@ export class TradingEngine {
       type: o.type,
       status: o.status,
       amountK: o.amountK,
-      currencyPoint: (spec.pip * o.amountK * 1000) / 10 / 1000,
+      currencyPoint: pipValue(o.symbol, spec.pip, o.amountK, o.rate > 0 ? o.rate : this.market.quote(o.symbol)!.bid),
       stopMove: o.stopMove,
       stop: o.stopPips ?? 0,
       stopRate: o.stop,
@@ -242,7 +251,7 @@ export class TradingEngine {
       currency: t.symbol,
       isBuy: t.isBuy,
       amountK: t.amountK,
-      currencyPoint: (spec.pip * t.amountK * 1000) / 10 / 1000,
+      currencyPoint: pipValue(t.symbol, spec.pip, t.amountK, close),
       time: brokerTime(t.openMs).slice(0, 14),
       usedMargin: Math.round(t.amountK * 1000 * 0.02 * 100) / 100,
       stop: t.stop,
@@ -316,7 +325,7 @@ export class TradingEngine {
       isBuyDisabled: false,
       plBuy: plOf(buys),
       amountK: amt(buys) - amt(sells),
-      currencyPoint: spec.pip * 100,
+      currencyPoint: pipValue(sym, spec.pip, Math.abs(amt(buys) - amt(sells)), q.bid),
       grossPL: plOf(ts),
       netPL: plOf(ts),
       netStop: 0,
@@ -681,7 +690,7 @@ export class TradingEngine {
       currency: t.symbol,
       isBuy: t.isBuy,
       amountK: amount,
-      currencyPoint: spec.pip * 100,
+      currencyPoint: pipValue(t.symbol, spec.pip, amount, close),
       openTime: brokerTime(t.openMs).slice(0, 14),
       closeTime: brokerTime(this.market.nowMs()).slice(0, 14),
       isTotal: false,
