@@ -116,17 +116,9 @@ export interface BacktestResult {
   error?: { message: string; hook: string; location?: string };
 }
 
-interface OpenTradeState {
-  tradeId: string;
-  symbol: string;
-  isBuy: boolean;
-  amount: number;
-  openRate: number;
-  openTime: number;
+/** A position as the strategy sees it, less its live P/L, plus what the simulation tracks. */
+interface OpenTradeState extends Omit<Position, 'plPips' | 'pl'> {
   openCandleTs: number;
-  stop?: number;
-  limit?: number;
-  trailingStep?: number;
   trailDistance?: number;
   commission: number;
 }
