@@ -3,8 +3,10 @@
 
 all: build
 
-node_modules/.package-lock.json: package.json
-	npm install --no-audit --no-fund
+# npm ci installs exactly the lock file (every platform's optional packages are in it), so npm 10
+# and npm 11 give the same tree.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
 	@touch $@
 
 deps: node_modules/.package-lock.json
