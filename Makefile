@@ -17,9 +17,11 @@ proto: deps
 build: deps
 	npx tsc -p tsconfig.json
 
-# The test command of the README and of .ci/run: type-check everything, build the programs the
-# end-to-end tests start, then run Jest with a JSON summary for CI.
+# The test command of the README and of .ci/run: obtain the servers the tests start (Redis,
+# Memcached, openssl), type-check everything, build the programs the end-to-end tests start, then
+# run Jest with a JSON summary for CI.
 test: build
+	bash scripts/test-servers.sh
 	npx tsc -p tsconfig.test.json
 	npx jest --ci --json --outputFile=test-results.json
 

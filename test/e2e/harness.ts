@@ -57,8 +57,12 @@ export function baseEnv(root: string): NodeJS.ProcessEnv {
 const LISTENING = /listening: gRPC (\S+), HTTP (\S+), debug ([^\s"\\]+)/;
 
 /** Spawns the service and resolves once it logs its listening addresses (rejects on exit). */
-export function startService(env: NodeJS.ProcessEnv, timeoutMs = 15_000): Promise<Service> {
-  const proc = spawn(process.execPath, [path.join(DIST, 'ratelimit.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startService(
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 15_000,
+  program = path.join(DIST, 'ratelimit.js'),
+): Promise<Service> {
+  const proc = spawn(process.execPath, [program], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
