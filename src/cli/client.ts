@@ -10,7 +10,7 @@ import { serializeRateLimitResponse } from '../server/json-codec';
 import { fromProtoResponse, toProtoRequest } from '../server/proto-convert';
 import fs from 'node:fs';
 import { parseDescriptor } from '../limiter/descriptor-text';
-import { type FlagSpec, FlagError, type ParsedFlags, parseFlags, usage } from './flags';
+import { type FlagSpec, FlagError, type ParsedFlags, parseFlagsOrExit } from './flags';
 
 const SPECS: FlagSpec[] = [
   { name: 'dial_string', kind: 'string', help: 'url of ratelimit server in <host>:<port> form', default: 'localhost:8081' },
@@ -51,15 +51,19 @@ export function clientCredentials(flags: ParsedFlags): { credentials: grpc.Chann
   };
 }
 
+/**
+ * A failed call as one complete line: the status name and grpc-js's details, without the
+ * `Resolution note:` it appends even when it has no note, plus a hint when nothing answered.
+ */
+export function describeCallError(err: grpc.ServiceError, dial: string): string {
+  const details = err.details.replace(/\.?\s*Resolution note:\s*$/, '').trim();
+  const name = grpc.status[err.code] ?? `code ${err.code}`;
+  const hint = err.code === grpc.status.UNAVAILABLE ? ` (is the rate limit service listening on ${dial}?)` : '';
+  return `${name}: ${details}${hint}`;
+}
 
 function main(argv: string[]): void {
-  let flags;
-  try {
-    flags = parseFlags(argv, SPECS);
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n${usage('ratelimit-client', SPECS)}`);
-    process.exit(2);
-  }
+  const flags = parseFlagsOrExit('ratelimit-client', argv, SPECS);
   const hits = Number(flags['hits_addend']);
   const timeout = Number(flags['timeout']);
   if (!Number.isInteger(hits) || hits < 0 || hits > 4294967295) {
@@ -101,7 +105,7 @@ function main(argv: string[]): void {
     (err, res) => {
       client.close();
       if (err) {
-        process.stderr.write(`request error: ${err.message}\n`);
+        process.stderr.write(`request error: ${describeCallError(err, dial)}\n`);
         process.exit(1);
       }
       const json = JSON.parse(serializeRateLimitResponse(fromProtoResponse(res)));

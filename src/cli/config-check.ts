@@ -10,7 +10,7 @@ import { ConfigError, type ConfigFile, type RateLimitConfig } from '../config/ty
 import { explainRequest } from '../limiter/explain';
 import { parseDescriptor } from '../limiter/descriptor-text';
 import { StatsStore } from '../stats/store';
-import { type FlagSpec, parseFlags, usage } from './flags';
+import { type FlagSpec, parseFlagsOrExit, usage } from './flags';
 
 const SPECS: FlagSpec[] = [
   { name: 'config_dir', kind: 'string', help: 'path to directory containing rate limit configs', default: '' },
@@ -43,13 +43,7 @@ export function checkConfigDir(dir: string, merge: boolean, out: (line: string) 
 }
 
 function main(argv: string[]): void {
-  let flags;
-  try {
-    flags = parseFlags(argv, SPECS);
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n${usage('ratelimit-config-check', SPECS)}`);
-    process.exit(2);
-  }
+  const flags = parseFlagsOrExit('ratelimit-config-check', argv, SPECS);
   const dir = flags['config_dir'] as string;
   if (dir === '') {
     process.stderr.write(`-config_dir is required\n${usage('ratelimit-config-check', SPECS)}`);

@@ -14,6 +14,18 @@ export type ParsedFlags = Record<string, string | boolean | string[]>;
 
 export class FlagError extends Error {}
 
+/** `-h`, `-help` or `--help`: the program prints its usage on stdout and exits 0, as Go's flag package. */
+export class HelpRequested extends Error {
+  constructor() {
+    super('help requested');
+  }
+}
+
+/** Whether an argument asks for help, in any of the spellings programs accept. */
+export function isHelpFlag(arg: string): boolean {
+  return arg === '-h' || arg === '--help' || arg === '-help' || arg === '--h';
+}
+
 const BOOL_TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
 const BOOL_FALSE = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
 
@@ -33,7 +45,7 @@ export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[]):
     const body = arg.replace(/^--?/, '');
     const eq = body.indexOf('=');
     const name = eq < 0 ? body : body.slice(0, eq);
-    if (name === 'h' || name === 'help') throw new FlagError('help requested');
+    if (isHelpFlag(arg)) throw new HelpRequested();
     const spec = byName.get(name);
     if (spec === undefined) throw new FlagError(`flag provided but not defined: -${name}`);
     if (spec.kind === 'bool') {
@@ -56,6 +68,23 @@ export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[]):
     else out[name] = value;
   }
   return out;
+}
+
+/**
+ * parseFlags for a program's main: help prints the usage on stdout and exits 0; a bad flag prints
+ * its error and the usage on stderr and exits 2.
+ */
+export function parseFlagsOrExit(program: string, argv: readonly string[], specs: readonly FlagSpec[]): ParsedFlags {
+  try {
+    return parseFlags(argv, specs);
+  } catch (err) {
+    if (err instanceof HelpRequested) {
+      process.stdout.write(usage(program, specs));
+      process.exit(0);
+    }
+    process.stderr.write(`${program}: ${(err as Error).message}\n${usage(program, specs)}`);
+    process.exit(2);
+  }
 }
 
 export function usage(program: string, specs: readonly FlagSpec[]): string {

@@ -10,9 +10,22 @@ import { RateLimitApp, StartupError, stopOnSignals } from '../server/app';
 import { runPrimary } from '../server/cluster/primary';
 import { runWorker } from '../server/cluster/worker';
 import { loadSettings, SettingsError } from '../settings';
+import { renderSettingsHelp } from '../settings/table';
+import { isHelpFlag } from './flags';
 import { createLogger } from '../telemetry/logger';
 
+const USAGE = `Usage: ratelimit [-h | --help]
+
+The rate limit service (drop-in for envoyproxy/ratelimit). It takes no flags: every setting is an
+environment variable, listed here with its default; the README's settings table says the same.
+SIGTERM, SIGINT or SIGHUP stop it gracefully.
+`;
+
 async function main(): Promise<void> {
+  if (process.argv.slice(2).some(isHelpFlag)) {
+    process.stdout.write(`${USAGE}${renderSettingsHelp()}\nSee the "Settings" table of README.md for details.\n`);
+    return;
+  }
   let settings;
   try {
     settings = loadSettings(process.env);

@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import { DirectoryPublisher, ManagementServer } from '../providers/xds/management-server';
 import { createLogger, type Logger } from '../telemetry/logger';
-import { FlagError, type FlagSpec, parseFlags, usage } from './flags';
+import { FlagError, type FlagSpec, HelpRequested, parseFlags, usage } from './flags';
 
 const PROGRAM = 'ratelimit-xds-server';
 
@@ -128,6 +128,10 @@ async function main(argv: string[]): Promise<void> {
   try {
     cli = await runXdsServer(argv, { out: (l) => process.stdout.write(l + '\n'), logger });
   } catch (err) {
+    if (err instanceof HelpRequested) {
+      process.stdout.write(usage(PROGRAM, SPECS));
+      process.exit(0);
+    }
     if (err instanceof UsageError) {
       process.stderr.write(`${PROGRAM}: ${err.message}\n${usage(PROGRAM, SPECS)}`);
       process.exit(2);

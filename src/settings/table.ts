@@ -285,10 +285,7 @@ export function defaultDisplay(info: SettingInfo): string {
   return info.default === '' ? '(empty)' : `\`${info.default}\``;
 }
 
-/**
- * The settings as a markdown table (Variable | Alias | Default | Meaning), in table order, for the
- * README and `--help`-style output.
- */
+/** The settings as a markdown table (Variable | Alias | Default | Meaning), in table order, for the README. */
 export function renderSettingsMarkdown(): string {
   const lines = ['| Variable | Alias | Default | Meaning |', '|---|---|---|---|'];
   for (const info of SETTINGS_TABLE) {
@@ -297,4 +294,19 @@ export function renderSettingsMarkdown(): string {
     );
   }
   return `${lines.join('\n')}\n`;
+}
+
+/** The settings as plain text for `ratelimit --help`: a variable per entry, grouped as in the table. */
+export function renderSettingsHelp(): string {
+  let out = '';
+  let group = '';
+  for (const info of SETTINGS_TABLE) {
+    if (info.group !== group) {
+      group = info.group;
+      out += `\n${group}:\n`;
+    }
+    const alias = info.alias ? ` (or ${info.alias})` : '';
+    out += `  ${info.name}${alias}  default: ${defaultDisplay(info).replace(/`/g, '')}\n      ${(info.description + constraints(info)).replace(/`/g, '')}\n`;
+  }
+  return out;
 }
