@@ -300,10 +300,11 @@ function metadataValue(n: TreeNode): JsonValue {
     case 'map': {
       const out: JsonObject = {};
       for (const [k, v] of n.pairs) {
-        if (k.kind !== 'scalar' || (k.type !== 'str' && k.type !== 'timestamp')) {
-          throw new ConfigProblem(`error parsing metadata: key is not of type string: ${goFormat(k)}`);
-        }
-        setProp(out, k.text, metadataValue(v));
+        // Nested maps decode as map[interface{}]interface{} upstream, whose keys convertMap turns
+        // into strings with %v: YAML 1.1's `y`/`on` become "true", `1` stays "1", `~` is "<nil>".
+        // A map or list cannot be a Go map key, so yaml.v2 refuses those.
+        if (k.kind !== 'scalar') throw new ConfigProblem(`error parsing metadata: key is not of type string: ${goFormat(k)}`);
+        setProp(out, k.type === 'str' || k.type === 'timestamp' ? k.text : goFormat(k), metadataValue(v));
       }
       return Object.freeze(out);
     }

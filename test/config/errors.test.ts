@@ -96,9 +96,9 @@ describe('error messages (inline)', () => {
     );
   });
 
-  test('metadata that cannot become a Struct', () => {
-    expect(loadError('domain: d\ndescriptors:\n  - key: k\n    metadata: {outer: {1: x}}\n')).toBe(
-      'file0.yaml: error parsing metadata: key is not of type string: 1',
+  test('metadata that cannot become a Struct: a map as a key', () => {
+    expect(loadError('domain: d\ndescriptors:\n  - key: k\n    metadata: {outer: {[a]: x}}\n')).toBe(
+      'file0.yaml: error parsing metadata: key is not of type string: [a]',
     );
   });
 
@@ -127,21 +127,21 @@ descriptors:
     expect(
       loadError(
         base +
-          '  - key: k\n    value: w\n    share_threshold: true\n    metadata: {a: {1: 2}}\n' +
+          '  - key: k\n    value: w\n    share_threshold: true\n    metadata: {a: {[1]: 2}}\n' +
           '    rate_limit: {unit: bad, name: n, replaces: [{name: n}]}\n    descriptors: [{key: ""}]\n',
       ),
     ).toBe("file0.yaml: invalid rate limit unit 'bad'");
     expect(
       loadError(
         base +
-          '  - key: k\n    value: w\n    share_threshold: true\n    metadata: {a: {1: 2}}\n' +
+          '  - key: k\n    value: w\n    share_threshold: true\n    metadata: {a: {[1]: 2}}\n' +
           '    rate_limit: {unit: second, name: n, replaces: [{name: n}]}\n    descriptors: [{key: ""}]\n',
       ),
     ).toBe('file0.yaml: replaces should not contain name of same descriptor');
     expect(
-      loadError(base + '  - key: k\n    value: w\n    share_threshold: true\n    metadata: {a: {1: 2}}\n    descriptors: [{key: ""}]\n'),
+      loadError(base + '  - key: k\n    value: w\n    share_threshold: true\n    metadata: {a: {[1]: 2}}\n    descriptors: [{key: ""}]\n'),
     ).toContain('share_threshold can only be used');
-    expect(loadError(base + '  - key: k\n    value: w*\n    share_threshold: true\n    metadata: {a: {1: 2}}\n    descriptors: [{key: ""}]\n')).toContain(
+    expect(loadError(base + '  - key: k\n    value: w*\n    share_threshold: true\n    metadata: {a: {[1]: 2}}\n    descriptors: [{key: ""}]\n')).toContain(
       'error parsing metadata',
     );
     expect(loadError(base + '  - key: k\n    value: w*\n    share_threshold: true\n    descriptors: [{key: ""}]\n')).toBe(

@@ -110,6 +110,29 @@ descriptors:
     expect(Object.isFrozen((r.metadata as { service_with_quota: object }).service_with_quota)).toBe(true);
   });
 
+  test('YAML 1.1 booleans and numbers as keys load as upstream makes them: text at the top, %v inside', () => {
+    const m = load(`domain: d
+descriptors:
+  - key: k
+    metadata:
+      y: top-level keys keep their text (yaml.v2 decodes them into a string field)
+      1: one
+      nested: {y: a, n: b, 1: f, 2.5: g, 1000000.0: h, ~: i, name: j}
+      also: {yes: c, off: e}
+      again: {on: d}
+      list: [{on: x}]
+    rate_limit: {unit: second, requests_per_unit: 1}
+`).getLimit('d', desc(['k', 'v']))!.metadata;
+    expect(m).toEqual({
+      y: 'top-level keys keep their text (yaml.v2 decodes them into a string field)',
+      '1': 'one',
+      nested: { true: 'a', false: 'b', '1': 'f', '2.5': 'g', '1e+06': 'h', '<nil>': 'i', name: 'j' },
+      also: { true: 'c', false: 'e' },
+      again: { true: 'd' },
+      list: [{ true: 'x' }],
+    });
+  });
+
   test('each node carries its own metadata', () => {
     expect(c.getLimit('d', desc(['svc', 'a'], ['sub', 'x']))!.metadata).toEqual({ level: 'child' });
     expect(c.getLimit('d', desc(['nometa', 'x']))!.metadata).toBeUndefined();
