@@ -13,9 +13,9 @@
  *
  * YAML file → proto (management server side): the file is validated with the service's own loader
  * first (same errors, named after the file), then decoded with the same YAML reader and turned into
- * a RateLimitConfig. `value_to_metric` and `share_threshold` have no field in the proto: a file that
- * sets either to true is refused (`<file>: value_to_metric is not supported over xDS …`) instead of
- * being silently served without it.
+ * a RateLimitConfig. Upstream's proto has no field for `value_to_metric`, `share_threshold`,
+ * `rate_limits`, `algorithm` or `burst`: they travel as this project's extension fields (100+),
+ * which another control plane (or an upstream service) leaves out.
  */
 import {
   RateLimitConfig as RateLimitConfigProto,
@@ -28,7 +28,6 @@ import { convertMetadata, loadConfig } from '../../config/load';
 import type { YamlDescriptor, YamlRateLimit } from '../../config/schema';
 import { decodeRoot } from '../../config/schema';
 import { parseYaml } from '../../config/tree';
-import { ConfigError } from '../../config/types';
 import { StatsStore } from '../../stats/store';
 
 /** The fully qualified message name (what a type URL ends with). */
@@ -81,6 +80,8 @@ function descriptorToObject(d: RateLimitDescriptorProto): Record<string, unknown
   if (d.shadowMode) out['shadow_mode'] = true;
   if (d.quotaMode) out['quota_mode'] = true;
   if (d.detailedMetric) out['detailed_metric'] = true;
+  if (d.valueToMetric) out['value_to_metric'] = true;
+  if (d.shareThreshold) out['share_threshold'] = true;
   if (d.metadata !== undefined) out['metadata'] = d.metadata;
   return out;
 }
@@ -127,16 +128,6 @@ export function yamlToRateLimitConfig(fileName: string, content: string, resourc
 
 function descriptorToProto(fileName: string, parentKey: string, d: YamlDescriptor): RateLimitDescriptorProto {
   const fullKey = `${parentKey}.${d.value !== '' ? `${d.key}_${d.value}` : d.key}`;
-  for (const [flag, set] of [
-    ['value_to_metric', d.valueToMetric],
-    ['share_threshold', d.shareThreshold],
-  ] as const) {
-    if (set) {
-      throw new ConfigError(
-        `${fileName}: ${flag} is not supported over xDS (RateLimitConfig has no such field), found on descriptor '${fullKey}'`,
-      );
-    }
-  }
   const rl = d.rateLimit;
   return {
     key: d.key,
@@ -147,6 +138,8 @@ function descriptorToProto(fileName: string, parentKey: string, d: YamlDescripto
     shadowMode: d.shadowMode,
     detailedMetric: d.detailedMetric,
     quotaMode: d.quotaMode,
+    valueToMetric: d.valueToMetric,
+    shareThreshold: d.shareThreshold,
     metadata: d.metadata === undefined ? undefined : convertMetadata(d.metadata),
   };
 }

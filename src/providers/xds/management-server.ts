@@ -22,8 +22,9 @@
  * `DirectoryPublisher` feeds a ManagementServer from a directory of YAML config files: every
  * `*.yaml`/`*.yml` file directly in it (dot files skipped, symlinks followed) is one resource named
  * after the file without its extension. Each file is validated with the service's loader and the
- * whole set as the service would load it (MERGE_DOMAIN_CONFIG as given); a set that fails is
- * logged and not published (the previous version stays). Published versions are
+ * whole set as the service would load it (MERGE_DOMAIN_CONFIG as given); a file that fails is
+ * logged by name and left out (or kept at its last published version), and the rest is
+ * published. Published versions are
  * `<prefix>1`, `<prefix>2`, …; a reload that yields exactly the published resources publishes
  * nothing. The directory is watched (fs.watch, events debounced by 100 ms).
  */
@@ -43,10 +44,10 @@ import {
 } from '../../../generated/envoy/service/discovery/v3/discovery';
 import { Any } from '../../../generated/google/protobuf/any';
 import { RateLimitConfig as RateLimitConfigProto } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
-import { loadConfig } from '../../config/load';
+import { loadConfigFromObjects } from '../../config/load';
 import { ConfigError } from '../../config/types';
 import { StatsStore } from '../../stats/store';
-import { RATE_LIMIT_CONFIG_TYPE_URL, yamlToRateLimitConfig } from './convert';
+import { RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject, yamlToRateLimitConfig } from './convert';
 
 export interface ManagementServerLogger {
   info(msg: string): void;
@@ -353,23 +354,44 @@ export class ManagementServer {
 const YAML_FILE = /\.ya?ml$/i;
 
 export interface LoadedDirectory {
-  /** The file names that were read, sorted. */
+  /** The files whose resources are served (sorted), one per resource. */
   readonly files: readonly string[];
   readonly resources: readonly RateLimitConfigProto[];
+  /** Files that could not be served as they are now, each with its error. */
+  readonly problems: readonly DirectoryProblem[];
+}
+
+export interface DirectoryProblem {
+  readonly file: string;
+  readonly error: string;
+  /** True when the file's previous (valid) version is served instead; false when it is left out. */
+  readonly keptPrevious: boolean;
 }
 
 /**
  * Reads every `*.yaml`/`*.yml` file of `dir` into RateLimitConfig resources named after the files.
- * Throws ConfigError (`<file>: <message>`) for an invalid file or set, or an fs error.
+ * A file that is invalid by itself, or that the set cannot load beside the files before it (a
+ * duplicate domain), is left out and reported; when `previous` holds a valid version of that file
+ * (the last published one), that version is served instead, so a typo in one file never removes
+ * limits that were live. Throws only when the directory cannot be read.
  */
-export function loadConfigDirectory(dir: string, mergeDomainConfigs: boolean): LoadedDirectory {
+export function loadConfigDirectory(
+  dir: string,
+  mergeDomainConfigs: boolean,
+  previous: ReadonlyMap<string, RateLimitConfigProto> = new Map(),
+): LoadedDirectory {
   const names = fs
     .readdirSync(dir)
     .filter((n) => !n.startsWith('.') && YAML_FILE.test(n))
     .sort();
-  const files: Array<{ name: string; content: string }> = [];
-  const resources: RateLimitConfigProto[] = [];
+  const candidates: Array<{ file: string; resource: RateLimitConfigProto }> = [];
+  const problems: DirectoryProblem[] = [];
   const byResource = new Map<string, string>();
+  const fail = (file: string, error: string): void => {
+    const old = previous.get(file);
+    problems.push({ file, error, keptPrevious: old !== undefined });
+    if (old !== undefined) candidates.push({ file, resource: old });
+  };
   for (const name of names) {
     const full = path.join(dir, name);
     let st: fs.Stats | undefined;
@@ -384,20 +406,45 @@ export function loadConfigDirectory(dir: string, mergeDomainConfigs: boolean): L
       content = fs.readFileSync(full, 'utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
-      throw new ConfigError(`${name}: error loading config file: ${(err as Error).message}`);
+      fail(name, `${name}: error loading config file: ${(err as Error).message}`);
+      continue;
     }
     const resourceName = name.replace(YAML_FILE, '');
     const other = byResource.get(resourceName);
     if (other !== undefined) {
-      throw new ConfigError(`${name}: resource name '${resourceName}' is already used by ${other}`);
+      problems.push({ file: name, error: `${name}: resource name '${resourceName}' is already used by ${other}`, keptPrevious: false });
+      continue;
     }
     byResource.set(resourceName, name);
-    resources.push(yamlToRateLimitConfig(name, content, resourceName));
-    files.push({ name, content });
+    try {
+      candidates.push({ file: name, resource: yamlToRateLimitConfig(name, content, resourceName) });
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      fail(name, err.message);
+    }
   }
-  // The set as the service will load it (duplicate domains, merged duplicates).
-  loadConfig(files, { mergeDomainConfig: mergeDomainConfigs, stats: new StatsStore() });
-  return { files: files.map((f) => f.name), resources };
+  // The set as the service will load it from these very resources (duplicate domains, merges).
+  const loads = (set: ReadonlyArray<{ file: string; resource: RateLimitConfigProto }>): string | undefined => {
+    try {
+      const docs = set.map((c) => ({ name: c.file, root: rateLimitConfigToObject(c.resource).root }));
+      loadConfigFromObjects(docs, { mergeDomainConfig: mergeDomainConfigs, stats: new StatsStore() });
+      return undefined;
+    } catch (err) {
+      if (err instanceof ConfigError) return err.message;
+      throw err;
+    }
+  };
+  let accepted = candidates;
+  if (loads(candidates) !== undefined) {
+    // Rare: find the files the set cannot take, in name order (upstream names the later file).
+    accepted = [];
+    for (const c of candidates) {
+      const error = loads([...accepted, c]);
+      if (error === undefined) accepted.push(c);
+      else problems.push({ file: c.file, error, keptPrevious: false });
+    }
+  }
+  return { files: accepted.map((c) => c.file), resources: accepted.map((c) => c.resource), problems };
 }
 
 export interface DirectoryPublisherOptions {
@@ -426,6 +473,8 @@ export class DirectoryPublisher {
   private timer: NodeJS.Timeout | undefined;
   private counter = 0;
   private published: Buffer[] | undefined;
+  /** The served resource of each file, so a file that turns invalid keeps its last good version. */
+  private lastGood = new Map<string, RateLimitConfigProto>();
   private stopped = false;
 
   constructor(opts: DirectoryPublisherOptions) {
@@ -458,12 +507,15 @@ export class DirectoryPublisher {
     this.watcher = undefined;
   }
 
-  /** Re-reads the directory; publishes a new version when it is valid and changed. False on error. */
+  /**
+   * Re-reads the directory and publishes what it can when that differs from what is served. False
+   * when a file had to be left out or kept at its previous version, or the directory is unreadable.
+   */
   reload(): boolean {
     if (this.stopped) return false;
     let loaded: LoadedDirectory;
     try {
-      loaded = loadConfigDirectory(this.dir, this.merge);
+      loaded = loadConfigDirectory(this.dir, this.merge, this.lastGood);
     } catch (err) {
       const msg = err instanceof Error ? err.message : String(err);
       this.logger.error(
@@ -471,10 +523,18 @@ export class DirectoryPublisher {
       );
       return false;
     }
+    for (const p of loaded.problems) {
+      this.logger.error(
+        p.keptPrevious
+          ? `config directory ${this.dir}: ${p.file} keeps its previous version: ${p.error}`
+          : `config directory ${this.dir}: ${p.file} left out: ${p.error}`,
+      );
+    }
+    this.lastGood = new Map(loaded.files.map((f, i) => [f, loaded.resources[i]!]));
     const encoded = loaded.resources.map((r) => Buffer.from(RateLimitConfigProto.encode(r).finish()));
     if (this.published !== undefined && sameBuffers(this.published, encoded)) {
       this.logger.info(`config directory ${this.dir} unchanged; still serving version '${this.version}'`);
-      return true;
+      return loaded.problems.length === 0;
     }
     this.counter++;
     this.published = encoded;
@@ -482,7 +542,7 @@ export class DirectoryPublisher {
     this.logger.info(
       `serving version '${this.version}': ${loaded.resources.length} resource(s)${loaded.resources.length > 0 ? ` (${loaded.resources.map((r) => r.name).join(', ')})` : ''}`,
     );
-    return true;
+    return loaded.problems.length === 0;
   }
 
   private ensureWatch(): void {

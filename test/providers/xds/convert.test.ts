@@ -260,14 +260,17 @@ descriptors:
     );
   });
 
-  test('value_to_metric and share_threshold cannot be carried: refused with file and descriptor', () => {
-    const vtm = 'domain: d\ndescriptors:\n  - key: k\n    descriptors:\n      - key: route\n        value_to_metric: true\n        rate_limit: {unit: second, requests_per_unit: 1}\n';
-    expect(() => yamlToRateLimitConfig('vtm.yaml', vtm, 'vtm')).toThrow(
-      "vtm.yaml: value_to_metric is not supported over xDS (RateLimitConfig has no such field), found on descriptor 'd.k.route'",
-    );
-    const st = 'domain: d\ndescriptors:\n  - key: files\n    value: "a*"\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n';
-    expect(() => yamlToRateLimitConfig('st.yaml', st, 'st')).toThrow(
-      "st.yaml: share_threshold is not supported over xDS (RateLimitConfig has no such field), found on descriptor 'd.files_a*'",
-    );
+  test('value_to_metric and share_threshold travel as extension fields 101 and 102, and load as from the YAML', () => {
+    const yaml =
+      'domain: d\ndescriptors:\n  - key: k\n    descriptors:\n      - key: route\n        value_to_metric: true\n        rate_limit: {unit: second, requests_per_unit: 1}\n' +
+      '  - key: files\n    value: "a*"\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n';
+    const proto = yamlToRateLimitConfig('x.yaml', yaml, 'x');
+    expect(proto.descriptors[0]!.descriptors[0]!.valueToMetric).toBe(true);
+    expect(proto.descriptors[1]!.shareThreshold).toBe(true);
+    const wire = Buffer.from(RateLimitConfigProto.encode(proto).finish());
+    expect(wire.includes(Buffer.from([0xa8, 0x06, 0x01]))).toBe(true); // field 101, varint, true
+    expect(wire.includes(Buffer.from([0xb0, 0x06, 0x01]))).toBe(true); // field 102, varint, true
+    const direct = loadConfig([{ name: 'x.yaml', content: yaml }], { mergeDomainConfig: false, stats: new StatsStore() });
+    expect(fromProtos(RateLimitConfigProto.decode(wire)).dump()).toBe(direct.dump());
   });
 });

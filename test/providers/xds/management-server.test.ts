@@ -72,21 +72,32 @@ describe('loadConfigDirectory', () => {
     expect(resources[1]!.descriptors[0]!.rateLimit?.unit).toBe(RateLimitUnit.WEEK);
   });
 
-  test('invalid sets: a bad file, a duplicate domain (unless merging), a duplicate resource name', () => {
+  test('a bad file, a duplicate domain (unless merging), a duplicate resource name: left out by name, the rest served', () => {
+    const served = (merge = false, previous?: Map<string, RateLimitConfigProto>) => {
+      const r = loadConfigDirectory(tmp, merge, previous);
+      return { files: r.files, problems: r.problems.map((p) => `${p.keptPrevious ? 'kept' : 'left out'}: ${p.error}`) };
+    };
     writeTree(tmp, { 'a.yaml': A, 'b.yaml': 'domain: dom-b\ndescriptors:\n  - key: k\n    ratelimit: {}\n' });
-    expect(() => loadConfigDirectory(tmp, false)).toThrow("b.yaml: config error, unknown key 'ratelimit'");
+    expect(served()).toEqual({ files: ['a.yaml'], problems: ["left out: b.yaml: config error, unknown key 'ratelimit'"] });
     writeTree(tmp, { 'b.yaml': A });
-    expect(() => loadConfigDirectory(tmp, false)).toThrow("b.yaml: duplicate domain 'dom-a' in config file");
+    expect(served()).toEqual({ files: ['a.yaml'], problems: ["left out: b.yaml: duplicate domain 'dom-a' in config file"] });
     writeTree(tmp, { 'b.yaml': A.replace('key: k', 'key: other') });
-    expect(loadConfigDirectory(tmp, true).resources).toHaveLength(2);
+    expect(served(true)).toEqual({ files: ['a.yaml', 'b.yaml'], problems: [] });
     fs.rmSync(path.join(tmp, 'b.yaml'));
     writeTree(tmp, { 'a.yml': B });
-    expect(() => loadConfigDirectory(tmp, false)).toThrow("a.yml: resource name 'a' is already used by a.yaml");
+    expect(served()).toEqual({ files: ['a.yaml'], problems: ["left out: a.yml: resource name 'a' is already used by a.yaml"] });
+    // A file that turns invalid keeps the version given as previous.
+    fs.rmSync(path.join(tmp, 'a.yml'));
+    const before = loadConfigDirectory(tmp, false);
+    writeTree(tmp, { 'a.yaml': 'domain: dom-a\ndescriptors: [{key: k, rate_limit: {unit: fortnight}}]\n' });
+    const after = loadConfigDirectory(tmp, false, new Map([['a.yaml', before.resources[0]!]]));
+    expect(after.resources).toEqual(before.resources);
+    expect(after.problems).toEqual([{ file: 'a.yaml', error: "a.yaml: invalid rate limit unit 'fortnight'", keptPrevious: true }]);
   });
 });
 
 describe('ManagementServer + DirectoryPublisher', () => {
-  test('files → resources; a change pushes a new version; an invalid file is logged and not pushed', async () => {
+  test('files → resources; a change pushes a new version; a file turned invalid is named and keeps its last version', async () => {
     writeTree(tmp, { 'a.yaml': A, 'b.yml': B });
     const log = new CapturingLogger();
     const { server, publisher } = await serve(tmp, log);
@@ -107,9 +118,9 @@ describe('ManagementServer + DirectoryPublisher', () => {
     writeTree(tmp, { 'b.yml': 'domain: dom-b\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n' });
     await waitFor(() => log.messages('error').length > 0, 'the invalid file logged');
     expect(log.messages('error')[0]).toBe(
-      `config directory ${tmp} not published: b.yml: invalid rate limit unit 'fortnight'; still serving version '2'`,
+      `config directory ${tmp}: b.yml keeps its previous version: b.yml: invalid rate limit unit 'fortnight'`,
     );
-    await delay(100);
+    await waitFor(() => log.messages('info').some((m) => m.endsWith("unchanged; still serving version '2'")), 'the unchanged set noted');
     expect(publisher.version).toBe('2');
     expect(p.provider.lastAckedVersion).toBe('2');
     expect(p.errors()).toBe(0);
@@ -120,15 +131,20 @@ describe('ManagementServer + DirectoryPublisher', () => {
     expect(p.config()!.domainCount).toBe(1);
   });
 
-  test('value_to_metric cannot be served: the file is refused with its name and key', async () => {
-    writeTree(tmp, { 'vtm.yaml': 'domain: d\ndescriptors:\n  - key: route\n    value_to_metric: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n' });
+  test('value_to_metric and share_threshold are served (extension fields), beside a bad file that is named and left out', async () => {
+    writeTree(tmp, {
+      'vtm.yaml': 'domain: d\ndescriptors:\n  - key: route\n    value_to_metric: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n',
+      'st.yaml': 'domain: s\ndescriptors:\n  - key: files\n    value: "a*"\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n',
+      'zz-bad.yaml': 'domain: z\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n',
+    });
     const log = new CapturingLogger();
     const { server, publisher } = await serve(tmp, log);
-    expect(publisher.version).toBe('');
-    expect(server.snapshot()).toBeUndefined();
-    expect(log.messages('error')).toEqual([
-      `config directory ${tmp} not published: vtm.yaml: value_to_metric is not supported over xDS (RateLimitConfig has no such field), found on descriptor 'd.route'; nothing is served yet`,
-    ]);
+    expect(publisher.version).toBe('1');
+    const resources = server.snapshot()!.resources.map((r) => RateLimitConfigProto.decode(r.value));
+    expect(resources.map((r) => r.name)).toEqual(['st', 'vtm']);
+    expect(resources[0]!.descriptors[0]!.shareThreshold).toBe(true);
+    expect(resources[1]!.descriptors[0]!.valueToMetric).toBe(true);
+    expect(log.messages('error')).toEqual([`config directory ${tmp}: zz-bad.yaml left out: zz-bad.yaml: invalid rate limit unit 'fortnight'`]);
   });
 
   test('ACKs and NACKs are logged with node, version and error; other types and stale nonces are ignored', async () => {

@@ -139,6 +139,10 @@ export interface RateLimitDescriptor {
    * limits of the same descriptor, each counted on its own (YAML `rate_limits`).
    */
   rateLimits: RateLimitPolicy[];
+  /** Extension: stats per value for a wildcard or value-less descriptor (YAML `value_to_metric`). */
+  valueToMetric: boolean;
+  /** Extension: every value matching the wildcard shares one counter (YAML `share_threshold`). */
+  shareThreshold: boolean;
 }
 
 /** Rate-limit policy. */
@@ -297,6 +301,8 @@ function createBaseRateLimitDescriptor(): RateLimitDescriptor {
     quotaMode: false,
     metadata: undefined,
     rateLimits: [],
+    valueToMetric: false,
+    shareThreshold: false,
   };
 }
 
@@ -328,6 +334,12 @@ export const RateLimitDescriptor: MessageFns<RateLimitDescriptor> = {
     }
     for (const v of message.rateLimits) {
       RateLimitPolicy.encode(v!, writer.uint32(802).fork()).join();
+    }
+    if (message.valueToMetric !== false) {
+      writer.uint32(808).bool(message.valueToMetric);
+    }
+    if (message.shareThreshold !== false) {
+      writer.uint32(816).bool(message.shareThreshold);
     }
     return writer;
   },
@@ -417,6 +429,22 @@ export const RateLimitDescriptor: MessageFns<RateLimitDescriptor> = {
             message.rateLimits.push(RateLimitPolicy.decode(reader, reader.uint32()));
             continue;
           }
+          case 101: {
+            if (tag !== 808) {
+              break;
+            }
+
+            message.valueToMetric = reader.bool();
+            continue;
+          }
+          case 102: {
+            if (tag !== 816) {
+              break;
+            }
+
+            message.shareThreshold = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -462,6 +490,16 @@ export const RateLimitDescriptor: MessageFns<RateLimitDescriptor> = {
         : globalThis.Array.isArray(object?.rate_limits)
         ? object.rate_limits.map((e: any) => RateLimitPolicy.fromJSON(e))
         : [],
+      valueToMetric: isSet(object.valueToMetric)
+        ? globalThis.Boolean(object.valueToMetric)
+        : isSet(object.value_to_metric)
+        ? globalThis.Boolean(object.value_to_metric)
+        : false,
+      shareThreshold: isSet(object.shareThreshold)
+        ? globalThis.Boolean(object.shareThreshold)
+        : isSet(object.share_threshold)
+        ? globalThis.Boolean(object.share_threshold)
+        : false,
     };
   },
 
@@ -494,6 +532,12 @@ export const RateLimitDescriptor: MessageFns<RateLimitDescriptor> = {
     if (message.rateLimits?.length) {
       obj.rateLimits = message.rateLimits.map((e) => RateLimitPolicy.toJSON(e));
     }
+    if (message.valueToMetric !== false) {
+      obj.valueToMetric = message.valueToMetric;
+    }
+    if (message.shareThreshold !== false) {
+      obj.shareThreshold = message.shareThreshold;
+    }
     return obj;
   },
 
@@ -513,6 +557,8 @@ export const RateLimitDescriptor: MessageFns<RateLimitDescriptor> = {
     message.quotaMode = object.quotaMode ?? false;
     message.metadata = object.metadata ?? undefined;
     message.rateLimits = object.rateLimits?.map((e) => RateLimitPolicy.fromPartial(e)) || [];
+    message.valueToMetric = object.valueToMetric ?? false;
+    message.shareThreshold = object.shareThreshold ?? false;
     return message;
   },
 };
