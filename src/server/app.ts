@@ -5,6 +5,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CircuitBreakerStore } from '../backends/circuit-breaker';
 import { MemoryStore } from '../backends/memory';
 import { MemcacheConfigError, MemcacheStore } from '../backends/memcache/store';
@@ -43,8 +44,11 @@ import { createHttpHandler } from './http';
 import { pathOf } from './http-util';
 import { CertificateSource, enforceClientSan, httpsOptions } from './tls';
 
-/** How long in-flight calls may take to finish after a termination signal. */
-export const DRAIN_TIMEOUT_MS = 10_000;
+/**
+ * What closing the store, the stats sink and tracing may take after the drain: the process exits
+ * within SHUTDOWN_DRAIN_TIMEOUT plus one second (this, and a margin for the exit itself).
+ */
+export const CLOSE_GRACE_MS = 800;
 
 export interface AppOptions {
   settings: Settings;
@@ -354,7 +358,7 @@ export class RateLimitApp {
     });
 
     const serve = (handler: http.RequestListener, useTls: boolean): http.Server =>
-      httpListener(handler, useTls ? certs : undefined, tlsFiles.clientSan, logger);
+      httpListener(handler, useTls ? certs : undefined, tlsFiles.clientSan, logger, settings.server.requestBodyTimeoutMs);
     const worker = this.opts.worker;
     const httpHandler = createHttpHandler({ service, health: this.health, logger, maxBodyBytes: extra.maxRequestBytes, tracing: this.tracing });
     this.httpServer = serve(worker === undefined ? httpHandler : withWorkerHeader(httpHandler, worker.slot), extra.httpTls);
@@ -411,52 +415,84 @@ export class RateLimitApp {
   }
 
   /**
-   * Graceful stop: health turns unhealthy, listeners stop accepting, in-flight calls get up to
-   * DRAIN_TIMEOUT_MS to finish, then the provider and the store are closed.
+   * Graceful stop: health turns unhealthy; after SHUTDOWN_DELAY (both ports still serving) the
+   * listeners stop accepting and in-flight calls get SHUTDOWN_DRAIN_TIMEOUT to finish; then the
+   * provider, the store, the stats and tracing are closed, given CLOSE_GRACE_MS at most together,
+   * so that the process exits within the drain period plus one second whatever a store does.
    */
-  stop(drainMs = DRAIN_TIMEOUT_MS): Promise<void> {
-    this.stopping ??= this.doStop(drainMs);
+  stop(): Promise<void> {
+    this.stopping ??= this.doStop();
     return this.stopping;
   }
 
-  private async doStop(drainMs: number): Promise<void> {
-    const { logger } = this.opts;
+  private async doStop(): Promise<void> {
+    const { logger, settings } = this.opts;
+    const { shutdownDelayMs, drainTimeoutMs } = settings.server;
     this.health.set('sigterm', false);
+    if (shutdownDelayMs > 0) {
+      logger.info(`shutting down: health answers unhealthy for ${shutdownDelayMs} ms before the drain (SHUTDOWN_DELAY)`);
+      await sleep(shutdownDelayMs);
+    }
     logger.info('shutting down: draining in-flight calls');
     // Watchers have seen NOT_SERVING by now; their streams must not hold the drain.
     this.grpc?.endWatches();
-    const drained = Promise.all([
-      this.grpc?.drain(),
-      closeHttp(this.httpServer),
-      closeHttp(this.debugServer),
-    ]);
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = await Promise.race([
-      drained.then(() => false),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(true), drainMs);
-      }),
-    ]);
-    clearTimeout(timer);
-    if (timedOut) {
-      logger.warn(`in-flight calls did not finish within ${drainMs} ms; closing them`);
+    const drained = Promise.all([this.grpc?.drain(), closeHttp(this.httpServer), closeHttp(this.debugServer)]);
+    if (!(await settleWithin(drained, drainTimeoutMs))) {
+      logger.warn(`in-flight calls did not finish within ${drainTimeoutMs} ms; closing them`);
       this.grpc?.forceClose();
       this.httpServer?.closeAllConnections();
       this.debugServer?.closeAllConnections();
     }
     this.provider?.stop();
     this.certificates?.stop();
-    await this.store?.close();
-    await this.flusher?.stop();
-    await this.tracing.shutdown();
+    const closed = Promise.all([this.store?.close(), this.flusher?.stop(), this.tracing.shutdown()]);
+    if (!(await settleWithin(closed, CLOSE_GRACE_MS))) {
+      logger.warn(`the counter store, stats sink or trace exporter did not close within ${CLOSE_GRACE_MS} ms; exiting without them`);
+      return;
+    }
     logger.info('stopped');
   }
 }
 
-/** An HTTP server, or an HTTPS one following `certs` (and checking GRPC_CLIENT_TLS_SAN) when given. */
-export function httpListener(handler: http.RequestListener, certs: CertificateSource | undefined, clientSan: string, logger: Logger): http.Server {
-  if (certs === undefined) return http.createServer(handler);
-  const server = https.createServer(httpsOptions(certs.current), handler);
+/**
+ * Whether `work` settles within `ms` (its rejection counts as settled; the caller logs nothing of
+ * it). The timer is cleared either way, so nothing is left holding the event loop.
+ */
+export async function settleWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const done = await Promise.race([
+    work.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ]);
+  clearTimeout(timer);
+  return done;
+}
+
+/**
+ * An HTTP server, or an HTTPS one following `certs` (and checking GRPC_CLIENT_TLS_SAN) when given.
+ * A request whose headers and body have not all arrived within `requestTimeoutMs` (0 = no bound) is
+ * answered 408 and its connection closed by node:http itself: a periodic check of the open
+ * connections, so no timer per request.
+ */
+export function httpListener(
+  handler: http.RequestListener,
+  certs: CertificateSource | undefined,
+  clientSan: string,
+  logger: Logger,
+  requestTimeoutMs = 0,
+): http.Server {
+  const limits: http.ServerOptions = {
+    requestTimeout: requestTimeoutMs,
+    // node:http requires headersTimeout <= requestTimeout; its own default (60 s) otherwise.
+    headersTimeout: requestTimeoutMs > 0 ? Math.min(requestTimeoutMs, 60_000) : 60_000,
+    // How often the bound is checked (node's default is 30 s): a tenth of it, within 50 ms..1 s.
+    connectionsCheckingInterval: requestTimeoutMs > 0 ? Math.min(1000, Math.max(50, requestTimeoutMs / 10)) : 30_000,
+  };
+  if (certs === undefined) return http.createServer(limits, handler);
+  const server = https.createServer({ ...limits, ...httpsOptions(certs.current) }, handler);
   certs.subscribe((m) => server.setSecureContext(httpsOptions(m)));
   if (clientSan !== '') enforceClientSan(server, clientSan, logger);
   return server;

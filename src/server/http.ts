@@ -59,7 +59,12 @@ export function createHttpHandler(opts: HttpServerOptions): http.RequestListener
   const handleJson = (req: http.IncomingMessage, res: http.ServerResponse): void =>
     readBody(req, maxBodyBytes, (readError, body) => {
       if (readError !== undefined) {
-        if (readError instanceof BodyTooLargeError) plainError(res, 413, 'Request Entity Too Large', readError.message);
+        if (readError instanceof BodyTooLargeError) {
+          // The rest of the body is not wanted: close the connection after the answer rather
+          // than read (or wait for) what the client declared.
+          res.shouldKeepAlive = false;
+          plainError(res, 413, 'Request Entity Too Large', readError.message);
+        }
         else plainError(res, 400, 'Bad Request', readError.message);
         return;
       }

@@ -98,6 +98,12 @@ export interface ServerExtraSettings {
    * here to one per CPU. 1 = one process, no cluster at all.
    */
   readonly workers: number;
+  /** HTTP_REQUEST_BODY_TIMEOUT (default 10 s; 0 = none): headers and body must arrive within it, else 408 */
+  readonly requestBodyTimeoutMs: number;
+  /** SHUTDOWN_DELAY (default 0): after SIGTERM, health unhealthy while serving, before the drain */
+  readonly shutdownDelayMs: number;
+  /** SHUTDOWN_DRAIN_TIMEOUT (default 10 s): the drain's bound; exit follows within 1 s */
+  readonly drainTimeoutMs: number;
 }
 
 export interface LogSettings {
@@ -805,6 +811,9 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       maxEntries: r.int('REQUEST_MAX_ENTRIES'),
       maxEntryLength: r.int('REQUEST_MAX_ENTRY_LENGTH'),
       workers: readWorkers(r, backendType),
+      requestBodyTimeoutMs: r.duration('HTTP_REQUEST_BODY_TIMEOUT'),
+      shutdownDelayMs: r.duration('SHUTDOWN_DELAY'),
+      drainTimeoutMs: r.duration('SHUTDOWN_DRAIN_TIMEOUT'),
     },
     log: {
       level: logLevel === 'warning' ? 'warn' : logLevel,

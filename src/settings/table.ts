@@ -121,6 +121,9 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   listen('REQUEST_MAX_DESCRIPTORS', 'int', '1000', 'most descriptors in one request', { min: 1, extension: true }),
   listen('REQUEST_MAX_ENTRIES', 'int', '100', 'most entries in one descriptor', { min: 1, extension: true }),
   listen('REQUEST_MAX_ENTRY_LENGTH', 'int', '4096', 'longest entry key or value, in characters (also the domain)', { min: 1, extension: true }),
+  listen('HTTP_REQUEST_BODY_TIMEOUT', 'duration', '10s', 'a request on the HTTP port whose headers and body have not all arrived within this is answered 408 and its connection closed (0 = no limit)', { extension: true }),
+  listen('SHUTDOWN_DELAY', 'duration', '0s', 'after SIGTERM, answer health checks unhealthy for this long while both ports keep serving, then drain (lets Kubernetes remove the endpoint first)', { extension: true }),
+  listen('SHUTDOWN_DRAIN_TIMEOUT', 'duration', '10s', 'how long in-flight calls get to finish after the listeners close; the process exits at most 1 s later, whatever a store does', { extension: true }),
   listen('WORKERS', 'int', '1', 'processes serving gRPC and HTTP on the same ports: 1 = one process, 0 = one per CPU, N > 1 = N workers under a primary that serves the debug port and sums their stats; needs BACKEND_TYPE=redis or memcache', { min: 0, extension: true }),
 
   // Logging and config source

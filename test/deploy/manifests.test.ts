@@ -116,6 +116,13 @@ describe('deploy/kubernetes: the ratelimit container', () => {
     expect(() => loadSettings(containerEnv(c))).not.toThrow();
   });
 
+  test.each(RL.map((x) => [x.where, x]))('%s: keeps serving after SIGTERM for a delay, and stops inside the grace period', (_w, { c, pod }) => {
+    const { shutdownDelayMs, drainTimeoutMs } = loadSettings(containerEnv(c)).server;
+    expect(shutdownDelayMs).toBeGreaterThan(0);
+    // Kubernetes' default grace is 30 s; the process is gone within delay + drain + 1 s.
+    expect((pod.spec.terminationGracePeriodSeconds ?? 30) * 1000).toBeGreaterThan(shutdownDelayMs + drainTimeoutMs + 1000);
+  });
+
   test.each(RL.map((x) => [x.where, x]))('%s: container and probe ports are the service ports', (_w, { c }) => {
     const env = containerEnv(c);
     const ports = servicePorts(env);

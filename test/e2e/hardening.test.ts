@@ -4,6 +4,7 @@
  * mutated messages on gRPC and /json never crashes it and every answer is well formed.
  */
 import fs from 'node:fs';
+import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { RateLimitRequest as ProtoRequest } from '../../generated/envoy/service/ratelimit/v3/rls';
 import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, httpPost, runtimeDir, type Service, startService } from './harness';
@@ -189,5 +190,94 @@ describe('hardening', () => {
     expect(sent).toBeGreaterThan(50);
     await stillServes();
     expect(svc.proc.exitCode).toBeNull();
+  });
+});
+
+/** A raw HTTP/1.1 connection: what it has received, and whether the server closed it. */
+function rawHttp(address: string): { socket: net.Socket; received: () => string; response: Promise<string>; closed: Promise<void> } {
+  const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+  const socket = net.connect(port, host);
+  let data = '';
+  let onResponse: (text: string) => void = () => {};
+  const response = new Promise<string>((resolve) => (onResponse = resolve));
+  socket.on('data', (d: Buffer) => {
+    data += d.toString();
+    if (/\r\n\r\n/.test(data)) onResponse(data);
+  });
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  return { socket, received: () => data, response, closed };
+}
+
+describe('slow and oversized HTTP bodies', () => {
+  let svc: Service;
+  let dir: ReturnType<typeof runtimeDir>;
+  const BODY = JSON.stringify({ domain: 'hard', descriptors: [{ entries: [{ key: 'k', value: 'slow' }] }] });
+
+  beforeAll(async () => {
+    dir = runtimeDir({ 'hard.yaml': CONFIG });
+    svc = await startService({ ...baseEnv(dir.root), HTTP_REQUEST_BODY_TIMEOUT: '400ms' });
+  });
+  afterAll(async () => {
+    if (svc) expect(await svc.stop()).toBe(0);
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  });
+
+  test('a declared Content-Length over the limit is answered 413 from the header alone, and the connection closed', async () => {
+    const c = rawHttp(svc.http);
+    c.socket.write('POST /json HTTP/1.1\r\nHost: t\r\nContent-Length: 100000000\r\n\r\n');
+    const response = await c.response; // no body byte was sent
+    expect(response).toMatch(/^HTTP\/1\.1 413 /);
+    expect(response).toMatch(/\r\nConnection: close\r\n/i);
+    await c.closed;
+  });
+
+  test('a chunked body is refused with 413 as soon as it passes the limit', async () => {
+    const c = rawHttp(svc.http);
+    c.socket.write('POST /json HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n');
+    const chunk = 'x'.repeat(256 * 1024);
+    for (let i = 0; i < 5; i++) c.socket.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`); // 1.25 MiB, never finished
+    expect(await c.response).toMatch(/^HTTP\/1\.1 413 /);
+    await c.closed;
+  });
+
+  test('a body that never finishes is answered 408 after HTTP_REQUEST_BODY_TIMEOUT and its connection closed', async () => {
+    const c = rawHttp(svc.http);
+    c.socket.write(`POST /json HTTP/1.1\r\nHost: t\r\nContent-Length: ${BODY.length}\r\n\r\n${BODY.slice(0, 10)}`);
+    expect(await c.response).toMatch(/^HTTP\/1\.1 408 /);
+    await c.closed;
+  });
+
+  test('headers that never finish are answered 408 too', async () => {
+    const c = rawHttp(svc.http);
+    c.socket.write('POST /json HTTP/1.1\r\nHost: t\r\n');
+    expect(await c.response).toMatch(/^HTTP\/1\.1 408 /);
+    await c.closed;
+  });
+
+  test('keep-alive: requests on one connection spanning longer than the timeout are all answered', async () => {
+    const c = rawHttp(svc.http);
+    const request = `POST /json HTTP/1.1\r\nHost: t\r\nContent-Length: ${BODY.length}\r\n\r\n${BODY}`;
+    let answered = 0;
+    const started = Date.now();
+    // Each request completes at once; the connection lives past the 400 ms bound.
+    while (Date.now() - started < 1000) {
+      c.socket.write(request);
+      const target = ++answered;
+      await new Promise<void>((resolve) => {
+        const check = (): void => {
+          if ((c.received().match(/HTTP\/1\.1 \d{3} /g) ?? []).length >= target) {
+            c.socket.off('data', check);
+            resolve();
+          }
+        };
+        c.socket.on('data', check);
+        check();
+      });
+    }
+    expect(c.received().match(/HTTP\/1\.1 (\d{3}) /g)!.every((l) => l === 'HTTP/1.1 200 ' || l === 'HTTP/1.1 429 ')).toBe(true);
+    expect(answered).toBeGreaterThan(10);
+    expect(c.socket.destroyed).toBe(false);
+    c.socket.destroy();
   });
 });

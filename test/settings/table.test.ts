@@ -134,6 +134,9 @@ const OWN: ReadonlyArray<readonly [string, string]> = [
   ['GRPC_TRANSPORT', 'grpc-js'],
   ['WORKERS', '1'],
   ['REDIS_BATCH_SCRIPT', 'false'],
+  ['HTTP_REQUEST_BODY_TIMEOUT', '10s'],
+  ['SHUTDOWN_DELAY', '0s'],
+  ['SHUTDOWN_DRAIN_TIMEOUT', '10s'],
 ];
 
 describe('SETTINGS_TABLE', () => {

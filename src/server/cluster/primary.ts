@@ -5,7 +5,7 @@
  * serves the debug port, prints one `listening:` line once every worker listens, and on SIGTERM,
  * SIGINT or SIGHUP forwards the signal and exits once the workers have drained.
  */
-import { DRAIN_TIMEOUT_MS, closeHttp, httpListener, listen, StartupError } from '../app';
+import { CLOSE_GRACE_MS, closeHttp, httpListener, listen, settleWithin, StartupError } from '../app';
 import { createDebugHandler } from '../debug';
 import { CertificateSource } from '../tls';
 import type { Settings } from '../../settings';
@@ -17,8 +17,10 @@ import type { Logger } from '../../telemetry/logger';
 import { primaryDebugOptions, REFRESH_TIMEOUT_MS } from './debug-options';
 import { WorkerPool } from './pool';
 
-/** Beyond the workers' own drain timeout, how long they get to close their stores and exit. */
-const STOP_MARGIN_MS = 5_000;
+/** Beyond the workers' own bounded stop, how long their exit may take before they are killed. */
+const WORKER_EXIT_MARGIN_MS = 100;
+/** The primary's last stats flush and debug-port close: what is left of the second after the drain. */
+const PRIMARY_CLOSE_MS = 80;
 
 /**
  * Opens the sink and the debug port (a problem there throws a StartupError before any worker is
@@ -51,11 +53,12 @@ export async function runPrimary(settings: Settings, logger: Logger): Promise<vo
     (stopping ??= (async () => {
       if (fatal !== undefined) process.stderr.write(`ratelimit: ${fatal}\n`);
       else logger.info(`received ${signal}: stopping the workers`);
-      const clean = await pool.stop(signal, DRAIN_TIMEOUT_MS + STOP_MARGIN_MS);
-      await flusher.stop();
+      // A worker exits within delay + drain + CLOSE_GRACE_MS (app.ts); one that does not is killed,
+      // and the primary's own last flush gets what is left of the second after the drain.
+      const { shutdownDelayMs, drainTimeoutMs } = settings.server;
+      const clean = await pool.stop(signal, shutdownDelayMs + drainTimeoutMs + CLOSE_GRACE_MS + WORKER_EXIT_MARGIN_MS);
       certs?.stop();
-      await closeHttp(debugServer);
-      logger.info('stopped');
+      if (await settleWithin(Promise.all([flusher.stop(), closeHttp(debugServer)]), PRIMARY_CLOSE_MS)) logger.info('stopped');
       process.exit(fatal === undefined && clean ? 0 : 1);
     })());
 
