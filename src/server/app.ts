@@ -341,7 +341,7 @@ export class RateLimitApp {
 
     const grpcTarget = settings.grpc.uds !== '' ? `unix:${settings.grpc.uds}` : hostPort(settings.grpc.host, settings.grpc.port);
     const createGrpc = settings.grpc.transport === 'http2' ? createGrpcHttp2Listener : createGrpcJsListener;
-    if (settings.grpc.transport === 'http2') logger.info('gRPC transport: node:http2 (GRPC_TRANSPORT=http2)');
+    logger.info(`gRPC transport: ${settings.grpc.transport === 'http2' ? 'node:http2' : 'grpc-js'} (GRPC_TRANSPORT=${settings.grpc.transport})`);
     this.grpc = createGrpc({
       service,
       health: this.health,

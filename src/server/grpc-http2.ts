@@ -56,6 +56,27 @@ const OK_TRAILERS = { 'grpc-status': '0' } as const;
 const WITH_TRAILERS = { waitForTrailers: true, sendDate: false } as const;
 const END_STREAM = { endStream: true, sendDate: false } as const;
 
+/** grpc-timeout units in milliseconds (the spec's Hours, Minutes, Seconds, milli, micro, nano). */
+const TIMEOUT_UNIT_MS: Readonly<Record<string, number>> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 };
+
+/**
+ * The call's deadline from `grpc-timeout` (at most 8 digits and a unit), in ms rounded up so a
+ * sub-millisecond timeout still expires; undefined without the header, NaN when malformed.
+ */
+export function parseGrpcTimeout(value: string | string[] | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const text = Array.isArray(value) ? value[0]! : value;
+  const unit = TIMEOUT_UNIT_MS[text.charAt(text.length - 1)];
+  const digits = text.slice(0, -1);
+  if (unit === undefined || digits.length === 0 || digits.length > 8 || !/^\d+$/.test(digits)) return NaN;
+  return Math.ceil(Number(digits) * unit);
+}
+
+/** The stream's 'timeout' listener (`this` is the stream): the client's deadline passed unanswered. */
+function deadlineExceeded(this: http2.ServerHttp2Stream): void {
+  answerStatus(this, status.DEADLINE_EXCEEDED, 'Deadline exceeded');
+}
+
 /** A handler of one complete request message: `buf[start, end)`. */
 type MessageHandler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, buf: Buffer, start: number, end: number) => void;
 
@@ -66,8 +87,13 @@ function sendOkTrailers(this: http2.ServerHttp2Stream): void {
   this.sendTrailers(OK_TRAILERS);
 }
 
-function isOpen(stream: http2.ServerHttp2Stream): boolean {
+function isLive(stream: http2.ServerHttp2Stream): boolean {
   return !stream.destroyed && !stream.closed;
+}
+
+/** Live and not answered yet (a call answered at its deadline is not answered again). */
+function isOpen(stream: http2.ServerHttp2Stream): boolean {
+  return isLive(stream) && !stream.headersSent;
 }
 
 /** Percent-encodes a grpc-message as the spec asks: UTF-8 bytes outside 0x20..0x7E, and `%`. */
@@ -228,6 +254,66 @@ function decodeHealth<T>(decode: (input: Uint8Array) => T, stream: http2.ServerH
   }
 }
 
+/**
+ * grpc-go's server keepalive: a connection on which nothing was received for `timeMs` is pinged,
+ * and closed when the ping is not answered within `timeoutMs` (a peer gone without a FIN). Checked
+ * once per `timeMs`, so it costs nothing per call. Returns the function that stops it.
+ */
+function keepalive(session: http2.ServerHttp2Session, timeMs: number, timeoutMs: number): () => void {
+  if (timeMs <= 0 || timeMs >= MAX_TIMER_MS) return ignore;
+  let active = false;
+  const onActivity = (): void => {
+    active = true;
+  };
+  session.on('stream', onActivity);
+  session.on('ping', onActivity);
+  const timer = setInterval(() => {
+    if (session.closed || session.destroyed) return;
+    if (active) {
+      active = false;
+      return;
+    }
+    let answered = false;
+    const deadline = setTimeout(() => {
+      if (!answered) session.destroy(new Error('keepalive ping not answered'));
+    }, Math.min(timeoutMs, MAX_TIMER_MS));
+    deadline.unref();
+    const sent = session.ping((err) => {
+      answered = err === null;
+      clearTimeout(deadline);
+    });
+    if (!sent) clearTimeout(deadline);
+  }, timeMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/**
+ * GRPC_MAX_CONNECTION_IDLE: a connection with no call in flight for `idleMs` gets GOAWAY and is
+ * closed. Only while enabled does each call start and stop a timer.
+ */
+function closeWhenIdle(session: http2.ServerHttp2Session, idleMs: number): () => void {
+  if (idleMs <= 0 || idleMs >= MAX_TIMER_MS) return ignore;
+  let inFlight = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = (): void => {
+    timer = setTimeout(() => {
+      if (session.closed || session.destroyed) return;
+      session.goaway(http2.constants.NGHTTP2_NO_ERROR, LAST_STREAM_ID, Buffer.from('max_idle'));
+      session.close();
+    }, idleMs);
+    timer.unref();
+  };
+  session.on('stream', (stream: http2.ServerHttp2Stream) => {
+    if (inFlight++ === 0) clearTimeout(timer);
+    stream.once('close', () => {
+      if (--inFlight === 0) arm();
+    });
+  });
+  arm();
+  return () => clearTimeout(timer);
+}
+
 /** The node:http2 gRPC server with the services, GRPC_MAX_CONNECTION_AGE(_GRACE), REQUEST_MAX_BYTES and TLS. */
 export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener {
   const { grpc: settings, certificates, logger, maxRequestBytes } = opts;
@@ -258,7 +344,7 @@ export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener
     const off = health.watch(
       request.service,
       (s) => {
-        if (isOpen(stream)) stream.write(frame(HealthCheckResponse.encode({ status: s }).finish()));
+        if (isLive(stream)) stream.write(frame(HealthCheckResponse.encode({ status: s }).finish()));
       },
       () => stream.end(),
     );
@@ -280,6 +366,17 @@ export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener
       return;
     }
     const path = headers[':path'];
+    const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
+    if (timeoutMs !== undefined) {
+      if (Number.isNaN(timeoutMs)) {
+        answerStatus(stream, status.INTERNAL, `malformed grpc-timeout: ${String(headers['grpc-timeout'])}`);
+        return;
+      }
+      // Node's stream inactivity timer: the request has arrived by the time it could fire, so it
+      // runs from the call's start; it is cleared with the stream. (Watch streams are long-lived
+      // on purpose and get no deadline, as their clients set none.)
+      if (path !== HEALTH_WATCH_PATH) stream.setTimeout(Math.min(timeoutMs, MAX_TIMER_MS), deadlineExceeded);
+    }
     if (path === SHOULD_RATE_LIMIT_PATH) readMessage(stream, headers, maxRequestBytes, onRateLimit);
     else if (path === HEALTH_CHECK_PATH) readMessage(stream, headers, maxRequestBytes, onCheck);
     else if (path === HEALTH_WATCH_PATH) readMessage(stream, headers, maxRequestBytes, onWatch);
@@ -289,7 +386,11 @@ export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener
 
   // As grpc-js: no cap on the session's buffered memory (Node's default of 10 MB refuses streams
   // under load with ENHANCE_YOUR_CALM).
-  const serverOptions: http2.ServerOptions = { maxSessionMemory: Number.MAX_SAFE_INTEGER };
+  const serverOptions: http2.ServerOptions = {
+    maxSessionMemory: Number.MAX_SAFE_INTEGER,
+    // Streams beyond it are refused (RST_STREAM REFUSED_STREAM), which clients retry.
+    settings: { maxConcurrentStreams: settings.maxConcurrentStreams },
+  };
   const tlsOn = settings.tls.enabled && certificates !== undefined;
   // node:http2 offers only `h2` by ALPN when HTTP/1.1 is not allowed.
   const server = tlsOn ? http2.createSecureServer({ ...serverOptions, ...httpsOptions(certificates.current) }) : http2.createServer(serverOptions);
@@ -321,10 +422,14 @@ export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener
           }, age)
         : undefined;
     ageTimer?.unref();
+    const stopKeepalive = keepalive(session, settings.keepaliveTimeMs, settings.keepaliveTimeoutMs);
+    const stopIdle = closeWhenIdle(session, settings.maxConnectionIdleMs);
     session.once('close', () => {
       sessions.delete(session);
       clearTimeout(ageTimer);
       clearTimeout(graceTimer);
+      stopKeepalive();
+      stopIdle();
     });
   });
 

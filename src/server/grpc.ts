@@ -94,13 +94,18 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
   return () => health.endWatches();
 }
 
-/** The grpc-js server with the services, GRPC_MAX_CONNECTION_AGE(_GRACE), REQUEST_MAX_BYTES and TLS. */
+/** The grpc-js server with the services, GRPC_MAX_CONNECTION_*, GRPC_KEEPALIVE_*, stream cap, REQUEST_MAX_BYTES and TLS. */
 export function createGrpcJsListener(opts: GrpcListenerOptions): GrpcListener {
   const { grpc: settings, certificates } = opts;
   const server = new grpc.Server({
     'grpc.max_connection_age_ms': settings.maxConnectionAgeMs,
     'grpc.max_connection_age_grace_ms': settings.maxConnectionAgeGraceMs,
     'grpc.max_receive_message_length': opts.maxRequestBytes,
+    'grpc.keepalive_time_ms': settings.keepaliveTimeMs,
+    'grpc.keepalive_timeout_ms': settings.keepaliveTimeoutMs,
+    'grpc.max_concurrent_streams': settings.maxConcurrentStreams,
+    // grpc-js reads 0 as "close at once"; ours means never (its default, ~24 days, is the same).
+    ...(settings.maxConnectionIdleMs > 0 ? { 'grpc.max_connection_idle_ms': settings.maxConnectionIdleMs } : {}),
   });
   const endWatches = addGrpcServices(server, opts);
   const tls = settings.tls.enabled && certificates !== undefined;

@@ -73,8 +73,16 @@ export interface GrpcSettings {
   /** GRPC_MAX_CONNECTION_AGE_GRACE in ms (default 1h) */
   readonly maxConnectionAgeGraceMs: number;
   readonly tls: GrpcServerTlsSettings;
-  /** GRPC_TRANSPORT (not in upstream; default `grpc-js`): `http2` serves gRPC on node:http2 directly */
+  /** GRPC_TRANSPORT (not in upstream; default `http2`, gRPC on node:http2 directly; `grpc-js` the library's server) */
   readonly transport: GrpcTransport;
+  /** GRPC_KEEPALIVE_TIME (default 2h, grpc-go's): a connection with no activity for this long is pinged */
+  readonly keepaliveTimeMs: number;
+  /** GRPC_KEEPALIVE_TIMEOUT (default 20s): an unanswered keepalive ping closes the connection */
+  readonly keepaliveTimeoutMs: number;
+  /** GRPC_MAX_CONNECTION_IDLE (default 0 = never): a connection with no call for this long gets GOAWAY */
+  readonly maxConnectionIdleMs: number;
+  /** GRPC_MAX_CONCURRENT_STREAMS (default 1000): calls in flight per connection */
+  readonly maxConcurrentStreams: number;
 }
 
 /** Not in upstream: TLS for the HTTP and debug ports, certificate reloading, request limits. */
@@ -801,6 +809,10 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
         clientSan: r.string('GRPC_CLIENT_TLS_SAN'),
       },
       transport: r.choice<GrpcTransport>('GRPC_TRANSPORT'),
+      keepaliveTimeMs: r.duration('GRPC_KEEPALIVE_TIME'),
+      keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT'),
+      maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE'),
+      maxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS'),
     },
     server: {
       httpTls: r.bool('HTTP_SERVER_USE_TLS'),

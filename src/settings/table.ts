@@ -110,10 +110,14 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   listen('GRPC_SERVER_TLS_KEY', 'string', '', 'server private key file'),
   listen('GRPC_CLIENT_TLS_CACERT', 'string', '', 'client CA file; when set, client certificates are required and verified (mTLS)'),
   listen('GRPC_CLIENT_TLS_SAN', 'string', '', 'when set, the client certificate must also verify for this DNS SAN with client-auth usage'),
-  listen('GRPC_TRANSPORT', 'enum', 'grpc-js', 'gRPC server implementation: grpc-js, or a leaner node:http2 server for ShouldRateLimit and health (opt-in)', {
-    choices: ['grpc-js', 'http2'],
+  listen('GRPC_TRANSPORT', 'enum', 'http2', 'gRPC server: `http2`, a lean server on node:http2 for ShouldRateLimit and health, or `grpc-js`, the gRPC library\'s server (response compression, several addresses for one host name)', {
+    choices: ['http2', 'grpc-js'],
     extension: true,
   }),
+  listen('GRPC_KEEPALIVE_TIME', 'duration', '2h', 'a gRPC connection with no activity for this long is pinged (grpc-go\'s default)', { extension: true }),
+  listen('GRPC_KEEPALIVE_TIMEOUT', 'duration', '20s', 'a keepalive ping not answered within this closes the connection', { extension: true }),
+  listen('GRPC_MAX_CONNECTION_IDLE', 'duration', '0s', 'a gRPC connection with no call for this long is closed with GOAWAY; 0 = never', { extension: true }),
+  listen('GRPC_MAX_CONCURRENT_STREAMS', 'int', '1000', 'calls in flight at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); more are refused for the client to retry', { min: 1, extension: true }),
   listen('HTTP_SERVER_USE_TLS', 'bool', 'false', 'serve the HTTP port over TLS with the GRPC_SERVER_TLS_* certificate (and the GRPC_CLIENT_TLS_* client checks)', { extension: true }),
   listen('DEBUG_SERVER_USE_TLS', 'bool', 'false', 'serve the debug port over TLS, as HTTP_SERVER_USE_TLS', { extension: true }),
   listen('TLS_RELOAD_INTERVAL', 'duration', '10s', 'how often certificate files are re-read (a change in their directory also reloads them at once)', { extension: true }),

@@ -35,8 +35,15 @@ export function runtimeDir(files: Record<string, string>): { root: string; confi
   return { root, configDir, base };
 }
 
+/**
+ * The gRPC transport every e2e service runs on unless a test sets its own: the default (http2), or
+ * grpc-js in the second pass of the suite (jest.config.js sets E2E_GRPC_TRANSPORT).
+ */
+export const E2E_GRPC_TRANSPORT = process.env['E2E_GRPC_TRANSPORT'] ?? 'http2';
+
 export function baseEnv(root: string): NodeJS.ProcessEnv {
   return {
+    GRPC_TRANSPORT: E2E_GRPC_TRANSPORT,
     PATH: process.env['PATH'],
     BACKEND_TYPE: 'memory',
     RUNTIME_ROOT: root,

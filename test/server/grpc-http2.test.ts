@@ -6,6 +6,7 @@
  */
 import fs from 'node:fs';
 import http2 from 'node:http2';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
@@ -89,6 +90,10 @@ function grpcSettings(over: Partial<GrpcSettings> = {}): GrpcSettings {
     maxConnectionAgeGraceMs: 3600_000,
     tls: { enabled: false, certFile: '', keyFile: '', clientCaFile: '', clientSan: '' },
     transport: 'http2',
+    keepaliveTimeMs: 2 * 3600_000,
+    keepaliveTimeoutMs: 20_000,
+    maxConnectionIdleMs: 0,
+    maxConcurrentStreams: 1000,
     ...over,
   };
 }
@@ -609,6 +614,68 @@ describe('connections', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('what a default transport must have, on both transports', () => {
+  const transports = ['http2', 'grpc-js'] as const;
+
+  test.each(transports)('%s: the grpc-timeout deadline is the server\'s too: DEADLINE_EXCEEDED, and a late decision is dropped', async (transport) => {
+    const server = await start(transport, { service: slowDecider(400) });
+    const answer = await rawCall(server.address, [framed(encodeRequest(request({ user: 'late' })))], { 'grpc-timeout': '150m' });
+    expect(answer.grpcStatus).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+    expect(answer.grpcMessage).toBe('Deadline exceeded');
+    // The decision arrives after the deadline; the next call on a new stream is still served.
+    const fast = await start(transport);
+    expect(await call(rlClient(fast.address), request({ user: 'next' }))).toHaveProperty('response');
+  });
+
+  test('http2: a malformed grpc-timeout is INTERNAL; none means no server deadline', async () => {
+    const server = await start('http2', { service: slowDecider(200) });
+    const bad = await rawCall(server.address, [framed(encodeRequest(request({ user: 'x' })))], { 'grpc-timeout': '12x' });
+    expect(bad).toMatchObject({ grpcStatus: String(grpc.status.INTERNAL), grpcMessage: 'malformed grpc-timeout: 12x' });
+    const none = await rawCall(server.address, [framed(encodeRequest(request({ user: 'x' })))]);
+    expect(none.grpcStatus).toBe('0');
+  });
+
+  test.each(transports)('%s: GRPC_MAX_CONCURRENT_STREAMS is announced in SETTINGS', async (transport) => {
+    const server = await start(transport, { grpc: { maxConcurrentStreams: 7 } });
+    const session = http2.connect(`http://${server.address}`);
+    clients.add(session);
+    session.on('error', () => undefined);
+    const settings = await new Promise<http2.Settings>((resolve) => session.once('remoteSettings', resolve));
+    expect(settings.maxConcurrentStreams).toBe(7);
+  });
+
+  test.each(transports)('%s: GRPC_KEEPALIVE_TIME pings an idle connection; a peer that never answers is closed after GRPC_KEEPALIVE_TIMEOUT', async (transport) => {
+    const server = await start(transport, { grpc: { keepaliveTimeMs: 150, keepaliveTimeoutMs: 150 } });
+    const session = http2.connect(`http://${server.address}`);
+    clients.add(session);
+    session.on('error', () => undefined);
+    await new Promise<void>((resolve) => session.once('ping', () => resolve()));
+    // A peer that says hello and then answers nothing, not even a PING.
+    const [host, port] = server.address.split(':');
+    const silent = net.connect(Number(port), host);
+    silent.on('error', () => undefined);
+    silent.resume(); // read and drop what the server sends, so its close is seen
+    silent.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])]));
+    await new Promise<void>((resolve) => silent.once('close', () => resolve()));
+  });
+
+  test.each(transports)('%s: GRPC_MAX_CONNECTION_IDLE sends GOAWAY to a connection without calls', async (transport) => {
+    const server = await start(transport, { grpc: { maxConnectionIdleMs: 200 } });
+    const session = http2.connect(`http://${server.address}`);
+    clients.add(session);
+    session.on('error', () => undefined);
+    const goaway = new Promise<void>((resolve) => session.once('goaway', () => resolve()));
+    const answer = await new Promise<string | undefined>((resolve) => {
+      const req = session.request({ ':method': 'POST', ':path': SHOULD_RATE_LIMIT, 'content-type': 'application/grpc', te: 'trailers' });
+      req.on('trailers', (t) => resolve(t['grpc-status'] as string));
+      req.on('data', () => undefined);
+      req.end(framed(encodeRequest(request({ user: 'idle' }))));
+    });
+    expect(answer).toBe('0');
+    await goaway;
   });
 });
 
