@@ -14,7 +14,7 @@ import * as fs from 'node:fs';
 import { builtinModules } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { type Service, httpPost, startService } from '../e2e/harness';
+import { LOOPBACK_LISTENERS, type Service, httpPost, startService } from '../e2e/harness';
 import { type Stage, parseCopy, parseDockerfile, parseEnv } from './dockerfile';
 import { ROOT } from './helpers';
 
@@ -136,12 +136,7 @@ describe("deploy/Dockerfile's install and build steps, run for real", () => {
         PATH: process.env['PATH'],
         RUNTIME_ROOT: path.join(appDir, 'examples', 'runtime'),
         LOG_LEVEL: 'info',
-        HOST: '127.0.0.1',
-        PORT: '0',
-        GRPC_HOST: '127.0.0.1',
-        GRPC_PORT: '0',
-        DEBUG_HOST: '127.0.0.1',
-        DEBUG_PORT: '0',
+        ...LOOPBACK_LISTENERS,
       },
       30_000,
       path.join(appDir, entry[1]!),

@@ -41,6 +41,16 @@ export function runtimeDir(files: Record<string, string>): { root: string; confi
  */
 export const E2E_GRPC_TRANSPORT = process.env['E2E_GRPC_TRANSPORT'] ?? 'http2';
 
+/** Every listener on a free loopback port (the real ones are logged in the `listening:` line). */
+export const LOOPBACK_LISTENERS = {
+  HOST: '127.0.0.1',
+  PORT: '0',
+  GRPC_HOST: '127.0.0.1',
+  GRPC_PORT: '0',
+  DEBUG_HOST: '127.0.0.1',
+  DEBUG_PORT: '0',
+} as const;
+
 export function baseEnv(root: string): NodeJS.ProcessEnv {
   return {
     GRPC_TRANSPORT: E2E_GRPC_TRANSPORT,
@@ -52,12 +62,7 @@ export function baseEnv(root: string): NodeJS.ProcessEnv {
     RUNTIME_WATCH_ROOT: 'false',
     USE_STATSD: 'false',
     LOG_LEVEL: 'info',
-    HOST: '127.0.0.1',
-    PORT: '0',
-    GRPC_HOST: '127.0.0.1',
-    GRPC_PORT: '0',
-    DEBUG_HOST: '127.0.0.1',
-    DEBUG_PORT: '0',
+    ...LOOPBACK_LISTENERS,
   };
 }
 

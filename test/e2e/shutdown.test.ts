@@ -38,18 +38,19 @@ describe('a stop takes at most SHUTDOWN_DRAIN_TIMEOUT + 1 s, whatever the store 
     redis.resume();
     await redis.stop();
   });
+  /** The service on this Redis, with a Redis timeout far beyond the drain. */
+  const onHungRedis = (root: string): NodeJS.ProcessEnv => ({
+    ...baseEnv(root),
+    BACKEND_TYPE: 'redis',
+    REDIS_SOCKET_TYPE: 'tcp',
+    REDIS_URL: redis.address,
+    REDIS_TIMEOUT: '30s',
+    SHUTDOWN_DRAIN_TIMEOUT: `${DRAIN_MS}ms`,
+  });
 
   test.each(['grpc-js', 'http2'])('Redis hung (SIGSTOP) with REDIS_TIMEOUT=30s, GRPC_TRANSPORT=%s', async (transport) => {
     const dir = runtimeDir({ 'a.yaml': CONFIG });
-    const svc = await startService({
-      ...baseEnv(dir.root),
-      BACKEND_TYPE: 'redis',
-      REDIS_SOCKET_TYPE: 'tcp',
-      REDIS_URL: redis.address,
-      REDIS_TIMEOUT: '30s',
-      GRPC_TRANSPORT: transport,
-      SHUTDOWN_DRAIN_TIMEOUT: `${DRAIN_MS}ms`,
-    });
+    const svc = await startService({ ...onHungRedis(dir.root), GRPC_TRANSPORT: transport });
     try {
       expect((await httpPost(svc.http, '/json', REQUEST)).status).toBe(200); // connected
       redis.pause();
@@ -66,15 +67,7 @@ describe('a stop takes at most SHUTDOWN_DRAIN_TIMEOUT + 1 s, whatever the store 
 
   test('worker mode (WORKERS=2) with Redis hung: the primary and its workers are gone within the bound', async () => {
     const dir = runtimeDir({ 'a.yaml': CONFIG });
-    const svc = await startService({
-      ...baseEnv(dir.root),
-      BACKEND_TYPE: 'redis',
-      REDIS_SOCKET_TYPE: 'tcp',
-      REDIS_URL: redis.address,
-      REDIS_TIMEOUT: '30s',
-      WORKERS: '2',
-      SHUTDOWN_DRAIN_TIMEOUT: `${DRAIN_MS}ms`,
-    });
+    const svc = await startService({ ...onHungRedis(dir.root), WORKERS: '2' });
     try {
       expect((await httpPost(svc.http, '/json', REQUEST)).status).toBe(200);
       redis.pause();
