@@ -75,6 +75,9 @@ const TARGETS = {
   jsonRatio: 0.9,
   p99HalfMemoryMs: 2,
   p99HalfRedisMs: 3,
+  /** Memory store at MEMORY_MAX_KEYS = 1,000,000, full: RSS at the end (MB) and peak / end. */
+  distinctRssMB: 300,
+  distinctPeakOverEnd: 1.3,
 };
 const CONCURRENCY = CFG.connections * CFG.streams;
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-bench-'));
@@ -1262,6 +1265,12 @@ function markdown(scenarios, distinct, rss, allProblems) {
   const allTargets = [
     ...scenarios.flatMap((s) => s.targets.map((t) => ({ ...t, id: s.id }))),
     ...(distinct ? [{ id: 'distinct', name: 'memory bounded', pass: distinct.bounded }] : []),
+    ...(distinct && distinct.memoryMaxKeys >= 1_000_000 && distinct.rssAtCapMiB != null
+      ? [
+          { id: 'distinct', name: `RSS at 1M counters <= ${TARGETS.distinctRssMB} MB`, pass: distinct.rssEndMiB * 1.048576 <= TARGETS.distinctRssMB },
+          { id: 'distinct', name: `RSS peak <= ${TARGETS.distinctPeakOverEnd} x end`, pass: distinct.rssPeakMiB <= TARGETS.distinctPeakOverEnd * distinct.rssEndMiB },
+        ]
+      : []),
   ];
   lines.push(
     `Targets: ${allTargets.filter((t) => t.pass).length} of ${allTargets.length} pass` +
