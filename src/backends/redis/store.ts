@@ -28,7 +28,7 @@
  *   that length, which in cluster mode also bounds ioredis's redirects and resends.
  */
 import { createHash } from 'node:crypto';
-import type { ChainableCommander } from 'ioredis';
+import type { ChainableCommander, Redis } from 'ioredis';
 import type { RedisSettings } from '../../settings/settings';
 import type { StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
@@ -38,6 +38,7 @@ import type { AlgorithmRestriction } from '../../config/capabilities';
 import { stopIncrementAddends } from '../stop-increment';
 import type { CounterOp, CounterStore, IncrementContext } from '../types';
 import { RedisConnection, errorText } from './connection';
+import { WirePipeline } from './wire';
 
 // cluster-key-slot ships with ioredis and has no type declarations.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -209,8 +210,13 @@ class Batch {
   deadline: NodeJS.Timeout | undefined = undefined;
   flight: Flight | undefined = undefined;
 
+  /**
+   * The commands: as RESP text for a single or sentinel connection (src/backends/redis/wire.ts),
+   * as an ioredis pipeline for a cluster (which routes it and follows redirects).
+   */
   constructor(
-    readonly pipeline: ChainableCommander,
+    readonly wire: WirePipeline | undefined,
+    readonly pipeline: ChainableCommander | undefined,
     readonly slot: number,
   ) {}
 }
@@ -253,8 +259,10 @@ class Batcher {
       b.keys.push(key);
       b.addends.push(addend);
       b.ttls.push(ttl);
+    } else if (b.wire !== undefined) {
+      b.wire.incrbyExpire(key, addend, ttl);
     } else {
-      b.pipeline.incrby(key, addend).expire(key, ttl);
+      b.pipeline!.incrby(key, addend).expire(key, ttl);
     }
     b.commands += 2;
     this.note(b, req, i);
@@ -263,7 +271,8 @@ class Batcher {
   /** Queues the algorithm script for op `i` of `req`. */
   script(req: Req, i: number, op: CounterOp): void {
     const b = this.batchFor(op.key);
-    b.pipeline.evalsha(ALGORITHM_SCRIPT_SHA, ...scriptArgs(op, req.nowMs));
+    if (b.wire !== undefined) b.wire.command('evalsha', [ALGORITHM_SCRIPT_SHA, ...scriptArgs(op, req.nowMs)]);
+    else b.pipeline!.evalsha(ALGORITHM_SCRIPT_SHA, ...scriptArgs(op, req.nowMs));
     b.commands += 1;
     this.note(b, req, i, true);
   }
@@ -271,7 +280,8 @@ class Batcher {
   /** Queues `GET key` for op `i` of `req`. */
   get(req: Req, i: number, key: string): void {
     const b = this.batchFor(key);
-    b.pipeline.get(key);
+    if (b.wire !== undefined) b.wire.command('get', [key]);
+    else b.pipeline!.get(key);
     b.commands += 1;
     this.note(b, req, ~i);
   }
@@ -337,7 +347,7 @@ class Batcher {
     if (!this.cluster) {
       let b = this.open;
       if (b === undefined) {
-        b = new Batch(this.conn.client().pipeline(), -1);
+        b = new Batch(new WirePipeline(), undefined, -1);
         this.open = b;
         this.dirty.push(b);
       }
@@ -346,7 +356,7 @@ class Batcher {
     const slot = calculateSlot(key);
     let b = this.bySlot.get(slot);
     if (b === undefined) {
-      b = new Batch(this.conn.client().pipeline(), slot);
+      b = new Batch(undefined, this.conn.client().pipeline(), slot);
       this.bySlot.set(slot, b);
       this.dirty.push(b);
     }
@@ -377,22 +387,28 @@ class Batcher {
 
   private send(b: Batch): void {
     const n = b.keys.length;
-    if (n > 0) b.pipeline.eval(INCREMENT_SCRIPT, n, ...b.keys, ...b.addends, ...b.ttls);
-    b.pipeline.exec().then(
-      (res) => this.done(b, res),
-      (err: unknown) => this.fail(b, err),
-    );
     // One REDIS_TIMEOUT deadline per pipeline (not one timer per command, as ioredis's
     // commandTimeout would arm); in cluster mode it also bounds ioredis's redirects and resends.
+    // Armed first: a connection that cannot take commands answers before sendPipeline returns.
     b.deadline = setTimeout(() => this.fail(b, new Error('Command timed out')), this.timeoutMs);
-  }
-
-  private done(b: Batch, res: [error: Error | null, result: unknown][] | null): void {
-    if (b.settled) return;
-    if (res === null) {
-      this.fail(b, new Error('pipeline returned no replies'));
+    if (b.wire !== undefined) {
+      if (n > 0) b.wire.command('eval', [INCREMENT_SCRIPT, n, ...b.keys, ...b.addends, ...b.ttls]);
+      b.wire.send(this.conn.client() as Redis, (replies) => this.done(b, replies));
       return;
     }
+    if (n > 0) b.pipeline!.eval(INCREMENT_SCRIPT, n, ...b.keys, ...b.addends, ...b.ttls);
+    b.pipeline!.exec().then(
+      (res) => {
+        if (res === null) this.fail(b, new Error('pipeline returned no replies'));
+        else this.done(b, res.map(([err, value]) => err ?? value));
+      },
+      (err: unknown) => this.fail(b, err),
+    );
+  }
+
+  /** `replies`: one per command in queue order, an Error where the command failed. */
+  private done(b: Batch, replies: unknown[]): void {
+    if (b.settled) return;
     this.settle(b);
     const reqs = b.reqs;
     const idx = b.idx;
@@ -401,12 +417,10 @@ class Batcher {
     let countError: Error | null = null;
     let next = 0;
     if (b.keys.length > 0) {
-      const r = res[res.length - 1]!;
-      countError = r[0];
-      if (countError === null && (!Array.isArray(r[1]) || r[1].length !== b.keys.length)) {
-        countError = new Error('the increment script answered an unexpected reply');
-      }
-      if (countError === null) counted = r[1] as unknown[];
+      const r = replies[replies.length - 1];
+      if (r instanceof Error) countError = r;
+      else if (!Array.isArray(r) || r.length !== b.keys.length) countError = new Error('the increment script answered an unexpected reply');
+      else counted = r as unknown[];
     }
     let pos = 0;
     let last: Req | undefined;
@@ -418,26 +432,26 @@ class Batcher {
         last = req;
       }
       if (b.scripted[k] === true) {
-        const r = res[pos++]!;
-        if (r[0] === null) req.counts[i] = Number(r[1]);
-        else if (r[0].message.startsWith('NOSCRIPT')) this.evalFallback(req, i);
-        else req.fail(r[0]);
+        const r = replies[pos++];
+        if (!(r instanceof Error)) req.counts[i] = Number(r);
+        else if (r.message.startsWith('NOSCRIPT')) this.evalFallback(req, i);
+        else req.fail(r);
       } else if (i >= 0 && this.batchScript) {
         const c = counted?.[next++];
         if (countError !== null) req.fail(countError);
         else if (c instanceof Error) req.fail(c);
         else req.counts[i] = c as number;
       } else if (i >= 0) {
-        const incr = res[pos]!;
-        const expire = res[pos + 1]!;
+        const incr = replies[pos];
+        const expire = replies[pos + 1];
         pos += 2;
-        if (incr[0] !== null) req.fail(incr[0]);
-        else if (expire[0] !== null) req.fail(expire[0]);
-        else req.counts[i] = incr[1] as number;
+        if (incr instanceof Error) req.fail(incr);
+        else if (expire instanceof Error) req.fail(expire);
+        else req.counts[i] = incr as number;
       } else {
-        const r = res[pos++]!;
-        if (r[0] !== null) req.fail(r[0]);
-        else req.current![~i] = toCount(r[1]);
+        const r = replies[pos++];
+        if (r instanceof Error) req.fail(r);
+        else req.current![~i] = toCount(r);
       }
     }
     last?.batchDone();

@@ -4,13 +4,13 @@
  * arrivals), stays within each algorithm's bound, is one pipeline per request, and survives a
  * SCRIPT FLUSH (EVALSHA → NOSCRIPT → EVAL).
  */
-import { Pipeline, Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { MemoryStore } from '../../../src/backends/memory';
 import type { RedisStore } from '../../../src/backends/redis/store';
 import { Code } from '../../../src/limiter/types';
 import { startRedis, type RedisServer } from '../../support/redis';
 import { BOUND, L, bursty, drive, maxInWindow, setup, steady } from '../../limiter/algorithm-cases';
-import { connectStore, redisSettings, uniqueKey } from './helpers';
+import { connectStore, pipelineSpy, redisSettings, uniqueKey } from './helpers';
 
 let redis: RedisServer;
 let admin: Redis;
@@ -64,7 +64,7 @@ describe('redis store: algorithms', () => {
     const prefix = uniqueKey('multi') + ':';
     const s = setup(store, prefix);
     s.clock.setSeconds(1_700_000_200);
-    const exec = jest.spyOn(Pipeline.prototype as unknown as { exec: () => unknown }, 'exec');
+    const exec = pipelineSpy();
     const res = await s.ask('multi', 'y');
     expect(exec).toHaveBeenCalledTimes(1);
     exec.mockRestore();

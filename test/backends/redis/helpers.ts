@@ -7,6 +7,7 @@ import { StatsStore } from '../../../src/stats/store';
 import type { Logger } from '../../../src/telemetry/logger';
 import { Unit } from '../../../src/limiter/types';
 import { rule } from '../../limiter/helpers';
+import { WirePipeline } from '../../../src/backends/redis/wire';
 
 type ConnOverrides = Partial<RedisConnectionSettings>;
 
@@ -107,4 +108,12 @@ let seq = 0;
 /** A key unique in this process (tests that share one server do not collide). */
 export function uniqueKey(name: string): string {
   return `${name}_${process.pid}_${++seq}`;
+}
+
+/**
+ * Counts the pipelines the store writes to a single or sentinel Redis: one call, one write, one
+ * round trip. (A cluster's pipelines go through ioredis's Pipeline.exec instead.)
+ */
+export function pipelineSpy(): jest.SpyInstance {
+  return jest.spyOn(WirePipeline.prototype, 'send');
 }

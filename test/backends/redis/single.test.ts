@@ -3,13 +3,13 @@
  * exact keys, TTLs and counts, one pipeline per request, stop-increment, cross-request batching,
  * per-second routing, stats and clean shutdown.
  */
-import { Pipeline, Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import type { RedisStore } from '../../../src/backends/redis/store';
 import { cacheKey } from '../../../src/limiter/cache-key';
 import { StoreError, Unit } from '../../../src/limiter/types';
 import { StatsStore } from '../../../src/stats/store';
 import { commandStats, startRedis, type RedisServer } from '../../support/redis';
-import { connectStore, op, recordingLogger, redisSettings, ruleOf, storeOptions, uniqueKey } from './helpers';
+import { connectStore, op, pipelineSpy, recordingLogger, redisSettings, ruleOf, storeOptions, uniqueKey } from './helpers';
 
 let redis: RedisServer;
 let second: RedisServer;
@@ -26,7 +26,6 @@ afterAll(async () => {
   await Promise.all([redis?.stop(), second?.stop()]);
 });
 
-const execSpy = (): jest.SpyInstance => jest.spyOn(Pipeline.prototype as unknown as { exec: () => unknown }, 'exec');
 
 describe('redis store: keys, TTLs and counts', () => {
   let store: RedisStore;
@@ -97,7 +96,7 @@ describe('redis store: keys, TTLs and counts', () => {
   it('sends one pipeline per request: a 5-key request is 5 INCRBY and 5 EXPIRE in one exec', async () => {
     store = await connectStore(redisSettings({ url: redis.address, poolSize: 3 }));
     await redis.cli(['CONFIG', 'RESETSTAT']);
-    const spy = execSpy();
+    const spy = pipelineSpy();
     const ops = [1, 2, 3, 4, 5].map((i) => op(uniqueKey(`five${i}`)));
     expect(await store.increment(ops, 0)).toEqual([1, 1, 1, 1, 1]);
     expect(spy).toHaveBeenCalledTimes(1);
@@ -145,7 +144,7 @@ describe('redis store: STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', () => {
     await reader.set(k4, '13');
     await reader.set(k5, '13');
     await redis.cli(['CONFIG', 'RESETSTAT']);
-    const spy = execSpy();
+    const spy = pipelineSpy();
     expect(await store.increment([op(k4, 2, 3600, r15), op(k5, 2, 3600, r14)], 0)).toEqual([13, 15]);
     // Two round trips: the GETs, then INCRBY 0 / INCRBY 2 with their EXPIREs.
     expect(spy).toHaveBeenCalledTimes(2);
@@ -193,7 +192,7 @@ describe('redis store: cross-request batching', () => {
 
   it('REDIS_PIPELINE_WINDOW: concurrent requests share pipelines and each gets its own counts', async () => {
     store = await connectStore(redisSettings({ url: redis.address, pipelineWindowMs: 5 }));
-    const spy = execSpy();
+    const spy = pipelineSpy();
     const keys = Array.from({ length: 10 }, (_, i) => uniqueKey(`w${i}`));
     const results = await Promise.all(
       Array.from({ length: 50 }, (_, n) => store.increment([op(keys[n % 10]!, 1), op(keys[(n + 1) % 10]!, 2)], 0)),
@@ -220,7 +219,7 @@ describe('redis store: cross-request batching', () => {
   it('REDIS_PIPELINE_LIMIT flushes before the window elapses', async () => {
     // A 10 s window: only the limit can send these in time.
     store = await connectStore(redisSettings({ url: redis.address, pipelineWindowMs: 10_000, pipelineLimit: 4 }));
-    const spy = execSpy();
+    const spy = pipelineSpy();
     const t0 = Date.now();
     const counts = await Promise.all([store.increment([op(uniqueKey('l1'))], 0), store.increment([op(uniqueKey('l2'))], 0)]);
     expect(Date.now() - t0).toBeLessThan(2000);
@@ -231,7 +230,7 @@ describe('redis store: cross-request batching', () => {
 
   it('REDIS_PIPELINE_LIMIT without a window sends at the end of the event-loop turn', async () => {
     store = await connectStore(redisSettings({ url: redis.address, pipelineLimit: 100 }));
-    const spy = execSpy();
+    const spy = pipelineSpy();
     const counts = await Promise.all(Array.from({ length: 5 }, () => store.increment([op(uniqueKey('t'))], 0)));
     expect(counts).toEqual([[1], [1], [1], [1], [1]]);
     expect(spy).toHaveBeenCalledTimes(1);
@@ -257,7 +256,7 @@ describe('redis store: per-second instance', () => {
       await redis.cli(['CONFIG', 'RESETSTAT']);
       const sec = uniqueKey('sec');
       const min = uniqueKey('min');
-      const spy = execSpy();
+      const spy = pipelineSpy();
       expect(await store.increment([op(sec, 1, 1), op(min, 2, 60)], 0)).toEqual([1, 2]);
       expect(spy).toHaveBeenCalledTimes(2);
       expect(await second.cli(['GET', sec])).toBe('1\n');

@@ -1,0 +1,105 @@
+/**
+ * One pipeline written to an ioredis connection (single or sentinel) as one RESP text, its replies
+ * collected without a Command object and a promise per command. ioredis's pipeline builds a
+ * Command (with its promise, argument list and encoder) per INCRBY and per EXPIRE and settles
+ * each; with five descriptors that was the service's largest cost, and most of what it allocated.
+ *
+ * The bytes on the wire are what ioredis's pipeline writes (lower-case names, the same
+ * arguments, one write per pipeline). ioredis still owns the connection: its reply parser, its
+ * queue of pending replies, reconnection and sentinel failover. The pipeline is handed to it
+ * through its public `sendCommand`, once per command, with the one `WirePipeline` standing for
+ * each of them: ioredis queues it once per command, writes nothing itself (the commands go
+ * through a collecting stream, as its own pipelines do) and hands it the replies in order, and an
+ * error per pending command when the connection is lost. The parts of the Command contract this
+ * relies on are pinned by the exact ioredis version in package.json and tested in
+ * test/backends/redis/wire.test.ts against a real Redis.
+ */
+import type Redis from 'ioredis';
+
+const CRLF = '\r\n';
+
+/**
+ * One pipeline: its commands as RESP text, appended one at a time, then `send` hands it to ioredis
+ * and collects the replies. For ioredis it stands for each of its commands in turn: `resolve` /
+ * `reject` are called once per command, in order (a reply, an error reply, or the connection's
+ * failure), and `onDone` gets all replies (an Error for a failed command) after the last.
+ */
+export class WirePipeline {
+  /** For ioredis's flag checks (not a subscriber, blocking, select or quit command). */
+  readonly name = 'incrby';
+  /** Tells ioredis not to trace it as a command of its own. */
+  readonly isTraced = true;
+  readonly promise = undefined;
+  text = '';
+  commands = 0;
+  private replies: unknown[] = [];
+  private received = 0;
+  private onDone: ((replies: unknown[]) => void) | undefined;
+
+  /** `INCRBY key addend` then `EXPIRE key ttl` (upstream's pair for one descriptor). */
+  incrbyExpire(key: string, addend: number, ttl: number): void {
+    const k = '$' + Buffer.byteLength(key) + CRLF + key + CRLF;
+    const a = String(addend);
+    const t = String(ttl);
+    this.text +=
+      '*3\r\n$6\r\nincrby\r\n' + k + '$' + a.length + CRLF + a + CRLF + '*3\r\n$6\r\nexpire\r\n' + k + '$' + t.length + CRLF + t + CRLF;
+    this.commands += 2;
+  }
+
+  /** Any command; `name` is lower-case ASCII, as ioredis sends it. */
+  command(name: string, args: ReadonlyArray<string | number>): void {
+    let s = '*' + (args.length + 1) + CRLF + '$' + name.length + CRLF + name + CRLF;
+    for (let i = 0; i < args.length; i++) {
+      const a = String(args[i]);
+      s += '$' + Buffer.byteLength(a) + CRLF + a + CRLF;
+    }
+    this.text += s;
+    this.commands++;
+  }
+
+  /**
+   * Queues one reply per command on `redis` and writes the text in one write. When the connection
+   * cannot take commands now, ioredis rejects each at once (no offline queue) and nothing is
+   * written: `onDone` has run before this returns.
+   */
+  send(redis: Redis, onDone: (replies: unknown[]) => void): void {
+    this.onDone = onDone;
+    this.replies = new Array<unknown>(this.commands);
+    let stream = collectors.get(redis);
+    if (stream === undefined) {
+      stream = collector(redis);
+      collectors.set(redis, stream);
+    }
+    const sendCommand = redis.sendCommand as (command: unknown, stream: unknown) => unknown;
+    for (let i = 0; i < this.commands; i++) sendCommand.call(redis, this, stream);
+    if (this.received === 0) (redis as unknown as { stream: NodeJS.WritableStream }).stream.write(this.text);
+  }
+
+  /** ioredis adds the failed command's arguments to a reply error; there are none to name. */
+  get args(): string[] {
+    return [];
+  }
+
+  resolve(reply: unknown): void {
+    this.take(reply);
+  }
+
+  reject(err: unknown): void {
+    this.take(err instanceof Error ? err : new Error(String(err)));
+  }
+
+  /** Nothing: the pipeline's text is written once, by `send`. */
+  toWritable(): string {
+    return '';
+  }
+
+  private take(reply: unknown): void {
+    if (this.received === this.commands) return;
+    this.replies[this.received++] = reply;
+    if (this.received === this.commands) this.onDone!(this.replies);
+  }
+}
+
+/** The stream ioredis writes a pipeline's commands to: the text is written by `send`. */
+const collector = (redis: Redis) => ({ isPipeline: true, destination: { redis }, write(): void {} });
+const collectors = new WeakMap<Redis, ReturnType<typeof collector>>();
