@@ -27,6 +27,7 @@
  */
 import type { RateLimitRule } from '../config/types';
 import type { CounterOp } from '../backends/types';
+import { secondsUntilReset } from './cache-key';
 import { counterStatus } from './status';
 import { Code, type DescriptorStatus } from './types';
 
@@ -75,8 +76,7 @@ export function tokenBucketKey(stem: string, suffix: string): string {
 
 /** Seconds until the current window of `divider` ends: 1..divider. */
 function untilWindowEnd(nowMs: number, divider: number): number {
-  const nowS = Math.floor(nowMs / 1000);
-  return divider - (nowS % divider);
+  return secondsUntilReset(Math.floor(nowMs / 1000), divider);
 }
 
 /** The status of an op that uses an algorithm (not the fixed window) from its count after. */

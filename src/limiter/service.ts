@@ -8,7 +8,7 @@ import type { CounterOp, CounterStore, IncrementContext } from '../backends/type
 import type { Counter, StatsStore } from '../stats/store';
 import type { Attributes, Span, Tracing } from '../telemetry/tracing';
 import type { Clock } from './clock';
-import { cacheKey, keyStem, windowStart } from './cache-key';
+import { cacheKey, keyStem, secondsUntilReset, windowStart } from './cache-key';
 import { algorithmStatus, mostRestrictive, tokenBucketKey } from './algorithms';
 import type { LocalCache } from './local-cache';
 import { counterStatus, localCacheOverLimitStatus, okStatus } from './status';
@@ -234,7 +234,7 @@ export class RateLimitService {
             continue;
           }
           if (localCache !== undefined && localCache.has(key, nowMs)) {
-            entries.push(localCacheOverLimitStatus(r, hits, div - (nowS % div)));
+            entries.push(localCacheOverLimitStatus(r, hits, secondsUntilReset(nowS, div)));
             localCacheHit = true;
             continue;
           }
@@ -250,7 +250,7 @@ export class RateLimitService {
       const key = cacheKey(cacheKeyPrefix, request.domain, d, rule, nowS, divider);
       rule.stats.totalHits.inc(hits);
       if (localCache !== undefined && localCache.has(key, nowMs)) {
-        statuses[i] = localCacheOverLimitStatus(rule, hits, divider - (nowS % divider));
+        statuses[i] = localCacheOverLimitStatus(rule, hits, secondsUntilReset(nowS, divider));
         localCacheHit = true;
         continue;
       }
@@ -323,7 +323,7 @@ export class RateLimitService {
             continue;
           }
           const divider = op.windowSeconds;
-          each[k] = counterStatus(op.rule, op.hits, after, nearLimitRatio, divider - (nowS % divider));
+          each[k] = counterStatus(op.rule, op.hits, after, nearLimitRatio, secondsUntilReset(nowS, divider));
           if (localCache !== undefined && after > op.rule.limit.requestsPerUnit) localCache.set(op.key, divider, nowMs);
         }
         statuses[i] = mostRestrictive(each);
@@ -333,7 +333,7 @@ export class RateLimitService {
       const op = ops[j]!;
       const after = counts[j]!;
       const divider = op.windowSeconds;
-      statuses[i] = counterStatus(op.rule, op.hits, after, nearLimitRatio, divider - (nowS % divider));
+      statuses[i] = counterStatus(op.rule, op.hits, after, nearLimitRatio, secondsUntilReset(nowS, divider));
       if (localCache !== undefined && after > op.rule.limit.requestsPerUnit) localCache.set(op.key, divider, nowMs);
     }
     return statuses;
@@ -395,7 +395,7 @@ export class RateLimitService {
       // With an algorithm or several limits, the reset header is the status's own.
       const reset = hr !== undefined && (hr.algorithm !== undefined || hr.more !== undefined) && header.durationUntilReset !== undefined
         ? header.durationUntilReset
-        : divider - (nowS % divider);
+        : secondsUntilReset(nowS, divider);
       headers = [
         { key: flags.limitHeader, value: String(header.currentLimit.requestsPerUnit) },
         { key: flags.remainingHeader, value: String(header.limitRemaining) },
@@ -444,7 +444,7 @@ function checkLimits(request: RateLimitRequest, limits: RequestLimits): void {
 function failureStatus(op: CounterOp, mode: 'allow' | 'deny', nowS: number): DescriptorStatus {
   if (mode === 'allow' || op.rule.shadowMode) return okStatus();
   const divider = op.windowSeconds;
-  return { code: Code.OVER_LIMIT, currentLimit: op.rule.limit, limitRemaining: 0, durationUntilReset: divider - (nowS % divider) };
+  return { code: Code.OVER_LIMIT, currentLimit: op.rule.limit, limitRemaining: 0, durationUntilReset: secondsUntilReset(nowS, divider) };
 }
 
 /** The `dynamic_metadata` Struct of upstream (Section 1.17). */

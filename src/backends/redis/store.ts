@@ -19,6 +19,8 @@
  *   length), whichever comes first; with a limit and no window the queue is also sent at the end of
  *   the current event-loop turn. Each request still gets exactly its own replies. With both 0 the
  *   requests decided in one event-loop turn share one pipeline write (one round trip each).
+ * - Single / sentinel pipelines are written as one RESP text, replies collected without a promise
+ *   per command (./wire.ts); a cluster's go through ioredis's pipeline, which routes them.
  * - REDIS_BATCH_SCRIPT (extension, off by default): a pipeline's INCRBY/EXPIRE pairs go as one EVAL
  *   of INCREMENT_SCRIPT instead; the keys, counts and TTLs are the same.
  * - Any Redis error, timeout or lost connection rejects the request with a StoreError carrying the
@@ -129,8 +131,8 @@ export const ALGORITHM_SCRIPT_SHA = createHash('sha1').update(ALGORITHM_SCRIPT).
 
 /**
  * REDIS_BATCH_SCRIPT: every INCRBY + EXPIRE pair of one pipeline in a single EVAL, so the client
- * builds and parses one command instead of two per key (the per-command cost of ioredis dominates
- * the service's CPU with several descriptors). Keys, counts and TTLs are exactly the pipeline's;
+ * builds and parses one command instead of two per key (in cluster mode, where ioredis's pipeline
+ * still costs a Command and a promise per command). Keys, counts and TTLs are exactly the pipeline's;
  * a failing key (WRONGTYPE…) fails only its own entry, as in a pipeline. Sent with EVAL, not
  * EVALSHA: one per pipeline, so the script text is cheap and NOSCRIPT cannot happen.
  *   KEYS: the keys; ARGV: the n addends, then the n TTLs. Returns the counts (or per-key errors).
