@@ -211,9 +211,12 @@ export class CounterTable {
     return this.used++;
   }
 
-  /** Doubles the entry arrays (never past the cap) and rebuilds the index at half load or less. */
+  /**
+   * Doubles the entry arrays (never past the cap) and rebuilds the index at half load or less.
+   * Only called with every id live and fewer than `maxEntries` of them, so the arrays do grow.
+   */
   private grow(): void {
-    const cap = Math.min(Math.max(this.counts.length * 2, INITIAL_CAPACITY), Math.max(this.maxEntries, this.counts.length + 1));
+    const cap = Math.min(this.counts.length * 2, this.maxEntries);
     const widen = <T extends Float64Array | Int32Array>(old: T, make: (n: number) => T): T => {
       const next = make(cap);
       next.set(old);

@@ -14,8 +14,7 @@
  * concat); the answer is one buffer holding prefix and message; header objects are constants.
  */
 import http2 from 'node:http2';
-import type net from 'node:net';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import zlib from 'node:zlib';
 import { status } from '@grpc/grpc-js';
 import {
@@ -402,7 +401,7 @@ export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener
   server.on('stream', onStream);
   // Answers go out at once: with Nagle's algorithm on, a small answer written while an earlier one
   // is unacknowledged waits for the client's delayed ACK (up to 40 ms on Linux).
-  server.on('connection', (socket: net.Socket) => socket.setNoDelay(true));
+  server.on('connection', (socket: Socket) => socket.setNoDelay(true));
 
   const sessions = new Set<http2.ServerHttp2Session>();
   const ageMs = settings.maxConnectionAgeMs;

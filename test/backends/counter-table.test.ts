@@ -1,16 +1,5 @@
 import { CounterTable } from '../../src/backends/counter-table';
-
-/** A small deterministic PRNG (mulberry32), so a failing sequence can be replayed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng } from '../support/prng';
 
 /** Adds `hits` to `key` as the memory store does: a missing or ended entry starts again at 0. */
 function add(t: CounterTable, key: string, hits: number, nowMs: number, endMs: number): number {

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { RateLimitRequest as ProtoRequest } from '../../generated/envoy/service/ratelimit/v3/rls';
+import { prng as rng } from '../support/prng';
 import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, httpPost, runtimeDir, type Service, startService } from './harness';
 
 const CONFIG = `
@@ -25,18 +26,6 @@ const LIMITS = {
   REQUEST_MAX_ENTRY_LENGTH: '256',
   MEMORY_MAX_KEYS: '5000',
 };
-
-/** A deterministic PRNG, so a failing fuzz case can be replayed from its seed. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('hardening', () => {
   let svc: Service;

@@ -5,6 +5,7 @@ import {
   serializeRateLimitResponse,
 } from '../../src/server/json-codec';
 import type { Descriptor, RateLimitRequest, RateLimitResponse } from '../../src/limiter/types';
+import { prng } from '../support/prng';
 
 /** Parses and returns the thrown JsonRequestError (fails the test when there is none). */
 function reject(body: string): JsonRequestError {
@@ -774,18 +775,6 @@ describe('serializeRateLimitResponse', () => {
 
 // -----------------------------------------------------------------------------------------------
 // Property tests
-
-/** mulberry32: a tiny seeded PRNG so that failures are reproducible. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('property: random valid requests round-trip', () => {
   const UNIT_NAMES = ['UNKNOWN', 'SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR'];

@@ -29,7 +29,6 @@ export class WirePipeline {
   readonly name = 'incrby';
   /** Tells ioredis not to trace it as a command of its own. */
   readonly isTraced = true;
-  readonly promise = undefined;
   text = '';
   commands = 0;
   private replies: unknown[] = [];
