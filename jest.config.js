@@ -15,7 +15,4 @@ module.exports = {
     { ...base, displayName: 'default', roots: ['<rootDir>/test'] },
     { ...base, displayName: 'e2e on grpc-js', roots: ['<rootDir>/test/e2e'], setupFiles: ['<rootDir>/test/support/grpc-js-transport.js'] },
   ],
-  // Every suite closes what it opens; this only keeps a rare late handle (a library's retry
-  // timer) from holding CI until its deadline after all results are in.
-  forceExit: true,
 };
