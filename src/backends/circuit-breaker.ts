@@ -5,9 +5,9 @@
  * Redis costs Envoy one REDIS_TIMEOUT per open period, not one per request.
  */
 import type { Counter, Gauge } from '../stats/store';
-import { StoreError } from '../limiter/types';
-import type { Clock } from '../limiter/clock';
-import type { CounterOp, CounterStore, IncrementContext } from './types';
+import { StoreError } from '../core/store';
+import type { Clock } from '../core/clock';
+import type { CounterOp, CounterStore, IncrementContext } from '../core/store';
 
 export interface CircuitBreakerOptions {
   /** Consecutive transient failures that open the circuit; 0 disables the breaker. */

@@ -7,10 +7,10 @@
  * a CounterTable (typed arrays), not in objects on the heap.
  */
 import type { Counter, Gauge } from '../stats/store';
-import { emissionMs, gcra, slidingCount } from '../limiter/algorithms';
+import { emissionMs, gcra, slidingCount } from '../core/algorithms';
 import { CounterTable } from './counter-table';
 import { stopIncrementAddends } from './stop-increment';
-import type { CounterOp, CounterStore, IncrementContext } from './types';
+import type { CounterOp, CounterStore, IncrementContext } from '../core/store';
 
 export interface MemoryStoreOptions {
   /** Live counters kept at most; past it the oldest are evicted (counted in `evictions`). */

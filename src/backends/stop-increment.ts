@@ -2,7 +2,7 @@
  * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT (upstream Section 1.10): descriptors that are not the
  * reason a request is rejected are not charged. Shared by the stores that honour it.
  */
-import type { CounterOp } from './types';
+import type { CounterOp } from '../core/store';
 
 /**
  * The amount to really add to each key.

@@ -5,9 +5,9 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { RateLimitServiceClient } from '../../generated/envoy/service/ratelimit/v3/rls';
-import type { RateLimitRequest } from '../limiter/types';
+import type { RateLimitRequest } from '../core/rls';
 import { serializeRateLimitResponse } from '../server/json-codec';
-import { fromProtoResponse, toProtoRequest } from '../server/proto-convert';
+import { fromProtoResponse, toProtoRequest } from '../client/proto-convert';
 import fs from 'node:fs';
 import { parseDescriptor } from '../limiter/descriptor-text';
 import { type FlagSpec, FlagError, type ParsedFlags, parseFlagsOrExit } from './flags';

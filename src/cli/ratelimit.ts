@@ -3,12 +3,13 @@
  * `ratelimit`: the service. Reads its settings from the environment (upstream's variables), starts
  * the listeners and stops gracefully on SIGTERM, SIGINT or SIGHUP (as upstream, SIGHUP does not
  * reload). A bad setting stops start-up with one line naming the variable. With WORKERS ≠ 1 this
- * process becomes the primary of worker mode and forks itself as the workers (src/server/cluster).
+ * process becomes the primary of worker mode and forks itself as the workers (src/app/cluster).
  */
 import cluster from 'node:cluster';
-import { RateLimitApp, StartupError, stopOnSignals } from '../server/app';
-import { runPrimary } from '../server/cluster/primary';
-import { runWorker } from '../server/cluster/worker';
+import { RateLimitApp } from '../app/app';
+import { StartupError, stopOnSignals } from '../app/lifecycle';
+import { runPrimary } from '../app/cluster/primary';
+import { runWorker } from '../app/cluster/worker';
 import { loadSettings, SettingsError } from '../settings';
 import { renderSettingsHelp } from '../settings/table';
 import { isHelpFlag } from './flags';

@@ -5,10 +5,10 @@
  * as versions "1", "2", … (after -version_prefix); a change in the directory pushes a new version to
  * every open stream, an invalid file is logged and the previous version stays. ACKs and NACKs are
  * logged, one line each. Exits 0 on SIGTERM/SIGINT. The logic is in
- * src/providers/xds/management-server.ts.
+ * src/xds-server/management-server.ts.
  */
 import fs from 'node:fs';
-import { DirectoryPublisher, ManagementServer } from '../providers/xds/management-server';
+import { DirectoryPublisher, ManagementServer } from '../xds-server/management-server';
 import { createLogger, type Logger } from '../telemetry/logger';
 import { FlagError, type FlagSpec, HelpRequested, parseFlags, usage } from './flags';
 

@@ -4,14 +4,9 @@
  * read-modify-write for token_bucket) in the load options, so a config using such an algorithm
  * fails to load with a clear error naming the rule (at start-up: the service does not start).
  */
-import type { Algorithm, RateLimitRule } from './types';
+import type { RateLimitRule } from '../core/rule';
+import type { AlgorithmRestriction } from '../core/store';
 import { ConfigProblem } from './schema';
-
-export interface AlgorithmRestriction {
-  readonly store: string;
-  readonly algorithm: Algorithm;
-  readonly reason: string;
-}
 
 /** Throws the load error for a rule (or one of its further limits) the store cannot apply. */
 export function checkStoreSupport(rule: RateLimitRule, restrictions: readonly AlgorithmRestriction[] | undefined): void {

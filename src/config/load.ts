@@ -3,18 +3,21 @@
  * parsed, key-validated and decoded first, then the documents are loaded in order into one new,
  * immutable snapshot. Errors are ConfigError with upstream's exact `<name>: <message>` text.
  */
-import type { JsonObject, JsonValue } from '../limiter/types';
+import type { JsonObject, JsonValue } from '../core/rls';
 import { sanitizeStatName } from '../stats/store';
 import type { StatsStore } from '../stats/store';
 import { ConfigProblem, decodeRoot, validateKeys } from './schema';
 import type { YamlDescriptor, YamlRateLimit, YamlRoot } from './schema';
-import { type AlgorithmRestriction, checkStoreSupport } from './capabilities';
+import { type AlgorithmRestriction } from '../core/store';
+import { checkStoreSupport } from './capabilities';
 import { ConfigNode, ConfigSnapshot, DomainNode, Level, dumpLine } from './snapshot';
 import { YamlLoadError, fromObject, goFormat, parseYaml } from './tree';
 import type { TreeNode } from './tree';
-import { ALGORITHMS, ConfigError } from './types';
-import type { Algorithm } from './types';
-import type { ConfigFile, RateLimitConfig, RateLimitRule } from './types';
+import { ALGORITHMS } from '../core/rule';
+import { ConfigError } from './types';
+import type { Algorithm } from '../core/rule';
+import type { ConfigFile, RateLimitConfig } from './types';
+import type { RateLimitRule } from '../core/rule';
 
 export interface LoadOptions {
   /** MERGE_DOMAIN_CONFIG: a later document with an already loaded domain merges into it. */

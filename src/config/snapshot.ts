@@ -3,11 +3,12 @@
  * stats-key rewriting of section 1.15. Everything that does not depend on the request is computed
  * at load time: in the common case a lookup is a few Map reads and returns a shared frozen rule.
  */
-import type { Descriptor, Entry, JsonObject } from '../limiter/types';
-import { UNIT_NAMES } from '../limiter/types';
+import type { Descriptor, Entry, JsonObject } from '../core/rls';
+import { UNIT_NAMES } from '../core/rls';
 import { sanitizeStatName } from '../stats/store';
 import type { StatsStore } from '../stats/store';
-import type { MatchStep, MatchTrace, RateLimitConfig, RateLimitRule } from './types';
+import type { MatchStep, MatchTrace, RateLimitConfig } from './types';
+import type { RateLimitRule } from '../core/rule';
 
 /** How a level was matched. */
 const EXACT = 0;

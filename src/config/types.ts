@@ -2,49 +2,8 @@
  * The immutable config snapshot: what the decision pipeline reads. Built from YAML files or xDS
  * RateLimitConfig resources by the same loader; a request reads one snapshot start to end.
  */
-import type { RuleStats } from '../stats/store';
-import type { Descriptor, JsonObject } from '../limiter/types';
-
-/** A matched rule, as upstream's config.RateLimit. Shared (never mutated) unless request-specific. */
-export interface RateLimitRule {
-  /** The stats key ("FullKey"), e.g. `domain.key_value.subkey`. */
-  readonly fullKey: string;
-  readonly stats: RuleStats;
-  /** Limit as reported in DescriptorStatus.current_limit. `unit` is an RLS Unit number. */
-  readonly limit: { readonly name: string; readonly requestsPerUnit: number; readonly unit: number };
-  readonly unlimited: boolean;
-  readonly shadowMode: boolean;
-  readonly quotaMode: boolean;
-  /** Names this rule replaces (rate_limit.replaces[].name). */
-  readonly replaces: readonly string[];
-  /** YAML `metadata` of the matched node, as a Struct-compatible object. */
-  readonly metadata?: JsonObject | undefined;
-  /**
-   * share_threshold: for entry index i, the wildcard value pattern (e.g. `files/*`) that replaces
-   * the request value in the cache key; undefined when no entry uses share_threshold.
-   */
-  readonly shareThresholdKeyPattern?: readonly (string | undefined)[] | undefined;
-  /** True for a RateLimitOverride from the request (never matched against config). */
-  readonly isOverride: boolean;
-  /**
-   * `rate_limit.algorithm` (extension): undefined is upstream's fixed window, unchanged. See
-   * src/limiter/algorithms.ts for what each algorithm counts and reports.
-   */
-  readonly algorithm?: Algorithm | undefined;
-  /** `rate_limit.burst` (token_bucket only): the bucket's capacity; defaults to requests_per_unit. */
-  readonly burst?: number | undefined;
-  /**
-   * `rate_limits:` (extension): the descriptor's 2nd and later limits, each counted under its own
-   * key (this rule's key + `keySuffix`) and stats key; the descriptor reports the most restrictive.
-   */
-  readonly more?: readonly RateLimitRule[] | undefined;
-  /** Appended to the cache key of a 2nd or later limit (`_l2`, `_l3`, ...); '' for the first. */
-  readonly keySuffix?: string | undefined;
-}
-
-/** Rate limiting algorithms: `fixed_window` is upstream's (and the default). */
-export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket';
-export const ALGORITHMS: readonly Algorithm[] = ['fixed_window', 'sliding_window', 'token_bucket'];
+import type { Descriptor } from '../core/rls';
+import type { RateLimitRule } from '../core/rule';
 
 export interface RateLimitConfig {
   /**

@@ -3,8 +3,8 @@
  * service can share one Redis during a migration:
  *   PREFIX + domain + "_" + Σ (key + "_" + value + "_") + windowStart
  */
-import type { RateLimitRule } from '../config/types';
-import type { Descriptor } from './types';
+import type { RateLimitRule } from '../core/rule';
+import type { Descriptor } from '../core/rls';
 
 export function windowStart(nowSeconds: number, divider: number): number {
   return Math.floor(nowSeconds / divider) * divider;

@@ -1,4 +1,4 @@
-import type { Descriptor } from './types';
+import type { Descriptor } from '../core/rls';
 
 /** Parses `k=v,k2=v2` (upstream's -descriptors syntax) into a descriptor; a value may contain `=`. */
 export function parseDescriptor(text: string): Descriptor {

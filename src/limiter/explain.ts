@@ -4,11 +4,12 @@
  * key and the stats key — and, against a running service, the current count. Used by
  * `ratelimit-config-check -explain` and the debug port's `/debug/explain`.
  */
-import type { CounterOp } from '../backends/types';
-import type { RateLimitConfig, RateLimitRule } from '../config/types';
+import type { CounterOp } from '../core/store';
+import type { RateLimitConfig } from '../config/types';
+import type { RateLimitRule } from '../core/rule';
 import { RULE_STATS_PREFIX } from '../stats/store';
 import { cacheKey } from './cache-key';
-import { type RateLimitRequest, UNIT_NAMES, unitToDivider } from './types';
+import { type RateLimitRequest, UNIT_NAMES, unitToDivider } from '../core/rls';
 
 export interface ExplainOptions {
   cacheKeyPrefix: string;

@@ -3,30 +3,18 @@
  * `service/ratelimit.go` + `DoLimit`): validate, match, build keys, consult the local over-limit
  * cache, increment in the counter store in one round trip, compute statuses, aggregate.
  */
-import type { RateLimitConfig, RateLimitRule } from '../config/types';
-import type { CounterOp, CounterStore, IncrementContext } from '../backends/types';
+import type { RateLimitConfig } from '../config/types';
+import type { RateLimitRule } from '../core/rule';
+import type { CounterOp, CounterStore, IncrementContext } from '../core/store';
 import type { Counter, StatsStore } from '../stats/store';
 import type { Attributes, Span, Tracing } from '../telemetry/tracing';
-import type { Clock } from './clock';
+import type { Clock } from '../core/clock';
 import { cacheKey, keyStem, secondsUntilReset, windowStart } from './cache-key';
 import { algorithmStatus, mostRestrictive, tokenBucketKey } from './algorithms';
 import type { LocalCache } from './local-cache';
 import { counterStatus, localCacheOverLimitStatus, okStatus } from './status';
-import {
-  Code,
-  type Descriptor,
-  type DescriptorStatus,
-  type HeaderValue,
-  InvalidRequestError,
-  type JsonObject,
-  type JsonValue,
-  type RateLimitRequest,
-  type RateLimitResponse,
-  ServiceError,
-  StoreError,
-  UNIT_NAMES,
-  unitToDivider,
-} from './types';
+import { Code, type Descriptor, type DescriptorStatus, type HeaderValue, InvalidRequestError, type JsonObject, type JsonValue, type RateLimitRequest, type RateLimitResponse, ServiceError, UNIT_NAMES, unitToDivider } from '../core/rls';
+import { StoreError } from '../core/store';
 
 /** Flags upstream re-reads from the environment at every config load; they travel with it. */
 export interface ServiceFlags {

@@ -2,8 +2,8 @@
  * Status arithmetic shared by every store (upstream `base_limiter.go`): from the count before and
  * after a request's hits, the descriptor's code, remaining quota and per-rule counters.
  */
-import type { RateLimitRule } from '../config/types';
-import { Code, type DescriptorStatus } from './types';
+import type { RateLimitRule } from '../core/rule';
+import { Code, type DescriptorStatus } from '../core/rls';
 
 /** Near-limit threshold with Go's float32 arithmetic: floor(float32(limit) * float32(ratio)). */
 export function nearLimitThreshold(limit: number, ratio: number): number {

@@ -5,7 +5,7 @@
  */
 import { status } from '@grpc/grpc-js';
 import { HealthCheckResponse_ServingStatus as Serving, type HealthListResponse } from '../../generated/grpc/health/v1/health';
-import { InvalidRequestError, type RateLimitRequest, type RateLimitResponse } from '../limiter/types';
+import { InvalidRequestError, type RateLimitRequest, type RateLimitResponse } from '../core/rls';
 import type { GrpcSettings } from '../settings';
 import type { Counter, StatsStore, Timer } from '../stats/store';
 import type { Logger } from '../telemetry/logger';

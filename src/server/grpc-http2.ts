@@ -23,7 +23,7 @@ import {
   HealthListRequest,
   HealthListResponse,
 } from '../../generated/grpc/health/v1/health';
-import type { RateLimitResponse } from '../limiter/types';
+import type { RateLimitResponse } from '../core/rls';
 import {
   type CallAnswer,
   decodeRequest,

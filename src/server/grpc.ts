@@ -12,7 +12,7 @@ import {
   type HealthListResponse,
   HealthService,
 } from '../../generated/grpc/health/v1/health';
-import type { RateLimitRequest, RateLimitResponse } from '../limiter/types';
+import type { RateLimitRequest, RateLimitResponse } from '../core/rls';
 import {
   type CallAnswer,
   decodeRequest,

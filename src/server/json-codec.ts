@@ -35,17 +35,8 @@
  * Duplicate keys are why this is not JSON.parse plus validation: JSON.parse keeps the last of two
  * equal keys without telling (a reviver cannot see it either), while protojson refuses them.
  */
-import type {
-  Descriptor,
-  DescriptorStatus,
-  Entry,
-  HeaderValue,
-  JsonObject,
-  LimitOverride,
-  RateLimitRequest,
-  RateLimitResponse,
-} from '../limiter/types';
-import { UNIT_NAMES } from '../limiter/types';
+import type { Descriptor, DescriptorStatus, Entry, HeaderValue, JsonObject, LimitOverride, RateLimitRequest, RateLimitResponse } from '../core/rls';
+import { UNIT_NAMES } from '../core/rls';
 
 /** Any body protojson.Unmarshal would reject (HTTP 400). The message is one line: where, then what. */
 export class JsonRequestError extends Error {

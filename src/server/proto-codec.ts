@@ -13,7 +13,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import { Struct } from '../../generated/google/protobuf/struct';
-import type { Descriptor, DescriptorStatus, Entry, RateLimitRequest, RateLimitResponse } from '../limiter/types';
+import type { Descriptor, DescriptorStatus, Entry, RateLimitRequest, RateLimitResponse } from '../core/rls';
 
 /** A request that cannot be decoded; answered INVALID_ARGUMENT. */
 export class ProtoDecodeError extends Error {

@@ -1,5 +1,5 @@
 /** The `request string` span attribute: the request in protobuf text form, as upstream's String(). */
-import type { RateLimitRequest } from '../limiter/types';
+import type { RateLimitRequest } from '../core/rls';
 
 export function requestText(r: RateLimitRequest): string {
   let out = `domain:${JSON.stringify(r.domain)}`;

@@ -1,7 +1,8 @@
 import { CircuitBreakerStore } from '../../src/backends/circuit-breaker';
-import type { CounterOp, CounterStore } from '../../src/backends/types';
-import { ManualClock } from '../../src/limiter/clock';
-import { StoreError, Unit } from '../../src/limiter/types';
+import type { CounterOp, CounterStore } from '../../src/core/store';
+import { ManualClock } from '../../src/core/clock';
+import { StoreError } from '../../src/core/store';
+import { Unit } from '../../src/core/rls';
 import { StatsStore } from '../../src/stats/store';
 import { rule } from '../limiter/helpers';
 

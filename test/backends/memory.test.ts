@@ -1,6 +1,6 @@
 import { MemoryStore } from '../../src/backends/memory';
-import type { CounterOp } from '../../src/backends/types';
-import { Unit } from '../../src/limiter/types';
+import type { CounterOp } from '../../src/core/store';
+import { Unit } from '../../src/core/rls';
 import { StatsStore } from '../../src/stats/store';
 import { rule } from '../limiter/helpers';
 

@@ -1,7 +1,7 @@
 import { loadConfig } from '../../src/config';
 import type { RateLimitConfig } from '../../src/config';
 import { StatsStore } from '../../src/stats/store';
-import type { Descriptor } from '../../src/limiter/types';
+import type { Descriptor } from '../../src/core/rls';
 
 export function load(
   content: string | string[],

@@ -3,11 +3,11 @@
  * service, a ManualClock, and steady / bursty arrival patterns whose maximum admitted count in
  * any window of the unit's length is compared with each algorithm's documented bound.
  */
-import type { CounterStore } from '../../src/backends/types';
+import type { CounterStore } from '../../src/core/store';
 import { loadConfig } from '../../src/config/load';
-import { ManualClock } from '../../src/limiter/clock';
+import { ManualClock } from '../../src/core/clock';
 import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
-import { Code, type Descriptor } from '../../src/limiter/types';
+import { Code, type Descriptor } from '../../src/core/rls';
 import { StatsStore } from '../../src/stats/store';
 
 export const L = 10;

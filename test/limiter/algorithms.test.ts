@@ -4,8 +4,9 @@
  * and bursty arrivals compared with its documented bound.
  */
 import { MemoryStore } from '../../src/backends/memory';
-import { gcra, mostRestrictive, slidingCount } from '../../src/limiter/algorithms';
-import { Code } from '../../src/limiter/types';
+import { gcra, slidingCount } from '../../src/core/algorithms';
+import { mostRestrictive } from '../../src/limiter/algorithms';
+import { Code } from '../../src/core/rls';
 import { BOUND, L, bursty, drive, maxInWindow, setup, steady } from './algorithm-cases';
 
 const START = 1_700_000_000_000; // a window edge for every unit up to the minute

@@ -1,5 +1,5 @@
 import { cacheKey, secondsUntilReset } from '../../src/limiter/cache-key';
-import { Unit, unitToDivider } from '../../src/limiter/types';
+import { Unit, unitToDivider } from '../../src/core/rls';
 import { StatsStore } from '../../src/stats/store';
 import { rule } from './helpers';
 

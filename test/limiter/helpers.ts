@@ -1,5 +1,5 @@
-import type { RateLimitRule } from '../../src/config/types';
-import type { StatsStore } from '../../src/stats/store';
+import type { RateLimitRule } from '../../src/core/rule';
+import type { RuleStats, StatsStore } from '../../src/stats/store';
 
 /** A rule as the config loader would produce it, for tests of the pipeline pieces alone. */
 export function rule(
@@ -8,10 +8,9 @@ export function rule(
   requestsPerUnit: number,
   unit: number,
   extra: Partial<RateLimitRule> = {},
-): RateLimitRule {
+): RateLimitRule & { stats: RuleStats } {
   return {
     fullKey: key,
-    stats: stats.ruleStats(key),
     limit: { name: extra.limit?.name ?? '', requestsPerUnit, unit },
     unlimited: false,
     shadowMode: false,
@@ -19,5 +18,6 @@ export function rule(
     replaces: [],
     isOverride: false,
     ...extra,
+    stats: stats.ruleStats(key),
   };
 }

@@ -5,11 +5,12 @@
  */
 import { MemoryStore } from '../../src/backends/memory';
 import { loadConfig } from '../../src/config/load';
-import { ManualClock } from '../../src/limiter/clock';
+import { ManualClock } from '../../src/core/clock';
 import { LocalCache } from '../../src/limiter/local-cache';
 import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
-import { Code, type Descriptor, ServiceError, StoreError, Unit } from '../../src/limiter/types';
-import type { CounterStore } from '../../src/backends/types';
+import { Code, type Descriptor, ServiceError, Unit } from '../../src/core/rls';
+import { StoreError } from '../../src/core/store';
+import type { CounterStore } from '../../src/core/store';
 import { StatsStore } from '../../src/stats/store';
 
 const YAML = `

@@ -1,5 +1,5 @@
 import { counterStatus, localCacheOverLimitStatus, nearLimitThreshold } from '../../src/limiter/status';
-import { Code, Unit } from '../../src/limiter/types';
+import { Code, Unit } from '../../src/core/rls';
 import { StatsStore } from '../../src/stats/store';
 import { rule } from './helpers';
 

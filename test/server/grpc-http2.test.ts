@@ -26,9 +26,9 @@ import {
 } from '../../generated/grpc/health/v1/health';
 import { MemoryStore } from '../../src/backends/memory';
 import { loadConfig } from '../../src/config/load';
-import { ManualClock } from '../../src/limiter/clock';
+import { ManualClock } from '../../src/core/clock';
 import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
-import type { RateLimitRequest, RateLimitResponse } from '../../src/limiter/types';
+import type { RateLimitRequest, RateLimitResponse } from '../../src/core/rls';
 import { createGrpcJsListener } from '../../src/server/grpc';
 import type { GrpcListener, GrpcListenerOptions } from '../../src/server/grpc-common';
 import { createGrpcHttp2Listener, percentEncode } from '../../src/server/grpc-http2';

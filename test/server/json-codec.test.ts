@@ -4,7 +4,7 @@ import {
   parseRateLimitRequestBytes,
   serializeRateLimitResponse,
 } from '../../src/server/json-codec';
-import type { Descriptor, RateLimitRequest, RateLimitResponse } from '../../src/limiter/types';
+import type { Descriptor, RateLimitRequest, RateLimitResponse } from '../../src/core/rls';
 import { prng } from '../support/prng';
 
 /** Parses and returns the thrown JsonRequestError (fails the test when there is none). */

@@ -9,8 +9,8 @@ import {
   encodeRateLimitResponseFrame,
   ProtoDecodeError,
 } from '../../src/server/proto-codec';
-import { fromProtoResponse, toProtoRequest } from '../../src/server/proto-convert';
-import type { RateLimitRequest, RateLimitResponse } from '../../src/limiter/types';
+import { fromProtoResponse, toProtoRequest } from '../../src/client/proto-convert';
+import type { RateLimitRequest, RateLimitResponse } from '../../src/core/rls';
 
 function rng(seed: number): () => number {
   let s = seed >>> 0;

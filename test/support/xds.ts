@@ -1,6 +1,6 @@
 /**
  * A controllable in-test ADS server (a thin wrapper over the ManagementServer of
- * src/providers/xds/management-server.ts): records every DiscoveryRequest with its stream's
+ * src/xds-server/management-server.ts): records every DiscoveryRequest with its stream's
  * headers, serves whatever resource set and version the test pushes, and can be stopped and
  * restarted on the same port. Always `await server.stop()` (afterEach) so no handle stays open.
  *
@@ -22,9 +22,9 @@ import {
   type ManagementServerTlsOptions,
   type ObservedRequest,
   type SentResponse,
-} from '../../src/providers/xds/management-server';
+} from '../../src/xds-server/management-server';
 
-export type { ObservedRequest, SentResponse } from '../../src/providers/xds/management-server';
+export type { ObservedRequest, SentResponse } from '../../src/xds-server/management-server';
 
 export interface TestXdsServerOptions {
   readonly host?: string;

@@ -44,12 +44,12 @@
  *   pipelines every command on it (no pool, so nothing idles). A non-default value is warned about.
  */
 import type { MemcacheSettings } from '../../settings/settings';
-import { StoreError } from '../../limiter/types';
-import { slidingCount } from '../../limiter/algorithms';
-import type { AlgorithmRestriction } from '../../config/capabilities';
+import { StoreError } from '../../core/store';
+import { slidingCount } from '../../core/algorithms';
+import type { AlgorithmRestriction } from '../../core/store';
 import type { Counter, StatsStore } from '../../stats/store';
 import { type Logger, silentLogger } from '../../telemetry/logger';
-import type { CounterOp, CounterStore } from '../types';
+import type { CounterOp, CounterStore } from '../../core/store';
 import { keyProblem, pickNode, showKey } from './keys';
 import { MemcacheNode, type MultiGetSink, Status } from './node';
 import { MemcacheConfigError, SrvResolver, checkSrvName, distinctNodes, parseHostPort } from './servers';

@@ -34,11 +34,11 @@ import type { ChainableCommander, Redis } from 'ioredis';
 import type { RedisSettings } from '../../settings/settings';
 import type { StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
-import { StoreError } from '../../limiter/types';
-import { emissionMs } from '../../limiter/algorithms';
-import type { AlgorithmRestriction } from '../../config/capabilities';
+import { StoreError } from '../../core/store';
+import { emissionMs } from '../../core/algorithms';
+import type { AlgorithmRestriction } from '../../core/store';
 import { stopIncrementAddends } from '../stop-increment';
-import type { CounterOp, CounterStore, IncrementContext } from '../types';
+import type { CounterOp, CounterStore, IncrementContext } from '../../core/store';
 import { RedisConnection, errorText } from './connection';
 import { WirePipeline } from './wire';
 

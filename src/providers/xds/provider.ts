@@ -54,7 +54,7 @@ import { AggregatedDiscoveryServiceClient } from '../../../generated/envoy/servi
 import { DiscoveryRequest, type DiscoveryResponse } from '../../../generated/envoy/service/discovery/v3/discovery';
 import type { Any } from '../../../generated/google/protobuf/any';
 import { RateLimitConfig as RateLimitConfigProto } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
-import type { AlgorithmRestriction } from '../../config/capabilities';
+import type { AlgorithmRestriction } from '../../core/store';
 import { type ConfigObject, loadConfigFromObjects } from '../../config/load';
 import { ConfigError, type RateLimitConfig } from '../../config/types';
 import type { XdsSettings } from '../../settings/settings';

@@ -19,16 +19,10 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
-import * as grpc from '@grpc/grpc-js';
-import { RateLimitServiceClient } from '../../../generated/envoy/service/ratelimit/v3/rls';
-import { MemoryStore } from '../../backends/memory';
-import { loadConfig } from '../../config';
-import type { ConfigFile, RateLimitConfig } from '../../config';
-import type { Clock } from '../../limiter/clock';
-import { RateLimitService } from '../../limiter/service';
-import { UNIT_NAMES, unitToDivider, type Descriptor, type RateLimitRequest, type RateLimitResponse } from '../../limiter/types';
-import { fromProtoResponse, toProtoRequest } from '../../server/proto-convert';
-import { StatsStore } from '../../stats/store';
+import { remoteRateLimitService } from '../../client/remote-service';
+import { createInProcessLimiter, type ConfigFile, type RateLimitConfig } from '../../limiter';
+import type { Clock } from '../../core/clock';
+import { UNIT_NAMES, unitToDivider, type Descriptor, type RateLimitRequest, type RateLimitResponse } from '../../core/rls';
 import type { HttpMethod } from '../fxcm/rest';
 import type { Params } from '../fxcm/types';
 import { IntentExpiredError } from './errors';
@@ -41,41 +35,13 @@ export interface LimitDecider {
 
 /** The in-process service: the same pipeline and config loader as `ratelimit`, on a MemoryStore. */
 export function inProcessDecider(files: ConfigFile[], clock: Clock): { decider: LimitDecider; config: RateLimitConfig } {
-  const stats = new StatsStore();
-  const config = loadConfig(files, { mergeDomainConfig: false, stats });
-  const flags = {
-    shadowMode: false,
-    quotaMode: false,
-    responseDynamicMetadata: false,
-    responseHeadersEnabled: false,
-    limitHeader: 'RateLimit-Limit',
-    remainingHeader: 'RateLimit-Remaining',
-    resetHeader: 'RateLimit-Reset',
-  };
-  const service = new RateLimitService({
-    store: new MemoryStore({ maxKeys: 100_000 }),
-    snapshot: () => ({ config, flags }),
-    stats,
-    clock,
-    nearLimitRatio: 0.8,
-    cacheKeyPrefix: 'runner_',
-  });
-  return { decider: { shouldRateLimit: (r) => service.shouldRateLimit(r) }, config };
+  const limiter = createInProcessLimiter(files, { clock, cacheKeyPrefix: 'runner_' });
+  return { decider: { shouldRateLimit: (r) => limiter.shouldRateLimit(r) }, config: limiter.config };
 }
 
 /** A remote `ratelimit` over gRPC (plaintext), e.g. `127.0.0.1:8081`. */
 export function remoteDecider(address: string, timeoutMs = 5000): LimitDecider {
-  const client = new RateLimitServiceClient(address, grpc.credentials.createInsecure());
-  return {
-    shouldRateLimit: (req) =>
-      new Promise((resolve, reject) => {
-        client.shouldRateLimit(toProtoRequest(req), new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => {
-          if (err) reject(new Error(`rate limit service ${address}: ${err.message}`));
-          else resolve(fromProtoResponse(res!));
-        });
-      }),
-    close: async () => client.close(),
-  };
+  return remoteRateLimitService(address, timeoutMs);
 }
 
 /** Endpoint name of a broker path: `/trading/open_trade` → `open_trade`, `/candles/1/m1` → `candles`. */

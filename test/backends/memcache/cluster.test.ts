@@ -4,7 +4,7 @@
  * hung, and that counting resumes on the same store when they are back.
  */
 import type { MemcacheStore } from '../../../src/backends/memcache/store';
-import { StoreError } from '../../../src/limiter/types';
+import { StoreError } from '../../../src/core/store';
 import net from 'node:net';
 import { StatsStore } from '../../../src/stats/store';
 import { type MemcachedServer, rawGet, startMemcachedServers } from '../../support/memcached';

@@ -1,7 +1,7 @@
 import net from 'node:net';
-import type { CounterOp } from '../../../src/backends/types';
+import type { CounterOp } from '../../../src/core/store';
 import { MemcacheStore, type MemcacheStoreOptions } from '../../../src/backends/memcache/store';
-import { Unit } from '../../../src/limiter/types';
+import { Unit } from '../../../src/core/rls';
 import type { MemcacheSettings } from '../../../src/settings/settings';
 import { StatsStore } from '../../../src/stats/store';
 import { rule } from '../../limiter/helpers';

@@ -4,7 +4,7 @@
  * does while the node is down and after it comes back.
  */
 import { MemcacheStore } from '../../../src/backends/memcache/store';
-import { StoreError } from '../../../src/limiter/types';
+import { StoreError } from '../../../src/core/store';
 import { StatsStore } from '../../../src/stats/store';
 import type { Logger } from '../../../src/telemetry/logger';
 import { MemcachedServer, rawGet, rawGetWithTtl, rawSet } from '../../support/memcached';

@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis';
 import { MemoryStore } from '../../../src/backends/memory';
 import type { RedisStore } from '../../../src/backends/redis/store';
-import { Code } from '../../../src/limiter/types';
+import { Code } from '../../../src/core/rls';
 import { startRedis, type RedisServer } from '../../support/redis';
 import { BOUND, L, bursty, drive, maxInWindow, setup, steady } from '../../limiter/algorithm-cases';
 import { connectStore, pipelineSpy, redisSettings, uniqueKey } from './helpers';

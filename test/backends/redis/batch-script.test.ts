@@ -5,7 +5,8 @@
  */
 import { Redis } from 'ioredis';
 import type { RedisStore } from '../../../src/backends/redis/store';
-import { StoreError, Unit } from '../../../src/limiter/types';
+import { StoreError } from '../../../src/core/store';
+import { Unit } from '../../../src/core/rls';
 import { rule } from '../../limiter/helpers';
 import { commandStats, startRedis, type RedisServer } from '../../support/redis';
 import { connectStore, op, redisSettings, ruleOf, stats, uniqueKey } from './helpers';

@@ -4,9 +4,9 @@
  */
 import { Pipeline } from 'ioredis';
 import type { RedisStore } from '../../../src/backends/redis/store';
-import { Unit } from '../../../src/limiter/types';
+import { Unit } from '../../../src/core/rls';
 import { StatsStore } from '../../../src/stats/store';
-import { StoreError } from '../../../src/limiter/types';
+import { StoreError } from '../../../src/core/store';
 import { startCluster, waitFor, type RedisClusterSet } from '../../support/redis';
 import { connectStore, op, redisSettings, ruleOf, timed, uniqueKey } from './helpers';
 

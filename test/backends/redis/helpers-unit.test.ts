@@ -7,7 +7,7 @@ import {
   startupDelayMs,
 } from '../../../src/backends/redis/connection';
 import { toStoreError } from '../../../src/backends/redis/store';
-import { StoreError } from '../../../src/limiter/types';
+import { StoreError } from '../../../src/core/store';
 import { freePort, requireBinary } from '../../support/redis';
 
 describe('redis connection helpers', () => {

@@ -1,11 +1,11 @@
 /** Shared pieces of the Redis store tests: settings, ops, a recording logger. */
 import { RedisStore, type RedisStoreOptions } from '../../../src/backends/redis/store';
-import type { CounterOp } from '../../../src/backends/types';
-import type { RateLimitRule } from '../../../src/config/types';
+import type { CounterOp } from '../../../src/core/store';
+import type { RateLimitRule } from '../../../src/core/rule';
 import type { RedisConnectionSettings, RedisSettings } from '../../../src/settings/settings';
 import { StatsStore } from '../../../src/stats/store';
 import type { Logger } from '../../../src/telemetry/logger';
-import { Unit } from '../../../src/limiter/types';
+import { Unit } from '../../../src/core/rls';
 import { rule } from '../../limiter/helpers';
 import { WirePipeline } from '../../../src/backends/redis/wire';
 

@@ -3,7 +3,7 @@
  * REDIS_TIMEOUT is 500 ms here, so every wait below is short and bounded.
  */
 import type { RedisStore } from '../../../src/backends/redis/store';
-import { StoreError } from '../../../src/limiter/types';
+import { StoreError } from '../../../src/core/store';
 import { StatsStore } from '../../../src/stats/store';
 import { freePort, startRedis, waitFor, type RedisServer } from '../../support/redis';
 import { connectStore, op, recordingLogger, redisSettings, storeOptions, timed, uniqueKey } from './helpers';

@@ -4,7 +4,7 @@
  * name, then a failover that the same store survives.
  */
 import type { RedisStore } from '../../../src/backends/redis/store';
-import { StoreError } from '../../../src/limiter/types';
+import { StoreError } from '../../../src/core/store';
 import { startSentinelSet, waitFor, type SentinelSet } from '../../support/redis';
 import { connectStore, op, redisSettings, uniqueKey } from './helpers';
 

@@ -6,7 +6,8 @@
 import { Redis } from 'ioredis';
 import type { RedisStore } from '../../../src/backends/redis/store';
 import { cacheKey } from '../../../src/limiter/cache-key';
-import { StoreError, Unit } from '../../../src/limiter/types';
+import { StoreError } from '../../../src/core/store';
+import { Unit } from '../../../src/core/rls';
 import { StatsStore } from '../../../src/stats/store';
 import { commandStats, startRedis, type RedisServer } from '../../support/redis';
 import { connectStore, op, pipelineSpy, recordingLogger, redisSettings, ruleOf, storeOptions, uniqueKey } from './helpers';

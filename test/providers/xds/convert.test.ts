@@ -4,7 +4,7 @@ import {
 } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
 import { loadConfig, loadConfigFromObjects } from '../../../src/config';
 import type { RateLimitConfig } from '../../../src/config';
-import type { Descriptor } from '../../../src/limiter/types';
+import type { Descriptor } from '../../../src/core/rls';
 import {
   rateLimitConfigToObject,
   unitFromName,

@@ -6,8 +6,9 @@
  * or SIGHUP. A start-up error is reported to the primary before exiting 1, so the primary can end
  * the program with that line instead of restarting the worker.
  */
-import { RateLimitApp, StartupError, stopOnSignals } from '../app';
-import { cpuProfile } from '../debug';
+import { RateLimitApp } from '../app';
+import { StartupError, stopOnSignals } from '../lifecycle';
+import { cpuProfile } from '../../server/debug';
 import type { Settings } from '../../settings';
 import { IpcStatsSink } from '../../stats/sinks/ipc';
 import type { Logger } from '../../telemetry/logger';

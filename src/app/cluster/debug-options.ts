@@ -4,7 +4,7 @@
  * /debug/explain and CPU profiles answered by one worker over IPC (503 when none answers).
  */
 import { WORKER_HEADER } from '../app';
-import { DebugHttpError, type DebugServerOptions } from '../debug';
+import { DebugHttpError, type DebugServerOptions } from '../../server/debug';
 import type { StatsStore } from '../../stats/store';
 import type { WorkerQuery } from './messages';
 import { type WorkerPool, WorkerUnavailableError } from './pool';

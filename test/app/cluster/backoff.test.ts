@@ -1,4 +1,4 @@
-import { DEFAULT_RESTART_BACKOFF, RestartBackoff } from '../../../src/server/cluster/backoff';
+import { DEFAULT_RESTART_BACKOFF, RestartBackoff } from '../../../src/app/cluster/backoff';
 
 test('the restart delay doubles while workers die young, up to the cap', () => {
   const b = new RestartBackoff({ initialMs: 100, maxMs: 1000, stableMs: 10_000 });

@@ -116,14 +116,3 @@ export class ServiceError extends Error {
 
 /** A request outside the service's limits (REQUEST_MAX_*): gRPC INVALID_ARGUMENT, /json 400. */
 export class InvalidRequestError extends ServiceError {}
-
-/** A counter store failure; `transient` tells a retry or a fail-open policy it may pass. */
-export class StoreError extends Error {
-  override readonly name = 'StoreError';
-  constructor(
-    message: string,
-    readonly transient: boolean,
-  ) {
-    super(message);
-  }
-}

@@ -4,9 +4,9 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { primaryDebugOptions, type WorkerQueries } from '../../../src/server/cluster/debug-options';
-import type { WorkerQuery } from '../../../src/server/cluster/messages';
-import { WorkerUnavailableError } from '../../../src/server/cluster/pool';
+import { primaryDebugOptions, type WorkerQueries } from '../../../src/app/cluster/debug-options';
+import type { WorkerQuery } from '../../../src/app/cluster/messages';
+import { WorkerUnavailableError } from '../../../src/app/cluster/pool';
 import { createDebugHandler } from '../../../src/server/debug';
 import { StatsStore } from '../../../src/stats/store';
 

@@ -1,9 +1,9 @@
 /**
  * Conversions between ts-proto messages (generated/) and the service's own types, for clients
- * (`ratelimit-client`, the runner); the server uses the hand-written proto-codec.ts.
+ * (`ratelimit-client`, the runner); the server uses its hand-written proto-codec.
  */
 import type { RateLimitRequest as ProtoRequest, RateLimitResponse as ProtoResponse } from '../../generated/envoy/service/ratelimit/v3/rls';
-import type { JsonObject, RateLimitRequest, RateLimitResponse } from '../limiter/types';
+import type { JsonObject, RateLimitRequest, RateLimitResponse } from '../core/rls';
 
 /** Builds the request message for a client from the service's request type. */
 export function toProtoRequest(req: RateLimitRequest): ProtoRequest {

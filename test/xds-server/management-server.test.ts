@@ -2,21 +2,21 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { AggregatedDiscoveryServiceClient } from '../../../generated/envoy/service/discovery/v3/ads';
-import { DiscoveryRequest, type DiscoveryResponse } from '../../../generated/envoy/service/discovery/v3/discovery';
-import { RateLimitConfig as RateLimitConfigProto, RateLimitUnit } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
-import { runXdsServer, UsageError } from '../../../src/cli/xds-server';
-import { silentLogger } from '../../../src/telemetry/logger';
+import { AggregatedDiscoveryServiceClient } from '../../generated/envoy/service/discovery/v3/ads';
+import { DiscoveryRequest, type DiscoveryResponse } from '../../generated/envoy/service/discovery/v3/discovery';
+import { RateLimitConfig as RateLimitConfigProto, RateLimitUnit } from '../../generated/ratelimit/config/ratelimit/v3/rls_conf';
+import { runXdsServer, UsageError } from '../../src/cli/xds-server';
+import { silentLogger } from '../../src/telemetry/logger';
 import {
   DirectoryPublisher,
   loadConfigDirectory,
   ManagementServer,
   type ManagementServerLogger,
-} from '../../../src/providers/xds/management-server';
-import { RATE_LIMIT_CONFIG_TYPE_URL } from '../../../src/providers/xds/provider';
-import { testCerts } from '../../support/certs';
-import { CapturingLogger, delay, makeTmpDir, waitFor, writeTree } from '../helpers';
-import { onCleanup, runCleanups, setupProvider, xdsSettings } from './helpers';
+} from '../../src/xds-server/management-server';
+import { RATE_LIMIT_CONFIG_TYPE_URL } from '../../src/providers/xds/provider';
+import { testCerts } from '../support/certs';
+import { CapturingLogger, delay, makeTmpDir, waitFor, writeTree } from '../providers/helpers';
+import { onCleanup, runCleanups, setupProvider, xdsSettings } from '../providers/xds/helpers';
 
 const A = 'domain: dom-a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n';
 const B = 'domain: dom-b\ndescriptors:\n  - key: k\n    rate_limit: {unit: week, requests_per_unit: 2}\n';

@@ -5,9 +5,11 @@
  * serves the debug port, prints one `listening:` line once every worker listens, and on SIGTERM,
  * SIGINT or SIGHUP forwards the signal and exits once the workers have drained.
  */
-import { CLOSE_GRACE_MS, closeHttp, httpListener, listen, settleWithin, StartupError } from '../app';
-import { createDebugHandler } from '../debug';
-import { CertificateSource } from '../tls';
+import { CLOSE_GRACE_MS } from '../app';
+import { closeHttp, listen, settleWithin, StartupError } from '../lifecycle';
+import { httpListener } from '../../server/http-listener';
+import { createDebugHandler } from '../../server/debug';
+import { CertificateSource } from '../../server/tls';
 import type { Settings } from '../../settings';
 import { StatsAggregator } from '../../stats/aggregate';
 import { StatsFlusher } from '../../stats/flusher';

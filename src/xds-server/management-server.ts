@@ -31,23 +31,23 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import type { Node } from '../../../generated/envoy/config/core/v3/base';
+import type { Node } from '../../generated/envoy/config/core/v3/base';
 import {
   AggregatedDiscoveryServiceService,
   type AggregatedDiscoveryServiceServer,
-} from '../../../generated/envoy/service/discovery/v3/ads';
+} from '../../generated/envoy/service/discovery/v3/ads';
 import {
   type DeltaDiscoveryRequest,
   type DeltaDiscoveryResponse,
   type DiscoveryRequest,
   DiscoveryResponse,
-} from '../../../generated/envoy/service/discovery/v3/discovery';
-import { Any } from '../../../generated/google/protobuf/any';
-import { RateLimitConfig as RateLimitConfigProto } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
-import { loadConfigFromObjects } from '../../config/load';
-import { ConfigError } from '../../config/types';
-import { StatsStore } from '../../stats/store';
-import { RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject, yamlToRateLimitConfig } from './convert';
+} from '../../generated/envoy/service/discovery/v3/discovery';
+import { Any } from '../../generated/google/protobuf/any';
+import { RateLimitConfig as RateLimitConfigProto } from '../../generated/ratelimit/config/ratelimit/v3/rls_conf';
+import { loadConfigFromObjects } from '../config/load';
+import { ConfigError } from '../config/types';
+import { StatsStore } from '../stats/store';
+import { RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject, yamlToRateLimitConfig } from '../providers/xds/convert';
 
 export interface ManagementServerLogger {
   info(msg: string): void;

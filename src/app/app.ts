@@ -3,25 +3,24 @@
  * store and provider, the decision service and the three listeners; and takes them down again.
  */
 import http from 'node:http';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CircuitBreakerStore } from '../backends/circuit-breaker';
 import { MemoryStore } from '../backends/memory';
 import { MemcacheConfigError, MemcacheStore } from '../backends/memcache/store';
 import { RedisStore } from '../backends/redis';
-import type { CounterStore } from '../backends/types';
+import type { CounterStore } from '../core/store';
 import { loadConfig } from '../config/load';
-import type { Clock } from '../limiter/clock';
-import { systemClock } from '../limiter/clock';
+import type { Clock } from '../core/clock';
+import { systemClock } from '../core/clock';
 import { explainRequest } from '../limiter/explain';
 import { LocalCache } from '../limiter/local-cache';
 import { parseDescriptor } from '../limiter/descriptor-text';
 import { RateLimitService, type ServiceFlags, type StoreSpan } from '../limiter/service';
+import { toServiceFlags } from '../limiter/flags';
 import { ConfigStore } from '../providers/config-store';
 import { FileProvider } from '../providers/file-provider';
 import { XdsProvider } from '../providers/xds/provider';
-import { type ReloadableFlags, type Settings, loadReloadableFlags } from '../settings';
+import { type Settings, loadReloadableFlags } from '../settings';
 import { StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import {
@@ -35,14 +34,16 @@ import {
 } from '../telemetry/tracing';
 import { StatsFlusher } from '../stats/flusher';
 import { createStatsSink, type StatsSink } from '../stats/sinks';
-import { createDebugHandler } from './debug';
-import { createGrpcJsListener } from './grpc';
-import type { GrpcListener } from './grpc-common';
-import { createGrpcHttp2Listener } from './grpc-http2';
-import { Health } from './health';
-import { createHttpHandler } from './http';
-import { pathOf } from './http-util';
-import { CertificateSource, enforceClientSan, httpsOptions } from './tls';
+import { createDebugHandler } from '../server/debug';
+import { httpListener } from '../server/http-listener';
+import { closeHttp, hostPort, listen, settleWithin, StartupError } from './lifecycle';
+import { createGrpcJsListener } from '../server/grpc';
+import type { GrpcListener } from '../server/grpc-common';
+import { createGrpcHttp2Listener } from '../server/grpc-http2';
+import { Health } from '../server/health';
+import { createHttpHandler } from '../server/http';
+import { pathOf } from '../server/http-util';
+import { CertificateSource } from '../server/tls';
 
 /**
  * What closing the store, the stats sink and tracing may take after the drain: the process exits
@@ -56,7 +57,7 @@ export interface AppOptions {
   /** Environment re-read at each config load for the reloadable flags (upstream behaviour). */
   env?: NodeJS.ProcessEnv;
   clock?: Clock;
-  /** Set in a worker process of worker mode (WORKERS ≠ 1); see src/server/cluster. */
+  /** Set in a worker process of worker mode (WORKERS ≠ 1); see src/app/cluster. */
   worker?: WorkerRole;
 }
 
@@ -79,21 +80,6 @@ export interface Listening {
   /** Undefined in a worker (the primary serves the debug port). */
   debug: string | undefined;
 }
-
-export function toServiceFlags(r: ReloadableFlags): ServiceFlags {
-  return {
-    shadowMode: r.shadowMode,
-    quotaMode: r.quotaMode,
-    responseDynamicMetadata: r.responseDynamicMetadata,
-    responseHeadersEnabled: r.responseHeaders.enabled,
-    limitHeader: r.responseHeaders.limitHeader,
-    remainingHeader: r.responseHeaders.remainingHeader,
-    resetHeader: r.responseHeaders.resetHeader,
-  };
-}
-
-/** A start-up problem that is the operator's to fix (printed as one line, exit 1). */
-export class StartupError extends Error {}
 
 /** A counter store before it is up: its kind, and how to bring it up. */
 interface StoreOpener {
@@ -454,50 +440,6 @@ export class RateLimitApp {
   }
 }
 
-/**
- * Whether `work` settles within `ms` (its rejection counts as settled; the caller logs nothing of
- * it). The timer is cleared either way, so nothing is left holding the event loop.
- */
-export async function settleWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const done = await Promise.race([
-    work.then(
-      () => true,
-      () => true,
-    ),
-    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
-  ]);
-  clearTimeout(timer);
-  return done;
-}
-
-/**
- * An HTTP server, or an HTTPS one following `certs` (and checking GRPC_CLIENT_TLS_SAN) when given.
- * A request whose headers and body have not all arrived within `requestTimeoutMs` (0 = no bound) is
- * answered 408 and its connection closed by node:http itself: a periodic check of the open
- * connections, so no timer per request.
- */
-export function httpListener(
-  handler: http.RequestListener,
-  certs: CertificateSource | undefined,
-  clientSan: string,
-  logger: Logger,
-  requestTimeoutMs = 0,
-): http.Server {
-  const limits: http.ServerOptions = {
-    requestTimeout: requestTimeoutMs,
-    // node:http requires headersTimeout <= requestTimeout; its own default (60 s) otherwise.
-    headersTimeout: requestTimeoutMs > 0 ? Math.min(requestTimeoutMs, 60_000) : 60_000,
-    // How often the bound is checked (node's default is 30 s): a tenth of it, within 50 ms..1 s.
-    connectionsCheckingInterval: requestTimeoutMs > 0 ? Math.min(1000, Math.max(50, requestTimeoutMs / 10)) : 30_000,
-  };
-  if (certs === undefined) return http.createServer(limits, handler);
-  const server = https.createServer({ ...limits, ...httpsOptions(certs.current) }, handler);
-  certs.subscribe((m) => server.setSecureContext(httpsOptions(m)));
-  if (clientSan !== '') enforceClientSan(server, clientSan, logger);
-  return server;
-}
-
 /** Names the answering worker on /healthcheck, so a client can tell the workers apart. */
 function withWorkerHeader(handler: http.RequestListener, slot: number): http.RequestListener {
   const value = String(slot);
@@ -505,51 +447,4 @@ function withWorkerHeader(handler: http.RequestListener, slot: number): http.Req
     if (pathOf(req.url) === '/healthcheck') res.setHeader(WORKER_HEADER, value);
     handler(req, res);
   };
-}
-
-/**
- * SIGTERM, SIGINT or SIGHUP stop `app` gracefully, then exit 0 (1 when stopping failed); as
- * upstream, SIGHUP does not reload. With `once`, a second signal takes its default action (a
- * second Ctrl-C kills at once); a worker keeps listening, since its primary forwards the signal
- * the terminal already sent it.
- */
-export function stopOnSignals(app: RateLimitApp, logger: Logger, once: boolean): void {
-  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
-    const onSignal = (): void => {
-      logger.info(`received ${sig}`);
-      app.stop().then(
-        () => process.exit(0),
-        (err: unknown) => {
-          logger.error(`error while stopping: ${String(err)}`);
-          process.exit(1);
-        },
-      );
-    };
-    if (once) process.once(sig, onSignal);
-    else process.on(sig, onSignal);
-  }
-}
-
-export function hostPort(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
-
-/** Listens; resolves to `host:port` as bound, rejects with a StartupError naming the listener. */
-export function listen(server: http.Server, host: string, port: number, what: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: Error): void => reject(new StartupError(`cannot listen for ${what} on ${hostPort(host, port)}: ${err.message}`));
-    server.once('error', onError);
-    server.listen(port, host, () => {
-      server.off('error', onError);
-      resolve(hostPort(host, (server.address() as AddressInfo).port));
-    });
-  });
-}
-
-export function closeHttp(server: http.Server | undefined): Promise<void> {
-  if (server === undefined || !server.listening) return Promise.resolve();
-  return new Promise((resolve) => {
-    server.close(() => resolve());
-    server.closeIdleConnections();
-  });
 }

@@ -3,8 +3,7 @@
  * store applies a whole request's keys in one round trip and returns the counts after the
  * increment; statuses are computed once, by the limiter, for every store.
  */
-import type { AlgorithmRestriction } from '../config/capabilities';
-import type { RateLimitRule } from '../config/types';
+import type { Algorithm, RateLimitRule } from './rule';
 
 export interface CounterOp {
   /** The full cache key (prefix, domain, entries, window start). */
@@ -47,4 +46,22 @@ export interface CounterStore {
   isHealthy(): boolean;
   /** Releases connections and timers. */
   close(): Promise<void>;
+}
+
+/** An algorithm a store cannot apply; configs using it are refused at load. */
+export interface AlgorithmRestriction {
+  readonly store: string;
+  readonly algorithm: Algorithm;
+  readonly reason: string;
+}
+
+/** A counter store failure; `transient` tells a retry or a fail-open policy it may pass. */
+export class StoreError extends Error {
+  override readonly name = 'StoreError';
+  constructor(
+    message: string,
+    readonly transient: boolean,
+  ) {
+    super(message);
+  }
 }

@@ -1,0 +1,71 @@
+/** Starting, stopping and signals: the process lifecycle shared by the single process and the workers. */
+import type http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../telemetry/logger';
+
+/** A start-up problem that is the operator's to fix (printed as one line, exit 1). */
+export class StartupError extends Error {}
+
+/**
+ * Whether `work` settles within `ms` (its rejection counts as settled; the caller logs nothing of
+ * it). The timer is cleared either way, so nothing is left holding the event loop.
+ */
+export async function settleWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const done = await Promise.race([
+    work.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+  ]);
+  clearTimeout(timer);
+  return done;
+}
+
+/**
+ * SIGTERM, SIGINT or SIGHUP stop `app` gracefully, then exit 0 (1 when stopping failed); as
+ * upstream, SIGHUP does not reload. With `once`, a second signal takes its default action (a
+ * second Ctrl-C kills at once); a worker keeps listening, since its primary forwards the signal
+ * the terminal already sent it.
+ */
+export function stopOnSignals(app: { stop(): Promise<void> }, logger: Logger, once: boolean): void {
+  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+    const onSignal = (): void => {
+      logger.info(`received ${sig}`);
+      app.stop().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          logger.error(`error while stopping: ${String(err)}`);
+          process.exit(1);
+        },
+      );
+    };
+    if (once) process.once(sig, onSignal);
+    else process.on(sig, onSignal);
+  }
+}
+
+export function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/** Listens; resolves to `host:port` as bound, rejects with a StartupError naming the listener. */
+export function listen(server: http.Server, host: string, port: number, what: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error): void => reject(new StartupError(`cannot listen for ${what} on ${hostPort(host, port)}: ${err.message}`));
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve(hostPort(host, (server.address() as AddressInfo).port));
+    });
+  });
+}
+
+export function closeHttp(server: http.Server | undefined): Promise<void> {
+  if (server === undefined || !server.listening) return Promise.resolve();
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeIdleConnections();
+  });
+}

@@ -1,0 +1,62 @@
+/**
+ * A rate limit rule as the pipeline reads it: what config matching yields, what a counter op
+ * carries to its store, and what statuses are computed from.
+ */
+import type { JsonObject } from './rls';
+
+/** Anything a rule's stats count on (the stats store's counters). */
+export interface HitCounter {
+  inc(n?: number): void;
+}
+
+/** The counters of one rule, `ratelimit.service.rate_limit.<key>.*`. */
+export interface RuleStats {
+  readonly key: string;
+  readonly totalHits: HitCounter;
+  readonly overLimit: HitCounter;
+  readonly nearLimit: HitCounter;
+  readonly overLimitWithLocalCache: HitCounter;
+  readonly withinLimit: HitCounter;
+  readonly shadowMode: HitCounter;
+}
+
+/** A matched rule, as upstream's config.RateLimit. Shared (never mutated) unless request-specific. */
+export interface RateLimitRule {
+  /** The stats key ("FullKey"), e.g. `domain.key_value.subkey`. */
+  readonly fullKey: string;
+  readonly stats: RuleStats;
+  /** Limit as reported in DescriptorStatus.current_limit. `unit` is an RLS Unit number. */
+  readonly limit: { readonly name: string; readonly requestsPerUnit: number; readonly unit: number };
+  readonly unlimited: boolean;
+  readonly shadowMode: boolean;
+  readonly quotaMode: boolean;
+  /** Names this rule replaces (rate_limit.replaces[].name). */
+  readonly replaces: readonly string[];
+  /** YAML `metadata` of the matched node, as a Struct-compatible object. */
+  readonly metadata?: JsonObject | undefined;
+  /**
+   * share_threshold: for entry index i, the wildcard value pattern (e.g. `files/*`) that replaces
+   * the request value in the cache key; undefined when no entry uses share_threshold.
+   */
+  readonly shareThresholdKeyPattern?: readonly (string | undefined)[] | undefined;
+  /** True for a RateLimitOverride from the request (never matched against config). */
+  readonly isOverride: boolean;
+  /**
+   * `rate_limit.algorithm` (extension): undefined is upstream's fixed window, unchanged. See
+   * src/limiter/algorithms.ts for what each algorithm counts and reports.
+   */
+  readonly algorithm?: Algorithm | undefined;
+  /** `rate_limit.burst` (token_bucket only): the bucket's capacity; defaults to requests_per_unit. */
+  readonly burst?: number | undefined;
+  /**
+   * `rate_limits:` (extension): the descriptor's 2nd and later limits, each counted under its own
+   * key (this rule's key + `keySuffix`) and stats key; the descriptor reports the most restrictive.
+   */
+  readonly more?: readonly RateLimitRule[] | undefined;
+  /** Appended to the cache key of a 2nd or later limit (`_l2`, `_l3`, ...); '' for the first. */
+  readonly keySuffix?: string | undefined;
+}
+
+/** Rate limiting algorithms: `fixed_window` is upstream's (and the default). */
+export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket';
+export const ALGORITHMS: readonly Algorithm[] = ['fixed_window', 'sliding_window', 'token_bucket'];

@@ -1,0 +1,45 @@
+/**
+ * The whole decision pipeline in the caller's process, on a MemoryStore: what the strategy runner
+ * uses when it does not talk to a remote `ratelimit`. Same config format, same answers; every
+ * default (near-limit ratio, response flags) is the settings module's.
+ */
+import { MemoryStore } from '../backends/memory';
+import { loadConfig } from '../config/load';
+import type { ConfigFile, RateLimitConfig } from '../config/types';
+import type { Clock } from '../core/clock';
+import type { RateLimitRequest, RateLimitResponse } from '../core/rls';
+import { loadReloadableFlags, loadSettings } from '../settings';
+import { StatsStore } from '../stats/store';
+import { toServiceFlags } from './flags';
+import { RateLimitService } from './service';
+
+export interface InProcessLimiterOptions {
+  readonly clock: Clock;
+  /** Cache-key prefix of its counters. */
+  readonly cacheKeyPrefix?: string;
+  /** Counters kept at most (oldest evicted first). */
+  readonly maxKeys?: number;
+}
+
+export interface InProcessLimiter {
+  shouldRateLimit(req: RateLimitRequest): Promise<RateLimitResponse>;
+  /** The loaded config, for lookups (`getLimit`) without counting. */
+  readonly config: RateLimitConfig;
+}
+
+/** Loads `files` (throws ConfigError as `ratelimit` would at start-up) and serves from memory. */
+export function createInProcessLimiter(files: readonly ConfigFile[], options: InProcessLimiterOptions): InProcessLimiter {
+  const defaults = loadSettings({});
+  const stats = new StatsStore();
+  const config = loadConfig(files, { mergeDomainConfig: false, stats });
+  const flags = toServiceFlags(loadReloadableFlags({}));
+  const service = new RateLimitService({
+    store: new MemoryStore({ maxKeys: options.maxKeys ?? 100_000 }),
+    snapshot: () => ({ config, flags }),
+    stats,
+    clock: options.clock,
+    nearLimitRatio: defaults.cache.nearLimitRatio,
+    cacheKeyPrefix: options.cacheKeyPrefix ?? '',
+  });
+  return { shouldRateLimit: (req) => service.shouldRateLimit(req), config };
+}

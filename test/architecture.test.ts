@@ -1,0 +1,100 @@
+/**
+ * The rules of the house about dependencies (README "Layout"): each folder of src/ imports only the
+ * folders listed for it here, so arrows point one way, down the pipeline.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+const SRC = path.join(__dirname, '..', 'src');
+
+/** What each concern may import, besides itself (and generated/ and packages). */
+const ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  core: [],
+  settings: ['core'],
+  telemetry: ['settings', 'core'],
+  stats: ['telemetry', 'settings', 'core'],
+  config: ['stats', 'core'],
+  backends: ['stats', 'telemetry', 'settings', 'core'],
+  limiter: ['backends', 'config', 'stats', 'telemetry', 'settings', 'core'],
+  providers: ['config', 'stats', 'telemetry', 'settings', 'core'],
+  server: ['limiter', 'config', 'stats', 'telemetry', 'settings', 'core'],
+  client: ['core'],
+  trading: ['limiter', 'client', 'telemetry', 'settings', 'core'],
+  'xds-server': ['providers', 'config', 'stats', 'telemetry', 'settings', 'core'],
+  app: ['server', 'providers', 'limiter', 'backends', 'config', 'stats', 'telemetry', 'settings', 'core'],
+  cli: ['app', 'trading', 'xds-server', 'client', 'server', 'providers', 'limiter', 'config', 'stats', 'telemetry', 'settings', 'core'],
+};
+
+/** Within trading, the limiter is reached only through its public surface. */
+const TRADING_LIMITER_API = new Set(['limiter', 'limiter/index']);
+
+function sourceFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) return sourceFiles(p);
+    return e.name.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/** Every relative module specifier of a file (imports, re-exports, dynamic imports). */
+function specifiers(text: string): string[] {
+  const out: string[] = [];
+  const re = /(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']*)'/g;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) out.push(m[1]!);
+  return out;
+}
+
+interface Edge {
+  readonly file: string;
+  readonly from: string;
+  readonly to: string;
+  readonly target: string;
+}
+
+function edges(): Edge[] {
+  const all: Edge[] = [];
+  for (const file of sourceFiles(SRC)) {
+    const from = path.relative(SRC, file).split(path.sep)[0]!;
+    for (const spec of specifiers(fs.readFileSync(file, 'utf8'))) {
+      const target = path.relative(SRC, path.resolve(path.dirname(file), spec)).split(path.sep).join('/');
+      if (target.startsWith('..')) continue; // generated/ or package.json
+      const to = target.split('/')[0]!;
+      if (to !== from) all.push({ file: path.relative(SRC, file), from, to, target });
+    }
+  }
+  return all;
+}
+
+describe('dependency direction', () => {
+  const found = edges();
+
+  it('scans real imports (the scanner itself works)', () => {
+    expect(found.some((e) => e.from === 'limiter' && e.to === 'core')).toBe(true);
+    expect(found.some((e) => e.from === 'cli' && e.to === 'app')).toBe(true);
+  });
+
+  it('every folder of src/ has its rule', () => {
+    const folders = fs
+      .readdirSync(SRC, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name)
+      .sort();
+    expect(folders).toEqual(Object.keys(ALLOWED).sort());
+  });
+
+  it('no folder imports a concern above it', () => {
+    const wrong = found.filter((e) => !(ALLOWED[e.from] ?? []).includes(e.to)).map((e) => `${e.file} -> ${e.target}`);
+    expect(wrong).toEqual([]);
+  });
+
+  it('the core vocabulary imports nothing', () => {
+    expect(found.filter((e) => e.from === 'core')).toEqual([]);
+  });
+
+  it('trading reaches the limiter only through its public API', () => {
+    const wrong = found
+      .filter((e) => e.from === 'trading' && e.to === 'limiter' && !TRADING_LIMITER_API.has(e.target))
+      .map((e) => `${e.file} -> ${e.target}`);
+    expect(wrong).toEqual([]);
+  });
+});
