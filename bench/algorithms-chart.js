@@ -33,7 +33,7 @@ async function run(algorithm) {
   const svc = new RateLimitService({ store: new MemoryStore({ maxKeys: 1000 }), snapshot: () => snapshot, stats, clock, nearLimitRatio: 0.8, cacheKeyPrefix: '' });
   const buckets = new Array(DURATION_MS / BUCKET_MS).fill(0);
   for (const t of arrivals()) {
-    clock.setSeconds((start + t) / 1000);
+    clock.set(start + t);
     const res = await svc.shouldRateLimit({ domain: 'd', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }], hitsAddend: 0 });
     if (res.overallCode === 1) buckets[Math.floor(t / BUCKET_MS)]++;
   }

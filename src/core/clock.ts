@@ -1,21 +1,70 @@
-/** Time is injected so window arithmetic can be tested deterministically. */
+/**
+ * Time is injected so window arithmetic, reconnect delays and the simulated market can be tested
+ * deterministically: the system clock in production, a manual clock in tests.
+ */
 export interface Clock {
   /** Milliseconds since the Unix epoch. */
   nowMs(): number;
+  /** Runs `fn` once after `ms` of this clock's time. */
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
 }
 
-export const systemClock: Clock = { nowMs: () => Date.now() };
+/** The system clock; its timers do not keep the process alive. */
+export const systemClock: Clock = {
+  nowMs: () => Date.now(),
+  setTimeout: (fn, ms) => {
+    const t = setTimeout(fn, ms);
+    t.unref();
+    return t;
+  },
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+};
 
-/** A clock tests move by hand. */
+interface ManualTimer {
+  readonly id: number;
+  readonly at: number;
+  readonly fn: () => void;
+}
+
+/** A clock that moves only when `set` or `advance` is called; due timers run in time order. */
 export class ManualClock implements Clock {
-  constructor(private ms = 0) {}
+  private now: number;
+  private seq = 0;
+  private timers: ManualTimer[] = [];
+
+  constructor(startMs = 0) {
+    this.now = startMs;
+  }
+
   nowMs(): number {
-    return this.ms;
+    return this.now;
   }
-  setSeconds(s: number): void {
-    this.ms = s * 1000;
+
+  setTimeout(fn: () => void, ms: number): unknown {
+    const t = { id: ++this.seq, at: this.now + Math.max(0, ms), fn };
+    this.timers.push(t);
+    return t.id;
   }
-  advanceMs(ms: number): void {
-    this.ms += ms;
+
+  clearTimeout(handle: unknown): void {
+    this.timers = this.timers.filter((t) => t.id !== handle);
+  }
+
+  advance(ms: number): void {
+    this.set(this.now + ms);
+  }
+
+  /** Moves to `targetMs`, running the timers due on the way; a time in the past is simply set. */
+  set(targetMs: number): void {
+    for (;;) {
+      this.timers.sort((a, b) => a.at - b.at || a.id - b.id);
+      const t = this.timers[0];
+      if (t === undefined || t.at > targetMs) break;
+      this.timers.shift();
+      this.now = Math.max(this.now, t.at);
+      t.fn();
+    }
+    this.now = targetMs;
   }
 }

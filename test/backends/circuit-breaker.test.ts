@@ -44,12 +44,12 @@ describe('circuit breaker', () => {
     expect(cb.isOpen).toBe(true);
     await expect(cb.increment(ops, 0)).rejects.toThrow(/circuit open after repeated failures: connect ECONNREFUSED/);
     expect(calls).toHaveLength(3);
-    clock.advanceMs(1000);
+    clock.advance(1000);
     // The probe fails: open again for another period.
     await expect(cb.increment(ops, 0)).rejects.toThrow('ECONNREFUSED');
     expect(calls).toHaveLength(4);
     await expect(cb.increment(ops, 0)).rejects.toThrow(/circuit open/);
-    clock.advanceMs(1000);
+    clock.advance(1000);
     await expect(cb.increment(ops, 0)).resolves.toEqual([1]);
     expect(cb.isOpen).toBe(false);
     expect(changes).toEqual([true, false]);
@@ -62,7 +62,7 @@ describe('circuit breaker', () => {
     const cb = new CircuitBreakerStore(store, { failures: 1, openMs: 10, clock });
     script(down());
     await expect(cb.increment(ops, 0)).rejects.toThrow();
-    clock.advanceMs(10);
+    clock.advance(10);
     const probe = cb.increment(ops, 0);
     await expect(cb.increment(ops, 0)).rejects.toThrow(/circuit open/);
     await expect(probe).resolves.toEqual([1]);

@@ -92,7 +92,7 @@ export async function drive(
 ): Promise<number[]> {
   const admitted: number[] = [];
   for (const t of arrivals) {
-    s.clock.setSeconds(t / 1000);
+    s.clock.set((t / 1000) * 1000);
     const res = await s.ask(key, value);
     if (res.overallCode === Code.OK) admitted.push(t);
     if (between !== undefined) await between();

@@ -62,7 +62,7 @@ function setup(
 ) {
   const stats = new StatsStore();
   const clock = new ManualClock();
-  clock.setSeconds(2222);
+  clock.set(2222 * 1000);
   const config = loadConfig([{ name: 'test.yaml', content: YAML }], { mergeDomainConfig: false, stats });
   const store = opts.store ?? new MemoryStore({ maxKeys: 1000 });
   const snapshot = { config, flags: { ...FLAGS, ...flags } };
@@ -320,7 +320,7 @@ describe('RateLimitService', () => {
     expect(calls).toEqual([1, 1, 1]);
     expect(counter(stats, 'ratelimit.service.rate_limit.d.small.over_limit')).toBe(3);
     expect(counter(stats, 'ratelimit.service.rate_limit.d.small.over_limit_with_local_cache')).toBe(2);
-    clock.setSeconds(2222 + 60);
+    clock.set((2222 + 60) * 1000);
     const next = await ask([d('small', 'lc')]);
     expect(next.overallCode).toBe(Code.OK);
     expect(calls).toHaveLength(4);

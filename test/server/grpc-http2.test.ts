@@ -66,7 +66,7 @@ const SHOULD_RATE_LIMIT = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRa
 /** One service on its own memory store and a fixed clock, so two of them answer alike. */
 function rateLimitService(stats: StatsStore, tracing?: Tracing): RateLimitService {
   const clock = new ManualClock();
-  clock.setSeconds(1_000_000);
+  clock.set(1_000_000 * 1000);
   const config = loadConfig([{ name: 'd.yaml', content: CONFIG }], { mergeDomainConfig: false, stats });
   const snapshot = { config, flags: FLAGS };
   return new RateLimitService({

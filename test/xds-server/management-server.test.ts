@@ -236,7 +236,7 @@ describe('ratelimit-xds-server CLI', () => {
     await expect(runXdsServer(['-config_dir', tmp, '-bogus'], io)).rejects.toThrow('flag provided but not defined: -bogus');
   });
 
-  const built = path.resolve(__dirname, '../../../dist/src/cli/xds-server.js');
+  const built = path.resolve(__dirname, '../../dist/src/cli/xds-server.js');
   test('the built program exits 0 on SIGTERM', async () => {
     writeTree(tmp, { 'a.yaml': A });
     const proc = spawn(process.execPath, [built, '-config_dir', tmp, '-port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -2,5 +2,5 @@ export * from './server';
 export * from './market';
 export * from './accounts';
 export * from './faults';
-export * from './clock';
+export * from '../../core/clock';
 export * from './cli-options';

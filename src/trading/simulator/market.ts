@@ -7,7 +7,7 @@ import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { PERIOD_SECONDS, normalizePeriod, rowToCandle } from '../fxcm/candles';
 import type { Candle, CandleRow, Period } from '../fxcm/types';
-import type { Clock } from './clock';
+import type { Clock } from '../../core/clock';
 
 export interface SymbolSpec {
   symbol: string;

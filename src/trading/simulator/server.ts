@@ -23,7 +23,7 @@ import { Server as IOServer, type Socket } from 'socket.io';
 import { MAX_CANDLES_PER_REQUEST, maxWindowSeconds, normalizePeriod, PERIOD_SECONDS } from '../fxcm/candles';
 import { MODEL_SNAPSHOT_KEY, MODELS, SUBSCRIBABLE_MODELS, isModelName, silentLogger, type Logger, type ModelName, type TableRecord } from '../fxcm/types';
 import { SimRequestError, TradingEngine, type AccountSpec, type Form } from './accounts';
-import { systemClock, type Clock } from './clock';
+import { systemClock, type Clock } from '../../core/clock';
 import { Faults } from './faults';
 import { Market, type MarketOptions, type Quote, type SymbolSpec } from './market';
 
