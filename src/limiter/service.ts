@@ -9,7 +9,7 @@ import type { CounterOp, CounterStore, IncrementContext } from '../core/store';
 import type { Counter, StatsStore } from '../stats/store';
 import type { Attributes, Span, Tracing } from '../telemetry/tracing';
 import type { Clock } from '../core/clock';
-import { cacheKey, keyStem, secondsUntilReset, windowStart } from './cache-key';
+import { keyStem, secondsUntilReset, windowStart } from './cache-key';
 import { algorithmStatus, mostRestrictive, tokenBucketKey } from './algorithms';
 import type { LocalCache } from './local-cache';
 import { counterStatus, localCacheOverLimitStatus, okStatus } from './status';
@@ -172,13 +172,17 @@ export class RateLimitService {
       : this.aggregate(request, rules, unlimited, statuses, flags);
   }
 
-  /** Keys, local cache, one store round trip, statuses (upstream DoLimit + base limiter). */
+  /**
+   * Keys, local cache, one store round trip, statuses (upstream DoLimit + base limiter). Every
+   * limit of every matched descriptor (one, or more with `rate_limits:`) takes a slot: the index
+   * of its op in the store batch, or its status when the local cache already answered.
+   */
   private doLimit(
     request: RateLimitRequest,
     rules: Array<RateLimitRule | undefined>,
     span: Span | undefined,
   ): DescriptorStatus[] | Promise<DescriptorStatus[]> {
-    const { clock, localCache, cacheKeyPrefix } = this.opts;
+    const { clock, cacheKeyPrefix } = this.opts;
     const descriptors = request.descriptors;
     const n = descriptors.length;
     const nowMs = clock.nowMs();
@@ -186,71 +190,34 @@ export class RateLimitService {
     const defaultHits = request.hitsAddend > 1 ? request.hitsAddend : 1;
     const statuses = new Array<DescriptorStatus>(n);
     const ops: CounterOp[] = [];
-    const opOf = new Array<number>(n);
+    const slots: Array<number | DescriptorStatus> = [];
+    // Descriptor i's limits are slots[firstSlot[i]] .. slots[firstSlot[i + 1] - 1].
+    const firstSlot = new Array<number>(n + 1);
     let localCacheHit = false;
-    // Descriptors with an algorithm or several limits: per limit, an op index or a status.
-    let multi: Array<Array<number | DescriptorStatus> | undefined> | undefined;
 
     for (let i = 0; i < n; i++) {
+      firstSlot[i] = slots.length;
       const rule = rules[i];
-      opOf[i] = -1;
       if (rule === undefined) {
         statuses[i] = okStatus();
         continue;
       }
       const d = descriptors[i]!;
       const hits = d.hitsAddend !== undefined ? d.hitsAddend : defaultHits;
-      if (rule.algorithm !== undefined || rule.more !== undefined) {
-        // Extension path; a rule without either never gets here (upstream's path below).
-        const stem = keyStem(cacheKeyPrefix, request.domain, d, rule);
-        const entries: Array<number | DescriptorStatus> = [];
-        const all = rule.more === undefined ? [rule] : [rule, ...rule.more];
-        for (const r of all) {
-          const div = unitToDivider(r.limit.unit);
-          const suffix = r.keySuffix ?? '';
-          r.stats.totalHits.inc(hits);
-          if (r.algorithm === 'token_bucket') {
-            entries.push(ops.length);
-            ops.push({ key: tokenBucketKey(stem, suffix), hits, windowSeconds: div, rule: r });
-            continue;
-          }
-          const ws = windowStart(nowS, div);
-          const key = stem + ws + suffix;
-          if (r.algorithm === 'sliding_window') {
-            entries.push(ops.length);
-            ops.push({ key, hits, windowSeconds: div, rule: r, prevKey: stem + (ws - div) + suffix });
-            continue;
-          }
-          if (localCache !== undefined && localCache.has(key, nowMs)) {
-            entries.push(localCacheOverLimitStatus(r, hits, secondsUntilReset(nowS, div)));
-            localCacheHit = true;
-            continue;
-          }
-          entries.push(ops.length);
-          ops.push({ key, hits, windowSeconds: div, rule: r });
-        }
-        (multi ??= new Array(n))[i] = entries;
-        opOf[i] = -2;
-        if (!entries.some((e) => typeof e === 'number')) statuses[i] = mostRestrictive(entries as DescriptorStatus[]);
-        continue;
+      const stem = keyStem(cacheKeyPrefix, request.domain, d, rule);
+      if (this.planLimit(rule, stem, hits, nowMs, nowS, ops, slots)) localCacheHit = true;
+      const more = rule.more;
+      if (more !== undefined) {
+        for (let k = 0; k < more.length; k++) if (this.planLimit(more[k]!, stem, hits, nowMs, nowS, ops, slots)) localCacheHit = true;
       }
-      const divider = unitToDivider(rule.limit.unit);
-      const key = cacheKey(cacheKeyPrefix, request.domain, d, rule, nowS, divider);
-      rule.stats.totalHits.inc(hits);
-      if (localCache !== undefined && localCache.has(key, nowMs)) {
-        statuses[i] = localCacheOverLimitStatus(rule, hits, secondsUntilReset(nowS, divider));
-        localCacheHit = true;
-        continue;
-      }
-      opOf[i] = ops.length;
-      ops.push({ key, hits, windowSeconds: divider, rule });
     }
-    if (ops.length === 0) return statuses;
+    firstSlot[n] = slots.length;
+    if (ops.length === 0) return this.resolve(statuses, slots, firstSlot, ops, undefined, nowMs);
 
     const context = localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE;
     const sync = this.store.incrementSync;
     if (sync !== undefined) {
-      return this.applyCounts(statuses, ops, opOf, sync.call(this.store, ops, nowMs, context), nowMs, multi);
+      return this.resolve(statuses, slots, firstSlot, ops, sync.call(this.store, ops, nowMs, context), nowMs);
     }
     const { tracing, storeSpan } = this.opts;
     const child = span !== undefined && tracing !== undefined && storeSpan !== undefined
@@ -259,7 +226,7 @@ export class RateLimitService {
     return this.store.increment(ops, nowMs, context).then(
       (counts) => {
         child?.end();
-        return this.applyCounts(statuses, ops, opOf, counts, nowMs, multi);
+        return this.resolve(statuses, slots, firstSlot, ops, counts, nowMs);
       },
       (err: unknown) => {
         child?.end();
@@ -267,64 +234,93 @@ export class RateLimitService {
         if (mode === 'error' || !(err instanceof StoreError)) throw err;
         // The store failed, but the operator chose an answer over an error: count both.
         this.storeError.inc();
-        for (let i = 0; i < n; i++) {
-          const j = opOf[i]!;
-          if (j >= 0) statuses[i] = failureStatus(ops[j]!, mode, nowS);
-          else if (j === -2) {
-            statuses[i] = mostRestrictive(
-              multi![i]!.map((e) => (typeof e === 'number' ? failureStatus(ops[e]!, mode, nowS) : e)),
-            );
-          }
-        }
         (mode === 'allow' ? this.failureAllowed : this.failureDenied).inc();
-        return statuses;
+        return this.resolve(statuses, slots, firstSlot, ops, mode, nowMs);
       },
     );
   }
 
-  /** Statuses from the counts after the increment (the base limiter), feeding the local cache. */
-  private applyCounts(
-    statuses: DescriptorStatus[],
-    ops: readonly CounterOp[],
-    opOf: readonly number[],
-    counts: readonly number[],
+  /**
+   * Adds one limit's slot: a status when the local cache knows its window is over the limit,
+   * else an op for the store. Counts its hits. Returns whether the local cache answered.
+   */
+  private planLimit(
+    r: RateLimitRule,
+    stem: string,
+    hits: number,
     nowMs: number,
-    multi: Array<Array<number | DescriptorStatus> | undefined> | undefined,
+    nowS: number,
+    ops: CounterOp[],
+    slots: Array<number | DescriptorStatus>,
+  ): boolean {
+    const div = unitToDivider(r.limit.unit);
+    const suffix = r.keySuffix ?? '';
+    r.stats.totalHits.inc(hits);
+    slots.push(ops.length);
+    if (r.algorithm === 'token_bucket') {
+      ops.push({ key: tokenBucketKey(stem, suffix), hits, windowSeconds: div, rule: r });
+      return false;
+    }
+    const ws = windowStart(nowS, div);
+    const key = suffix === '' ? stem + ws : stem + ws + suffix;
+    if (r.algorithm === 'sliding_window') {
+      ops.push({ key, hits, windowSeconds: div, rule: r, prevKey: stem + (ws - div) + suffix });
+      return false;
+    }
+    const localCache = this.opts.localCache;
+    if (localCache !== undefined && localCache.has(key, nowMs)) {
+      slots[slots.length - 1] = localCacheOverLimitStatus(r, hits, secondsUntilReset(nowS, div));
+      return true;
+    }
+    ops.push({ key, hits, windowSeconds: div, rule: r });
+    return false;
+  }
+
+  /**
+   * Each matched descriptor's status from its slots: the store's counts after the increment (the
+   * base limiter, feeding the local cache), or BACKEND_FAILURE_MODE's answer when the store failed.
+   * A descriptor with several limits reports the most restrictive.
+   */
+  private resolve(
+    statuses: DescriptorStatus[],
+    slots: ReadonlyArray<number | DescriptorStatus>,
+    firstSlot: readonly number[],
+    ops: readonly CounterOp[],
+    counts: readonly number[] | 'allow' | 'deny' | undefined,
+    nowMs: number,
   ): DescriptorStatus[] {
-    const { localCache, nearLimitRatio } = this.opts;
     const nowS = Math.floor(nowMs / 1000);
     for (let i = 0; i < statuses.length; i++) {
-      const j = opOf[i]!;
-      if (j === -2) {
-        const entries = multi![i]!;
-        const each = new Array<DescriptorStatus>(entries.length);
-        for (let k = 0; k < entries.length; k++) {
-          const e = entries[k]!;
-          if (typeof e !== 'number') {
-            each[k] = e;
-            continue;
-          }
-          const op = ops[e]!;
-          const after = counts[e]!;
-          if (op.rule.algorithm !== undefined) {
-            each[k] = algorithmStatus(op, after, nearLimitRatio, nowMs);
-            continue;
-          }
-          const divider = op.windowSeconds;
-          each[k] = counterStatus(op.rule, op.hits, after, nearLimitRatio, secondsUntilReset(nowS, divider));
-          if (localCache !== undefined && after > op.rule.limit.requestsPerUnit) localCache.set(op.key, divider, nowMs);
-        }
-        statuses[i] = mostRestrictive(each);
+      const from = firstSlot[i]!;
+      const to = firstSlot[i + 1]!;
+      if (to === from) continue;
+      if (to === from + 1) {
+        statuses[i] = this.slotStatus(slots[from]!, ops, counts, nowMs, nowS);
         continue;
       }
-      if (j < 0) continue;
-      const op = ops[j]!;
-      const after = counts[j]!;
-      const divider = op.windowSeconds;
-      statuses[i] = counterStatus(op.rule, op.hits, after, nearLimitRatio, secondsUntilReset(nowS, divider));
-      if (localCache !== undefined && after > op.rule.limit.requestsPerUnit) localCache.set(op.key, divider, nowMs);
+      const each = new Array<DescriptorStatus>(to - from);
+      for (let k = from; k < to; k++) each[k - from] = this.slotStatus(slots[k]!, ops, counts, nowMs, nowS);
+      statuses[i] = mostRestrictive(each);
     }
     return statuses;
+  }
+
+  private slotStatus(
+    slot: number | DescriptorStatus,
+    ops: readonly CounterOp[],
+    counts: readonly number[] | 'allow' | 'deny' | undefined,
+    nowMs: number,
+    nowS: number,
+  ): DescriptorStatus {
+    if (typeof slot !== 'number') return slot;
+    const op = ops[slot]!;
+    if (typeof counts === 'string') return failureStatus(op, counts, nowS);
+    const after = counts![slot]!;
+    const { nearLimitRatio, localCache } = this.opts;
+    if (op.rule.algorithm !== undefined) return algorithmStatus(op, after, nearLimitRatio, nowMs);
+    const divider = op.windowSeconds;
+    if (localCache !== undefined && after > op.rule.limit.requestsPerUnit) localCache.set(op.key, divider, nowMs);
+    return counterStatus(op.rule, op.hits, after, nearLimitRatio, secondsUntilReset(nowS, divider));
   }
 
   private aggregate(
