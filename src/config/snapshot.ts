@@ -166,17 +166,13 @@ export class ConfigSnapshot implements RateLimitConfig {
     Object.freeze(this);
   }
 
+  hasDomain(domain: string): boolean {
+    return this.domains.has(domain);
+  }
+
   getLimit(domain: string, descriptor: Descriptor): RateLimitRule | undefined {
     const dom = this.domains.get(domain);
-    if (dom === undefined) {
-      this.stats
-        .dynamicCounter(
-          'ratelimit.service.rate_limit.' + sanitizeStatName(domain) + '.domain_not_found',
-          'ratelimit.service.rate_limit.overflow.domain_not_found',
-        )
-        .inc();
-      return undefined;
-    }
+    if (dom === undefined) return undefined;
     if (descriptor.limit !== undefined && descriptor.limit !== null) return this.overrideRule(domain, descriptor);
 
     const entries = descriptor.entries;
@@ -282,12 +278,12 @@ export class ConfigSnapshot implements RateLimitConfig {
 
     // Cache only rules whose patterns follow from the node alone (none, or the standard set).
     if (shareSeen > 0 ? !shareStandard : found.shareCount > 0) {
-      return this.makeRule(base, key, this.stats.dynamicRuleStats(sanitizeStatName(key)), patterns);
+      return this.makeRule(base, key, this.stats.deferredRuleStats(sanitizeStatName(key)), patterns);
     }
     let cache = found.dynamicRules;
     const hit = cache !== undefined ? cache.get(key) : undefined;
     if (hit !== undefined) return hit;
-    const rule = this.makeRule(base, key, this.stats.dynamicRuleStats(sanitizeStatName(key)), patterns);
+    const rule = this.makeRule(base, key, this.stats.deferredRuleStats(sanitizeStatName(key)), patterns);
     if (this.cacheBudget.remaining > 0) {
       this.cacheBudget.remaining--;
       if (cache === undefined) {
@@ -391,7 +387,7 @@ export class ConfigSnapshot implements RateLimitConfig {
         return Object.freeze({
           ...m,
           fullKey: key,
-          stats: stats === baseStats ? m.stats : this.stats.dynamicRuleStats(sanitizeStatName(key)),
+          stats: stats === baseStats ? m.stats : this.stats.deferredRuleStats(sanitizeStatName(key)),
           shareThresholdKeyPattern: patterns,
         });
       }),
@@ -413,7 +409,7 @@ export class ConfigSnapshot implements RateLimitConfig {
     if (hit !== undefined) return hit;
     const rule: RateLimitRule = Object.freeze({
       fullKey: key,
-      stats: this.stats.dynamicRuleStats(sanitizeStatName(key)),
+      stats: this.stats.deferredRuleStats(sanitizeStatName(key)),
       limit: Object.freeze({ name: '', requestsPerUnit: o.requestsPerUnit, unit: o.unit }),
       unlimited: false,
       shadowMode: false,

@@ -6,9 +6,12 @@ import type { Descriptor } from '../core/rls';
 import type { RateLimitRule } from '../core/rule';
 
 export interface RateLimitConfig {
+  /** Whether `domain` is loaded (the service counts `<domain>.domain_not_found` when not). */
+  hasDomain(domain: string): boolean;
   /**
    * Upstream GetLimit: the rule for one descriptor of a request to `domain`, or undefined when
-   * nothing matches (or the domain is unknown, which also counts `<domain>.domain_not_found`).
+   * nothing matches or the domain is unknown. No side effects: the stats of a request-specific
+   * rule are created when it first counts.
    */
   getLimit(domain: string, descriptor: Descriptor): RateLimitRule | undefined;
   /** How `getLimit` walks the config for one descriptor (the explain tool); no side effects. */

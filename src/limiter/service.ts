@@ -6,7 +6,7 @@
 import type { RateLimitConfig } from '../config/types';
 import type { RateLimitRule } from '../core/rule';
 import type { CounterOp, CounterStore, IncrementContext } from '../core/store';
-import type { Counter, StatsStore } from '../stats/store';
+import { type Counter, RULE_STATS_PREFIX, sanitizeStatName, type StatsStore } from '../stats/store';
 import type { Attributes, Span, Tracing } from '../telemetry/tracing';
 import type { Clock } from '../core/clock';
 import { keyStem, secondsUntilReset, windowStart } from './cache-key';
@@ -114,6 +114,13 @@ export class RateLimitService {
     }
   }
 
+  private domainNotFound(domain: string): Counter {
+    return this.stats.dynamicCounter(
+      RULE_STATS_PREFIX + sanitizeStatName(domain) + '.domain_not_found',
+      RULE_STATS_PREFIX + 'overflow.domain_not_found',
+    );
+  }
+
   private count(err: unknown): void {
     if (err instanceof StoreError) this.storeError.inc();
     else this.serviceError.inc();
@@ -135,6 +142,8 @@ export class RateLimitService {
     if (this.opts.limits !== undefined) checkLimits(request, this.opts.limits);
     const { config, flags } = snapshot;
     const domain = request.domain;
+    // Upstream counts an unknown domain once per descriptor looked up.
+    if (!config.hasDomain(domain)) this.domainNotFound(domain).inc(n);
 
     // Match every descriptor; unlimited and replaced rules leave no limit to count.
     const rules = new Array<RateLimitRule | undefined>(n);

@@ -8,6 +8,7 @@
  * series through `counterList()` / `gaugeList()` / `timerList()`.
  */
 import type { Logger } from '../telemetry/logger';
+import type { RuleStats as RuleCounters } from '../core/rule';
 
 export class Counter {
   value = 0;
@@ -280,6 +281,24 @@ export class StatsStore {
     }
     this.dynamicSeries++;
     return this.ruleStats(key);
+  }
+
+  /**
+   * dynamicRuleStats, created only when one of them first counts: a config lookup can build a
+   * request-specific rule without creating series (lookups have no side effects).
+   */
+  deferredRuleStats(key: string): RuleCounters {
+    let resolved: RuleStats | undefined;
+    const stats = (): RuleStats => (resolved ??= this.dynamicRuleStats(key));
+    return {
+      key,
+      totalHits: { inc: (n?: number) => stats().totalHits.inc(n) },
+      overLimit: { inc: (n?: number) => stats().overLimit.inc(n) },
+      nearLimit: { inc: (n?: number) => stats().nearLimit.inc(n) },
+      overLimitWithLocalCache: { inc: (n?: number) => stats().overLimitWithLocalCache.inc(n) },
+      withinLimit: { inc: (n?: number) => stats().withinLimit.inc(n) },
+      shadowMode: { inc: (n?: number) => stats().shadowMode.inc(n) },
+    };
   }
 
   /** A counter whose name comes from request data, bounded like dynamicRuleStats. */

@@ -201,15 +201,17 @@ describe('unknown domain and overrides', () => {
   const stats = new StatsStore();
   const c = load(`domain: d\ndescriptors:\n  - key: k\n    rate_limit: ${rl('second', 1)}\n`, { stats });
 
-  test('unknown domain counts domain_not_found (sanitized) and returns undefined', () => {
+  // The lookup itself counts nothing: the service counts domain_not_found (test/limiter/service.test.ts).
+  test('unknown domain: undefined, hasDomain false, no series created', () => {
+    const before = stats.entries().length;
+    expect(c.hasDomain('no:such')).toBe(false);
+    expect(c.hasDomain('d')).toBe(true);
     expect(c.getLimit('no:such', desc(['k', 'v']))).toBeUndefined();
-    expect(c.getLimit('no:such', desc(['k', 'v']))).toBeUndefined();
-    expect(stats.counter('ratelimit.service.rate_limit.no_such.domain_not_found').value).toBe(2);
+    expect(stats.entries().length).toBe(before);
   });
 
   test('an override on an unknown domain is still nothing', () => {
     expect(c.getLimit('nope', { entries: [{ key: 'k', value: 'v' }], limit: { requestsPerUnit: 3, unit: 2 } })).toBeUndefined();
-    expect(stats.counter('ratelimit.service.rate_limit.nope.domain_not_found').value).toBe(1);
   });
 
   test('an override returns a synthetic rule, never matched against config', () => {
@@ -230,7 +232,8 @@ describe('unknown domain and overrides', () => {
     expect(r.metadata).toBeUndefined();
     expect(r.fullKey).toBe('d.k_v.ip_10.1.2.3.empty');
     expect(r.stats.key).toBe('d.k_v.ip_10_1_2_3.empty');
-    expect(stats.counter('ratelimit.service.rate_limit.d.k_v.ip_10_1_2_3.empty.total_hits')).toBe(r.stats.totalHits);
+    r.stats.totalHits.inc(2);
+    expect(stats.counter('ratelimit.service.rate_limit.d.k_v.ip_10_1_2_3.empty.total_hits').value).toBe(2);
   });
 
   test('override units are passed through unvalidated', () => {

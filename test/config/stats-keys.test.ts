@@ -79,6 +79,9 @@ descriptors:
     const r = c.getLimit('test-domain', desc(['key7', 'unspecified_value']))!;
     expect(r.fullKey).toBe('test-domain.key7_unspecified_value');
     expect(r.stats.key).toBe('test-domain.key7_unspecified_value');
+    // The lookup creates no series; the rule's first count does.
+    expect(counterExists(stats, 'test-domain.key7_unspecified_value')).toBe(false);
+    r.stats.totalHits.inc();
     expect(counterExists(stats, 'test-domain.key7_unspecified_value')).toBe(true);
     expect(r.limit).toEqual({ name: '', requestsPerUnit: 10, unit: 2 });
     expect(Object.isFrozen(r)).toBe(true);
@@ -161,7 +164,10 @@ descriptors:
   const key = (...kv: Array<[string, string]>) => c.getLimit('domain', desc(...kv))?.fullKey;
 
   test('bare key + value_to_metric: key_<runtime value>; bare key, no flag: key', () => {
-    expect(key(['route', 'draw'], ['http_method', 'GET'], ['subject_id', '123'])).toBe('domain.route_draw.http_method_GET.subject_id');
+    const r = c.getLimit('domain', desc(['route', 'draw'], ['http_method', 'GET'], ['subject_id', '123']))!;
+    expect(r.fullKey).toBe('domain.route_draw.http_method_GET.subject_id');
+    expect(counterExists(stats, 'domain.route_draw.http_method_GET.subject_id')).toBe(false);
+    r.stats.withinLimit.inc();
     expect(counterExists(stats, 'domain.route_draw.http_method_GET.subject_id')).toBe(true);
   });
 

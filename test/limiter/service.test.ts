@@ -332,4 +332,12 @@ describe('RateLimitService', () => {
     expect(r.overallCode).toBe(Code.OK);
     expect(counter(stats, 'ratelimit.service.rate_limit.other.domain_not_found')).toBe(1);
   });
+
+  test('unknown domain: domain_not_found once per descriptor, under the sanitized name', async () => {
+    const { service, stats } = setup();
+    await service.shouldRateLimit({ domain: 'no:such', descriptors: [d('k', 'v'), d('k', 'w')], hitsAddend: 0 });
+    expect(counter(stats, 'ratelimit.service.rate_limit.no_such.domain_not_found')).toBe(2);
+    await service.shouldRateLimit({ domain: 'nope', descriptors: [{ entries: [{ key: 'k', value: 'v' }], limit: { requestsPerUnit: 3, unit: 2 } }], hitsAddend: 0 });
+    expect(counter(stats, 'ratelimit.service.rate_limit.nope.domain_not_found')).toBe(1);
+  });
 });

@@ -20,6 +20,7 @@ export function fakeLoader(files: ConfigFile[], mergeDomainConfig: boolean): Rat
     files: files.map((f) => ({ ...f })),
     merge: mergeDomainConfig,
     domainCount: files.length,
+    hasDomain: () => false,
     getLimit: () => undefined,
     explainMatch: () => ({ domainFound: false, override: false, steps: [] }),
     dump: () => files.map((f) => `${f.name}=${f.content}\n`).join(''),
