@@ -146,7 +146,8 @@ function wildcardValue(node: ConfigNode, entry: Entry): string {
   return trimPrefix(node.finalKey, entry.key + '_');
 }
 
-export class ConfigSnapshot implements RateLimitConfig {
+/** A loaded config: the domains' descriptor trees, matched by getLimit (one per successful load). */
+export class LoadedConfig implements RateLimitConfig {
   readonly domainCount: number;
   private readonly overrideRules = new Map<string, RateLimitRule>();
   /**

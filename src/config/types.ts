@@ -22,6 +22,12 @@ export interface RateLimitConfig {
   readonly domainCount: number;
 }
 
+/** What one request reads: a config and the flags loaded with it, swapped together. */
+export interface ConfigSnapshot<F> {
+  readonly config: RateLimitConfig;
+  readonly flags: F;
+}
+
 /** One level of a config walk: what the request entry matched, and how. */
 export interface MatchStep {
   readonly key: string;

@@ -3,7 +3,7 @@
  * `service/ratelimit.go` + `DoLimit`): validate, match, build keys, consult the local over-limit
  * cache, increment in the counter store in one round trip, compute statuses, aggregate.
  */
-import type { RateLimitConfig } from '../config/types';
+import type { ConfigSnapshot } from '../config/types';
 import type { RateLimitRule } from '../core/rule';
 import type { CounterOp, CounterStore, IncrementContext } from '../core/store';
 import { type Counter, RULE_STATS_PREFIX, sanitizeStatName, type StatsStore } from '../stats/store';
@@ -27,15 +27,9 @@ export interface ServiceFlags {
   readonly resetHeader: string;
 }
 
-/** What one request reads: a config and its flags, swapped together. */
-export interface ConfigSnapshot {
-  readonly config: RateLimitConfig;
-  readonly flags: ServiceFlags;
-}
-
 export interface RateLimitServiceOptions {
   store: CounterStore;
-  snapshot: () => ConfigSnapshot | undefined;
+  snapshot: () => ConfigSnapshot<ServiceFlags> | undefined;
   stats: StatsStore;
   clock: Clock;
   nearLimitRatio: number;

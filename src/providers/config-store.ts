@@ -16,7 +16,7 @@
  * `waitForFirst()` resolves at the first event, success or failure, as upstream unblocks start-up
  * on the first event even when it is an error.
  */
-import type { RateLimitConfig } from '../config/types';
+import type { ConfigSnapshot, RateLimitConfig } from '../config/types';
 import type { Counter, StatsStore } from '../stats/store';
 
 /** The logger the providers write to (a subset of the service logger). */
@@ -24,12 +24,6 @@ export interface ProviderLogger {
   info(msg: string): void;
   warn(msg: string): void;
   error(msg: string): void;
-}
-
-/** What one request reads: a config and the flags loaded with it, swapped together. */
-export interface ConfigSnapshot<F> {
-  readonly config: RateLimitConfig;
-  readonly flags: F;
 }
 
 export type ConfigListener<F> = (snapshot: ConfigSnapshot<F>) => void;
