@@ -10,7 +10,7 @@ import { ConfigProblem, decodeRoot, validateKeys } from './schema';
 import type { YamlDescriptor, YamlRateLimit, YamlRoot } from './schema';
 import { type AlgorithmRestriction } from '../core/store';
 import { checkStoreSupport } from './capabilities';
-import { ConfigNode, LoadedConfig, DomainNode, Level, dumpLine } from './snapshot';
+import { ConfigNode, LoadedConfig, DomainNode, Level, dumpLine } from './loaded-config';
 import { YamlLoadError, fromObject, goFormat, parseYaml } from './tree';
 import type { TreeNode } from './tree';
 import { ALGORITHMS } from '../core/rule';
