@@ -457,6 +457,14 @@ class RequestParser {
 
   /** After a member value: `,` → true (pos on the next name), `}` → false. */
   private nextMember(): boolean {
+    return this.nextItem(125, '}', 'a field value');
+  }
+
+  /**
+   * After a member or an element: `,` → true (pos on the next one, whitespace skipped), the
+   * closing bracket `close` → false (pos after it).
+   */
+  private nextItem(close: number, closeChar: string, after: string): boolean {
     this.skipWs();
     const c = this.src.charCodeAt(this.pos);
     if (c === 44) {
@@ -464,11 +472,11 @@ class RequestParser {
       this.skipWs();
       return true;
     }
-    if (c === 125) {
+    if (c === close) {
       this.pos++;
       return false;
     }
-    return this.syntax(this.pos >= this.src.length ? "unexpected end of input, expected ',' or '}'" : "expected ',' or '}' after a field value");
+    return this.syntax(this.pos >= this.src.length ? `unexpected end of input, expected ',' or '${closeChar}'` : `expected ',' or '${closeChar}' after ${after}`);
   }
 
   /** Expects `[`; returns false for `[]`, else leaves pos on the first element. */
@@ -485,18 +493,7 @@ class RequestParser {
 
   /** After an element: `,` → true (pos on the next element), `]` → false. */
   private nextElement(): boolean {
-    this.skipWs();
-    const c = this.src.charCodeAt(this.pos);
-    if (c === 44) {
-      this.pos++;
-      this.skipWs();
-      return true;
-    }
-    if (c === 93) {
-      this.pos++;
-      return false;
-    }
-    return this.syntax(this.pos >= this.src.length ? "unexpected end of input, expected ',' or ']'" : "expected ',' or ']' after a list element");
+    return this.nextItem(93, ']', 'a list element');
   }
 
   /** Consumes a `null` literal at pos if there is one. */
