@@ -1,7 +1,10 @@
 /**
  * The delay before restarting a worker that died: short for a rare crash, doubling while a worker
- * keeps dying soon after its restart, so a crash loop costs little CPU and log volume.
+ * keeps dying soon after its restart, so a crash loop costs little CPU and log volume. The delays
+ * are the project's one Backoff; what is particular here is when it starts over.
  */
+import { Backoff } from '../../core/backoff';
+
 export interface RestartBackoffOptions {
   /** First delay (ms). */
   readonly initialMs: number;
@@ -14,16 +17,15 @@ export interface RestartBackoffOptions {
 export const DEFAULT_RESTART_BACKOFF: RestartBackoffOptions = { initialMs: 100, maxMs: 30_000, stableMs: 60_000 };
 
 export class RestartBackoff {
-  private failures = 0;
+  private readonly delays: Backoff;
 
-  constructor(private readonly opts: RestartBackoffOptions = DEFAULT_RESTART_BACKOFF) {}
+  constructor(private readonly opts: RestartBackoffOptions = DEFAULT_RESTART_BACKOFF) {
+    this.delays = new Backoff({ initialMs: opts.initialMs, maxMs: opts.maxMs });
+  }
 
   /** The delay before the next start, given how long the dead worker ran. */
   next(ranMs: number): number {
-    if (ranMs >= this.opts.stableMs) this.failures = 0;
-    const delay = Math.min(this.opts.maxMs, this.opts.initialMs * 2 ** this.failures);
-    // Stop growing the exponent once the cap is reached (2 ** n would overflow to Infinity).
-    if (delay < this.opts.maxMs) this.failures++;
-    return delay;
+    if (ranMs >= this.opts.stableMs) this.delays.reset();
+    return this.delays.next();
   }
 }

@@ -29,6 +29,7 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { RedisConnectionSettings, RedisSettings } from '../../settings/settings';
 import type { Counter, Gauge, StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
+import { Backoff } from '../../core/backoff';
 
 export type RedisClient = Redis | Cluster;
 
@@ -100,20 +101,12 @@ export function tlsOptions(shared: SharedRedisSettings): ConnectionOptions {
   return o;
 }
 
-/** Background reconnect delay after the first successful connect: 50 ms doubling to 2 s. */
-export function reconnectDelayMs(attempt: number): number {
-  return Math.min(50 * 2 ** Math.min(Math.max(attempt - 1, 0), 6), 2000);
-}
+/** Background reconnect delays after the first successful connect: 50 ms doubling to 2 s. */
+const RECONNECT_DELAYS = new Backoff({ initialMs: 50, maxMs: 2000 });
 
-/**
- * Upstream's jpillora/backoff (factor 2, jitter): the n-th wait (n from 0) is uniform in
- * [min, min·2ⁿ], capped at max.
- */
-export function startupDelayMs(attempt: number, minMs: number, maxMs: number, random: () => number): number {
-  const min = Math.max(minMs, 0);
-  const max = Math.max(maxMs, min);
-  const top = Math.min(min * 2 ** attempt, max);
-  return Math.round(min + random() * (top - min));
+/** The delay before ioredis's reconnect attempt number `times` (from 1). */
+export function reconnectDelayMs(times: number): number {
+  return RECONNECT_DELAYS.delay(times - 1);
 }
 
 export interface RedisConnectionOptions {
@@ -227,7 +220,8 @@ export class RedisConnection {
    */
   async connect(): Promise<void> {
     const { initialIntervalMs, maxIntervalMs, maxElapsedTimeMs } = this.options.shared.startup;
-    const random = this.options.random ?? Math.random;
+    // Upstream's jpillora/backoff (factor 2, jitter): the n-th wait is uniform in [min, min·2ⁿ], capped.
+    const delays = new Backoff({ initialMs: initialIntervalMs, maxMs: maxIntervalMs, jitter: 'from-initial', random: this.options.random });
     const startedAt = Date.now();
     const s = this.options.settings;
     this.options.logger.warn(
@@ -253,7 +247,7 @@ export class RedisConnection {
           this.options.logger.error(`${this.label}: giving up on ${this.maskedUrl} after ${elapsed} ms: ${message}`);
           throw new Error(`timed out waiting for Redis connection to ${this.maskedUrl}`, { cause: err });
         }
-        let delay = startupDelayMs(attempt, initialIntervalMs, maxIntervalMs, random);
+        let delay = delays.delay(attempt);
         if (maxElapsedTimeMs > 0) delay = Math.max(0, Math.min(delay, maxElapsedTimeMs - elapsed));
         this.options.logger.warn(
           `failed to connect to ${this.label} on ${this.maskedUrl} (attempt ${attempt + 1}): ${message}; retrying in ${delay} ms`,

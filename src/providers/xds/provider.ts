@@ -33,7 +33,8 @@
  *   advance. Before the first stream and after each lost stream, this is how the client waits for
  *   the server to come (back).
  * - A connected stream that ends (any status, including a clean end from the server) is a lost
- *   stream: the next attempt starts after the jittered, doubling backoff delay (see backoff.ts);
+ *   stream: the next attempt starts after the jittered, doubling backoff delay (src/core/backoff.ts: base ×
+ *   (1 ± XDS_CLIENT_BACKOFF_RANDOM_FACTOR), doubling from the initial interval, capped at the max);
  *   the backoff is reset first when that stream delivered at least one response, so a server that
  *   drops a working stream is re-dialled after about XDS_CLIENT_BACKOFF_INITIAL_INTERVAL, and one
  *   that keeps accepting then dropping streams without answering is backed off up to the max.
@@ -60,10 +61,9 @@ import { ConfigError, type RateLimitConfig } from '../../config/types';
 import type { XdsSettings } from '../../settings/settings';
 import type { StatsStore } from '../../stats/store';
 import type { ConfigStore, ProviderLogger } from '../config-store';
-import { Backoff } from './backoff';
+import { Backoff } from '../../core/backoff';
 import { RATE_LIMIT_CONFIG_MESSAGE, RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject } from './convert';
 
-export { Backoff } from './backoff';
 export { RATE_LIMIT_CONFIG_TYPE_URL } from './convert';
 
 export interface XdsProviderOptions<F> {
@@ -154,7 +154,13 @@ export class XdsProvider<F> {
     this.store = opts.store;
     this.logger = opts.logger;
     this.restrictions = opts.restrictions;
-    this.backoff = new Backoff({ ...opts.settings.backoff, random: opts.random });
+    const b = opts.settings.backoff;
+    this.backoff = new Backoff({
+      initialMs: b.initialIntervalMs,
+      maxMs: b.maxIntervalMs,
+      jitter: b.jitter ? { spread: b.randomFactor } : 'none',
+      random: opts.random,
+    });
     this.connectRetryMs = Math.max(1, opts.settings.connectRetryIntervalMs);
     const md = opts.settings.nodeMetadata;
     this.node = Node.fromPartial({

@@ -14,6 +14,7 @@
  */
 import dgram from 'node:dgram';
 import net from 'node:net';
+import { Backoff } from '../../core/backoff';
 import type { Logger } from '../../telemetry/logger';
 import { silentLogger } from '../../telemetry/logger';
 import type { TimerSamples } from '../store';
@@ -153,14 +154,12 @@ class TcpTransport implements Transport {
   private started = false;
   private pending: Chunk[] = [];
   private pendingBytes = 0;
-  private attempt = 0;
   private reconnectTimer: NodeJS.Timeout | undefined;
   /** True from the first failure of an outage until the next successful connect (one warning each). */
   private down = false;
   private readonly target: string;
   private readonly maxPendingBytes: number;
-  private readonly minMs: number;
-  private readonly maxMs: number;
+  private readonly reconnectDelays: Backoff;
   private readonly connectTimeoutMs: number;
   private readonly closeTimeoutMs: number;
 
@@ -170,8 +169,7 @@ class TcpTransport implements Transport {
   ) {
     this.target = `${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${opts.port}`;
     this.maxPendingBytes = opts.maxPendingBytes ?? 8 * 1024 * 1024;
-    this.minMs = opts.reconnectMinMs ?? 250;
-    this.maxMs = opts.reconnectMaxMs ?? 10_000;
+    this.reconnectDelays = new Backoff({ initialMs: opts.reconnectMinMs ?? 250, maxMs: opts.reconnectMaxMs ?? 10_000 });
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 5_000;
     this.closeTimeoutMs = opts.closeTimeoutMs ?? 2_000;
   }
@@ -261,7 +259,7 @@ class TcpTransport implements Transport {
     s.once('connect', () => {
       s.setTimeout(0);
       this.connected = true;
-      this.attempt = 0;
+      this.reconnectDelays.reset();
       if (this.down) {
         this.down = false;
         this.logger.info(`statsd: connected to ${this.target} again`);
@@ -289,9 +287,7 @@ class TcpTransport implements Transport {
 
   private scheduleReconnect(): void {
     if (this.reconnectTimer !== undefined || this.closed) return;
-    const delay = Math.min(this.maxMs, this.minMs * 2 ** Math.min(this.attempt, 20));
-    this.attempt++;
-    this.reconnectTimer = setTimeout(() => this.connect(), delay);
+    this.reconnectTimer = setTimeout(() => this.connect(), this.reconnectDelays.next());
     this.reconnectTimer.unref();
   }
 }

@@ -10,6 +10,7 @@
  *   completes the set (`awaitTradeIds`).
  */
 import { EventEmitter } from 'node:events';
+import { Backoff } from '../../core/backoff';
 import { mergeCandles, normalizePeriod, rowToCandle, splitCandleRange } from './candles';
 import { FxcmError, FxcmOrderRejectedError, FxcmRuleError, FxcmTimeoutError, FxcmNotConnectedError } from './errors';
 import { RestTransport, type BeforeRequestHook } from './rest';
@@ -38,11 +39,11 @@ import {
   type TimeInForce,
 } from './types';
 
-export interface BackoffOptions {
+/** Stream reconnect delays (src/core/backoff.ts: doubling from initialMs, capped at maxMs). */
+export interface ReconnectOptions {
   initialMs: number;
   maxMs: number;
-  factor: number;
-  /** 0..1: fraction of the delay randomised. */
+  /** 0..1: each delay is base × (1 ± jitter·random). */
   jitter: number;
   /** Give up after this many failed attempts (default: never). */
   maxAttempts?: number;
@@ -57,7 +58,7 @@ export interface FxcmClientOptions {
   engineIO?: EngineIOVersion;
   socketPath?: string;
   timeouts?: { connectMs?: number; requestMs?: number; tradeIdsMs?: number };
-  backoff?: Partial<BackoffOptions>;
+  backoff?: Partial<ReconnectOptions>;
   /** Reconnect automatically on an unexpected close (default true). */
   reconnect?: boolean;
   beforeRequest?: BeforeRequestHook;
@@ -147,7 +148,7 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
-const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 500, maxMs: 30000, factor: 2, jitter: 0.2 };
+const DEFAULT_RECONNECT: ReconnectOptions = { initialMs: 500, maxMs: 30000, jitter: 0.2 };
 
 /**
  * Events: `connected` (sid), `disconnected` (reason), `reconnected` (sid), `reconnectFailed` (err),
@@ -158,7 +159,7 @@ export class FxcmClient extends EventEmitter {
   private stream: FxcmStream | undefined;
   private readonly rest: RestTransport;
   private readonly log: Logger;
-  private readonly backoff: BackoffOptions;
+  private readonly backoff: ReconnectOptions;
   private closing = false;
   private reconnecting = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
@@ -176,7 +177,7 @@ export class FxcmClient extends EventEmitter {
   constructor(readonly options: FxcmClientOptions) {
     super();
     this.log = options.logger ?? silentLogger;
-    this.backoff = { ...DEFAULT_BACKOFF, ...options.backoff };
+    this.backoff = { ...DEFAULT_RECONNECT, ...options.backoff };
     this.accountId = options.accountId;
     this.rest = new RestTransport({
       baseUrl: options.baseUrl,
@@ -232,18 +233,14 @@ export class FxcmClient extends EventEmitter {
     void this.reconnectLoop();
   }
 
-  private backoffDelay(attempt: number): number {
-    const b = this.backoff;
-    const base = Math.min(b.maxMs, b.initialMs * Math.pow(b.factor, attempt));
-    return Math.max(0, Math.round(base * (1 - b.jitter + Math.random() * 2 * b.jitter)));
-  }
-
   private async reconnectLoop(): Promise<void> {
     this.reconnecting = true;
+    const b = this.backoff;
+    const delays = new Backoff({ initialMs: b.initialMs, maxMs: b.maxMs, jitter: { spread: b.jitter } });
     let attempt = 0;
     try {
       while (!this.closing) {
-        const delay = this.backoffDelay(attempt);
+        const delay = delays.delay(attempt);
         await new Promise<void>((resolve) => {
           this.wakeReconnect = resolve;
           this.reconnectTimer = setTimeout(resolve, delay);
