@@ -9,9 +9,9 @@
  * process would end), while a crash is restarted.
  */
 import cluster, { type Worker } from 'node:cluster';
+import { Backoff, type BackoffOptions } from '../../core/backoff';
 import type { StatsBatch } from '../../stats/sinks/ipc';
 import type { Logger } from '../../telemetry/logger';
-import { RestartBackoff, type RestartBackoffOptions } from './backoff';
 import { type FromWorker, isMessage, type ToWorker, type WorkerQuery } from './messages';
 
 export interface WorkerAddresses {
@@ -24,7 +24,6 @@ export interface WorkerPoolOptions {
   readonly logger: Logger;
   /** Whether the workers' stats batches should carry timer samples (the primary's sink uses them). */
   readonly forwardTimerSamples: boolean;
-  readonly backoff?: RestartBackoffOptions;
   /** Every slot listened once: the program is up. */
   readonly onReady: (addresses: WorkerAddresses) => void;
   /** The program must end with this one-line error. */
@@ -32,6 +31,21 @@ export interface WorkerPoolOptions {
   /** A worker's flushed stats (`worker` is cluster's id, unique per process). */
   readonly onStats: (worker: number, batch: StatsBatch) => void;
   readonly onWorkerExit: (worker: number) => void;
+}
+
+/**
+ * Restart delays: short for a rare crash, doubling while a worker keeps dying soon after its
+ * restart, so a crash loop costs little CPU and log volume.
+ */
+export const RESTART_DELAYS: BackoffOptions = { initialMs: 100, maxMs: 30_000 };
+
+/** A worker that ran this long before dying was stable: its restart starts over at the first delay. */
+export const STABLE_RUN_MS = 60_000;
+
+/** The delay before restarting a worker that died after running `ranMs`; advances `delays`. */
+export function restartDelay(delays: Backoff, ranMs: number): number {
+  if (ranMs >= STABLE_RUN_MS) delays.reset();
+  return delays.next();
 }
 
 /** No worker could answer a query (none listening, it exited, or it timed out). */
@@ -44,7 +58,7 @@ interface Slot {
   startedAt: number;
   addresses: WorkerAddresses | undefined;
   startupError: string | undefined;
-  readonly backoff: RestartBackoff;
+  readonly restartDelays: Backoff;
   restartTimer: NodeJS.Timeout | undefined;
 }
 
@@ -70,7 +84,7 @@ export class WorkerPool {
       startedAt: 0,
       addresses: undefined,
       startupError: undefined,
-      backoff: new RestartBackoff(opts.backoff),
+      restartDelays: new Backoff(RESTART_DELAYS),
       restartTimer: undefined,
     }));
   }
@@ -215,7 +229,7 @@ export class WorkerPool {
       this.opts.onFatal(`worker ${slot.index} exited with ${how} before listening`);
       return;
     }
-    const delay = slot.backoff.next(Date.now() - slot.startedAt);
+    const delay = restartDelay(slot.restartDelays, Date.now() - slot.startedAt);
     this.opts.logger.error(`worker ${slot.index} (pid ${worker.process.pid}) exited unexpectedly with ${how}; restarting it in ${delay} ms`);
     slot.restartTimer = setTimeout(() => this.fork(slot), delay);
   }
