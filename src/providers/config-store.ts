@@ -18,13 +18,10 @@
  */
 import type { ConfigSnapshot, RateLimitConfig } from '../config/types';
 import type { Counter, StatsStore } from '../stats/store';
+import type { Logger } from '../telemetry/logger';
 
 /** The logger the providers write to (a subset of the service logger). */
-export interface ProviderLogger {
-  info(msg: string): void;
-  warn(msg: string): void;
-  error(msg: string): void;
-}
+export type ProviderLogger = Pick<Logger, 'info' | 'warn' | 'error'>;
 
 export type ConfigListener<F> = (snapshot: ConfigSnapshot<F>) => void;
 

@@ -7,13 +7,19 @@ export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' |
 
 const RANK: Record<LogLevel, number> = { trace: 0, debug: 1, info: 2, warn: 3, error: 4, fatal: 5, panic: 6 };
 
+/** Structured context of a log line (logrus fields): `key=value` in text, keys of the JSON object. */
+export type LogFields = Record<string, unknown>;
+
 export interface Logger {
-  debug(msg: string): void;
-  info(msg: string): void;
-  warn(msg: string): void;
-  error(msg: string): void;
+  debug(msg: string, fields?: LogFields): void;
+  info(msg: string, fields?: LogFields): void;
+  warn(msg: string, fields?: LogFields): void;
+  error(msg: string, fields?: LogFields): void;
   enabled(level: LogLevel): boolean;
 }
+
+/** What code that only writes log lines needs (the trading code, a strategy's `ctx.log`). */
+export type LogWriter = Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
 
 export interface LoggerOptions {
   level: string;
@@ -32,22 +38,31 @@ export function createLogger(opts: LoggerOptions): Logger {
   const min = RANK[normalizeLevel(opts.level)];
   const json = opts.format === 'json';
   const write = opts.write ?? ((line: string) => process.stderr.write(line));
-  const emit = (level: LogLevel, msg: string): void => {
+  const emit = (level: LogLevel, msg: string, fields: LogFields | undefined): void => {
     if (RANK[level] < min) return;
     const ts = new Date().toISOString();
-    write(
-      json
-        ? JSON.stringify({ '@timestamp': ts, '@message': msg, level: level === 'warn' ? 'warning' : level }) + '\n'
-        : `time="${ts}" level=${level === 'warn' ? 'warning' : level} msg=${JSON.stringify(msg)}\n`,
-    );
+    const name = level === 'warn' ? 'warning' : level;
+    if (json) {
+      write(JSON.stringify({ ...fields, '@timestamp': ts, '@message': msg, level: name }) + '\n');
+      return;
+    }
+    let line = `time="${ts}" level=${name} msg=${JSON.stringify(msg)}`;
+    if (fields !== undefined) for (const k of Object.keys(fields)) line += ` ${k}=${fieldText(fields[k])}`;
+    write(line + '\n');
   };
   return {
-    debug: (m) => emit('debug', m),
-    info: (m) => emit('info', m),
-    warn: (m) => emit('warn', m),
-    error: (m) => emit('error', m),
+    debug: (m, f) => emit('debug', m, f),
+    info: (m, f) => emit('info', m, f),
+    warn: (m, f) => emit('warn', m, f),
+    error: (m, f) => emit('error', m, f),
     enabled: (level) => RANK[level] >= min,
   };
+}
+
+/** A field value as logrus writes it: bare when it is a plain word, quoted otherwise. */
+function fieldText(v: unknown): string {
+  const text = typeof v === 'string' ? v : v instanceof Error ? v.message : JSON.stringify(v) ?? String(v);
+  return /^[\w./:@-]+$/.test(text) ? text : JSON.stringify(text);
 }
 
 /** A logger that drops everything (tests, library use). */

@@ -47,15 +47,10 @@ import { RateLimitConfig as RateLimitConfigProto } from '../../generated/ratelim
 import { loadConfigFromObjects } from '../config/load';
 import { ConfigError } from '../config/types';
 import { StatsStore } from '../stats/store';
+import { type Logger, silentLogger } from '../telemetry/logger';
 import { RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject, yamlToRateLimitConfig } from '../providers/xds/convert';
 
-export interface ManagementServerLogger {
-  info(msg: string): void;
-  warn(msg: string): void;
-  error(msg: string): void;
-}
-
-const SILENT: ManagementServerLogger = { info: () => {}, warn: () => {}, error: () => {} };
+export type ManagementServerLogger = Pick<Logger, 'info' | 'warn' | 'error'>;
 
 export interface ManagementServerTlsOptions {
   /** PEM certificate chain of the server. */
@@ -153,7 +148,7 @@ export class ManagementServer {
     this.host = opts.host ?? '127.0.0.1';
     this.boundPort = opts.port ?? 0;
     this.tls = opts.tls;
-    this.logger = opts.logger ?? SILENT;
+    this.logger = opts.logger ?? silentLogger;
   }
 
   /** The bound port (the requested one before the first start). */
@@ -480,7 +475,7 @@ export class DirectoryPublisher {
   constructor(opts: DirectoryPublisherOptions) {
     this.dir = path.resolve(opts.dir);
     this.server = opts.server;
-    this.logger = opts.logger ?? SILENT;
+    this.logger = opts.logger ?? silentLogger;
     this.prefix = opts.versionPrefix ?? '';
     this.merge = opts.mergeDomainConfigs ?? false;
     this.debounceMs = Math.max(0, opts.debounceMs ?? 100);

@@ -11,6 +11,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { Backoff } from '../../core/backoff';
+import { type LogWriter, silentLogger } from '../../telemetry/logger';
 import { mergeCandles, normalizePeriod, rowToCandle, splitCandleRange } from './candles';
 import { FxcmError, FxcmOrderRejectedError, FxcmRuleError, FxcmTimeoutError, FxcmNotConnectedError } from './errors';
 import { RestTransport, type BeforeRequestHook } from './rest';
@@ -20,12 +21,10 @@ import {
   MODEL_KEY,
   MODEL_SNAPSHOT_KEY,
   isModelName,
-  silentLogger,
   type AccountRecord,
   type Candle,
   type Envelope,
   type Instrument,
-  type Logger,
   type ModelName,
   type OfferRecord,
   type OrderRecord,
@@ -62,7 +61,7 @@ export interface FxcmClientOptions {
   /** Reconnect automatically on an unexpected close (default true). */
   reconnect?: boolean;
   beforeRequest?: BeforeRequestHook;
-  logger?: Logger;
+  logger?: LogWriter;
   userAgent?: string;
   /** Check the broker's rules before sending (default true). */
   validate?: boolean;
@@ -158,7 +157,7 @@ const DEFAULT_RECONNECT: ReconnectOptions = { initialMs: 500, maxMs: 30000, jitt
 export class FxcmClient extends EventEmitter {
   private stream: FxcmStream | undefined;
   private readonly rest: RestTransport;
-  private readonly log: Logger;
+  private readonly log: LogWriter;
   private readonly backoff: ReconnectOptions;
   private closing = false;
   private reconnecting = false;

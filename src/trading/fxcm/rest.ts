@@ -3,7 +3,8 @@
  * repeated keys for lists, the `{response:{executed,error}}` envelope and typed errors.
  */
 import { FxcmNotConnectedError, FxcmTimeoutError, FxcmTransportError, toApiError } from './errors';
-import { silentLogger, type Envelope, type Logger, type Params } from './types';
+import { type LogWriter, silentLogger } from '../../telemetry/logger';
+import type { Envelope, Params } from './types';
 
 export type HttpMethod = 'GET' | 'POST';
 
@@ -18,7 +19,7 @@ export interface RestOptions {
   requestTimeoutMs?: number;
   userAgent?: string;
   beforeRequest?: BeforeRequestHook;
-  logger?: Logger;
+  logger?: LogWriter;
 }
 
 /** key=value pairs; strings URL-encoded, booleans lowercase, arrays as repeated keys, undefined skipped. */
@@ -34,7 +35,7 @@ export function encodeParams(params: Params): string {
 }
 
 export class RestTransport {
-  private readonly log: Logger;
+  private readonly log: LogWriter;
   constructor(private readonly opts: RestOptions) {
     this.log = opts.logger ?? silentLogger;
   }

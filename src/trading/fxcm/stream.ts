@@ -14,9 +14,9 @@
  * `42[...]` event, `44` connect error), `5` upgrade, `6` noop.
  */
 import { EventEmitter } from 'node:events';
+import { type LogWriter, silentLogger } from '../../telemetry/logger';
 import WebSocket from 'ws';
 import { FxcmAuthError, FxcmTimeoutError, FxcmTransportError } from './errors';
-import { silentLogger, type Logger } from './types';
 
 export type EngineIOVersion = 3 | 4;
 
@@ -31,7 +31,7 @@ export interface StreamOptions {
   query?: Record<string, string>;
   /** Timeout of the whole connect (handshake + upgrade + namespace connect). */
   connectTimeoutMs?: number;
-  logger?: Logger;
+  logger?: LogWriter;
 }
 
 interface Handshake {
@@ -76,7 +76,7 @@ export class FxcmStream extends EventEmitter {
   private pingTimer: NodeJS.Timeout | undefined;
   private deadTimer: NodeJS.Timeout | undefined;
   private closed = false;
-  private readonly log: Logger;
+  private readonly log: LogWriter;
 
   constructor(private readonly opts: StreamOptions) {
     super();

@@ -182,15 +182,6 @@ export interface Candle {
   tickQty: number;
 }
 
-export interface Logger {
-  debug(msg: string, meta?: Record<string, unknown>): void;
-  info(msg: string, meta?: Record<string, unknown>): void;
-  warn(msg: string, meta?: Record<string, unknown>): void;
-  error(msg: string, meta?: Record<string, unknown>): void;
-}
-
-export const silentLogger: Logger = { debug() {}, info() {}, warn() {}, error() {} };
-
 /** Form / query parameter value; arrays are sent as repeated keys. */
 export type ParamValue = string | number | boolean | readonly (string | number | boolean)[] | undefined;
 export type Params = Record<string, ParamValue>;

@@ -16,6 +16,7 @@
  * buy at the ask, sell at the bid. Commission is charged per side per 1K units.
  */
 import { checkAmount, checkTrailingStep } from '../fxcm/rules';
+import { silentLogger } from '../../telemetry/logger';
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import type { Candle, Period } from '../fxcm/types';
 import { SafetyError, StrategyError, OrderRejectedError, scriptLocation } from './errors';
@@ -137,7 +138,6 @@ interface Timer {
   next: number;
 }
 
-const silent: StrategyLogger = { debug() {}, info() {}, warn() {}, error() {} };
 
 export class BacktestEngine {
   private readonly opts: BacktestOptions;
@@ -169,7 +169,7 @@ export class BacktestEngine {
     this.commissionPerK = opts.commissionPerK ?? 0;
     this.leverage = opts.leverage ?? 50;
     this.balance = opts.balance ?? 10000;
-    this.log = opts.logger ?? silent;
+    this.log = opts.logger ?? silentLogger;
     this.guard = new SafetyGuard(opts.safety ?? {});
     this.ctx = this.makeContext();
   }

@@ -22,6 +22,7 @@
  *   arrive as onOrder accepted events).
  */
 import { PERIOD_SECONDS } from '../fxcm/candles';
+import { silentLogger } from '../../telemetry/logger';
 import type { FxcmClient, Snapshot } from '../fxcm/client';
 import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../fxcm/types';
 import type { ClosedTrade, EquityPoint } from './backtest';
@@ -81,7 +82,6 @@ type InEvent =
 
 const IN_KINDS = new Set(['snapshot', 'history', 'start', 'price', 'table', 'timer', 'stop']);
 const TABLES: ModelName[] = ['Order', 'OpenPosition', 'ClosedPosition', 'Account'];
-const silent: StrategyLogger = { debug() {}, info() {}, warn() {}, error() {} };
 const n = (v: unknown, d = 0): number => (typeof v === 'number' && Number.isFinite(v) ? v : v === undefined || v === null || v === '' ? d : Number.isFinite(Number(v)) ? Number(v) : d);
 const orUndef = (v: unknown): number | undefined => (n(v) === 0 ? undefined : n(v));
 const plain = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
@@ -148,7 +148,7 @@ export class LiveEngine {
 
   constructor(opts: LiveOptions) {
     this.o = opts;
-    this.log = opts.logger ?? silent;
+    this.log = opts.logger ?? silentLogger;
     this.guard = new SafetyGuard(opts.safety ?? {});
     this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : ['m1'];
     this.ctx = this.makeContext();

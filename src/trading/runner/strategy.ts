@@ -14,6 +14,7 @@
  * logs the error and the script's line, flattens all positions and stops (see runner/errors.ts).
  */
 import type { Candle, Period } from '../fxcm/types';
+import type { LogWriter } from '../../telemetry/logger';
 
 export type { Period } from '../fxcm/types';
 
@@ -137,12 +138,8 @@ export interface StopLimitOptions {
   trailingStep?: number;
 }
 
-export interface StrategyLogger {
-  debug(msg: string, meta?: Record<string, unknown>): void;
-  info(msg: string, meta?: Record<string, unknown>): void;
-  warn(msg: string, meta?: Record<string, unknown>): void;
-  error(msg: string, meta?: Record<string, unknown>): void;
-}
+/** `ctx.log`: debug, info, warn and error, each with optional structured fields. */
+export type StrategyLogger = LogWriter;
 
 /** What every hook receives. */
 export interface StrategyContext<P = Record<string, unknown>> {

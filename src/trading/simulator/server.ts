@@ -18,10 +18,11 @@
  * (the broker documents the code, command and numbers, not the exact text).
  */
 import http from 'node:http';
+import { type LogWriter, silentLogger } from '../../telemetry/logger';
 import type { AddressInfo } from 'node:net';
 import { Server as IOServer, type Socket } from 'socket.io';
 import { MAX_CANDLES_PER_REQUEST, maxWindowSeconds, normalizePeriod, PERIOD_SECONDS } from '../fxcm/candles';
-import { MODEL_SNAPSHOT_KEY, MODELS, SUBSCRIBABLE_MODELS, isModelName, silentLogger, type Logger, type ModelName, type TableRecord } from '../fxcm/types';
+import { MODEL_SNAPSHOT_KEY, MODELS, SUBSCRIBABLE_MODELS, isModelName, type ModelName, type TableRecord } from '../fxcm/types';
 import { SimRequestError, TradingEngine, type AccountSpec, type Form } from './accounts';
 import { systemClock, type Clock } from '../../core/clock';
 import { Faults } from './faults';
@@ -67,7 +68,7 @@ export interface SimulatorStartOptions {
   /** How a bad token is refused: HTTP 403 at the handshake (default) or a socket error packet. */
   badTokenMode?: 'http403' | 'socketError';
   limits?: SimulatorLimits;
-  logger?: Logger;
+  logger?: LogWriter;
 }
 
 interface Session {
@@ -105,7 +106,7 @@ export class BrokerSimulator {
   private readonly counts = new Map<string, number>();
   private readonly callLog = new Map<string, number[]>();
   private opts: SimulatorStartOptions | undefined;
-  private log: Logger = silentLogger;
+  private log: LogWriter = silentLogger;
   url = '';
   port = 0;
   /** The last REST request received (method, path, headers, raw body) for wire assertions. */
