@@ -70,4 +70,21 @@ describe('the one retry backoff', () => {
     expect(d.next()).toBe(5000);
     expect(new Backoff({ initialMs: Number.NaN, maxMs: Number.POSITIVE_INFINITY }).delay(0)).toBe(1);
   });
+
+  test('a huge attempt number is the max in every mode (2ⁿ overflows to Infinity, min() caps it)', () => {
+    for (const jitter of ['none', 'from-initial', { spread: 0.5 }] as const) {
+      const b = new Backoff({ initialMs: 100, maxMs: 30_000, jitter, random: () => 0.999999 });
+      expect(b.base(1e9)).toBe(30_000);
+      expect(b.delay(Number.MAX_SAFE_INTEGER)).toBe(30_000);
+    }
+  });
+
+  test('an injected random outside [0, 1) is clamped into the band', () => {
+    const low = new Backoff({ initialMs: 100, maxMs: 1000, jitter: { spread: 0.5 }, random: () => -3 });
+    expect(low.delay(1)).toBe(100);
+    const high = new Backoff({ initialMs: 100, maxMs: 1000, jitter: 'from-initial', random: () => 7 });
+    expect(high.delay(2)).toBe(400);
+    const nan = new Backoff({ initialMs: 100, maxMs: 1000, jitter: { spread: Number.NaN }, random: () => 0 });
+    expect(nan.delay(1)).toBe(200);
+  });
 });

@@ -33,8 +33,7 @@
  *   advance. Before the first stream and after each lost stream, this is how the client waits for
  *   the server to come (back).
  * - A connected stream that ends (any status, including a clean end from the server) is a lost
- *   stream: the next attempt starts after the jittered, doubling backoff delay (src/core/backoff.ts: base ×
- *   (1 ± XDS_CLIENT_BACKOFF_RANDOM_FACTOR), doubling from the initial interval, capped at the max);
+ *   stream: the next attempt starts after the jittered, doubling backoff delay (`reconnectBackoff`);
  *   the backoff is reset first when that stream delivered at least one response, so a server that
  *   drops a working stream is re-dialled after about XDS_CLIENT_BACKOFF_INITIAL_INTERVAL, and one
  *   that keeps accepting then dropping streams without answering is backed off up to the max.
@@ -55,13 +54,13 @@ import { AggregatedDiscoveryServiceClient } from '../../../generated/envoy/servi
 import { DiscoveryRequest, type DiscoveryResponse } from '../../../generated/envoy/service/discovery/v3/discovery';
 import type { Any } from '../../../generated/google/protobuf/any';
 import { RateLimitConfig as RateLimitConfigProto } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
+import { Backoff } from '../../core/backoff';
 import type { AlgorithmRestriction } from '../../core/store';
 import { type ConfigObject, loadConfigFromObjects } from '../../config/load';
 import { ConfigError, type RateLimitConfig } from '../../config/types';
 import type { XdsSettings } from '../../settings/settings';
 import type { StatsStore } from '../../stats/store';
 import type { ConfigStore, ProviderLogger } from '../config-store';
-import { Backoff } from '../../core/backoff';
 import { RATE_LIMIT_CONFIG_MESSAGE, RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject } from './convert';
 
 export { RATE_LIMIT_CONFIG_TYPE_URL } from './convert';
@@ -127,6 +126,23 @@ export function xdsChannelOptions(settings: XdsSettings): grpc.ChannelOptions {
   return options;
 }
 
+/**
+ * The delays before re-dialling a lost stream (XDS_CLIENT_BACKOFF_*): attempt n waits
+ * `min(initial × 2ⁿ, max)`; with XDS_CLIENT_BACKOFF_JITTER on, that times `1 + f × (2r − 1)` for the
+ * random factor f (clamped to [0, 1]), i.e. anywhere in `base × [1 − f, 1 + f)`, then capped at the max
+ * (at the cap the jitter only shortens waits); jitter off or f = 0 is the plain doubling. This fixes
+ * upstream's use of the random factor as the growth factor (section 10 item 8 of the behaviour notes).
+ * Non-positive intervals are raised to 1 ms, and a max below the initial interval is raised to it.
+ */
+export function reconnectBackoff(settings: XdsSettings['backoff'], random?: () => number): Backoff {
+  return new Backoff({
+    initialMs: settings.initialIntervalMs,
+    maxMs: settings.maxIntervalMs,
+    jitter: settings.jitter ? { spread: settings.randomFactor } : 'none',
+    random,
+  });
+}
+
 export class XdsProvider<F> {
   private readonly settings: XdsSettings;
   private readonly mergeDomainConfig: () => boolean;
@@ -154,13 +170,7 @@ export class XdsProvider<F> {
     this.store = opts.store;
     this.logger = opts.logger;
     this.restrictions = opts.restrictions;
-    const b = opts.settings.backoff;
-    this.backoff = new Backoff({
-      initialMs: b.initialIntervalMs,
-      maxMs: b.maxIntervalMs,
-      jitter: b.jitter ? { spread: b.randomFactor } : 'none',
-      random: opts.random,
-    });
+    this.backoff = reconnectBackoff(opts.settings.backoff, opts.random);
     this.connectRetryMs = Math.max(1, opts.settings.connectRetryIntervalMs);
     const md = opts.settings.nodeMetadata;
     this.node = Node.fromPartial({

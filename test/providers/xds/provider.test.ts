@@ -1,6 +1,6 @@
 import { Duration } from '../../../generated/google/protobuf/duration';
 import { RateLimitUnit } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
-import { RATE_LIMIT_CONFIG_TYPE_URL } from '../../../src/providers/xds/provider';
+import { RATE_LIMIT_CONFIG_TYPE_URL, reconnectBackoff } from '../../../src/providers/xds/provider';
 import { rlc, TestXdsServer } from '../../support/xds';
 import { delay, waitFor } from '../helpers';
 import { onCleanup, runCleanups, setupProvider, simple, xdsSettings } from './helpers';
@@ -16,6 +16,23 @@ async function server(): Promise<TestXdsServer> {
 function entries(...kv: Array<[string, string]>) {
   return { entries: kv.map(([key, value]) => ({ key, value })) };
 }
+
+describe('reconnectBackoff (XDS_CLIENT_BACKOFF_*)', () => {
+  const next = (b: { next(): number }, n: number) => Array.from({ length: n }, () => b.next());
+
+  test('jitter off: the plain doubling, whatever the random factor', () => {
+    const b = reconnectBackoff({ initialIntervalMs: 100, maxIntervalMs: 1000, randomFactor: 0.5, jitter: false }, () => 0);
+    expect(next(b, 6)).toEqual([100, 200, 400, 800, 1000, 1000]);
+  });
+
+  test('jitter on: the random factor is the spread around the doubling base, capped at the max', () => {
+    const values = [0, 0.5, 0.999999, 0.25];
+    let i = 0;
+    const b = reconnectBackoff({ initialIntervalMs: 1000, maxIntervalMs: 5000, randomFactor: 0.5, jitter: true }, () => values[i++]!);
+    // r = 0 → base × 0.5; r = 0.5 → base; r → 1 → base × 1.5 (6000, over the max: capped); r = 0.25 → 5000 × 0.75
+    expect(next(b, 4)).toEqual([500, 2000, 5000, 3750]);
+  });
+});
 
 describe('XdsProvider', () => {
   test('initial request, load and ACK with the response version and nonce', async () => {
