@@ -73,11 +73,17 @@ export function startService(
   env: NodeJS.ProcessEnv,
   timeoutMs = 15_000,
   program = path.join(DIST, 'ratelimit.js'),
+  /** Told the whole output so far at every chunk (to wait for a line before it listens). */
+  onOutput?: (outputSoFar: string) => void,
 ): Promise<Service> {
   const proc = spawn(process.execPath, [program], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const take = (d: Buffer): void => {
+    out += d.toString();
+    onOutput?.(out);
+  };
+  proc.stdout!.on('data', take);
+  proc.stderr!.on('data', take);
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   const stop = async (signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);

@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { HealthClient, HealthCheckResponse_ServingStatus } from '../../generated/grpc/health/v1/health';
 import path from 'node:path';
-import { baseEnv, callGrpc, descriptor, eventually, grpcClient, httpGet, ROOT, run, runtimeDir, startService } from './harness';
+import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, ROOT, run, runtimeDir, startService } from './harness';
+import { waitFor } from '../support/wait';
 
 const CONFIG = 'domain: life\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n';
 
@@ -55,13 +56,13 @@ describe('start-up', () => {
         details: 'no rate limit configuration loaded',
       });
       fs.writeFileSync(path.join(dir.configDir, 'a.yaml'), CONFIG);
-      await eventually(async () => {
+      await waitFor(async () => {
         try {
           return (await callGrpc(client, { domain: 'life', descriptors: [descriptor('k', 'v')] })).overallCode === 1;
         } catch {
           return false;
         }
-      });
+      }, '{ try { return (await callGrpc(client, { domain: \'life\', descriptor...');
     } finally {
       client.close();
       expect(await svc.stop()).toBe(0);
@@ -74,7 +75,7 @@ describe('start-up', () => {
     try {
       expect(await httpGet(svc.http, '/healthcheck')).toEqual({ status: 500, body: '' });
       fs.writeFileSync(path.join(dir.configDir, 'a.yaml'), CONFIG);
-      await eventually(async () => (await httpGet(svc.http, '/healthcheck')).status === 200);
+      await waitFor(async () => (await httpGet(svc.http, '/healthcheck')).status === 200, '(await httpGet(svc.http, \'/healthcheck\')).status === 200');
     } finally {
       expect(await svc.stop()).toBe(0);
     }
@@ -102,7 +103,7 @@ describe('watch-root mode', () => {
       const tmp = path.join(dir.base, 'runtime.tmp');
       fs.symlinkSync(v2, tmp);
       fs.renameSync(tmp, link);
-      await eventually(async () => (await cfg()).includes('requests_per_unit=20'));
+      await waitFor(async () => (await cfg()).includes('requests_per_unit=20'), '(await cfg()).includes(\'requests_per_unit=20\')');
     } finally {
       expect(await svc.stop()).toBe(0);
     }
@@ -129,7 +130,7 @@ describe('shutdown', () => {
       stream.on('end', () => resolve());
       stream.on('error', () => resolve());
     });
-    await eventually(() => seen.length > 0);
+    await waitFor(() => seen.length > 0, 'seen.length > 0');
     const started = Date.now();
     expect(await svc.stop('SIGTERM')).toBe(0);
     await ended;

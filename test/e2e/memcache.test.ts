@@ -5,7 +5,8 @@
  */
 import fs from 'node:fs';
 import { MemcachedServer } from '../support/memcached';
-import { baseEnv, eventually, httpGet, httpPost, runtimeDir, startService } from './harness';
+import { baseEnv, httpGet, httpPost, runtimeDir, startService } from './harness';
+import { waitFor } from '../support/wait';
 
 const CONFIG = `
 domain: mc
@@ -37,13 +38,13 @@ test('ratelimit on memcached: counting, health, fail-open outage, recovery, inva
     expect(seen).toEqual([4, 3, 2]);
 
     await mc.kill();
-    await eventually(async () => (await httpGet(svc.http, '/healthcheck')).status === 500);
+    await waitFor(async () => (await httpGet(svc.http, '/healthcheck')).status === 500, '(await httpGet(svc.http, \'/healthcheck\')).status === 500');
     // Upstream's fail-open: counts read as 0, so every request is allowed with remaining 4.
     expect(await remaining(svc.http, 'alice')).toBe(4);
     expect((await httpGet(svc.debug, '/stats')).body).toMatch(/^ratelimit\.memcache\.multiget\.__code=error: [1-9]\d*$/m);
 
     await mc.restart();
-    await eventually(async () => (await httpGet(svc.http, '/healthcheck')).status === 200);
+    await waitFor(async () => (await httpGet(svc.http, '/healthcheck')).status === 200, '(await httpGet(svc.http, \'/healthcheck\')).status === 200');
     expect(await remaining(svc.http, 'bob')).toBe(4);
 
     const bad = await httpPost(svc.http, '/json', json('has space'));

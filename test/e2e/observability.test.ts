@@ -6,8 +6,9 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import { baseEnv, callGrpc, descriptor, eventually, grpcClient, httpGet, runtimeDir, startService } from './harness';
+import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, runtimeDir, startService } from './harness';
 import { freePort } from '../support/ports';
+import { waitFor } from '../support/wait';
 
 const CONFIG = 'domain: obs\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n';
 
@@ -24,7 +25,7 @@ test('statsd over TCP receives upstream\'s counter, timer and rule lines', async
     const client = grpcClient(svc.grpc);
     for (let i = 0; i < 3; i++) await callGrpc(client, { domain: 'obs', descriptors: [descriptor('k', 'v')] });
     client.close();
-    await eventually(() => /ratelimit\.service\.rate_limit\.obs\.k\.over_limit:1\|c/.test(received));
+    await waitFor(() => /ratelimit\.service\.rate_limit\.obs\.k\.over_limit:1\|c/.test(received), '/ratelimit\\.service\\.rate_limit\\.obs\\.k\\.over_limit:1\\|c/.test(rece...');
     expect(received).toMatch(/^ratelimit\.service\.rate_limit\.obs\.k\.total_hits:3\|c$/m);
     expect(received).toMatch(/^ratelimit_server\.ShouldRateLimit\.total_requests:3\|c$/m);
     expect(received).toMatch(/^ratelimit_server\.ShouldRateLimit\.response_time:\d+(\.\d+)?\|ms/m);

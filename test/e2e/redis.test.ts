@@ -5,7 +5,8 @@
  */
 import fs from 'node:fs';
 import { type RedisServer, startCluster, startRedis } from '../support/redis';
-import { baseEnv, callGrpc, descriptor, eventually, grpcClient, httpGet, httpPost, runtimeDir, type Service, startService } from './harness';
+import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, httpPost, runtimeDir, type Service, startService } from './harness';
+import { waitFor } from '../support/wait';
 
 const CONFIG = `
 domain: rd
@@ -122,10 +123,10 @@ describe('ratelimit on Redis', () => {
     expect(stats).toMatch(/^ratelimit\.redis\.circuit_opened: [1-9]\d*$/m);
     await redis.restart();
     // Redis came back empty: after the circuit closes, each request counts exactly once.
-    await eventually(async () => {
+    await waitFor(async () => {
       const r = await httpPost(svc.http, '/json', json('after'));
       return r.status === 200 && JSON.parse(r.body).statuses[0].currentLimit !== undefined;
-    });
+    }, '{ const r = await httpPost(svc.http, \'/json\', json(\'after\')); retur...');
     const remaining: number[] = [];
     for (let i = 0; i < 3; i++) {
       remaining.push(JSON.parse((await httpPost(svc.http, '/json', json('after'))).body).statuses[0].limitRemaining);
@@ -136,12 +137,21 @@ describe('ratelimit on Redis', () => {
   test('start-up waits for Redis (no crash loop) and listens once it answers', async () => {
     const port = redis.port;
     await redis.kill();
-    const pending = startService(redisEnv(dir.root, { address: `127.0.0.1:${port}` }, { REDIS_STARTUP_INITIAL_INTERVAL: '100ms', REDIS_STARTUP_MAX_INTERVAL: '200ms' }));
-    await new Promise((r) => setTimeout(r, 800));
+    let retried!: () => void;
+    const retrying = new Promise<void>((resolve) => (retried = resolve));
+    const env = redisEnv(dir.root, { address: `127.0.0.1:${port}` }, { REDIS_STARTUP_INITIAL_INTERVAL: '100ms', REDIS_STARTUP_MAX_INTERVAL: '200ms' });
+    const pending = startService(env, 15_000, undefined, (out) => {
+      if (/\(attempt 2\): .*; retrying in \d+ ms/.test(out)) retried();
+    });
+    // It failed twice and is still trying (no exit, no crash loop) before Redis comes back.
+    await retrying;
     await redis.restart();
     const svc = await pending;
     services.push(svc);
-    expect(svc.output()).toMatch(/Redis/i);
+    const out = svc.output();
+    expect(out).toMatch(new RegExp(`failed to connect to redis on 127\\.0\\.0\\.1:${port} \\(attempt 1\\): .*; retrying in \\d+ ms`));
+    expect(out).toMatch(new RegExp(`msg="connected to redis on 127\\.0\\.0\\.1:${port}"`));
+    expect(out.indexOf('connected to redis on')).toBeGreaterThan(out.indexOf('(attempt 2)'));
     expect((await httpPost(svc.http, '/json', json('late'))).status).toBe(200);
   });
 
@@ -163,9 +173,9 @@ describe('ratelimit on Redis', () => {
     services.push(svc);
     expect((await httpGet(svc.http, '/healthcheck')).status).toBe(200);
     await redis.kill();
-    await eventually(async () => (await httpGet(svc.http, '/healthcheck')).status === 500);
+    await waitFor(async () => (await httpGet(svc.http, '/healthcheck')).status === 500, '(await httpGet(svc.http, \'/healthcheck\')).status === 500');
     await redis.restart();
-    await eventually(async () => (await httpGet(svc.http, '/healthcheck')).status === 200);
+    await waitFor(async () => (await httpGet(svc.http, '/healthcheck')).status === 200, '(await httpGet(svc.http, \'/healthcheck\')).status === 200');
   });
 });
 

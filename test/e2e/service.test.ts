@@ -6,19 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { HealthClient, HealthCheckResponse_ServingStatus } from '../../generated/grpc/health/v1/health';
-import {
-  baseEnv,
-  callGrpc,
-  descriptor,
-  eventually,
-  grpcClient,
-  httpGet,
-  httpPost,
-  E2E_GRPC_TRANSPORT,
-  runtimeDir,
-  type Service,
-  startService,
-} from './harness';
+import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, httpPost, E2E_GRPC_TRANSPORT, runtimeDir, type Service, startService } from './harness';
+import { waitFor } from '../support/wait';
 
 const CONFIG = `
 domain: e2e
@@ -230,17 +219,17 @@ describe(`ratelimit service end to end, GRPC_TRANSPORT=${E2E_GRPC_TRANSPORT} (me
   test('editing the config reloads it; a bad edit keeps the previous config', async () => {
     const file = path.join(dir.configDir, 'e2e.yaml');
     fs.writeFileSync(file, CONFIG.replace('requests_per_unit: 3', 'requests_per_unit: 7'));
-    await eventually(async () => (await httpGet(svc.debug, '/rlconfig')).body.includes('e2e.user: unit=MINUTE requests_per_unit=7'));
+    await waitFor(async () => (await httpGet(svc.debug, '/rlconfig')).body.includes('e2e.user: unit=MINUTE requests_per_unit=7'), '(await httpGet(svc.debug, \'/rlconfig\')).body.includes(\'e2e.user: un...');
     const res = await callGrpc(client, { domain: 'e2e', descriptors: [descriptor('user', 'reloaded')] });
     expect(res.statuses[0]!.limitRemaining).toBe(6);
 
     fs.writeFileSync(path.join(dir.configDir, 'broken.yaml'), 'domain: other\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight}\n');
-    await eventually(async () => /config_load_error: 1$/m.test((await httpGet(svc.debug, '/stats')).body));
+    await waitFor(async () => /config_load_error: 1$/m.test((await httpGet(svc.debug, '/stats')).body), '/config_load_error: 1$/m.test((await httpGet(svc.debug, \'/stats\'))....');
     expect(svc.output()).toContain("Error loading new configuration: broken.yaml: invalid rate limit unit 'fortnight'");
     const still = await callGrpc(client, { domain: 'e2e', descriptors: [descriptor('user', 'reloaded')] });
     expect(still.statuses[0]!.limitRemaining).toBe(5);
 
     fs.rmSync(path.join(dir.configDir, 'broken.yaml'));
-    await eventually(async () => /config_load_success: 3$/m.test((await httpGet(svc.debug, '/stats')).body));
+    await waitFor(async () => /config_load_success: 3$/m.test((await httpGet(svc.debug, '/stats')).body), '/config_load_success: 3$/m.test((await httpGet(svc.debug, \'/stats\')...');
   });
 });

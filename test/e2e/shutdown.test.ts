@@ -5,7 +5,8 @@
  */
 import { MemcachedServer } from '../support/memcached';
 import { type RedisServer, startRedis } from '../support/redis';
-import { baseEnv, callGrpc, descriptor, eventually, grpcClient, httpGet, httpPost, runtimeDir, type Service, startService } from './harness';
+import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, httpPost, runtimeDir, type Service, startService } from './harness';
+import { waitFor } from '../support/wait';
 
 const CONFIG = 'domain: bye\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 100}\n';
 const REQUEST = JSON.stringify({ domain: 'bye', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] });
@@ -26,7 +27,7 @@ async function hangingCalls(svc: Service): Promise<void> {
   void callGrpc(client, { domain: 'bye', descriptors: [descriptor('k', 'grpc')] }).catch(() => undefined);
   void httpPost(svc.http, '/json', REQUEST).catch(() => undefined);
   // The service has both once its gRPC counter shows the call (the HTTP one was sent first).
-  await eventually(async () => /ShouldRateLimit\.total_requests: [1-9]/.test((await httpGet(svc.debug, '/stats')).body));
+  await waitFor(async () => /ShouldRateLimit\.total_requests: [1-9]/.test((await httpGet(svc.debug, '/stats')).body), '/ShouldRateLimit\\.total_requests: [1-9]/.test((await httpGet(svc.de...');
 }
 
 describe('a stop takes at most SHUTDOWN_DRAIN_TIMEOUT + 1 s, whatever the store does', () => {
@@ -112,7 +113,7 @@ describe('SHUTDOWN_DELAY', () => {
       expect((await httpGet(svc.http, '/healthcheck')).status).toBe(200);
       const exited = new Promise<number | null>((resolve) => svc.proc.once('exit', (code) => resolve(code)));
       svc.proc.kill('SIGTERM');
-      await eventually(async () => (await httpGet(svc.http, '/healthcheck')).status === 500);
+      await waitFor(async () => (await httpGet(svc.http, '/healthcheck')).status === 500, '(await httpGet(svc.http, \'/healthcheck\')).status === 500');
       // Still serving on both ports while health is unhealthy.
       expect((await httpPost(svc.http, '/json', REQUEST)).status).toBe(200);
       const answer = await callGrpc(grpcClient(svc.grpc), { domain: 'bye', descriptors: [descriptor('k', 'v')] });

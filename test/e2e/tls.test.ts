@@ -10,7 +10,8 @@ import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { RateLimitServiceClient } from '../../generated/envoy/service/ratelimit/v3/rls';
 import { CLIENT_SAN, type CertPair, testCerts } from '../support/certs';
-import { baseEnv, callGrpc, descriptor, eventually, run, runtimeDir, type Service, startService } from './harness';
+import { baseEnv, callGrpc, descriptor, run, runtimeDir, type Service, startService } from './harness';
+import { waitFor } from '../support/wait';
 
 const CONFIG = 'domain: tls\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n';
 
@@ -158,7 +159,7 @@ describe('mTLS', () => {
     fs.copyFileSync(certs.rogueServer.key, serverKey + '.new');
     fs.renameSync(serverKey + '.new', serverKey);
     fs.renameSync(serverCert + '.new', serverCert);
-    await eventually(async () => (await fingerprint()) !== before);
+    await waitFor(async () => (await fingerprint()) !== before, '(await fingerprint()) !== before');
     expect(svc.output()).toContain('TLS certificates reloaded');
   });
 });
@@ -196,7 +197,7 @@ describe('the certificates of envoy/gen-certs.sh', () => {
     try {
       const envoy = client(pair('envoy'));
       let code = 0;
-      await eventually(async () => {
+      await waitFor(async () => {
         try {
           code = (await callGrpc(envoy, { domain: 'tls', descriptors: [descriptor('k', 'envoy')] })).overallCode;
           return true;
@@ -205,7 +206,7 @@ describe('the certificates of envoy/gen-certs.sh', () => {
           if ((err as grpc.ServiceError).code !== grpc.status.UNAVAILABLE) throw err;
           return false;
         }
-      }, 5000);
+      }, '{ try { code = (await callGrpc(envoy, { domain: \'tls\', descriptors:...', 5000);
       expect(code).toBe(1);
       envoy.close();
       for (const p of [pair('intruder'), undefined]) {

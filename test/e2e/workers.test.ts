@@ -11,18 +11,8 @@ import path from 'node:path';
 import { MemcachedServer } from '../support/memcached';
 import { freePort } from '../support/ports';
 import { type RedisServer, startRedis } from '../support/redis';
-import {
-  baseEnv,
-  callGrpc,
-  descriptor,
-  eventually,
-  grpcClient,
-  httpGet,
-  run,
-  runtimeDir,
-  type Service,
-  startService,
-} from './harness';
+import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, run, runtimeDir, type Service, startService } from './harness';
+import { waitFor } from '../support/wait';
 
 const CONFIG = `
 domain: wk
@@ -195,8 +185,8 @@ describe('worker mode on Redis', () => {
     services.push(svc);
     const before = workerPids(svc.output());
     process.kill(before.get(1)!, 'SIGKILL');
-    await eventually(() => /worker 1 \(pid \d+\) exited unexpectedly with signal SIGKILL; restarting it in \d+ ms/.test(svc.output()));
-    await eventually(() => /worker 1 \(pid \d+\) is listening/.test(svc.output()));
+    await waitFor(() => /worker 1 \(pid \d+\) exited unexpectedly with signal SIGKILL; restarting it in \d+ ms/.test(svc.output()), '/worker 1 \\(pid \\d+\\) exited unexpectedly with signal SIGKILL; rest...');
+    await waitFor(() => /worker 1 \(pid \d+\) is listening/.test(svc.output()), '/worker 1 \\(pid \\d+\\) is listening/.test(svc.output())');
     const after = workerPids(svc.output());
     expect(after.get(1)).not.toBe(before.get(1));
     expect(after.get(2)).toBe(before.get(2));

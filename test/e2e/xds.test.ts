@@ -6,7 +6,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { baseEnv, callGrpc, descriptor, DIST, eventually, grpcClient, httpGet, startService } from './harness';
+import { baseEnv, callGrpc, descriptor, DIST, grpcClient, httpGet, startService } from './harness';
+import { waitFor } from '../support/wait';
 
 const CONFIG = 'domain: xds\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 4}\n';
 
@@ -58,7 +59,7 @@ test('ratelimit-xds-server drives a running ratelimit over ADS', async () => {
     expect(res.statuses[0]!.limitRemaining).toBe(3);
 
     fs.writeFileSync(path.join(dir, 'xds.yaml'), CONFIG.replace('4}', '9}'));
-    await eventually(async () => (await httpGet(svc.debug, '/rlconfig')).body.includes('requests_per_unit=9'));
+    await waitFor(async () => (await httpGet(svc.debug, '/rlconfig')).body.includes('requests_per_unit=9'), '(await httpGet(svc.debug, \'/rlconfig\')).body.includes(\'requests_per...');
     const after = await callGrpc(client, { domain: 'xds', descriptors: [descriptor('k', 'v')] });
     expect(after.statuses[0]!.limitRemaining).toBe(7);
     expect(server.output()).toMatch(/e2e-node/);

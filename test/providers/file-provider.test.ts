@@ -5,7 +5,8 @@ import type { ConfigFile } from '../../src/config/types';
 import { CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, ConfigStore } from '../../src/providers/config-store';
 import { FileProvider, type FileProviderOptions } from '../../src/providers/file-provider';
 import { StatsStore } from '../../src/stats/store';
-import { CapturingLogger, delay, type FakeConfig, fakeLoader, makeTmpDir, swapSymlink, waitFor, writeTree } from './helpers';
+import { CapturingLogger, type FakeConfig, fakeLoader, makeTmpDir, swapSymlink, writeTree } from './helpers';
+import { quietFor, waitFor } from '../support/wait';
 
 const DEBOUNCE_MS = 30;
 /** Long enough for any stray second reload of a burst to have happened. */
@@ -126,7 +127,7 @@ describe('FileProvider, watch-root mode', () => {
     t.provider.start();
     fs.writeFileSync(path.join(runtime, 'v1/ratelimit/config/basic.yaml'), 'v1-edited');
     fs.writeFileSync(path.join(runtime, 'v1/ratelimit/config/new.yaml'), 'v1-new');
-    await delay(SETTLE_MS);
+    await quietFor(SETTLE_MS);
     expect(t.successes()).toBe(1);
     expect(t.content('config.basic.yaml')).toBe('v1-basic');
 
@@ -327,7 +328,7 @@ describe('FileProvider, directory mode', () => {
     fs.rmSync(path.join(appDir, '..2026_01_01_00_00_00.1'), { recursive: true });
 
     await waitFor(() => t.content('a.yaml') === 'a2', 'the swapped ConfigMap content');
-    await delay(SETTLE_MS);
+    await quietFor(SETTLE_MS);
     expect(t.successes()).toBe(2);
     expect(t.errors()).toBe(0);
     expect(t.names()).toEqual(['a.yaml', 'b.yaml']);
@@ -339,7 +340,7 @@ describe('FileProvider, directory mode', () => {
     const t = start({ root, debounceMs: 100 });
     for (let i = 0; i < 20; i++) fs.writeFileSync(path.join(appDir, `f${String(i).padStart(2, '0')}.yaml`), `v${i}`);
     await waitFor(() => t.names().length === 20, 'all 20 files');
-    await delay(SETTLE_MS);
+    await quietFor(SETTLE_MS);
     expect(t.successes()).toBe(2);
   });
 
@@ -429,11 +430,11 @@ describe('FileProvider, directory mode', () => {
     expect(countResources('FSEventWrap')).toBeGreaterThan(watchersBefore);
     // An event arms the debounce timer; stop() before it fires cancels the reload.
     fs.writeFileSync(path.join(appDir, 'basic.yaml'), 'b2');
-    await delay(50);
+    await quietFor(50);
     t.provider.stop();
     await waitFor(() => countResources('FSEventWrap') === watchersBefore, 'watchers closed');
     fs.writeFileSync(path.join(appDir, 'basic.yaml'), 'b3');
-    await delay(300);
+    await quietFor(300);
     expect(t.successes()).toBe(1);
     expect(t.content('basic.yaml')).toBe('b1');
     expect(() => t.provider.start()).toThrow();
@@ -445,7 +446,7 @@ describe('FileProvider, directory mode', () => {
     const t = start({ root, retryMs: 50 });
     t.provider.stop();
     writeTree(path.join(root, 'ratelimit', 'config'), { 'basic.yaml': 'b' });
-    await delay(200);
+    await quietFor(200);
     expect(t.successes()).toBe(1);
     expect(t.names()).toEqual([]);
   });

@@ -44,20 +44,6 @@ export class CapturingLogger implements ProviderLogger {
   }
 }
 
-export function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Polls `pred` every 10 ms until it holds; fails after `timeoutMs` with `what` in the message. */
-export async function waitFor(pred: () => boolean, what: string, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (pred()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await delay(10);
-  }
-}
-
 export function makeTmpDir(): string {
   return fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'rl-providers-')));
 }

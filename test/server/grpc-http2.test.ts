@@ -40,6 +40,7 @@ import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
 import { SPAN_SHOULD_RATE_LIMIT, setupTracing, type Tracing } from '../../src/telemetry/tracing';
 import { CLIENT_SAN, type CertPair, testCerts } from '../support/certs';
+import { waitFor } from '../support/wait';
 
 const CONFIG = `
 domain: d
@@ -129,6 +130,56 @@ async function start(transport: 'http2' | 'grpc-js', over: ListenerOptions = {})
   const r = { address: `127.0.0.1:${port}`, listener, health, stats };
   running.add(r);
   return r;
+}
+
+/**
+ * A TCP proxy in front of `target` that counts the connections it carries and the HTTP/2 GOAWAY
+ * frames the server sends on them (server-to-client frames: 9-byte header, type 0x7).
+ */
+async function frameCountingProxy(target: string): Promise<{
+  address: string;
+  readonly connections: number;
+  firstGoaway: Promise<void>;
+  close(): Promise<void>;
+}> {
+  const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
+  let connections = 0;
+  let sawGoaway!: () => void;
+  const firstGoaway = new Promise<void>((resolve) => (sawGoaway = resolve));
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    connections++;
+    const upstream = net.connect(port, host);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => sockets.delete(s));
+    }
+    client.pipe(upstream).pipe(client);
+    let pending = Buffer.alloc(0);
+    upstream.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      while (pending.length >= 9) {
+        const length = pending.readUIntBE(0, 3);
+        if (pending.length < 9 + length) break;
+        if (pending[3] === 0x7) sawGoaway();
+        pending = pending.subarray(9 + length);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    address: `127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    get connections() {
+      return connections;
+    },
+    firstGoaway,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 async function stop(r: Running): Promise<void> {
@@ -471,18 +522,18 @@ describe('health', () => {
     const ended = new Promise<grpc.StatusObject>((resolve) => watch.on('status', resolve));
     watch.on('data', (m: HealthCheckResponse) => seen.push(m.status));
     watch.on('error', () => undefined);
-    await until(() => seen.length === 1);
+    await waitFor(() => seen.length === 1, 'seen.length === 1');
     h2.health.set('store', false);
-    await until(() => seen.length === 2);
+    await waitFor(() => seen.length === 2, 'seen.length === 2');
     h2.health.set('store', true);
-    await until(() => seen.length === 3);
+    await waitFor(() => seen.length === 3, 'seen.length === 3');
     expect(seen).toEqual([Serving.SERVING, Serving.NOT_SERVING, Serving.SERVING]);
 
     const unknown: Serving[] = [];
     const other = client.watch({ service: 'other' });
     other.on('data', (m: HealthCheckResponse) => unknown.push(m.status));
     other.on('error', () => undefined);
-    await until(() => unknown.length === 1);
+    await waitFor(() => unknown.length === 1, 'unknown.length === 1');
     expect(unknown).toEqual([Serving.SERVICE_UNKNOWN]);
 
     h2.listener.endWatches();
@@ -507,26 +558,27 @@ describe('health', () => {
     await new Promise((resolve) => watch.once('data', resolve));
     expect(following).toBe(1);
     watch.cancel();
-    await until(() => following === 0);
+    await waitFor(() => following === 0, 'following === 0');
   });
 });
 
-async function until(check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** A decider that answers after `ms` (or never, for Infinity). */
-function slowDecider(ms: number): Decider {
+/**
+ * A decider that answers after `ms` (never for Infinity), or when `release()` is called;
+ * `started` resolves when the first call reaches it.
+ */
+function slowDecider(ms: number): Decider & { started: Promise<void>; release(): void } {
   const response: RateLimitResponse = { overallCode: 1, statuses: [{ code: 1, limitRemaining: 7 }], responseHeadersToAdd: [] };
+  let reached!: () => void;
+  const started = new Promise<void>((resolve) => (reached = resolve));
+  const waiting: Array<() => void> = [];
   const decide = (_req: RateLimitRequest): Promise<RateLimitResponse> =>
     new Promise((resolve) => {
+      reached();
+      waiting.push(() => resolve(response));
       if (Number.isFinite(ms)) setTimeout(() => resolve(response), ms);
     });
-  return { decideNow: decide };
+  return { decideNow: decide, started, release: () => waiting.splice(0).forEach((answer) => answer()) };
 }
 
 describe('connections', () => {
@@ -571,33 +623,42 @@ describe('connections', () => {
 
   test('a grpc-js client reconnects after the GOAWAY', async () => {
     const h2 = await start('http2', { grpc: { maxConnectionAgeMs: 100, maxConnectionAgeGraceMs: 100 } });
-    const client = rlClient(h2.address);
-    for (let i = 0; i < 5; i++) {
-      expect(await call(client, request({ user: `reconnect-${i}` }))).toHaveProperty('response');
-      await new Promise((r) => setTimeout(r, 80));
+    const proxy = await frameCountingProxy(h2.address);
+    try {
+      const client = rlClient(proxy.address);
+      expect(await call(client, request({ user: 'before' }))).toHaveProperty('response');
+      expect(proxy.connections).toBe(1);
+      await proxy.firstGoaway;
+      expect(await call(client, request({ user: 'after' }))).toHaveProperty('response');
+      expect(proxy.connections).toBe(2);
+    } finally {
+      await proxy.close();
     }
   });
 
   test('drain: in-flight calls finish, new connections are refused; forceClose cuts the rest', async () => {
-    const h2 = await start('http2', { service: slowDecider(300) });
+    const held = slowDecider(Infinity);
+    const h2 = await start('http2', { service: held });
     const client = rlClient(h2.address);
-    expect(await call(client, request({ user: 'warm' }))).toHaveProperty('response');
     const inflight = call(client, request({ user: 'inflight' }));
-    await new Promise((r) => setTimeout(r, 50));
+    await held.started;
     running.delete(h2);
     let drained = false;
     const drain = h2.listener.drain().then(() => (drained = true));
-    await new Promise((r) => setTimeout(r, 100));
+    // Let every pending event run: the drain must still be waiting for the call.
+    for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
     expect(drained).toBe(false);
+    held.release();
     expect(await inflight).toMatchObject({ response: { overallCode: 1 } });
     await drain;
     const late = await call(rlClient(h2.address, undefined, { 'grpc.initial_reconnect_backoff_ms': 50 }), request({ user: 'late' }));
     expect(late).toMatchObject({ code: grpc.status.UNAVAILABLE });
 
-    const stuck = await start('http2', { service: slowDecider(Infinity) });
+    const stuckDecider = slowDecider(Infinity);
+    const stuck = await start('http2', { service: stuckDecider });
     running.delete(stuck);
     const never = call(rlClient(stuck.address), request({ user: 'never' }));
-    await new Promise((r) => setTimeout(r, 100));
+    await stuckDecider.started;
     const stuckDrain = stuck.listener.drain();
     stuck.listener.forceClose();
     await stuckDrain;

@@ -4,8 +4,9 @@ import { LoggingSink, NullSink } from '../../src/stats/sinks/basic';
 import { StatsdSink } from '../../src/stats/sinks/statsd';
 import { StatsStore } from '../../src/stats/store';
 import { createLogger, silentLogger } from '../../src/telemetry/logger';
-import { type TcpReceiver, type UdpReceiver, sleep, tcpReceiver, udpReceiver } from './receivers';
+import { type TcpReceiver, type UdpReceiver, tcpReceiver, udpReceiver } from './receivers';
 import { freePort } from '../support/ports';
+import { quietFor } from '../support/wait';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -62,7 +63,7 @@ describe('statsd sink over TCP (upstream default)', () => {
     store.gauge('ratelimit.redis_pool.cx_active').set(5);
     flusher.flush();
     await rx.waitFor((l) => l.length >= first.length + 2);
-    await sleep(50);
+    await quietFor(50);
     // Only the counter that moved (its delta), and every gauge; no timer without samples.
     expect(rx.lines.slice(first.length)).toEqual([
       'ratelimit.service.rate_limit.domain.key_value.total_hits:2|c',
@@ -103,7 +104,7 @@ describe('statsd sink over TCP (upstream default)', () => {
     for (let i = 0; i < 10; i++) t.record(i);
     flusher.flush();
     await rx.waitFor((l) => l.length >= 4);
-    await sleep(30);
+    await quietFor(30);
     expect(rx.lines).toHaveLength(4);
     for (const l of rx.lines) expect(l).toMatch(/^ratelimit_server\.ShouldRateLimit\.response_time:\d\|ms\|@0\.4$/);
     expect(t.count).toBe(10);
@@ -122,7 +123,7 @@ describe('statsd sink over TCP (upstream default)', () => {
     // The sink sees the close and reconnects in the background.
     for (let waited = 0; rx.connections < 2; waited += 10) {
       if (waited > 3000) throw new Error('no reconnection within 3 s');
-      await sleep(10);
+      await quietFor(10);
     }
     c.inc(4);
     flusher.flush();
@@ -141,7 +142,7 @@ describe('statsd sink over TCP (upstream default)', () => {
     cleanups.push(() => flusher.stop());
     store.counter('ratelimit.service.global_shadow_mode').inc(2);
     flusher.flush(); // nobody listens: held in the pending buffer
-    await sleep(60);
+    await quietFor(60);
     expect(warnings.some((w) => w.includes('statsd: connection to 127.0.0.1:' + port + ' failed'))).toBe(true);
     const rx = await tcp(port);
     await rx.waitFor((l) => l.length === 1);
@@ -178,7 +179,7 @@ describe('statsd sink over TCP (upstream default)', () => {
     await rx.waitFor((l) => l.includes('ratelimit.service.config_load_success:2|c'));
     const n = rx.lines.length;
     c.inc();
-    await sleep(80);
+    await quietFor(80);
     expect(rx.lines).toHaveLength(n); // stopped
   });
 });
@@ -252,7 +253,7 @@ describe('logging and disabled sinks', () => {
     const flusher = new StatsFlusher(store, sink, 1, silentLogger);
     const c = store.counter('ratelimit.service.config_load_success');
     c.inc();
-    await sleep(20);
+    await quietFor(20);
     flusher.flush();
     await flusher.stop();
     expect(spy).not.toHaveBeenCalled();

@@ -61,6 +61,7 @@ export function requireBinary(name: string): void {
 }
 
 import { freePort } from './ports';
+import { waitFor } from './wait';
 
 export { freePort };
 /** A fresh temp dir, removed by the owner's stop() (or at process exit). */
@@ -77,28 +78,6 @@ function removeDir(d: string): void {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Polls `check` every `intervalMs` until it returns true; throws `what` after `timeoutMs`. */
-export async function waitFor(
-  what: string,
-  check: () => Promise<boolean> | boolean,
-  timeoutMs = 10_000,
-  intervalMs = 50,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() >= deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last === undefined ? '' : `: ${String(last)}`}`);
-    }
-    await sleep(intervalMs);
-  }
 }
 
 function run(file: string, args: string[], timeoutMs = 15_000): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -560,7 +539,7 @@ export async function startSentinelSet(options: StartSentinelOptions = {}): Prom
       ],
     });
     started.push(replica);
-    await waitFor('the replica to sync', async () => parseInfo(await replica.cli(['INFO', 'replication']))['master_link_status'] === 'up');
+    await waitFor(async () => parseInfo(await replica.cli(['INFO', 'replication']))['master_link_status'] === 'up', 'the replica to sync');
 
     const sentinels: RedisServer[] = [];
     for (let i = 0; i < 3; i++) {
@@ -582,18 +561,13 @@ export async function startSentinelSet(options: StartSentinelOptions = {}): Prom
       sentinels.push(s);
       started.push(s);
     }
-    await waitFor(
-      'the sentinels to discover each other and the replica',
-      async () => {
+    await waitFor(async () => {
         for (const s of sentinels) {
           const m = parseFlatReply(await s.cli(['SENTINEL', 'MASTER', name]));
           if (m['num-other-sentinels'] !== '2' || m['num-slaves'] !== '1') return false;
         }
         return true;
-      },
-      20_000,
-      100,
-    );
+      }, 'the sentinels to discover each other and the replica', 20_000);
 
     const servers = [master, replica];
     const masterPort = async (): Promise<number> => {
@@ -624,18 +598,13 @@ export async function startSentinelSet(options: StartSentinelOptions = {}): Prom
         const old = byPort(await masterPort());
         await old.kill();
         const next = servers.find((s) => s !== old)!;
-        await waitFor(
-          'the sentinels to promote the replica',
-          async () => {
+        await waitFor(async () => {
             for (const s of sentinels) {
               const out = (await s.cli(['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name])).trim().split('\n');
               if (Number(out[1]) !== next.port) return false;
             }
             return parseInfo(await next.cli(['INFO', 'replication']))['role'] === 'master';
-          },
-          25_000,
-          100,
-        );
+          }, 'the sentinels to promote the replica', 25_000);
         return next;
       },
       async stop() {
@@ -704,17 +673,12 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<R
     if (r.code !== 0 || !/All 16384 slots covered/.test(r.stdout)) {
       throw new Error(`redis-cli --cluster create failed (${r.code}):\n${r.stdout}\n${r.stderr}`);
     }
-    await waitFor(
-      'cluster_state:ok on every node',
-      async () => {
+    await waitFor(async () => {
         for (const n of nodes) {
           if (parseInfo(await n.cli(['CLUSTER', 'INFO']))['cluster_state'] !== 'ok') return false;
         }
         return true;
-      },
-      20_000,
-      100,
-    );
+      }, 'cluster_state:ok on every node', 20_000);
     const keySlot = async (key: string): Promise<number> => Number((await nodes[0]!.cli(['CLUSTER', 'KEYSLOT', key])).trim());
     return {
       nodes,

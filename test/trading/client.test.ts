@@ -11,7 +11,8 @@ import {
   type PriceUpdate,
 } from '../../src/trading/fxcm';
 import type { BrokerSimulator } from '../../src/trading/simulator';
-import { TOKEN, newClient, once, startSim, waitFor } from './helpers';
+import { TOKEN, newClient, once, startSim } from './helpers';
+import { waitFor } from '../support/wait';
 
 const AMOUNT_ERR = { code: 3, brokerMessage: 'Amount should be divisible by 10', parameters: ['10'] };
 
@@ -82,7 +83,7 @@ describe.each([3, 4] as const)('FxcmClient over Engine.IO %i', (eio) => {
     const { orderId } = await client.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
     expect(orderId).toMatch(/^\d+$/);
     const [tradeId] = await client.awaitTradeIds(orderId);
-    await waitFor(() => client.records('OpenPosition').length === 1, 5000, 'open position');
+    await waitFor(() => client.records('OpenPosition').length === 1, 'open position', 5000);
     const pos = client.records('OpenPosition')[0]!;
     expect(pos).toMatchObject({ tradeId, open: 1.1002, isBuy: true, amountK: 10 });
     // snapshot never carries the order→trade link
@@ -90,7 +91,7 @@ describe.each([3, 4] as const)('FxcmClient over Engine.IO %i', (eio) => {
     sim.market.setPrice('EUR/USD', 1.101, 1.1012);
     const close = await client.closeTrade({ tradeId: tradeId!, amount: 10 });
     await client.awaitTradeIds(close.orderId);
-    await waitFor(() => client.records('ClosedPosition').length === 1, 5000, 'closed position');
+    await waitFor(() => client.records('ClosedPosition').length === 1, 'closed position', 5000);
     expect(client.records('ClosedPosition')[0]).toMatchObject({ tradeId, close: 1.101, currencyPoint: 1 });
     expect(client.records('OpenPosition')).toEqual([]);
     expect(client.records('Account')[0]!.balance).toBeCloseTo(50000 + 0.0008 * 10000, 2);
@@ -106,17 +107,17 @@ describe.each([3, 4] as const)('FxcmClient over Engine.IO %i', (eio) => {
     const r = await client.openTrade({ symbol: 'EUR/USD', isBuy: false, amount: 10 });
     await expect(client.awaitTradeIds(r.orderId)).rejects.toBeInstanceOf(FxcmOrderRejectedError);
     await client.closeAllForSymbol({ symbol: 'EUR/USD' });
-    await waitFor(() => sim.engine.trades.size === 0, 5000, 'all closed');
+    await waitFor(() => sim.engine.trades.size === 0, 'all closed', 5000);
   });
 
   test('entry orders rest until the price crosses; change and delete; OCO group', async () => {
     sim.market.setPrice('EUR/USD', 1.1, 1.1002);
     const e = await client.createEntryOrder({ symbol: 'EUR/USD', isBuy: true, amount: 10, rate: 1.105, stop: -20, limit: 40, isInPips: true });
-    await waitFor(() => client.records('Order').some((o) => o.orderId === e.orderId), 5000, 'entry order push');
+    await waitFor(() => client.records('Order').some((o) => o.orderId === e.orderId), 'entry order push', 5000);
     // currencyPoint: one pip of 10K EUR/USD is worth 1 USD (the broker shows 0.5 for 5K).
     expect(client.records('Order').find((o) => o.orderId === e.orderId)).toMatchObject({ type: 'SE', status: 1, isEntryOrder: true, currencyPoint: 1 });
     await client.changeOrder({ orderId: e.orderId, rate: 1.104, amount: 20 });
-    await waitFor(() => client.records('Order').find((o) => o.orderId === e.orderId)?.amountK === 20, 5000, 'changed');
+    await waitFor(() => client.records('Order').find((o) => o.orderId === e.orderId)?.amountK === 20, 'changed', 5000);
     const sl = await client.changeOrderStopLimit({ orderId: e.orderId, stop: -30, isStopInPips: true, limit: 50, isLimitInPips: true });
     expect(sl).toHaveLength(2);
     sim.market.setPrice('EUR/USD', 1.1038, 1.104);
@@ -129,7 +130,7 @@ describe.each([3, 4] as const)('FxcmClient over Engine.IO %i', (eio) => {
     await expect(client.awaitTradeIds(e2.orderId)).rejects.toBeInstanceOf(FxcmOrderRejectedError);
 
     await client.simpleOco({ symbol: 'EUR/USD', amount: 10, isBuy: true, rate: 1.11, isBuy2: false, rate2: 1.09 });
-    await waitFor(() => client.records('Order').filter((o) => Number(o.ocoBulkId) > 0).length === 2, 5000, 'oco orders');
+    await waitFor(() => client.records('Order').filter((o) => Number(o.ocoBulkId) > 0).length === 2, 'oco orders', 5000);
     const [a, b] = client.records('Order').filter((o) => Number(o.ocoBulkId) > 0);
     await client.removeFromOco([String(b!.orderId)]);
     await client.addToOco([String(b!.orderId)], Number(a!.ocoBulkId));
@@ -153,14 +154,14 @@ describe.each([3, 4] as const)('FxcmClient over Engine.IO %i', (eio) => {
     sim.market.setPrice('EUR/USD', 1.101, 1.1012);
     expect(sim.engine.trades.get(buyTrade!)!.stop).toBeCloseTo(1.1, 5);
     sim.market.setPrice('EUR/USD', 1.0999, 1.1001);
-    await waitFor(() => client.records('ClosedPosition').some((c) => c.tradeId === buyTrade), 5000, 'trailing stop close');
+    await waitFor(() => client.records('ClosedPosition').some((c) => c.tradeId === buyTrade), 'trailing stop close', 5000);
 
     const sell = await client.openTrade({ symbol: 'EUR/USD', isBuy: false, amount: 10, limit: 1.095 });
     const [sellTrade] = await client.awaitTradeIds(sell.orderId);
     sim.market.setPrice('EUR/USD', 1.0948, 1.0951); // bid crosses but ask (closing side of a sell) does not
     expect(sim.engine.trades.has(sellTrade!)).toBe(true);
     sim.market.setPrice('EUR/USD', 1.0947, 1.0949);
-    await waitFor(() => client.records('ClosedPosition').some((c) => c.tradeId === sellTrade), 5000, 'limit close');
+    await waitFor(() => client.records('ClosedPosition').some((c) => c.tradeId === sellTrade), 'limit close', 5000);
   });
 
   test('rules are checked before sending with the broker code and message', async () => {
@@ -221,7 +222,7 @@ describe.each([3, 4] as const)('FxcmClient over Engine.IO %i', (eio) => {
     // a trade opened while the client is away shows up through the reconciling snapshot
     const reconnected = once<[string]>(client, 'reconnected', 10000);
     sim.faults.disconnect();
-    await waitFor(() => !client.connected, 5000, 'disconnect');
+    await waitFor(() => !client.connected, 'disconnect', 5000);
     const sid = (await reconnected)[0];
     expect(sid).not.toBe(firstSid);
     expect((sim.requestCounts()['/trading/get_model'] ?? 0) - before).toBe(1);
@@ -268,7 +269,7 @@ describe('FxcmClient faults and limits', () => {
       sim.faults.dropPushes(1);
       sim.market.setPrice('EUR/USD', 1.2, 1.2002);
       sim.market.setPrice('EUR/USD', 1.21, 1.2102);
-      await waitFor(() => seen.length >= 1, 5000, 'price');
+      await waitFor(() => seen.length >= 1, 'price', 5000);
       expect(seen).toEqual([1.21]);
       expect(sim.faults.fired.dropped).toBe(1);
       sim.faults.failNext('/trading/get_model', { code: 7, message: 'boom', parameters: [] });

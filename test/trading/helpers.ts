@@ -21,15 +21,6 @@ export function newClient(sim: BrokerSimulator, extra: Partial<FxcmClientOptions
   });
 }
 
-/** Resolves when `pred` is true (polled), rejects after `ms`. */
-export async function waitFor(pred: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 export function once<T extends unknown[]>(em: { once(ev: string, fn: (...a: T) => void): unknown }, ev: string, ms = 5000): Promise<T> {
   return new Promise((resolve, reject) => {
     const t = setTimeout(() => reject(new Error(`timed out waiting for ${ev}`)), ms);

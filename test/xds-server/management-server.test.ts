@@ -15,8 +15,9 @@ import {
 } from '../../src/xds-server/management-server';
 import { RATE_LIMIT_CONFIG_TYPE_URL } from '../../src/providers/xds/provider';
 import { testCerts } from '../support/certs';
-import { CapturingLogger, delay, makeTmpDir, waitFor, writeTree } from '../providers/helpers';
+import { CapturingLogger, makeTmpDir, writeTree } from '../providers/helpers';
 import { onCleanup, runCleanups, setupProvider, xdsSettings } from '../providers/xds/helpers';
+import { quietFor, waitFor } from '../support/wait';
 
 const A = 'domain: dom-a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n';
 const B = 'domain: dom-b\ndescriptors:\n  - key: k\n    rate_limit: {unit: week, requests_per_unit: 2}\n';
@@ -176,7 +177,7 @@ describe('ManagementServer + DirectoryPublisher', () => {
       expect.stringMatching(/^info stream \d+, node 'raw-node': ACK version '7' nonce old \(stale\)$/),
       expect.stringMatching(new RegExp(`^info stream \\d+, node 'raw-node': ACK version '7' nonce ${nonce}$`)),
     ]);
-    await delay(50);
+    await quietFor(50);
     expect(raw.responses).toHaveLength(1); // a NACK of the current version does not resend it
   });
 

@@ -8,7 +8,8 @@ import { StoreError } from '../../../src/core/store';
 import net from 'node:net';
 import { StatsStore } from '../../../src/stats/store';
 import { type MemcachedServer, rawGet, startMemcachedServers } from '../../support/memcached';
-import { createStore, op, stat, uniqueKey, waitFor } from './helpers';
+import { createStore, op, stat, uniqueKey } from './helpers';
+import { waitFor } from '../../support/wait';
 
 let a: MemcachedServer;
 let b: MemcachedServer;

@@ -45,16 +45,6 @@ export function stat(stats: StatsStore, name: string): number {
   return stats.counter(`ratelimit.memcache.${name}`).value;
 }
 
-/** Polls `cond` every 20 ms until it holds or `timeoutMs` passes (then fails with `what`). */
-export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await cond()) return;
-    await new Promise((res) => setTimeout(res, 20));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
-
 let seq = 0;
 /** A key unique to this process and call, so tests sharing a server never collide. */
 export function uniqueKey(label: string): string {

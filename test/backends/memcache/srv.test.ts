@@ -8,7 +8,8 @@ import { StatsStore } from '../../../src/stats/store';
 import type { Logger } from '../../../src/telemetry/logger';
 import { TestDnsServer } from '../../support/dns';
 import { type MemcachedServer, rawGet, startMemcachedServers } from '../../support/memcached';
-import { op, settings, uniqueKey, waitFor } from './helpers';
+import { op, settings, uniqueKey } from './helpers';
+import { waitFor } from '../../support/wait';
 
 const SRV = '_memcache._tcp.ratelimit.test';
 

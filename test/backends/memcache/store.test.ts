@@ -8,7 +8,8 @@ import { StoreError } from '../../../src/core/store';
 import { StatsStore } from '../../../src/stats/store';
 import type { Logger } from '../../../src/telemetry/logger';
 import { MemcachedServer, rawGet, rawGetWithTtl, rawSet } from '../../support/memcached';
-import { addRaceProxy, createStore, op, settings, stat, uniqueKey, waitFor } from './helpers';
+import { addRaceProxy, createStore, op, settings, stat, uniqueKey } from './helpers';
+import { waitFor } from '../../support/wait';
 
 function capturingLogger(): Logger & { lines: string[] } {
   const lines: string[] = [];

@@ -7,8 +7,9 @@ import type { RedisStore } from '../../../src/backends/redis/store';
 import { Unit } from '../../../src/core/rls';
 import { StatsStore } from '../../../src/stats/store';
 import { StoreError } from '../../../src/core/store';
-import { startCluster, waitFor, type RedisClusterSet } from '../../support/redis';
+import { startCluster, type RedisClusterSet } from '../../support/redis';
 import { connectStore, op, redisSettings, ruleOf, timed, uniqueKey } from './helpers';
+import { waitFor } from '../../support/wait';
 
 let cluster: RedisClusterSet;
 
@@ -188,19 +189,14 @@ describe('redis store in cluster mode', () => {
       expect(r.ms).toBeLessThan(500 + 400);
     }
     await node.restart();
-    await waitFor(
-      'counting to resume',
-      async () => {
+    await waitFor(async () => {
         try {
           await store.increment([op(uniqueKey('probe'))], 0);
           return (await store.increment([op(k!, 0)], 0))[0] !== undefined;
         } catch {
           return false;
         }
-      },
-      20_000,
-      100,
-    );
+      }, 'counting to resume', 20_000);
     // The restarted node lost its data (no persistence): counting starts again, once per request.
     const before = (await store.increment([op(k!, 0)], 0))[0]!;
     expect(await store.increment([op(k!)], 0)).toEqual([before + 1]);

@@ -5,9 +5,10 @@
 import type { RedisStore } from '../../../src/backends/redis/store';
 import { StoreError } from '../../../src/core/store';
 import { StatsStore } from '../../../src/stats/store';
-import { freePort, startRedis, waitFor, type RedisServer } from '../../support/redis';
+import { freePort, startRedis, type RedisServer } from '../../support/redis';
 import { connectStore, op, recordingLogger, redisSettings, storeOptions, timed, uniqueKey } from './helpers';
 import { RedisStore as Store } from '../../../src/backends/redis/store';
+import { waitFor } from '../../support/wait';
 
 const TIMEOUT_MS = 500;
 /** Scheduling slack on a loaded 2-core CI machine. */
@@ -50,7 +51,7 @@ describe('redis store: outages', () => {
       redis.resume();
     }
     // The connection is still usable once Redis answers again (the late reply is discarded).
-    await waitFor('requests to succeed again', async () => (await store.increment([op(uniqueKey('after-pause'))], 0))[0] === 1, 5000);
+    await waitFor(async () => (await store.increment([op(uniqueKey('after-pause'))], 0))[0] === 1, 'requests to succeed again', 5000);
   });
 
   it('a killed Redis fails requests at once; after restart() counting resumes on the same store, each request once', async () => {
@@ -60,7 +61,7 @@ describe('redis store: outages', () => {
     health.length = 0;
 
     await redis.kill();
-    await waitFor('the store to notice', () => !store.isHealthy(), 5000, 10);
+    await waitFor(() => !store.isHealthy(), 'the store to notice', 5000);
     expect(health).toEqual([false]);
     expect(statsStore.gauge('ratelimit.redis_pool.cx_active').value).toBe(0);
     for (let i = 0; i < 5; i++) {
@@ -72,9 +73,9 @@ describe('redis store: outages', () => {
 
     await redis.restart();
     // ioredis reconnects in the background (50 ms doubling to 2 s).
-    await waitFor('the store to reconnect', () => store.isHealthy(), 10_000, 20);
+    await waitFor(() => store.isHealthy(), 'the store to reconnect', 10_000);
     expect(health).toEqual([false, true]);
-    await waitFor('both pool connections', () => statsStore.gauge('ratelimit.redis_pool.cx_active').value === 2, 5000, 20);
+    await waitFor(() => statsStore.gauge('ratelimit.redis_pool.cx_active').value === 2, 'both pool connections', 5000);
 
     // The restarted Redis is empty: every successful request adds exactly one, nothing failed
     // during the outage is replayed.
@@ -99,7 +100,7 @@ describe('redis store: start-up', () => {
       () => (settled = true),
       () => (settled = true),
     );
-    await waitFor('a few failed attempts', () => logger.lines.filter((l) => l.msg.startsWith('failed to connect')).length >= 3, 5000, 10);
+    await waitFor(() => logger.lines.filter((l) => l.msg.startsWith('failed to connect')).length >= 3, 'a few failed attempts', 5000);
     expect(settled).toBe(false);
     const redis = await startRedis({ port, password: 'hunter2' });
     try {
@@ -176,12 +177,12 @@ describe('redis store: start-up', () => {
     try {
       expect(store.isHealthy()).toBe(true);
       await perSecond.kill();
-      await waitFor('unhealthy', () => !store.isHealthy(), 5000, 10);
+      await waitFor(() => !store.isHealthy(), 'unhealthy', 5000);
       // Minute windows still count on the main instance; second windows fail.
       expect(await store.increment([op('m', 1, 60)], 0)).toEqual([1]);
       await expect(store.increment([op('s', 1, 1)], 0)).rejects.toBeInstanceOf(StoreError);
       await perSecond.restart();
-      await waitFor('healthy again', () => store.isHealthy(), 10_000, 20);
+      await waitFor(() => store.isHealthy(), 'healthy again', 10_000);
       expect(changes).toEqual([false, true]);
       expect(await store.increment([op('s', 1, 1)], 0)).toEqual([1]);
     } finally {

@@ -5,8 +5,9 @@
  */
 import type { RedisStore } from '../../../src/backends/redis/store';
 import { StoreError } from '../../../src/core/store';
-import { startSentinelSet, waitFor, type SentinelSet } from '../../support/redis';
+import { startSentinelSet, type SentinelSet } from '../../support/redis';
 import { connectStore, op, redisSettings, uniqueKey } from './helpers';
+import { waitFor } from '../../support/wait';
 
 let set: SentinelSet;
 let store: RedisStore;
@@ -39,16 +40,14 @@ describe('redis store in sentinel mode', () => {
     expect(first).toBe(set.servers[0]);
     expect(await first.cli(['GET', key])).toBe('2\n');
     // Wait until the replica has the key, so the count survives the failover.
-    await waitFor('replication', async () => (await set.servers[1]!.cli(['GET', key])) === '2\n', 5000);
+    await waitFor(async () => (await set.servers[1]!.cli(['GET', key])) === '2\n', 'replication', 5000);
 
     const promoted = await set.failover();
     expect(promoted).toBe(set.servers[1]);
 
     // A bounded number of requests may fail while the store finds the new master.
     let failures = 0;
-    await waitFor(
-      'the store to count on the new master',
-      async () => {
+    await waitFor(async () => {
         try {
           await store.increment([op(uniqueKey('probe'))], 0);
           return true;
@@ -57,13 +56,10 @@ describe('redis store in sentinel mode', () => {
           failures++;
           return false;
         }
-      },
-      20_000,
-      100,
-    );
+      }, 'the store to count on the new master', 20_000);
     expect(failures).toBeLessThan(200);
     expect(await store.increment([op(key, 1, 3600)], 0)).toEqual([3]);
     expect(await promoted.cli(['GET', key])).toBe('3\n');
-    await waitFor('health to be back', () => store.isHealthy(), 5000);
+    await waitFor(() => store.isHealthy(), 'health to be back', 5000);
   }, 60_000);
 });

@@ -2,8 +2,9 @@ import { Duration } from '../../../generated/google/protobuf/duration';
 import { RateLimitUnit } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
 import { RATE_LIMIT_CONFIG_TYPE_URL, reconnectBackoff } from '../../../src/providers/xds/provider';
 import { rlc, TestXdsServer } from '../../support/xds';
-import { delay, waitFor } from '../helpers';
+
 import { onCleanup, runCleanups, setupProvider, simple, xdsSettings } from './helpers';
+import { quietFor, waitFor } from '../../support/wait';
 
 afterEach(runCleanups);
 
@@ -246,7 +247,7 @@ describe('XdsProvider', () => {
     await waitFor(() => xds.openStreams === 0, 'the stream closed on the server');
     const n = xds.requests.length;
     xds.push('2', [simple('one', 'dom', 'k', 2)]);
-    await delay(150);
+    await quietFor(150);
     expect(xds.requests.length).toBe(n);
     expect(() => p.provider.start()).toThrow('start() after stop()');
   });

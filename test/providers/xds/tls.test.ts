@@ -1,7 +1,8 @@
 import { CLIENT2_SAN, CLIENT_SAN, SERVER_SAN_DNS, type TestCerts, testCerts } from '../../support/certs';
 import { TestXdsServer } from '../../support/xds';
-import { delay, waitFor } from '../helpers';
+
 import { onCleanup, runCleanups, setupProvider, simple, xdsSettings } from './helpers';
+import { quietFor, waitFor } from '../../support/wait';
 
 let certs: TestCerts;
 
@@ -36,7 +37,7 @@ function tlsSettings(serverUrl: string, over: { client?: { cert: string; key: st
 /** Waits long enough for a few connection attempts, then checks nothing got through. */
 async function expectRejected(xds: TestXdsServer, p: ReturnType<typeof setupProvider>): Promise<void> {
   await waitFor(() => p.logger.messages('warn').length >= 2, 'two failed attempts', 5000);
-  await delay(100);
+  await quietFor(100);
   expect(xds.requests).toHaveLength(0);
   expect(p.store.hasFirstEvent).toBe(false);
 }
