@@ -1,10 +1,10 @@
-import { LocalCache, MIN_LOCAL_CACHE_BYTES } from '../../src/limiter/local-cache';
+import { LocalCache } from '../../src/limiter/local-cache';
 import { StatsStore } from '../../src/stats/store';
 
 describe('local over-limit cache', () => {
   it('remembers a key until its TTL passes and counts lookups', () => {
     const c = new LocalCache(1000);
-    expect(c.capacityBytes).toBe(MIN_LOCAL_CACHE_BYTES);
+    expect(c.capacityBytes).toBe(512 * 1024);
     expect(c.has('k', 0)).toBe(false);
     c.set('k', 60, 0);
     expect(c.has('k', 59_999)).toBe(true);
@@ -13,7 +13,7 @@ describe('local over-limit cache', () => {
   });
 
   it('stays within its byte budget by evicting the oldest entries', () => {
-    const c = new LocalCache(MIN_LOCAL_CACHE_BYTES);
+    const c = new LocalCache(512 * 1024);
     for (let i = 0; i < 100_000; i++) c.set('key-' + i.toString().padStart(8, '0'), 60, 0);
     expect(c.counters.entryCount).toBeLessThan(100_000);
     expect(c.counters.evacuateCount).toBe(100_000 - c.counters.entryCount);

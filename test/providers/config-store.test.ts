@@ -1,5 +1,5 @@
 import { ConfigError } from '../../src/config/types';
-import { CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, ConfigStore } from '../../src/providers/config-store';
+import { ConfigStore } from '../../src/providers/config-store';
 import { StatsStore } from '../../src/stats/store';
 import { CapturingLogger, fakeLoader } from './helpers';
 
@@ -21,7 +21,7 @@ describe('ConfigStore', () => {
     expect(store.current()).toBeUndefined();
     expect(store.hasFirstEvent).toBe(false);
     const names = stats.entries().map(([n]) => n);
-    expect(names).toEqual(expect.arrayContaining([CONFIG_LOAD_SUCCESS, CONFIG_LOAD_ERROR]));
+    expect(names).toEqual(expect.arrayContaining(['ratelimit.service.config_load_success', 'ratelimit.service.config_load_error']));
   });
 
   test('update swaps config and flags together, counts, logs, notifies', () => {
@@ -47,8 +47,8 @@ describe('ConfigStore', () => {
     expect(s1?.config).toBe(c1);
     expect(s1?.flags).toEqual({ shadowMode: false });
 
-    expect(count(CONFIG_LOAD_SUCCESS)).toBe(2);
-    expect(count(CONFIG_LOAD_ERROR)).toBe(0);
+    expect(count('ratelimit.service.config_load_success')).toBe(2);
+    expect(count('ratelimit.service.config_load_error')).toBe(0);
     expect(seen).toEqual([1, 0]);
     expect(logger.messages('info')).toEqual([
       'Successfully loaded new configuration',
@@ -66,8 +66,8 @@ describe('ConfigStore', () => {
 
     store.fail(new ConfigError('a.yaml: config file cannot have empty domain'));
     expect(store.current()).toBe(before);
-    expect(count(CONFIG_LOAD_ERROR)).toBe(1);
-    expect(count(CONFIG_LOAD_SUCCESS)).toBe(1);
+    expect(count('ratelimit.service.config_load_error')).toBe(1);
+    expect(count('ratelimit.service.config_load_success')).toBe(1);
     expect(listener).toHaveBeenCalledTimes(1);
     expect(logger.messages('error')).toEqual([
       'Error loading new configuration: a.yaml: config file cannot have empty domain',
@@ -115,7 +115,7 @@ describe('ConfigStore', () => {
     const before = store.current();
     store.update(fakeLoader([{ name: 'a', content: 'x' }], false));
     expect(store.current()).toBe(before);
-    expect(count(CONFIG_LOAD_ERROR)).toBe(1);
+    expect(count('ratelimit.service.config_load_error')).toBe(1);
 
     unsubscribe();
     throwFlags = false;

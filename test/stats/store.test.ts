@@ -1,8 +1,8 @@
-import { DEFAULT_MAX_DYNAMIC_SERIES, DYNAMIC_SERIES_OVERFLOW, StatsStore, Timer } from '../../src/stats/store';
+import { StatsStore, Timer } from '../../src/stats/store';
 
 describe('StatsStore', () => {
   test('constructor forms: none, a number, options', () => {
-    expect(new StatsStore().maxDynamicSeries).toBe(DEFAULT_MAX_DYNAMIC_SERIES);
+    expect(new StatsStore().maxDynamicSeries).toBe(10_000);
     expect(new StatsStore(5).maxDynamicSeries).toBe(5);
     expect(new StatsStore({ maxDynamicSeries: 7 }).maxDynamicSeries).toBe(7);
   });
@@ -17,7 +17,7 @@ describe('StatsStore', () => {
     expect(over.key).toBe('overflow');
     store.dynamicRuleStats('d.e');
     store.dynamicCounter('ratelimit.service.rate_limit.x.domain_not_found', 'ratelimit.service.rate_limit.overflow.domain_not_found').inc();
-    expect(store.counter(DYNAMIC_SERIES_OVERFLOW).value).toBe(3);
+    expect(store.counter('ratelimit.stats.dynamic_series_overflow').value).toBe(3);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain('cap of 2 stat series');
     expect(warnings[0]).toContain('ratelimit.service.rate_limit.d.c');
