@@ -42,32 +42,20 @@
  *   mode, an empty RUNTIME_ROOT) is goruntime's nil loader: an empty config, never reloaded, with a
  *   warning naming the variable.
  * - Every reload re-reads all files and builds a whole new config; MERGE_DOMAIN_CONFIG is read via
- *   `mergeDomainConfig()` at each load. Bursts of events are coalesced into one reload
- *   (`debounceMs` after the last event, at most `10 × debounceMs` after the first).
+ *   `mergeDomainConfig()` at each load. Watching, coalescing bursts of events into one reload
+ *   (`debounceMs` after the last event, at most `10 × debounceMs` after the first), re-arming
+ *   watches of replaced directories and polling missing ones are the DirectoryWatcher's
+ *   (directory-watcher.ts, with the fs.watch facts this relies on).
  *
  * Loading is synchronous (node:fs sync calls; config directories are small): `start()` performs
  * the initial load before it returns, so the store has had its first event (success or failure)
  * when `start()` returns. `stop()` closes every watcher and timer.
- *
- * fs.watch facts this relies on (Linux/inotify):
- * - Watching a symlink path watches its target, so a symlink swap is only seen from the parent
- *   directory (events named after the link).
- * - A watcher dies silently when its directory is removed or replaced (one last `rename` event
- *   named after the directory itself, then nothing; no `error` event); a recreated directory may
- *   even get the same inode number. So watchers are re-armed whenever an event names the watched
- *   directory itself (or has no name), when the directory's identity (dev, inode, birth time)
- *   changed, or after an `error` event; a directory that does not exist is polled every `retryMs`.
- * - `fs.watch` throws synchronously (ENOENT) for a missing path, and an `error` event with no
- *   listener would crash the process: both are handled.
- * - Directory watches are not recursive (node 20's `recursive` option is emulated on Linux), so each
- *   loaded subdirectory gets its own watcher in directory mode.
- * - Events carry only `rename` or `change` and an optional file name, so every event in a watched
- *   config directory reloads; reading files does not produce events (no IN_ACCESS/IN_OPEN watch).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ConfigError, type ConfigFile, type RateLimitConfig } from '../config/types';
 import type { ConfigStore, ProviderLogger } from './config-store';
+import { DirectoryWatcher, errCode, type EventFilter, fsReason, isMissing } from './directory-watcher';
 
 /** The config loader, injected (normally `src/config/load.ts` bound to the stats store). */
 export type ConfigLoaderFn = (files: ConfigFile[], mergeDomainConfig: boolean) => RateLimitConfig;
@@ -96,110 +84,8 @@ export interface FileProviderOptions<F> {
   persistent?: boolean;
 }
 
-export const DEFAULT_DEBOUNCE_MS = 100;
-export const DEFAULT_RETRY_MS = 1000;
-
-type EnsureResult = 'ok' | 'armed' | 'missing';
-type Relevance = (filename: string | null) => boolean;
-
-const ALWAYS: Relevance = () => true;
-
-function errCode(err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
-}
-
-function isMissing(err: unknown): boolean {
-  const code = errCode(err);
-  return code === 'ENOENT' || code === 'ENOTDIR';
-}
-
-/** Go-style reason for a node fs error: `open /a/b.yaml: permission denied`. */
-function fsReason(err: unknown): string {
-  // Duck-typed, not `instanceof Error`: errors from node core can come from another realm (jest).
-  if (typeof err !== 'object' || err === null || typeof (err as { message?: unknown }).message !== 'string') {
-    return String(err);
-  }
-  const e = err as NodeJS.ErrnoException;
-  const m = /^[A-Z0-9_]+: (.*?), \w+(?: '.*')?$/.exec(e.message);
-  const desc = m?.[1] ?? e.message;
-  if (e.syscall !== undefined && e.path !== undefined) return `${e.syscall} ${e.path}: ${desc}`;
-  return desc;
-}
-
 function loadError(name: string, reason: string): ConfigError {
   return new ConfigError(`${name}: error loading config file: ${reason}`);
-}
-
-/** dev + inode + birth time of a directory (following symlinks), or undefined if it is not one. */
-function dirIdentity(dir: string): string | undefined {
-  try {
-    const st = fs.statSync(dir, { bigint: true, throwIfNoEntry: false });
-    if (st === undefined || !st.isDirectory()) return undefined;
-    return `${st.dev}:${st.ino}:${st.birthtimeNs}`;
-  } catch {
-    return undefined;
-  }
-}
-
-/** One fs.watch on one directory, re-armed when the directory is replaced. */
-class DirWatch {
-  private watcher: fs.FSWatcher | undefined;
-  private identity: string | undefined;
-  private suspect = false;
-  private readonly base: string;
-
-  constructor(
-    readonly dir: string,
-    private readonly relevant: Relevance,
-    private readonly onEvent: (relevant: boolean) => void,
-    private readonly persistent: boolean,
-    private readonly logger: ProviderLogger,
-  ) {
-    this.base = path.basename(dir);
-  }
-
-  /** Makes sure the directory is watched as it is now: 'armed' when a new watch was set up. */
-  ensure(): EnsureResult {
-    // Identity first, then watch: if the directory is replaced in between, the recorded identity
-    // is the old one and the next check re-arms (a spurious re-arm, never a missed directory).
-    const id = dirIdentity(this.dir);
-    if (id === undefined) {
-      this.close();
-      return 'missing';
-    }
-    if (this.watcher !== undefined && !this.suspect && id === this.identity) return 'ok';
-    this.close();
-    let w: fs.FSWatcher;
-    try {
-      w = fs.watch(this.dir, { persistent: this.persistent }, (_event, filename) => this.handle(filename));
-    } catch (err) {
-      if (!isMissing(err)) this.logger.warn(`runtime: cannot watch ${this.dir}: ${fsReason(err)}`);
-      return 'missing';
-    }
-    w.on('error', (err) => {
-      this.logger.warn(`runtime: watch error on ${this.dir}: ${fsReason(err)}`);
-      if (this.watcher === w) this.close();
-      this.onEvent(false);
-    });
-    this.watcher = w;
-    this.identity = id;
-    this.suspect = false;
-    return 'armed';
-  }
-
-  close(): void {
-    const w = this.watcher;
-    this.watcher = undefined;
-    this.identity = undefined;
-    if (w !== undefined) w.close();
-  }
-
-  private handle(filename: string | null): void {
-    // inotify reports the removal or move of the watched directory itself under its own name, and
-    // the watch is dead afterwards: re-arm at the next check.
-    if (filename === null || filename === this.base) this.suspect = true;
-    this.onEvent(this.relevant(filename));
-  }
 }
 
 export class FileProvider<F> {
@@ -212,21 +98,12 @@ export class FileProvider<F> {
   private readonly loader: ConfigLoaderFn;
   private readonly store: ConfigStore<F>;
   private readonly logger: ProviderLogger;
-  private readonly debounceMs: number;
-  private readonly maxDelayMs: number;
-  private readonly retryMs: number;
-  private readonly persistent: boolean;
   /** Directory mode: `<root>/<subdirectory>/<appDirectory>`. */
   private readonly appDirPath: string;
 
-  private readonly watches = new Map<string, DirWatch>();
+  private readonly watcher: DirectoryWatcher;
   /** Watches kept whatever a load finds (the root's parent; the app directory in directory mode). */
-  private readonly fixedWatches: Array<{ dir: string; relevant: Relevance }> = [];
-  private debounceTimer: NodeJS.Timeout | undefined;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private burstStart: number | undefined;
-  private pendingReload = false;
-  private pendingCheck = false;
+  private readonly fixedWatches: Array<{ dir: string; relevant?: EventFilter }> = [];
   private started = false;
   private stopped = false;
 
@@ -240,10 +117,14 @@ export class FileProvider<F> {
     this.loader = opts.loader;
     this.store = opts.store;
     this.logger = opts.logger;
-    this.debounceMs = Math.max(0, opts.debounceMs ?? DEFAULT_DEBOUNCE_MS);
-    this.maxDelayMs = this.debounceMs * 10;
-    this.retryMs = Math.max(1, opts.retryMs ?? DEFAULT_RETRY_MS);
-    this.persistent = opts.persistent ?? true;
+    this.watcher = new DirectoryWatcher({
+      onChange: () => this.reload(),
+      logger: opts.logger,
+      logPrefix: 'runtime: ',
+      debounceMs: opts.debounceMs,
+      retryMs: opts.retryMs,
+      persistent: opts.persistent,
+    });
     this.appDirPath = path.resolve(opts.root, opts.subdirectory, opts.appDirectory);
   }
 
@@ -270,19 +151,19 @@ export class FileProvider<F> {
       const linkName = path.basename(this.root);
       this.fixedWatches.push({ dir: parent, relevant: (f) => f === null || f === linkName });
     }
-    if (!this.watchRoot) this.fixedWatches.push({ dir: this.appDirPath, relevant: ALWAYS });
+    if (!this.watchRoot) this.fixedWatches.push({ dir: this.appDirPath });
     this.reload();
   }
 
   /** Closes every watcher and timer; no further loads happen. Idempotent. */
   stop(): void {
     this.stopped = true;
-    if (this.debounceTimer !== undefined) clearTimeout(this.debounceTimer);
-    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
-    this.debounceTimer = undefined;
-    this.retryTimer = undefined;
-    for (const w of this.watches.values()) w.close();
-    this.watches.clear();
+    this.watcher.close();
+  }
+
+  /** An fs event arrived and the reload it calls for is still due. */
+  get reloadPending(): boolean {
+    return this.watcher.changePending;
   }
 
   /**
@@ -292,28 +173,17 @@ export class FileProvider<F> {
   reload(): void {
     if (this.stopped || !this.started) return;
     if (this.nilLoaderVariable() !== undefined) return;
-    this.pendingReload = false;
-    this.pendingCheck = false;
 
-    let missing = false;
-    for (const f of this.fixedWatches) if (this.ensureWatch(f.dir, f.relevant) === 'missing') missing = true;
-
+    for (const f of this.fixedWatches) this.watcher.watch(f.dir, f.relevant);
     const seen = new Set<string>(this.fixedWatches.map((f) => f.dir));
     let files: ConfigFile[];
     try {
       files = this.readFiles(seen);
     } catch (err) {
-      if (missing) this.scheduleRetry();
       this.store.fail(err);
       return;
     }
-    for (const [dir, w] of this.watches) {
-      if (!seen.has(dir)) {
-        w.close();
-        this.watches.delete(dir);
-      }
-    }
-    if (missing) this.scheduleRetry();
+    this.watcher.unwatchExcept(seen);
     this.load(files);
   }
 
@@ -376,7 +246,7 @@ export class FileProvider<F> {
     const walk = (dir: string, parts: string[]): void => {
       if (watchDirs !== undefined) {
         watchDirs.add(dir);
-        this.ensureWatch(dir, ALWAYS);
+        this.watcher.watch(dir);
       }
       let entries: fs.Dirent[];
       try {
@@ -442,61 +312,5 @@ export class FileProvider<F> {
     walk(base, []);
     files.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     return files;
-  }
-
-  private ensureWatch(dir: string, relevant: Relevance): EnsureResult {
-    let w = this.watches.get(dir);
-    if (w === undefined) {
-      w = new DirWatch(dir, relevant, (rel) => this.onWatchEvent(rel), this.persistent, this.logger);
-      this.watches.set(dir, w);
-    }
-    return w.ensure();
-  }
-
-  private onWatchEvent(relevant: boolean): void {
-    if (this.stopped) return;
-    if (relevant) this.pendingReload = true;
-    this.pendingCheck = true;
-    const now = Date.now();
-    if (this.burstStart === undefined) this.burstStart = now;
-    const due = Math.min(now + this.debounceMs, this.burstStart + this.maxDelayMs);
-    if (this.debounceTimer !== undefined) clearTimeout(this.debounceTimer);
-    this.debounceTimer = setTimeout(() => this.onDebounced(), Math.max(0, due - now));
-    this.debounceTimer.unref();
-  }
-
-  private onDebounced(): void {
-    this.debounceTimer = undefined;
-    this.burstStart = undefined;
-    if (this.stopped) return;
-    if (this.pendingReload) {
-      this.reload();
-    } else if (this.pendingCheck) {
-      this.pendingCheck = false;
-      if (this.checkWatches()) this.reload();
-    }
-  }
-
-  /** Re-arms dead or replaced watchers; true when one was (re)armed, so changes may have been missed. */
-  private checkWatches(): boolean {
-    let armed = false;
-    let missing = false;
-    for (const w of this.watches.values()) {
-      const r = w.ensure();
-      if (r === 'armed') armed = true;
-      else if (r === 'missing') missing = true;
-    }
-    if (missing) this.scheduleRetry();
-    return armed;
-  }
-
-  private scheduleRetry(): void {
-    if (this.stopped || this.retryTimer !== undefined) return;
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = undefined;
-      if (this.stopped) return;
-      if (this.checkWatches()) this.reload();
-    }, this.retryMs);
-    this.retryTimer.unref();
   }
 }

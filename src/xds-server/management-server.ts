@@ -26,7 +26,9 @@
  * logged by name and left out (or kept at its last published version), and the rest is
  * published. Published versions are
  * `<prefix>1`, `<prefix>2`, …; a reload that yields exactly the published resources publishes
- * nothing. The directory is watched (fs.watch, events debounced by 100 ms).
+ * nothing. The directory is watched with the file provider's DirectoryWatcher (a burst of events
+ * reloads once, 100 ms after the last one; a directory replaced or removed and recreated is watched
+ * again).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -48,6 +50,7 @@ import { loadConfigFromObjects } from '../config/load';
 import { ConfigError } from '../config/types';
 import { StatsStore } from '../stats/store';
 import { type Logger, silentLogger } from '../telemetry/logger';
+import { DirectoryWatcher } from '../providers/directory-watcher';
 import { RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject, yamlToRateLimitConfig } from '../providers/xds/convert';
 
 export type ManagementServerLogger = Pick<Logger, 'info' | 'warn' | 'error'>;
@@ -452,7 +455,7 @@ export interface DirectoryPublisherOptions {
   readonly mergeDomainConfigs?: boolean;
   /** Quiet time after the last fs event before reloading (default 100 ms). */
   readonly debounceMs?: number;
-  /** How often a directory that cannot be watched is retried (default 1000 ms). */
+  /** How often a directory that does not exist or cannot be watched is retried (default 1000 ms). */
   readonly retryMs?: number;
 }
 
@@ -462,10 +465,7 @@ export class DirectoryPublisher {
   private readonly logger: ManagementServerLogger;
   private readonly prefix: string;
   private readonly merge: boolean;
-  private readonly debounceMs: number;
-  private readonly retryMs: number;
-  private watcher: fs.FSWatcher | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly watcher: DirectoryWatcher;
   private counter = 0;
   private published: Buffer[] | undefined;
   /** The served resource of each file, so a file that turns invalid keeps its last good version. */
@@ -478,8 +478,12 @@ export class DirectoryPublisher {
     this.logger = opts.logger ?? silentLogger;
     this.prefix = opts.versionPrefix ?? '';
     this.merge = opts.mergeDomainConfigs ?? false;
-    this.debounceMs = Math.max(0, opts.debounceMs ?? 100);
-    this.retryMs = Math.max(1, opts.retryMs ?? 1000);
+    this.watcher = new DirectoryWatcher({
+      onChange: () => this.reload(),
+      logger: this.logger,
+      debounceMs: opts.debounceMs,
+      retryMs: opts.retryMs,
+    });
   }
 
   /** The last published version ('' before the first). */
@@ -487,19 +491,16 @@ export class DirectoryPublisher {
     return this.counter === 0 ? '' : `${this.prefix}${this.counter}`;
   }
 
-  /** Loads the directory once (publishing it when valid) and starts watching. */
+  /** Starts watching and loads the directory once (publishing it when valid). */
   start(): boolean {
-    const ok = this.reload();
-    this.ensureWatch();
-    return ok;
+    // Watch first, so no change made after the read is missed.
+    this.watcher.watch(this.dir);
+    return this.reload();
   }
 
   stop(): void {
     this.stopped = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.watcher?.close();
-    this.watcher = undefined;
+    this.watcher.close();
   }
 
   /**
@@ -538,36 +539,6 @@ export class DirectoryPublisher {
       `serving version '${this.version}': ${loaded.resources.length} resource(s)${loaded.resources.length > 0 ? ` (${loaded.resources.map((r) => r.name).join(', ')})` : ''}`,
     );
     return loaded.problems.length === 0;
-  }
-
-  private ensureWatch(): void {
-    if (this.stopped || this.watcher !== undefined) return;
-    try {
-      const w = fs.watch(this.dir, { persistent: true }, () => this.schedule(this.debounceMs));
-      w.on('error', (err) => {
-        this.logger.warn(`watch error on ${this.dir}: ${err.message}`);
-        if (this.watcher === w) {
-          w.close();
-          this.watcher = undefined;
-        }
-        this.schedule(this.retryMs);
-      });
-      this.watcher = w;
-    } catch (err) {
-      this.logger.warn(`cannot watch ${this.dir}: ${(err as Error).message}; retrying in ${this.retryMs} ms`);
-      this.schedule(this.retryMs);
-    }
-  }
-
-  private schedule(ms: number): void {
-    if (this.stopped) return;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      // Re-arms a watcher lost to an error first, so no change after the read is missed.
-      this.ensureWatch();
-      this.reload();
-    }, ms);
   }
 }
 

@@ -428,13 +428,16 @@ describe('FileProvider, directory mode', () => {
     const watchersBefore = countResources('FSEventWrap');
     const t = start({ root, debounceMs: 200 });
     expect(countResources('FSEventWrap')).toBeGreaterThan(watchersBefore);
-    // An event arms the debounce timer; stop() before it fires cancels the reload.
+    // The event arrives and arms the debounce timer; stop() before it fires cancels the reload.
     fs.writeFileSync(path.join(appDir, 'basic.yaml'), 'b2');
-    await quietFor(50);
+    await waitFor(() => t.provider.reloadPending, 'the event, its reload due');
     t.provider.stop();
+    expect(t.provider.reloadPending).toBe(false);
     await waitFor(() => countResources('FSEventWrap') === watchersBefore, 'watchers closed');
     fs.writeFileSync(path.join(appDir, 'basic.yaml'), 'b3');
-    await quietFor(300);
+    // Node runs timers of equal duration in the order they were set: this pause, begun after
+    // stop(), ends after the debounce timer would have fired.
+    await quietFor(200);
     expect(t.successes()).toBe(1);
     expect(t.content('basic.yaml')).toBe('b1');
     expect(() => t.provider.start()).toThrow();
