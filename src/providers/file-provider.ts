@@ -55,7 +55,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ConfigError, type ConfigFile, type RateLimitConfig } from '../config/types';
 import type { ConfigStore, ProviderLogger } from './config-store';
-import { DirectoryWatcher, errCode, type EventFilter, fsReason, isMissing } from './directory-watcher';
+import { DirectoryWatcher, errCode, type EventFilter, fsReason, isMissing } from '../core/directory-watcher';
 
 /** The config loader, injected (normally `src/config/load.ts` bound to the stats store). */
 export type ConfigLoaderFn = (files: ConfigFile[], mergeDomainConfig: boolean) => RateLimitConfig;

@@ -9,6 +9,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../telemetry/logger';
+import { DirectoryWatcher } from '../core/directory-watcher';
 
 export interface ServerTlsFiles {
   certFile: string;
@@ -41,15 +42,15 @@ export class CertificateSource {
   private readonly caListeners = new Set<CaListener>();
   private readonly identityListeners = new Set<IdentityListener>();
   private readonly subscribers = new Set<(m: TlsMaterial) => void>();
-  private watchers: fs.FSWatcher[] = [];
+  private readonly watcher: DirectoryWatcher;
   private timer: NodeJS.Timeout | undefined;
-  private debounce: NodeJS.Timeout | undefined;
 
   constructor(
     readonly files: ServerTlsFiles,
     private readonly logger: Logger,
   ) {
     this.material = this.read();
+    this.watcher = new DirectoryWatcher({ onChange: () => this.reload(), logger, logPrefix: 'certificates: ' });
   }
 
   get current(): TlsMaterial {
@@ -59,15 +60,7 @@ export class CertificateSource {
   /** Starts watching the files' directories and re-reading them every reloadIntervalMs. */
   start(): void {
     const dirs = new Set([this.files.certFile, this.files.keyFile, this.files.clientCaFile].filter((f) => f !== '').map((f) => path.dirname(f)));
-    for (const dir of dirs) {
-      try {
-        const w = fs.watch(dir, () => this.scheduleReload());
-        w.on('error', () => undefined);
-        this.watchers.push(w);
-      } catch (err) {
-        this.logger.warn(`cannot watch ${dir} for certificate changes (${(err as Error).message}); re-reading every ${this.files.reloadIntervalMs} ms`);
-      }
-    }
+    for (const dir of dirs) this.watcher.watch(dir);
     if (this.files.reloadIntervalMs > 0) {
       this.timer = setInterval(() => this.reload(), this.files.reloadIntervalMs);
       this.timer.unref();
@@ -75,10 +68,8 @@ export class CertificateSource {
   }
 
   stop(): void {
-    for (const w of this.watchers) w.close();
-    this.watchers = [];
+    this.watcher.close();
     clearInterval(this.timer);
-    clearTimeout(this.debounce);
   }
 
   subscribe(listener: (m: TlsMaterial) => void): void {
@@ -123,12 +114,6 @@ export class CertificateSource {
   }
   removeIdentityCertificateListener(l: IdentityListener): void {
     this.identityListeners.delete(l);
-  }
-
-  private scheduleReload(): void {
-    clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => this.reload(), 100);
-    this.debounce.unref();
   }
 
   private read(): TlsMaterial {

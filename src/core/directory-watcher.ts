@@ -1,6 +1,7 @@
 /**
  * The one directory watcher of the project (fs.watch with debounce): the file provider watches the
- * runtime directories with it, the xDS management server's DirectoryPublisher its config directory.
+ * runtime directories with it, the xDS management server's DirectoryPublisher its config directory,
+ * the TLS certificate source the directories of its certificate files.
  *
  * The owner says which directories to watch (`watch()`, again after each load: it is cheap when
  * nothing changed) and gets one `onChange()` per burst of events: `debounceMs` after the last
@@ -28,7 +29,6 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Logger } from '../telemetry/logger';
 
 /** Whether an event, named after the entry that changed (null: unnamed), is a change for the owner. */
 export type EventFilter = (filename: string | null) => boolean;
@@ -41,7 +41,7 @@ export const DEFAULT_RETRY_MS = 1000;
 export interface DirectoryWatcherOptions {
   /** Called once per burst of events that changed something (or may have). */
   readonly onChange: () => void;
-  readonly logger: Pick<Logger, 'warn'>;
+  readonly logger: { warn(msg: string): void };
   /** Starts each warning (`runtime: ` for the file provider). */
   readonly logPrefix?: string;
   /** Quiet time after the last event before `onChange()` (default 100 ms). */

@@ -1,8 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DirectoryWatcher, type DirectoryWatcherOptions } from '../../src/providers/directory-watcher';
+import { DirectoryWatcher, type DirectoryWatcherOptions } from '../../src/core/directory-watcher';
 import { quietFor, waitFor } from '../support/wait';
-import { CapturingLogger, makeTmpDir, swapSymlink, writeTree } from './helpers';
+import { CapturingLogger, makeTmpDir, swapSymlink, writeTree } from '../providers/helpers';
 
 const DEBOUNCE_MS = 30;
 
