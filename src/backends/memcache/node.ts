@@ -54,7 +54,7 @@ export interface MultiGetSink {
   done(node: MemcacheNode, err: Error | undefined): void;
 }
 
-/** memjs internals this wrapper reads or repairs (present in memjs 1.3.x). */
+/** memjs internals this wrapper reads or repairs: memjs is pinned to 1.3.2 and test/backends/memcache/memjs-internals.test.ts checks them. */
 interface ServerInternals {
   _socket: Socket | undefined;
   connected: boolean;
