@@ -169,12 +169,3 @@ export async function httpGet(address: string, pathName: string): Promise<{ stat
   return { status: res.status, body: await res.text() };
 }
 
-/** Polls `check` every 50 ms until it returns true or `timeoutMs` passes. */
-export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

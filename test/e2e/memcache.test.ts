@@ -4,7 +4,7 @@
  * recovery without a restart, and keys memcached cannot hold answered with a clear error.
  */
 import fs from 'node:fs';
-import { MemcachedServer } from '../support/memcached';
+import { incrementsProcessed, MemcachedServer } from '../support/memcached';
 import { baseEnv, httpGet, httpPost, runtimeDir, startService } from './harness';
 import { waitFor } from '../support/wait';
 
@@ -29,11 +29,11 @@ test('ratelimit on memcached: counting, health, fail-open outage, recovery, inva
   try {
     expect(svc.output()).toMatch(/counter store: memcache \(BACKEND_TYPE\)/);
     expect(await httpGet(svc.http, '/healthcheck')).toEqual({ status: 200, body: 'OK' });
-    // Increments are asynchronous (as upstream): let each one land before the next read.
+    // Increments are asynchronous (as upstream): wait for each one to land before the next read.
     const seen: Array<number | undefined> = [];
     for (let i = 0; i < 3; i++) {
       seen.push(await remaining(svc.http, 'alice'));
-      await new Promise((r) => setTimeout(r, 50));
+      await waitFor(async () => (await incrementsProcessed(mc.port)) === i + 1, `increment ${i + 1} to land in memcached`);
     }
     expect(seen).toEqual([4, 3, 2]);
 

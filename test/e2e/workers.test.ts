@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
-import { MemcachedServer } from '../support/memcached';
+import { incrementsProcessed, MemcachedServer } from '../support/memcached';
 import { freePort } from '../support/ports';
 import { type RedisServer, startRedis } from '../support/redis';
 import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, run, runtimeDir, type Service, startService } from './harness';
@@ -259,8 +259,8 @@ test('worker mode on memcached counts each hit once across the workers', async (
     const statuses: number[] = [];
     for (let i = 0; i < 12; i++) {
       statuses.push((await fresh(svc.http, '/json', json('dave'))).status);
-      // Memcached increments land after the answer (as upstream): let each one land.
-      await new Promise((r) => setTimeout(r, 50));
+      // Memcached increments land after the answer (as upstream): wait for each one.
+      await waitFor(async () => (await incrementsProcessed(mc.port)) === i + 1, `increment ${i + 1} to land in memcached`);
     }
     expect(statuses).toEqual([...Array(10).fill(200), 429, 429]);
     const stats = (await httpGet(svc.debug, '/stats')).body;

@@ -61,6 +61,13 @@ export function rawCommand(port: number, command: string, until: RegExp, timeout
   });
 }
 
+/** How many `incr` commands memcached has processed (hits and misses): one per counted request. */
+export async function incrementsProcessed(port: number): Promise<number> {
+  const stats = await rawCommand(port, 'stats\r\n', /END\r\n$/);
+  const stat = (name: string): number => Number(new RegExp(`^STAT ${name} (\\d+)\r$`, 'm').exec(stats)?.[1] ?? NaN);
+  return stat('incr_hits') + stat('incr_misses');
+}
+
 /** `get key` over a raw socket: the stored value as text, or undefined on a miss. */
 export async function rawGet(port: number, key: string): Promise<string | undefined> {
   const reply = await rawCommand(port, `get ${key}\r\n`, /(^|\r\n)END\r\n$/);
