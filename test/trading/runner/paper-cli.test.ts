@@ -127,6 +127,82 @@ describe('paper CLI', () => {
     expect(rep.code).toBe(0);
   });
 
+  /**
+   * A run killed between sending an order and journaling the broker's answer leaves an intent with
+   * no answer. On resume it is settled from the broker's snapshot (settleOrphans), never resent.
+   */
+  describe('an intent without an answer in the journal', () => {
+    const ONCE = `module.exports = {
+  name: 'orphan',
+  symbols: ['EUR/USD'],
+  async onStart(ctx) {
+    if (ctx.positions().length) return;
+    try {
+      await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
+    } catch (e) {
+      ctx.log.warn('openTrade: ' + e.message);
+    }
+  },
+};
+`;
+    const f = path.join(dir, 'orphan.js');
+
+    /** A completed run whose journal is then cut right after its openTrade intent. */
+    async function journalWithOrphan(name: string): Promise<{ jdir: string; jfile: string; intentId: unknown }> {
+      fs.writeFileSync(f, ONCE);
+      const jdir = path.join(dir, name);
+      const jfile = path.join(jdir, 'journal.jsonl');
+      const first = await run(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--duration', '0.5', '--quiet', '--report', path.join(dir, name + '-r1')]);
+      expect(first.code).toBe(0);
+      const lines = fs.readFileSync(jfile, 'utf8').split('\n').filter(Boolean);
+      const at = lines.findIndex((l) => {
+        const o = JSON.parse(l) as { k: string; op?: string };
+        return o.k === 'intent' && o.op === 'openTrade';
+      });
+      expect(at).toBeGreaterThanOrEqual(0);
+      fs.writeFileSync(jfile, lines.slice(0, at + 1).join('\n') + '\n');
+      return { jdir, jfile, intentId: (JSON.parse(lines[at]!) as { id: unknown }).id };
+    }
+
+    /** Closes the account's EUR/USD positions at the broker, as another client would. */
+    const flatten = (): void => {
+      const accountId = sim.engine.account(TOKEN).accountId;
+      sim.engine.closeAllForSymbol(TOKEN, { account_id: accountId, symbol: 'EUR/USD', order_type: 'AtMarket', time_in_force: 'GTC' });
+    };
+    beforeEach(flatten);
+    afterEach(flatten);
+
+    test('the broker has an order the journal never saw: the intent is answered with it', async () => {
+      sim.resetCounters();
+      const { jdir, jfile, intentId } = await journalWithOrphan('j-orphan-ok');
+      const orderId = String(sim.engine.snapshot(TOKEN, 'OpenPosition')[0]!['orderId']);
+      const r = await run(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--duration', '0.5', '--quiet', '--report', path.join(dir, 'orphan-ok-r2')]);
+      expect(r.code).toBe(0);
+      expect(r.stderr).toBe('');
+      expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
+      const answers = readJournal(jfile).filter((l) => l.k === 'answer' && l.id === intentId);
+      expect(answers).toEqual([{ k: 'answer', id: intentId, ok: true, value: { orderId } }]);
+    });
+
+    test('the broker has no such order: the intent is rejected and not resent', async () => {
+      sim.resetCounters();
+      const { jdir, jfile, intentId } = await journalWithOrphan('j-orphan-gone');
+      flatten();
+      const r = await run(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--duration', '0.5', '--quiet', '--report', path.join(dir, 'orphan-gone-r2')]);
+      expect(r.code).toBe(0);
+      expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
+      const answers = readJournal(jfile).filter((l) => l.k === 'answer' && l.id === intentId);
+      expect(answers).toEqual([
+        {
+          k: 'answer',
+          id: intentId,
+          ok: false,
+          error: { name: 'OrderRejectedError', message: 'openTrade was interrupted by a restart before the broker answered and is not resent' },
+        },
+      ]);
+    });
+  });
+
   test('candles download through the limiter, against the simulator', async () => {
     const out = path.join(dir, 'c.json');
     const to = Math.floor(Date.now() / 1000 / 60) * 60 - 60;
