@@ -4,7 +4,8 @@
  * simulated broker (`ratelimit-runner sim`).
  */
 import { BrokerSimulator, parseSimulatorArgs, SIMULATOR_USAGE } from '../trading/simulator';
-import { UsageError, backtestCommand } from '../trading/runner/cli';
+import { UsageError } from '../trading/runner/args';
+import { backtestCommand } from '../trading/runner/cli';
 import { candlesCommand, liveCommand, paperCommand, replayCommand } from '../trading/runner/live-cli';
 
 const USAGE = `Usage: ratelimit-runner <command> [options]

@@ -9,6 +9,17 @@ describe('simulator CLI options', () => {
     expect(o.isOpen!(0)).toBe(true);
     expect(() => parseSimulatorArgs([])).toThrow(/--token/);
     expect(() => parseSimulatorArgs(['--token', 'a', '--bad-token-mode', 'x'])).toThrow(/bad-token-mode/);
+    expect(parseSimulatorArgs(['--token', 'a'], { SIM_TOKENS: 'x,y', SIM_ALWAYS_OPEN: 'true', SIM_TICK_MS: '0' })).toMatchObject({ tokens: ['a'], tickIntervalMs: 0 });
+    expect(parseSimulatorArgs([], { SIM_TOKENS: 'x,y', SIM_ALWAYS_OPEN: 'true' }).isOpen!(0)).toBe(true);
+    expect(parseSimulatorArgs(['--token', 'a']).isOpen).toBeUndefined();
+  });
+
+  test('unknown flags, positionals, missing values and bad numbers are errors that name them', () => {
+    expect(() => parseSimulatorArgs(['--token', 'a', '--tick', '5'])).toThrow(/--tick/);
+    expect(() => parseSimulatorArgs(['--token', 'a', 'extra'])).toThrow(/extra/);
+    expect(() => parseSimulatorArgs(['--token'])).toThrow(/--token/);
+    expect(() => parseSimulatorArgs(['--token', 'a', '--port', 'http'])).toThrow('--port: not a number: http');
+    expect(() => parseSimulatorArgs(['--token', 'a', '--replay', 'nofile'])).toThrow('--replay SYMBOL=FILE expected, got nofile');
   });
 
   test('parsed options start a simulator (limits default when unset)', async () => {

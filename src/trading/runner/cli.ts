@@ -1,13 +1,13 @@
 /**
- * `ratelimit-runner backtest` (and the shared option parsing of the strategy modes).
+ * `ratelimit-runner backtest`, and the console output the strategy modes share.
  */
 import fs from 'node:fs';
 import { runBacktest } from './backtest';
 import { readCandleFile } from './candles-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { loadStrategy } from './loader';
+import { BACKTEST_OPTIONS, UsageError, flag, list, num, parseCommandArgs, parseParams, safetyOf, wantsHelp } from './args';
 import { buildReport, writeReport } from './report';
-import type { SafetyLimits } from './safety';
 import type { StrategyLogger } from './strategy';
 
 export const BACKTEST_USAGE = `Usage: ratelimit-runner backtest <strategy.js|strategy.ts> --candles FILE [options]
@@ -25,6 +25,7 @@ Options:
   --leverage N          leverage for margin checks (default 50)
   --max-position K      safety: maximum position per symbol and side, in K units
   --max-daily-loss N    safety: flatten and stop opening when the UTC day's loss reaches N
+  --min-usable-margin-pct P  safety: refuse to open below this usable margin share of equity
   --report PATH         write PATH.json and PATH.html (default ./report)
   --quiet               no strategy log output and no progress bar
   -h, --help            this help
@@ -33,67 +34,6 @@ Strategies are CommonJS modules (.js/.cjs) exporting a strategy object, or TypeS
 transpiled on load when the 'typescript' package is installed. See examples/strategies/.
 Exit status: 0 ok, 1 the strategy failed (the report still lists the error and its line), 2 usage.
 `;
-
-export class UsageError extends Error {}
-
-export interface ParsedArgs {
-  positional: string[];
-  flags: Map<string, string[]>;
-}
-
-const BOOL_FLAGS = new Set(['quiet', 'help', 'h', 'allow-over-budget', 'resume']);
-
-export function parseArgs(argv: string[]): ParsedArgs {
-  const positional: string[] = [];
-  const flags = new Map<string, string[]>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a.startsWith('-')) {
-      let name = a.replace(/^--?/, '');
-      let value: string | undefined;
-      const eq = name.indexOf('=');
-      if (eq >= 0) {
-        value = name.slice(eq + 1);
-        name = name.slice(0, eq);
-      } else if (BOOL_FLAGS.has(name)) value = 'true';
-      else {
-        value = argv[++i];
-        if (value === undefined) throw new UsageError(`--${name} needs a value`);
-      }
-      flags.set(name, [...(flags.get(name) ?? []), value]);
-    } else positional.push(a);
-  }
-  return { positional, flags };
-}
-
-export function flag(p: ParsedArgs, name: string): string | undefined {
-  const v = p.flags.get(name);
-  return v ? v[v.length - 1] : undefined;
-}
-
-export function num(p: ParsedArgs, name: string): number | undefined {
-  const v = flag(p, name);
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got "${v}"`);
-  return n;
-}
-
-export function parseParams(p: ParsedArgs): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const kv of p.flags.get('param') ?? []) {
-    const i = kv.indexOf('=');
-    if (i <= 0) throw new UsageError(`--param needs KEY=VALUE, got "${kv}"`);
-    const k = kv.slice(0, i);
-    const v = kv.slice(i + 1);
-    out[k] = v === 'true' ? true : v === 'false' ? false : v !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
-  }
-  return out;
-}
-
-export function safetyOf(p: ParsedArgs): SafetyLimits {
-  return { maxPosition: num(p, 'max-position'), maxDailyLoss: num(p, 'max-daily-loss'), minUsableMarginPct: num(p, 'min-usable-margin-pct') };
-}
 
 export function consoleLogger(quiet: boolean): StrategyLogger {
   const w = (lvl: string) => (msg: string, meta?: Record<string, unknown>) => {
@@ -117,17 +57,17 @@ export function progressBar(stream: NodeJS.WriteStream): (done: number, total: n
 }
 
 export async function backtestCommand(argv: string[]): Promise<number> {
-  const p = parseArgs(argv);
-  if (p.flags.has('help') || p.flags.has('h')) {
+  const p = parseCommandArgs(argv, BACKTEST_OPTIONS);
+  if (wantsHelp(p)) {
     process.stdout.write(BACKTEST_USAGE);
     return 0;
   }
   const file = p.positional[0];
   if (!file) throw new UsageError('backtest needs a strategy file');
-  const candleFiles = p.flags.get('candles') ?? [];
+  const candleFiles = list(p, 'candles');
   if (!candleFiles.length) throw new UsageError('backtest needs --candles FILE');
   for (const f of candleFiles) if (!fs.existsSync(f)) throw new UsageError(`candle file not found: ${f}`);
-  const quiet = flag(p, 'quiet') === 'true';
+  const quiet = p.values.quiet === true;
   const data = candleFiles.map((f) => readCandleFile(f, { symbol: flag(p, 'symbol'), timeframe: flag(p, 'timeframe') }));
   let strategy;
   try {

@@ -8,7 +8,8 @@ import { normalizePeriod } from '../fxcm/candles';
 import { systemClock } from '../../core/clock';
 import type { ConfigFile } from '../../limiter';
 import { writeCandleFile } from './candles-file';
-import { UsageError, consoleLogger, flag, num, parseArgs, parseParams, safetyOf, type ParsedArgs } from './cli';
+import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type ParsedArgs } from './args';
+import { consoleLogger } from './cli';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { Journal, journalPath, readJournal } from './journal';
 import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider } from './limiter';
@@ -92,7 +93,7 @@ export function bundledLimitsFile(): string {
 }
 
 function help(p: ParsedArgs, usage: string): boolean {
-  if (p.flags.has('help') || p.flags.has('h')) {
+  if (wantsHelp(p)) {
     process.stdout.write(usage);
     return true;
   }
@@ -145,7 +146,7 @@ function tokenOf(p: ParsedArgs, command: string): string {
 }
 
 async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> {
-  const p = parseArgs(argv);
+  const p = parseCommandArgs(argv, RUN_OPTIONS);
   if (help(p, mode === 'paper' ? PAPER_USAGE : LIVE_USAGE)) return 0;
   const file = p.positional[0];
   if (!file) throw new UsageError(`${mode} needs a strategy file`);
@@ -154,11 +155,11 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   const token = tokenOf(p, mode);
   const strategy = load(file, mode);
   if (typeof strategy === 'number') return strategy;
-  const quiet = flag(p, 'quiet') === 'true';
+  const quiet = isSet(p, 'quiet');
   const log = consoleLogger(quiet);
   const { broker, problems } = makeBroker(p, url, token);
   if (problems.length) {
-    const allow = flag(p, 'allow-over-budget') === 'true';
+    const allow = isSet(p, 'allow-over-budget');
     process.stderr.write(`ratelimit-runner ${mode}: the rate limit config could let calls exceed the broker's limits:\n${problems.map((x) => `  - ${x}\n`).join('')}`);
     if (!allow) {
       process.stderr.write('refusing to start (fix the config, or pass --allow-over-budget)\n');
@@ -245,7 +246,7 @@ export async function replayJournal(strategy: Strategy<Record<string, unknown>>,
 }
 
 export async function replayCommand(argv: string[]): Promise<number> {
-  const p = parseArgs(argv);
+  const p = parseCommandArgs(argv, REPLAY_OPTIONS);
   if (help(p, REPLAY_USAGE)) return 0;
   const j = flag(p, 'journal');
   if (!j) throw new UsageError('replay needs --journal FILE');
@@ -253,7 +254,7 @@ export async function replayCommand(argv: string[]): Promise<number> {
   if (!fs.existsSync(file)) throw new UsageError(`journal not found: ${file}`);
   const strategy = load(p.positional[0], 'replay');
   if (typeof strategy === 'number') return strategy;
-  const { recorded, replayed } = await replayJournal(strategy, file, { strategyFile: p.positional[0], params: parseParams(p), quiet: flag(p, 'quiet') === 'true' });
+  const { recorded, replayed } = await replayJournal(strategy, file, { strategyFile: p.positional[0], params: parseParams(p), quiet: isSet(p, 'quiet') });
   const len = Math.max(recorded.length, replayed.length);
   for (let i = 0; i < len; i++) {
     const a = recorded[i];
@@ -277,7 +278,7 @@ function parseTime(v: string | undefined, name: string): number {
 
 export async function candlesCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const p = parseArgs(rest);
+  const p = parseCommandArgs(rest, CANDLES_OPTIONS);
   if (sub === '--help' || sub === '-h' || sub === undefined || help(p, CANDLES_USAGE)) {
     process.stdout.write(sub === undefined || sub.startsWith('-') ? CANDLES_USAGE : '');
     return 0;

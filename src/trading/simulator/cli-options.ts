@@ -1,7 +1,8 @@
 /**
- * Options of `ratelimit-runner sim` (the lead wires the entry point): argv → SimulatorStartOptions.
- * Every flag also has an environment variable (flag wins).
+ * Options of `ratelimit-runner sim`: argv (node:util parseArgs) → SimulatorStartOptions.
+ * Most flags also have an environment variable (the flag wins).
  */
+import { parseArgs } from 'node:util';
 import type { SimulatorStartOptions } from './server';
 
 export const SIMULATOR_USAGE = `ratelimit-runner sim [options]
@@ -22,43 +23,60 @@ export const SIMULATOR_USAGE = `ratelimit-runner sim [options]
   --update-subscriptions-limit N  update_subscriptions per hour (default 500)
   --session-request-limit N   requests per session before HTTP 403 (default unlimited)`;
 
-export function parseSimulatorArgs(argv: string[], env: NodeJS.ProcessEnv = {}): SimulatorStartOptions {
-  const flags = new Map<string, string[]>();
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}\n${SIMULATOR_USAGE}`);
-    const eq = a.indexOf('=');
-    const name = eq > 0 ? a.slice(2, eq) : a.slice(2);
-    let value: string;
-    if (eq > 0) value = a.slice(eq + 1);
-    else if (name === 'always-open') value = '1';
-    else {
-      const next = argv[++i];
-      if (next === undefined) throw new Error(`--${name} needs a value`);
-      value = next;
-    }
-    flags.set(name, [...(flags.get(name) ?? []), value]);
+const string = { type: 'string' } as const;
+
+const SIMULATOR_OPTIONS = {
+  host: string,
+  port: string,
+  seed: string,
+  token: { type: 'string', multiple: true },
+  symbols: string,
+  'tick-ms': string,
+  volatility: string,
+  replay: { type: 'string', multiple: true },
+  'always-open': { type: 'boolean' },
+  'ping-interval-ms': string,
+  'ping-timeout-ms': string,
+  'bad-token-mode': string,
+  'open-position-limit': string,
+  'order-snapshot-limit': string,
+  'update-subscriptions-limit': string,
+  'session-request-limit': string,
+} as const;
+
+function parseOrExplain(argv: string[]) {
+  try {
+    return parseArgs({ args: argv, options: SIMULATOR_OPTIONS, strict: true, allowPositionals: false }).values;
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${SIMULATOR_USAGE}`);
   }
-  const one = (name: string, envName?: string) => flags.get(name)?.at(-1) ?? (envName ? env[envName] : undefined);
-  const int = (name: string, envName?: string) => {
+}
+
+export function parseSimulatorArgs(argv: string[], env: NodeJS.ProcessEnv = {}): SimulatorStartOptions {
+  const values = parseOrExplain(argv);
+  const one = (name: keyof typeof values, envName?: string) => {
+    const v = values[name];
+    return typeof v === 'string' ? v : envName ? env[envName] : undefined;
+  };
+  const int = (name: keyof typeof values, envName?: string) => {
     const v = one(name, envName);
     if (v === undefined) return undefined;
     const n = Number(v);
     if (!Number.isFinite(n) || n < 0) throw new Error(`--${name}: not a number: ${v}`);
     return n;
   };
-  const tokens = flags.get('token') ?? (env.SIM_TOKENS ?? '').split(',').filter(Boolean);
+  const tokens = values.token ?? (env.SIM_TOKENS ?? '').split(',').filter(Boolean);
   if (!tokens.length) throw new Error(`at least one --token is required\n${SIMULATOR_USAGE}`);
   const symbols = one('symbols', 'SIM_SYMBOLS')?.split(',').filter(Boolean);
   const replay: Record<string, string> = {};
-  for (const r of flags.get('replay') ?? []) {
+  for (const r of values.replay ?? []) {
     const eq = r.lastIndexOf('=');
     if (eq <= 0) throw new Error(`--replay SYMBOL=FILE expected, got ${r}`);
     replay[r.slice(0, eq)] = r.slice(eq + 1);
   }
   const mode = one('bad-token-mode');
   if (mode !== undefined && mode !== 'http403' && mode !== 'socketError') throw new Error(`--bad-token-mode: http403 | socketError`);
-  const alwaysOpen = one('always-open', 'SIM_ALWAYS_OPEN');
+  const alwaysOpen = values['always-open'] === true || env.SIM_ALWAYS_OPEN === '1' || env.SIM_ALWAYS_OPEN === 'true';
   return {
     host: one('host', 'SIM_HOST') ?? '127.0.0.1',
     port: int('port', 'SIM_PORT') ?? 0,
@@ -68,7 +86,7 @@ export function parseSimulatorArgs(argv: string[], env: NodeJS.ProcessEnv = {}):
     tickIntervalMs: int('tick-ms', 'SIM_TICK_MS') ?? 1000,
     volatility: int('volatility', 'SIM_VOLATILITY'),
     replay: Object.keys(replay).length ? replay : undefined,
-    isOpen: alwaysOpen === '1' || alwaysOpen === 'true' ? () => true : undefined,
+    isOpen: alwaysOpen ? () => true : undefined,
     pingIntervalMs: int('ping-interval-ms'),
     pingTimeoutMs: int('ping-timeout-ms'),
     badTokenMode: mode as SimulatorStartOptions['badTokenMode'],

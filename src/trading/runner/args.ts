@@ -1,0 +1,119 @@
+/**
+ * Command lines of the strategy modes, read with node:util's parseArgs: each command declares its
+ * options, so an unknown or malformed flag is a usage error (exit 2) instead of being ignored.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { SafetyLimits } from './safety';
+
+export class UsageError extends Error {}
+
+export type OptionSpecs = NonNullable<ParseArgsConfig['options']>;
+
+export interface ParsedArgs {
+  positional: string[];
+  values: Record<string, string | boolean | string[] | undefined>;
+}
+
+const string = { type: 'string' } as const;
+const repeated = { type: 'string', multiple: true } as const;
+const bool = { type: 'boolean' } as const;
+
+/** What every strategy mode accepts: parameters, safety limits, report and log output. */
+export const STRATEGY_OPTIONS: OptionSpecs = {
+  param: repeated,
+  'max-position': string,
+  'max-daily-loss': string,
+  'min-usable-margin-pct': string,
+  report: string,
+  quiet: bool,
+};
+
+/** How a run reaches the broker through the rate limiter (paper, live, candles download). */
+export const BROKER_OPTIONS: OptionSpecs = {
+  url: string,
+  token: string,
+  limits: string,
+  ratelimit: string,
+  account: string,
+};
+
+export const BACKTEST_OPTIONS: OptionSpecs = {
+  ...STRATEGY_OPTIONS,
+  candles: repeated,
+  symbol: string,
+  timeframe: string,
+  balance: string,
+  currency: string,
+  commission: string,
+  leverage: string,
+};
+
+export const RUN_OPTIONS: OptionSpecs = {
+  ...STRATEGY_OPTIONS,
+  ...BROKER_OPTIONS,
+  'allow-over-budget': bool,
+  journal: string,
+  duration: string,
+};
+
+export const REPLAY_OPTIONS: OptionSpecs = { param: repeated, quiet: bool, journal: string };
+
+export const CANDLES_OPTIONS: OptionSpecs = {
+  ...BROKER_OPTIONS,
+  symbol: string,
+  timeframe: string,
+  from: string,
+  to: string,
+  out: string,
+};
+
+/** argv → positionals and option values; `-h`/`--help` is accepted by every command. */
+export function parseCommandArgs(argv: string[], options: OptionSpecs): ParsedArgs {
+  try {
+    const { values, positionals } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' }, ...options }, allowPositionals: true, strict: true });
+    return { positional: positionals, values };
+  } catch (e) {
+    // node's own messages name the flag ("Unknown option '--x'", "Option '--balance <value>' argument missing")
+    if (String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS')) throw new UsageError((e as Error).message);
+    throw e;
+  }
+}
+
+export const wantsHelp = (p: ParsedArgs): boolean => p.values.help === true;
+
+export const isSet = (p: ParsedArgs, name: string): boolean => p.values[name] === true;
+
+export function flag(p: ParsedArgs, name: string): string | undefined {
+  const v = p.values[name];
+  return typeof v === 'string' ? v : undefined;
+}
+
+export function list(p: ParsedArgs, name: string): string[] {
+  const v = p.values[name];
+  return Array.isArray(v) ? v : [];
+}
+
+export function num(p: ParsedArgs, name: string): number | undefined {
+  const v = flag(p, name);
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got "${v}"`);
+  return n;
+}
+
+/** `--param KEY=VALUE`, repeated; numbers and true/false are parsed. */
+export function parseParams(p: ParsedArgs): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const kv of list(p, 'param')) {
+    const i = kv.indexOf('=');
+    if (i <= 0) throw new UsageError(`--param needs KEY=VALUE, got "${kv}"`);
+    const k = kv.slice(0, i);
+    const v = kv.slice(i + 1);
+    out[k] = v === 'true' ? true : v === 'false' ? false : v !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
+  }
+  return out;
+}
+
+export function safetyOf(p: ParsedArgs): SafetyLimits {
+  return { maxPosition: num(p, 'max-position'), maxDailyLoss: num(p, 'max-daily-loss'), minUsableMarginPct: num(p, 'min-usable-margin-pct') };
+}
