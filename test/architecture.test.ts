@@ -25,6 +25,17 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   cli: ['app', 'trading', 'xds-server', 'client', 'server', 'providers', 'limiter', 'config', 'stats', 'telemetry', 'settings', 'core'],
 };
 
+/**
+ * Within trading: the strategy runner and the simulated broker share the broker client's
+ * vocabulary (fxcm) and one execution model (execution), never each other's code.
+ */
+const TRADING_ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  execution: [],
+  fxcm: [],
+  simulator: ['execution', 'fxcm'],
+  runner: ['execution', 'fxcm'],
+};
+
 /** Within trading, the limiter is reached only through its public surface. */
 const TRADING_LIMITER_API = new Set(['limiter', 'limiter/index']);
 
@@ -89,6 +100,23 @@ describe('dependency direction', () => {
 
   it('the core vocabulary imports nothing', () => {
     expect(found.filter((e) => e.from === 'core')).toEqual([]);
+  });
+
+  it('within trading, the runner and the simulator depend only on fxcm and the execution model', () => {
+    const TRADING = path.join(SRC, 'trading');
+    const folders = fs.readdirSync(TRADING, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+    expect(folders).toEqual(Object.keys(TRADING_ALLOWED).sort());
+    const wrong: string[] = [];
+    for (const file of sourceFiles(TRADING)) {
+      const from = path.relative(TRADING, file).split(path.sep)[0]!;
+      for (const spec of specifiers(fs.readFileSync(file, 'utf8'))) {
+        const target = path.relative(TRADING, path.resolve(path.dirname(file), spec)).split(path.sep).join('/');
+        const to = target.split('/')[0]!;
+        if (target.startsWith('..') || to === from) continue;
+        if (!(TRADING_ALLOWED[from] ?? []).includes(to)) wrong.push(`trading/${path.relative(TRADING, file)} -> ${target}`);
+      }
+    }
+    expect(wrong).toEqual([]);
   });
 
   it('trading reaches the limiter only through its public API', () => {

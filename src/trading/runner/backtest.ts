@@ -4,10 +4,8 @@
  *
  * Per candle time (all symbols whose candle starts at that time, in the order of the data):
  *  1. Pending entry orders and the stops/limits of trades opened before this candle are checked
- *     against the candle's range on the correct side: buys fill at the ask, sells at the bid;
- *     a long's stop/limit triggers on the bid, a short's on the ask. A gap through the level fills
- *     at the open. Stop before limit when both are inside one candle (the pessimistic choice).
- *     Trailing stops then move by whole steps with the candle's best price.
+ *     against the candle's range, then trailing stops move: the model of `execution/fills.ts`,
+ *     which the simulated broker applies to each tick.
  *  2. The quote becomes the candle's close (bidClose/askClose).
  *  3. The daily-loss limit is checked (UTC days); `onTick` (with the close), `onBar` for the data's
  *     time frame and for every longer subscribed time frame whose bucket this candle completes,
@@ -20,7 +18,8 @@ import { silentLogger } from '../../telemetry/logger';
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import type { Candle, Period } from '../fxcm/types';
 import { SafetyError, StrategyError, OrderRejectedError, scriptLocation } from './errors';
-import { clean, exactConversion, notionalInAccount, pipOf, plInAccount } from './instruments';
+import { clean, exactConversion, notionalInAccount, pipOf, plInAccount } from '../execution/instruments';
+import { closeSide, entryFill, entryKind, exitFill, levelFromPips, openSide, trailStop, type EntryKind } from '../execution/fills';
 import { SafetyGuard, type SafetyLimits } from './safety';
 import type {
   AccountInfo,
@@ -125,7 +124,7 @@ interface OpenTradeState extends Omit<Position, 'plPips' | 'pl'> {
 }
 
 interface EntryState extends PendingOrder {
-  kind: 'stop' | 'limit';
+  kind: EntryKind;
   trailingStep?: number;
   isInPips: boolean;
   placedCandleTs: number;
@@ -191,7 +190,7 @@ export class BacktestEngine {
   private markRate(t: OpenTradeState): number {
     const q = this.quotes.get(t.symbol);
     if (!q) return t.openRate;
-    return t.isBuy ? q.bid : q.ask;
+    return closeSide(t.isBuy, q.bid, q.ask);
   }
 
   private unrealised(): number {
@@ -257,14 +256,9 @@ export class BacktestEngine {
     if (h) this.queue(() => this.call('onTrade', () => h.call(this.opts.strategy, this.ctx, e)));
   }
 
-  private resolveLevel(symbol: string, isBuy: boolean, base: number, level: number | undefined, isInPips: boolean, isStop: boolean): number | undefined {
+  private resolveLevel(symbol: string, isBuy: boolean, base: number, level: number | undefined, isInPips: boolean): number | undefined {
     if (level === undefined || level === 0) return undefined;
-    if (!isInPips) return level;
-    const pip = pipOf(symbol);
-    // in pips a stop is negative, a limit positive (distances in the trade's favour)
-    const dist = level * pip;
-    void isStop;
-    return clean(isBuy ? base + dist : base - dist);
+    return isInPips ? levelFromPips(isBuy, base, level, pipOf(symbol)) : level;
   }
 
   private fill(symbol: string, isBuy: boolean, amount: number, rate: number, orderId: string, kind: 'market' | 'entry', p: { stop?: number; limit?: number; trailingStep?: number; isInPips?: boolean }): OpenTradeState {
@@ -282,8 +276,8 @@ export class BacktestEngine {
       commission,
       trailingStep: p.trailingStep || undefined,
     };
-    t.stop = this.resolveLevel(symbol, isBuy, rate, p.stop, !!p.isInPips, true);
-    t.limit = this.resolveLevel(symbol, isBuy, rate, p.limit, !!p.isInPips, false);
+    t.stop = this.resolveLevel(symbol, isBuy, rate, p.stop, !!p.isInPips);
+    t.limit = this.resolveLevel(symbol, isBuy, rate, p.limit, !!p.isInPips);
     if (t.stop !== undefined && t.trailingStep) t.trailDistance = Math.abs(rate - t.stop);
     this.open.set(tradeId, t);
     this.emitOrder({ orderId, symbol, isBuy, amount, kind, status: 'filled', rate, tradeId, ts: this.nowMs });
@@ -329,7 +323,7 @@ export class BacktestEngine {
     const positions = [...this.open.values()].filter((t) => t.symbol === symbol);
     this.guard.checkOpen(symbol, isBuy, amount, positions, this.nowMs, this.balance + this.unrealised());
     const q = this.quote(symbol);
-    const need = notionalInAccount(symbol, this.currency, amount * 1000, isBuy ? q.ask : q.bid) / this.leverage;
+    const need = notionalInAccount(symbol, this.currency, amount * 1000, openSide(isBuy, q.bid, q.ask)) / this.leverage;
     const acc = this.accountInfo();
     if (need > acc.usableMargin) throw new SafetyError('margin', `not enough usable margin for ${amount}K ${symbol}: need ${need.toFixed(2)}, have ${acc.usableMargin.toFixed(2)}`);
   }
@@ -353,7 +347,7 @@ export class BacktestEngine {
     this.checkOpen(r.symbol, r.isBuy, r.amount, r.trailingStep);
     const q = this.quote(r.symbol);
     const orderId = this.nextId('O');
-    this.fill(r.symbol, r.isBuy, r.amount, r.isBuy ? q.ask : q.bid, orderId, 'market', r);
+    this.fill(r.symbol, r.isBuy, r.amount, openSide(r.isBuy, q.bid, q.ask), orderId, 'market', r);
     return { orderId };
   }
 
@@ -362,7 +356,6 @@ export class BacktestEngine {
     if (bad) throw new OrderRejectedError(bad.message);
     const q = this.quote(r.symbol);
     const orderId = this.nextId('O');
-    const through = r.isBuy ? r.rate >= q.ask : r.rate <= q.bid;
     this.entries.set(orderId, {
       orderId,
       symbol: r.symbol,
@@ -371,7 +364,7 @@ export class BacktestEngine {
       rate: r.rate,
       stop: r.stop,
       limit: r.limit,
-      kind: through ? 'stop' : 'limit',
+      kind: entryKind(r.isBuy, r.rate, q.bid, q.ask),
       trailingStep: r.trailingStep,
       isInPips: !!r.isInPips,
       placedCandleTs: this.candleTs,
@@ -386,7 +379,7 @@ export class BacktestEngine {
     if (!t) throw new OrderRejectedError(`unknown trade ${tradeId}`);
     const amt = amount === undefined ? t.amount : Math.min(amount, t.amount);
     const q = this.quote(t.symbol);
-    this.closeAt(t, amt, t.isBuy ? q.bid : q.ask, reason);
+    this.closeAt(t, amt, closeSide(t.isBuy, q.bid, q.ask), reason);
   }
 
   private flattenAll(reason: CloseReason): void {
@@ -438,16 +431,17 @@ export class BacktestEngine {
           const bad = checkTrailingStep(o?.trailingStep);
           if (bad) throw new OrderRejectedError(bad.message);
           const q = this.quote(t.symbol);
-          t.stop = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, t.isBuy ? q.bid : q.ask, rate, !!o?.isInPips, true);
+          const ref = closeSide(t.isBuy, q.bid, q.ask);
+          t.stop = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, ref, rate, !!o?.isInPips);
           t.trailingStep = o?.trailingStep || undefined;
-          t.trailDistance = t.stop !== undefined && t.trailingStep ? Math.abs((t.isBuy ? q.bid : q.ask) - t.stop) : undefined;
+          t.trailDistance = t.stop !== undefined && t.trailingStep ? Math.abs(ref - t.stop) : undefined;
         }),
       setLimit: (id, rate, o) =>
         this.record('setLimit', { tradeId: id, rate, ...o }, () => {
           const t = this.open.get(id);
           if (!t) throw new OrderRejectedError(`unknown trade ${id}`);
           const q = this.quote(t.symbol);
-          t.limit = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, t.isBuy ? q.bid : q.ask, rate, !!o?.isInPips, false);
+          t.limit = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, closeSide(t.isBuy, q.bid, q.ask), rate, !!o?.isInPips);
         }),
       changeOrder: (id, rate, amount) =>
         this.record('changeOrder', { orderId: id, rate, amount }, () => {
@@ -484,14 +478,7 @@ export class BacktestEngine {
     // entry orders placed before this candle
     for (const o of [...this.entries.values()]) {
       if (o.symbol !== symbol || o.placedCandleTs >= c.ts || !this.entries.has(o.orderId)) continue;
-      let rate: number | undefined;
-      if (o.isBuy) {
-        if (o.kind === 'stop' && c.askHigh >= o.rate) rate = Math.max(o.rate, c.askOpen);
-        if (o.kind === 'limit' && c.askLow <= o.rate) rate = Math.min(o.rate, c.askOpen);
-      } else {
-        if (o.kind === 'stop' && c.bidLow <= o.rate) rate = Math.min(o.rate, c.bidOpen);
-        if (o.kind === 'limit' && c.bidHigh >= o.rate) rate = Math.max(o.rate, c.bidOpen);
-      }
+      const rate = entryFill(o, c);
       if (rate === undefined) continue;
       this.entries.delete(o.orderId);
       if (o.ocoGroup) for (const x of [...this.entries.values()]) if (x.ocoGroup === o.ocoGroup) this.cancelEntry(x, 'oco');
@@ -507,36 +494,13 @@ export class BacktestEngine {
     // stops and limits of trades opened before this candle
     for (const t of [...this.open.values()]) {
       if (t.symbol !== symbol || t.openCandleTs >= c.ts) continue;
-      let rate: number | undefined;
-      let reason: CloseReason = 'stop';
-      if (t.isBuy) {
-        if (t.stop !== undefined && c.bidLow <= t.stop) rate = Math.min(t.stop, c.bidOpen);
-        else if (t.limit !== undefined && c.bidHigh >= t.limit) {
-          rate = Math.max(t.limit, c.bidOpen);
-          reason = 'limit';
-        }
-      } else {
-        if (t.stop !== undefined && c.askHigh >= t.stop) rate = Math.max(t.stop, c.askOpen);
-        else if (t.limit !== undefined && c.askLow <= t.limit) {
-          rate = Math.min(t.limit, c.askOpen);
-          reason = 'limit';
-        }
-      }
-      if (rate !== undefined) {
-        if (reason === 'stop' && t.trailDistance !== undefined) reason = 'trailing';
-        this.closeAt(t, t.amount, rate, reason);
+      const exit = exitFill(t, c);
+      if (exit) {
+        this.closeAt(t, t.amount, exit.rate, exit.reason === 'stop' && t.trailDistance !== undefined ? 'trailing' : exit.reason);
         continue;
       }
       if (t.trailDistance !== undefined && t.stop !== undefined && t.trailingStep) {
-        const pip = pipOf(symbol);
-        const step = t.trailingStep === 1 ? pip / 10 : t.trailingStep * pip;
-        if (t.isBuy) {
-          const cand = c.bidHigh - t.trailDistance;
-          if (cand - t.stop >= step - 1e-12) t.stop = clean(t.stop + Math.floor((cand - t.stop) / step + 1e-9) * step);
-        } else {
-          const cand = c.askLow + t.trailDistance;
-          if (t.stop - cand >= step - 1e-12) t.stop = clean(t.stop - Math.floor((t.stop - cand) / step + 1e-9) * step);
-        }
+        t.stop = trailStop({ isBuy: t.isBuy, stop: t.stop, distance: t.trailDistance, trailingStep: t.trailingStep }, c, pipOf(symbol));
       }
     }
     this.quotes.set(symbol, { symbol, bid: c.bidClose, ask: c.askClose, ts: (c.ts + baseSec) * 1000 });

@@ -1,6 +1,6 @@
 export * from './strategy';
 export * from './errors';
-export * from './instruments';
+export * from '../execution/instruments';
 export * from './safety';
 export * from './backtest';
 export * from './candles-file';

@@ -27,7 +27,7 @@ import type { FxcmClient, Snapshot } from '../fxcm/client';
 import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../fxcm/types';
 import type { ClosedTrade, EquityPoint } from './backtest';
 import { IntentExpiredError, OrderRejectedError, SafetyError, StrategyError, scriptLocation } from './errors';
-import { pipOf } from './instruments';
+import { pipOf } from '../execution/instruments';
 import type { Journal, JournalLine } from './journal';
 import type { BrokerLimiter } from './limiter';
 import { SafetyGuard, type SafetyLimits } from './safety';
@@ -640,6 +640,7 @@ export class LiveEngine {
         this.knownOrderIds.add(id);
         const kind = this.orderKind(r);
         const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: n(r.amountK), kind, ts: this.now };
+        if ((kind === 'stop' || kind === 'limit') && r.tradeId) this.noteBrokerClose(String(r.tradeId), kind);
         if (action !== 'D') {
           const isNew = !this.orders.has(id);
           if (kind === 'entry') this.orders.set(id, { ...(this.orders.get(id) ?? {}), ...r });
@@ -657,6 +658,13 @@ export class LiveEngine {
       default:
         return;
     }
+  }
+
+  /** A stop or limit order the broker executes for a trade names why the trade closes. */
+  private noteBrokerClose(tradeId: string, kind: 'stop' | 'limit'): void {
+    if (this.closeReasons.has(tradeId)) return;
+    const trailing = kind === 'stop' && n(this.positions.get(tradeId)?.stopMove) > 0;
+    this.closeReasons.set(tradeId, trailing ? 'trailing' : kind);
   }
 
   // ------------------------------------------------------------ replay / catch-up

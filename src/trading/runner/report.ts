@@ -10,7 +10,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { clean } from './instruments';
+import { clean } from '../execution/instruments';
 import type { ClosedTrade, EquityPoint } from './backtest';
 
 export interface BudgetUse {

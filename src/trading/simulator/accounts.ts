@@ -5,12 +5,15 @@
  * with the order and trade ids, OpenPosition I, Account and Summary U. Entry orders rest (Order
  * I, status Waiting) until the price crosses, then fill the same way. Stops, limits and trailing
  * stops trigger on the closing side (bid for a buy trade, ask for a sell trade) and push
- * OpenPosition D, ClosedPosition I. Rules use the shared `fxcm/rules` module, so the error
+ * OpenPosition D, ClosedPosition I. When orders fill and stops move is the backtest's model
+ * (`execution/fills.ts`), applied to each tick. Rules use the shared `fxcm/rules` module, so the error
  * bodies are the broker's (code 3 for amounts and zero-padded account ids, …).
  */
 import { checkAccountId, checkAmount, checkIsBuy, checkStopInPips, checkTimeInForce, checkTrailingStep, CLOSE_TIF_BY_ORDER_TYPE } from '../fxcm/rules';
 import type { BrokerErrorBody } from '../fxcm/errors';
 import { ORDER_STATUS, type ModelName, type TableRecord } from '../fxcm/types';
+import { closeSide, entryFill, entryKind, exitFill, levelFromPips, tickMove, trailStop } from '../execution/fills';
+import { plInAccount } from '../execution/instruments';
 import type { Faults } from './faults';
 import type { Market, Quote, SymbolSpec } from './market';
 
@@ -23,6 +26,9 @@ function pipValue(symbol: string, pip: number, amountK: number, price: number): 
   const v = pip * amountK * 1000;
   return Math.round((symbol.startsWith('USD/') ? v / price : v) * 1e4) / 1e4;
 }
+
+/** Every simulated account is in US dollars. */
+const ACCOUNT_CURRENCY = 'USD';
 
 export class SimRequestError extends Error {
   constructor(readonly error: string) {
@@ -63,9 +69,8 @@ export interface SimTrade {
   limit: number;
   /** 0 none, 1 dynamic trailing, n >= 10 fixed trailing step in pips. */
   stopMove: number;
-  /** Trailing: distance stop→best price, and the reference price of the last move. */
+  /** Trailing: the distance the stop keeps from the best price. */
   trailDist: number;
-  trailRef: number;
 }
 
 export interface SimOrder {
@@ -218,14 +223,13 @@ export class TradingEngine {
 
   private closePrice(t: SimTrade): number {
     const q = this.market.quote(t.symbol)!;
-    return t.isBuy ? q.bid : q.ask;
+    return closeSide(t.isBuy, q.bid, q.ask);
   }
 
   private pl(t: SimTrade, close = this.closePrice(t)): { pips: number; gross: number } {
     const spec = this.market.spec(t.symbol)!;
-    const diff = (close - t.open) * (t.isBuy ? 1 : -1);
-    let gross = diff * t.amountK * 1000;
-    if (t.symbol.startsWith('USD/')) gross /= close;
+    const diff = t.isBuy ? close - t.open : t.open - close;
+    const gross = plInAccount(t.symbol, ACCOUNT_CURRENCY, diff, t.amountK * 1000, close);
     return { pips: Math.round((diff / spec.pip) * 10) / 10, gross: Math.round(gross * 100) / 100 };
   }
 
@@ -412,11 +416,9 @@ export class TradingEngine {
   /** Resolves stop/limit (rates or pip distances) against a reference price. */
   private stopLimitRates(spec: SymbolSpec, isBuy: boolean, ref: number, stop: number, limit: number, inPips: boolean) {
     if (!inPips) return { stop, limit, stopPips: undefined, limitPips: undefined };
-    const dir = isBuy ? 1 : -1;
-    const r = (v: number) => Math.round(v * Math.pow(10, spec.ratePrecision)) / Math.pow(10, spec.ratePrecision);
     return {
-      stop: stop ? r(ref + dir * stop * spec.pip) : 0,
-      limit: limit ? r(ref + dir * limit * spec.pip) : 0,
+      stop: stop ? levelFromPips(isBuy, ref, stop, spec.pip) : 0,
+      limit: limit ? levelFromPips(isBuy, ref, limit, spec.pip) : 0,
       stopPips: stop || undefined,
       limitPips: limit || undefined,
     };
@@ -509,7 +511,6 @@ export class TradingEngine {
         limit,
         stopMove,
         trailDist: stop ? Math.abs(price - stop) : 0,
-        trailRef: price,
       };
       this.trades.set(t.tradeId, t);
       trades.push(t);
@@ -547,7 +548,6 @@ export class TradingEngine {
     const rate = num(k('rate'));
     if (!(rate > 0)) throw SimRequestError.body({ code: 3, message: 'Invalid rate', parameters: [str(k('rate'))] });
     const q = this.market.quote(spec.symbol)!;
-    const stopEntry = isBuy ? rate > q.ask : rate < q.bid;
     const inPips = bool(form.is_in_pips);
     const rates = this.stopLimitRates(spec, isBuy, rate, num(k('stop')), num(k('limit')), inPips);
     const o: SimOrder = {
@@ -557,7 +557,7 @@ export class TradingEngine {
       isBuy,
       amountK: num(form.amount),
       rate,
-      type: stopEntry ? 'SE' : 'LE',
+      type: entryKind(isBuy, rate, q.bid, q.ask) === 'stop' ? 'SE' : 'LE',
       timeInForce: tif,
       status: ORDER_STATUS.Waiting,
       isEntry: true,
@@ -600,7 +600,7 @@ export class TradingEngine {
     o.range = num(form.range, o.range);
     if (form.trailing_step !== undefined) o.stopMove = num(form.trailing_step);
     const q = this.market.quote(o.symbol)!;
-    o.type = (o.isBuy ? o.rate > q.ask : o.rate < q.bid) ? 'SE' : 'LE';
+    o.type = entryKind(o.isBuy, o.rate, q.bid, q.ask) === 'stop' ? 'SE' : 'LE';
     if (o.stopPips !== undefined || o.limitPips !== undefined) {
       const r = this.stopLimitRates(spec, o.isBuy, o.rate, o.stopPips ?? 0, o.limitPips ?? 0, true);
       o.stop = r.stop;
@@ -635,7 +635,12 @@ export class TradingEngine {
     return { type: 0, orderId: Number(o.orderId) };
   }
 
-  private closeOrder(acc: SimAccount, t: SimTrade, amount: number, type = 'CM'): SimOrder {
+  /**
+   * A close order for (part of) a trade. One the account asked for runs after the HTTP response
+   * (its pushes follow the order id); a stop or limit the price hit (`type` S or L) runs at once,
+   * at that price, before the price itself is pushed, as a backtest closes it within the candle.
+   */
+  private closeOrder(acc: SimAccount, t: SimTrade, amount: number, type: 'CM' | 'S' | 'L' = 'CM'): SimOrder {
     const o: SimOrder = {
       orderId: String(this.nextOrderId++),
       accountId: acc.accountId,
@@ -656,13 +661,19 @@ export class TradingEngine {
       timeMs: this.market.nowMs(),
       tradeId: t.tradeId,
     };
-    if (amount >= t.amountK) this.closing.add(t.tradeId);
-    setImmediate(() => {
-      this.closing.delete(t.tradeId);
-      if (!this.trades.has(t.tradeId)) return;
+    const execute = () => {
       this.push(acc.token, 'Order', this.orderRecord(o, 'I'));
       this.closeTradeNow(acc, t, amount);
       this.push(acc.token, 'Order', this.orderRecord(o, 'D'));
+    };
+    if (type !== 'CM') {
+      execute();
+      return o;
+    }
+    if (amount >= t.amountK) this.closing.add(t.tradeId);
+    setImmediate(() => {
+      this.closing.delete(t.tradeId);
+      if (this.trades.has(t.tradeId)) execute();
     });
     return o;
   }
@@ -739,7 +750,6 @@ export class TradingEngine {
       t.stop = rate === 0 ? 0 : r.stop;
       t.stopMove = t.stop ? num(form.trailing_step) : 0;
       t.trailDist = t.stop ? Math.abs(ref - t.stop) : 0;
-      t.trailRef = ref;
     } else {
       t.limit = rate === 0 ? 0 : r.limit;
     }
@@ -838,13 +848,12 @@ export class TradingEngine {
 
   private onPrice(symbol: string, q: Quote): void {
     const spec = this.market.spec(symbol)!;
+    const move = tickMove(q.bid, q.ask);
     // entry orders
     for (const o of [...this.orders.values()]) {
       if (o.symbol !== symbol || !o.isEntry || !this.orders.has(o.orderId)) continue;
-      const px = o.isBuy ? q.ask : q.bid;
-      const stopEntry = o.type === 'SE';
-      const crossed = o.isBuy ? (stopEntry ? px >= o.rate : px <= o.rate) : stopEntry ? px <= o.rate : px >= o.rate;
-      if (!crossed) continue;
+      const px = entryFill({ isBuy: o.isBuy, kind: o.type === 'SE' ? 'stop' : 'limit', rate: o.rate }, move);
+      if (px === undefined) continue;
       const acc = this.accountByToken(o.accountId)!;
       // OCO: the others of the group are removed when one executes
       if (o.ocoBulkId) for (const x of [...this.orders.values()]) if (x !== o && x.ocoBulkId === o.ocoBulkId) this.cancel(acc, x);
@@ -853,41 +862,21 @@ export class TradingEngine {
         o.stopPips !== undefined || o.limitPips !== undefined ? this.stopLimitRates(spec, o.isBuy, px, o.stopPips ?? 0, o.limitPips ?? 0, true) : { stop: o.stop, limit: o.limit };
       this.fill(acc, o, px, 1, rates.stop, rates.limit, o.stopMove, false);
     }
-    // trades: trailing, stop, limit, then P/L updates
+    // trades: stop, limit, then trailing and P/L updates
     const touched = new Set<SimAccount>();
     for (const t of [...this.trades.values()]) {
       if (t.symbol !== symbol || this.closing.has(t.tradeId)) continue;
       const acc = this.accountByToken(t.accountId)!;
-      const close = t.isBuy ? q.bid : q.ask;
-      if (t.stop && t.stopMove) this.trail(t, close, spec);
-      const stopHit = t.stop !== 0 && (t.isBuy ? close <= t.stop : close >= t.stop);
-      const limitHit = t.limit !== 0 && (t.isBuy ? close >= t.limit : close <= t.limit);
-      if (stopHit || limitHit) {
-        this.closeOrder(acc, t, t.amountK, stopHit ? 'S' : 'L');
+      const exit = exitFill({ isBuy: t.isBuy, stop: t.stop || undefined, limit: t.limit || undefined }, move);
+      if (exit) {
+        this.closeOrder(acc, t, t.amountK, exit.reason === 'stop' ? 'S' : 'L');
         continue;
       }
+      if (t.stop && t.stopMove) t.stop = trailStop({ isBuy: t.isBuy, stop: t.stop, distance: t.trailDist, trailingStep: t.stopMove }, move, spec.pip);
       this.push(acc.token, 'OpenPosition', this.positionRecord(t, 'U'));
       touched.add(acc);
     }
     for (const acc of touched) this.push(acc.token, 'Account', this.accountRecord(acc, 'U'));
     for (const acc of this.accounts.values()) if (acc.visibleOffers.has(symbol)) this.push(acc.token, 'Offer', this.offerRecord(spec, 'U'));
-  }
-
-  /** Dynamic trailing (1) follows every favourable tick; fixed (n >= 10) moves in steps of n pips. */
-  private trail(t: SimTrade, close: number, spec: SymbolSpec): void {
-    const dir = t.isBuy ? 1 : -1;
-    const gain = (close - t.trailRef) * dir;
-    if (gain <= 0) return;
-    const round = (v: number) => Math.round(v * Math.pow(10, spec.ratePrecision)) / Math.pow(10, spec.ratePrecision);
-    if (t.stopMove === 1) {
-      t.trailRef = close;
-      t.stop = round(close - dir * t.trailDist);
-      return;
-    }
-    const step = t.stopMove * spec.pip;
-    const steps = Math.floor(gain / step + 1e-9);
-    if (steps < 1) return;
-    t.trailRef = round(t.trailRef + dir * steps * step);
-    t.stop = round(t.stop + dir * steps * step);
   }
 }

@@ -1,5 +1,6 @@
 /**
- * Symbol arithmetic shared by every mode: pip sizes, P/L and margin in the account currency.
+ * Symbol arithmetic of the backtest and the simulated broker: pip sizes, P/L and margin in the
+ * account currency.
  *
  * Conversion: P/L is computed in the quote currency (rate difference × units) and converted with
  * the trade's own close rate when the base currency is the account currency (USD/JPY on a USD
