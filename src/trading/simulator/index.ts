@@ -1,6 +1,9 @@
 export * from './server';
 export * from './market';
-export * from './accounts';
+export * from './book';
+export * from './engine';
+export * from './form';
+export { brokerTime } from './records';
 export * from './faults';
 export * from '../../core/clock';
 export * from './cli-options';
