@@ -20,6 +20,7 @@ import type { Candle, Period } from '../fxcm/types';
 import { SafetyError, StrategyError, OrderRejectedError, scriptLocation } from './errors';
 import { clean, exactConversion, notionalInAccount, pipOf, plInAccount } from '../execution/instruments';
 import { closeSide, entryFill, entryKind, exitFill, levelFromPips, openSide, trailStop, type EntryKind } from '../execution/fills';
+import { BarHistory, bucketStart, extendBar, openBar } from './bars';
 import { SafetyGuard, type SafetyLimits } from './safety';
 import type {
   AccountInfo,
@@ -153,7 +154,7 @@ export class BacktestEngine {
   private readonly closed: ClosedTrade[] = [];
   private readonly equity: EquityPoint[] = [];
   private readonly intents: Intent[] = [];
-  private readonly history = new Map<string, Bar[]>();
+  private readonly history: BarHistory;
   private readonly building = new Map<string, Bar>();
   private readonly timers = new Map<string, Timer>();
   private readonly guard: SafetyGuard;
@@ -170,6 +171,7 @@ export class BacktestEngine {
     this.balance = opts.balance ?? 10000;
     this.log = opts.logger ?? silentLogger;
     this.guard = new SafetyGuard(opts.safety ?? {});
+    this.history = new BarHistory(opts.historyLimit ?? 5000);
     this.ctx = this.makeContext();
   }
 
@@ -401,10 +403,7 @@ export class BacktestEngine {
       now: () => this.nowMs,
       price: (sym) => this.quotes.get(sym),
       pip: pipOf,
-      candles: (sym, tf, count) => {
-        const h = this.history.get(`${sym}|${tf}`) ?? [];
-        return count === undefined ? [...h] : h.slice(Math.max(0, h.length - count));
-      },
+      candles: (sym, tf, count) => this.history.candles(sym, tf, count),
       positions: (sym) => [...this.open.values()].filter((t) => !sym || t.symbol === sym).map((t) => this.positionOf(t)),
       orders: (sym) =>
         [...this.entries.values()]
@@ -506,15 +505,6 @@ export class BacktestEngine {
     this.quotes.set(symbol, { symbol, bid: c.bidClose, ask: c.askClose, ts: (c.ts + baseSec) * 1000 });
   }
 
-  private pushHistory(bar: Bar): void {
-    const k = `${bar.symbol}|${bar.timeframe}`;
-    let h = this.history.get(k);
-    if (!h) this.history.set(k, (h = []));
-    h.push(bar);
-    const lim = this.opts.historyLimit ?? 5000;
-    if (h.length > lim) h.splice(0, h.length - lim);
-  }
-
   private async call(hook: string, fn: () => void | Promise<void>): Promise<void> {
     try {
       await fn();
@@ -590,28 +580,20 @@ export class BacktestEngine {
             if (tf === series.timeframe) bar = { symbol: sym, timeframe: tf, ...c };
             else {
               const sec = PERIOD_SECONDS[tf];
-              const start = Math.floor(c.ts / sec) * sec;
+              const start = bucketStart(c.ts, tf);
               const k = `${sym}|${tf}`;
               let b = this.building.get(k);
               if (!b || b.ts !== start) {
-                b = { symbol: sym, timeframe: tf, ...c, ts: start };
+                b = openBar(sym, tf, start, c, c.tickQty);
                 this.building.set(k, b);
-              } else {
-                b.bidHigh = Math.max(b.bidHigh, c.bidHigh);
-                b.bidLow = Math.min(b.bidLow, c.bidLow);
-                b.askHigh = Math.max(b.askHigh, c.askHigh);
-                b.askLow = Math.min(b.askLow, c.askLow);
-                b.bidClose = c.bidClose;
-                b.askClose = c.askClose;
-                b.tickQty += c.tickQty;
-              }
+              } else extendBar(b, c, c.tickQty);
               if (c.ts + PERIOD_SECONDS[series.timeframe] >= start + sec) {
                 bar = b;
                 this.building.delete(k);
               }
             }
             if (!bar) continue;
-            this.pushHistory(bar);
+            this.history.push(bar);
             if (s.onBar) {
               const b2 = bar;
               await this.call('onBar', () => s.onBar!.call(s, this.ctx, b2));

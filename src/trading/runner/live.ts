@@ -6,7 +6,7 @@
  *   OpenPosition, ClosedPosition, Account), price subscriptions of the strategy's symbols.
  * - Every input of the strategy (snapshot, price push, table push, timer, start, stop) goes through
  *   one queue and is handled in order; hooks never run concurrently. Bars are built from the ticks
- *   (bid/ask OHLC, bucketed by the tick's time). `ctx.now()` is the time of the event being handled.
+ *   (bid/ask OHLC, bucketed by the tick's time: bars.ts). `ctx.now()` is the time of the event being handled.
  * - Table pushes map to hooks: OpenPosition I → onTrade opened; ClosedPosition I → onTrade closed;
  *   an entry Order I → onOrder accepted; Order D → onOrder filled/cancelled/rejected.
  * - Every decision (broker operation of the strategy) is an intent: journaled (fsync) before any
@@ -21,11 +21,11 @@
  * - createOco resolves with `orderIds: []` (the broker's simple_oco answer has no ids; the orders
  *   arrive as onOrder accepted events).
  */
-import { PERIOD_SECONDS } from '../fxcm/candles';
 import { silentLogger } from '../../telemetry/logger';
 import type { FxcmClient, Snapshot } from '../fxcm/client';
 import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../fxcm/types';
 import type { ClosedTrade, EquityPoint } from './backtest';
+import { BarHistory, TickBars } from './bars';
 import { IntentExpiredError, OrderRejectedError, SafetyError, StrategyError, scriptLocation } from './errors';
 import { pipOf } from '../execution/instruments';
 import type { Journal, JournalLine } from './journal';
@@ -129,8 +129,8 @@ export class LiveEngine {
   private readonly openTimes = new Map<string, number>();
   private readonly orders = new Map<string, TableRecord>();
   private accountRec: TableRecord | undefined;
-  private readonly history = new Map<string, Bar[]>();
-  private readonly building = new Map<string, Bar>();
+  private readonly history = new BarHistory();
+  private readonly tickBars: TickBars;
   private readonly timers = new Map<string, { every: number; handle?: NodeJS.Timeout }>();
   private readonly closeReasons = new Map<string, CloseReason>();
   private readonly knownOrderIds = new Set<string>();
@@ -151,6 +151,7 @@ export class LiveEngine {
     this.log = opts.logger ?? silentLogger;
     this.guard = new SafetyGuard(opts.safety ?? {});
     this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : ['m1'];
+    this.tickBars = new TickBars(this.timeframes);
     this.ctx = this.makeContext();
     this.done = new Promise((r) => (this.finish = r));
   }
@@ -222,10 +223,7 @@ export class LiveEngine {
       now: () => this.now,
       price: (sym) => this.quotes.get(sym),
       pip: pipOf,
-      candles: (sym, tf, count) => {
-        const h = this.history.get(`${sym}|${tf}`) ?? [];
-        return count === undefined ? [...h] : h.slice(Math.max(0, h.length - count));
-      },
+      candles: (sym, tf, count) => this.history.candles(sym, tf, count),
       positions: (sym) => [...this.positions.values()].map((r) => this.position(r)).filter((p) => !sym || p.symbol === sym),
       orders: (sym) => [...this.orders.values()].map((r) => this.pending(r)).filter((p) => !sym || p.symbol === sym),
       account: () => this.accountInfo(),
@@ -462,7 +460,7 @@ export class LiveEngine {
       case 'snapshot':
         return this.applySnapshot(ev.snap);
       case 'history':
-        for (const b of ev.bars) this.pushHistory(b);
+        for (const b of ev.bars) this.history.push(b);
         return;
       case 'start':
         this.started = true;
@@ -528,14 +526,6 @@ export class LiveEngine {
     }
   }
 
-  private pushHistory(bar: Bar): void {
-    const k = `${bar.symbol}|${bar.timeframe}`;
-    let h = this.history.get(k);
-    if (!h) this.history.set(k, (h = []));
-    h.push(bar);
-    if (h.length > 5000) h.splice(0, h.length - 5000);
-  }
-
   private async applyPrice(p: PriceUpdate, t: number): Promise<void> {
     const s = this.o.strategy;
     const [bid, ask] = [n(p.Rates[0]), n(p.Rates[1])];
@@ -544,28 +534,10 @@ export class LiveEngine {
     const tick: Tick = { symbol: p.Symbol, bid, ask, ts };
     this.quotes.set(p.Symbol, tick);
     if (!s.symbols.includes(p.Symbol)) return;
-    const done: Bar[] = [];
-    for (const tf of this.timeframes) {
-      const sec = PERIOD_SECONDS[tf];
-      const start = Math.floor(ts / 1000 / sec) * sec;
-      const k = `${p.Symbol}|${tf}`;
-      const b = this.building.get(k);
-      if (b && b.ts < start) done.push(b);
-      if (!b || b.ts < start) {
-        this.building.set(k, { symbol: p.Symbol, timeframe: tf, ts: start, bidOpen: bid, bidHigh: bid, bidLow: bid, bidClose: bid, askOpen: ask, askHigh: ask, askLow: ask, askClose: ask, tickQty: 1 });
-      } else if (b.ts === start) {
-        b.bidHigh = Math.max(b.bidHigh, bid);
-        b.bidLow = Math.min(b.bidLow, bid);
-        b.bidClose = bid;
-        b.askHigh = Math.max(b.askHigh, ask);
-        b.askLow = Math.min(b.askLow, ask);
-        b.askClose = ask;
-        b.tickQty++;
-      }
-    }
+    const done = this.tickBars.add(p.Symbol, bid, ask, ts);
     if (!this.started) return;
     for (const b of done) {
-      this.pushHistory(b);
+      this.history.push(b);
       if (s.onBar) await this.call('onBar', () => s.onBar!.call(s, this.ctx, b));
     }
     if (s.onTick) await this.call('onTick', () => s.onTick!.call(s, this.ctx, tick));
