@@ -4,7 +4,7 @@ import { flat } from './helpers';
 describe('bars', () => {
   test('bars from ticks complete when the first tick of a later bucket arrives', () => {
     const bars = new TickBars(['m1', 'm5']);
-    const t0 = 1_700_000_040_000; // a minute boundary
+    const t0 = 1_700_000_100_000; // the start of a five-minute bucket
     expect(bars.add('EUR/USD', 1.1, 1.1002, t0)).toEqual([]);
     expect(bars.add('EUR/USD', 1.1005, 1.1007, t0 + 20_000)).toEqual([]);
     expect(bars.add('EUR/USD', 1.0998, 1.1, t0 + 40_000)).toEqual([]);
