@@ -26,12 +26,14 @@ import type { FxcmClient, Snapshot } from '../fxcm/client';
 import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../fxcm/types';
 import type { ClosedTrade, EquityPoint } from './backtest';
 import { BarHistory, TickBars } from './bars';
-import { IntentExpiredError, OrderRejectedError, SafetyError, StrategyError, scriptLocation } from './errors';
+import { BrokerState, numOf } from './broker-state';
+import { errorOf, settleOrphan, type Orphan } from './orphans';
+import { OrderRejectedError, SafetyError, StrategyError, scriptLocation } from './errors';
 import { pipOf } from '../execution/instruments';
 import type { Journal, JournalLine } from './journal';
 import type { BrokerLimiter } from './limiter';
 import { SafetyGuard, type SafetyLimits } from './safety';
-import type { AccountInfo, Bar, CloseReason, OrderEvent, OrderKind, PendingOrder, Position, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from './strategy';
+import type { AccountInfo, Bar, CloseReason, OrderEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from './strategy';
 
 export interface LiveIntent {
   id: number;
@@ -82,32 +84,7 @@ type InEvent =
 
 const IN_KINDS = new Set(['snapshot', 'history', 'start', 'price', 'table', 'timer', 'stop']);
 const TABLES: ModelName[] = ['Order', 'OpenPosition', 'ClosedPosition', 'Account'];
-const n = (v: unknown, d = 0): number => (typeof v === 'number' && Number.isFinite(v) ? v : v === undefined || v === null || v === '' ? d : Number.isFinite(Number(v)) ? Number(v) : d);
-const orUndef = (v: unknown): number | undefined => (n(v) === 0 ? undefined : n(v));
 const plain = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
-
-interface Orphan {
-  id: number;
-  op: string;
-  args: Record<string, unknown>;
-  resolve: (v: unknown) => void;
-  reject: (e: Error) => void;
-}
-
-function errorOf(e: { name?: string; message?: string; endpoint?: string } | undefined): Error {
-  const msg = e?.message ?? 'error';
-  let err: Error;
-  if (e?.name === 'SafetyError') err = new SafetyError('recorded', msg);
-  else if (e?.name === 'OrderRejectedError') err = new OrderRejectedError(msg);
-  else if (e?.name === 'IntentExpiredError') {
-    err = new IntentExpiredError(e.endpoint ?? '', 0);
-    err.message = msg;
-  } else {
-    err = new Error(msg);
-    if (e?.name) err.name = e.name;
-  }
-  return err;
-}
 
 export class LiveEngine {
   private readonly o: LiveOptions;
@@ -125,15 +102,10 @@ export class LiveEngine {
   private intentSeq = 0;
   readonly intents: LiveIntent[] = [];
   private readonly quotes = new Map<string, Tick>();
-  private readonly positions = new Map<string, TableRecord>();
-  private readonly openTimes = new Map<string, number>();
-  private readonly orders = new Map<string, TableRecord>();
-  private accountRec: TableRecord | undefined;
+  private readonly broker = new BrokerState();
   private readonly history = new BarHistory();
   private readonly tickBars: TickBars;
   private readonly timers = new Map<string, { every: number; handle?: NodeJS.Timeout }>();
-  private readonly closeReasons = new Map<string, CloseReason>();
-  private readonly knownOrderIds = new Set<string>();
   private readonly closed: ClosedTrade[] = [];
   private readonly equity: EquityPoint[] = [];
   private startBalance: number | undefined;
@@ -166,46 +138,16 @@ export class LiveEngine {
 
   // ------------------------------------------------------------ state views
 
-  private position(r: TableRecord): Position {
-    const id = String(r.tradeId);
-    return {
-      tradeId: id,
-      symbol: String(r.currency ?? ''),
-      isBuy: r.isBuy === true,
-      amount: n(r.amountK),
-      openRate: n(r.open),
-      openTime: this.openTimes.get(id) ?? 0,
-      stop: orUndef(r.stop),
-      limit: orUndef(r.limit),
-      trailingStep: orUndef(r.stopMove),
-      plPips: n(r.visiblePL),
-      pl: n(r.grossPL),
-    };
-  }
-
-  private pending(r: TableRecord): PendingOrder {
-    return {
-      orderId: String(r.orderId),
-      symbol: String(r.currency ?? ''),
-      isBuy: r.isBuy === true,
-      amount: n(r.amountK),
-      rate: n(r.isBuy ? r.buy : r.sell) || n(r.buy) || n(r.sell),
-      stop: orUndef(r.stopRate),
-      limit: orUndef(r.limitRate),
-      ocoGroup: n(r.ocoBulkId) ? String(r.ocoBulkId) : undefined,
-    };
-  }
-
   accountInfo(): AccountInfo {
-    const a = this.accountRec ?? {};
-    const equity = n(a.equity);
+    const a = this.broker.account ?? {};
+    const equity = numOf(a.equity);
     return {
       accountId: String(a.accountId ?? ''),
       currency: this.o.currency ?? 'USD',
-      balance: n(a.balance),
+      balance: numOf(a.balance),
       equity,
-      usedMargin: n(a.usdMr),
-      usableMargin: n(a.usableMargin),
+      usedMargin: numOf(a.usdMr),
+      usableMargin: numOf(a.usableMargin),
       dayPL: this.guard.dayPL(this.now, equity),
     };
   }
@@ -224,17 +166,17 @@ export class LiveEngine {
       price: (sym) => this.quotes.get(sym),
       pip: pipOf,
       candles: (sym, tf, count) => this.history.candles(sym, tf, count),
-      positions: (sym) => [...this.positions.values()].map((r) => this.position(r)).filter((p) => !sym || p.symbol === sym),
-      orders: (sym) => [...this.orders.values()].map((r) => this.pending(r)).filter((p) => !sym || p.symbol === sym),
+      positions: (sym) => [...this.broker.positions.values()].map((r) => this.broker.position(r)).filter((p) => !sym || p.symbol === sym),
+      orders: (sym) => [...this.broker.orders.values()].map((r) => this.broker.pending(r)).filter((p) => !sym || p.symbol === sym),
       account: () => this.accountInfo(),
       openTrade: (r) =>
         this.op('openTrade', r, () => this.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
-          const res = await c.openTrade({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: this.accountId() });
+          const res = await c.openTrade({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: this.broker.accountId() });
           return { orderId: res.orderId };
         }, r.ttlMs),
       createEntryOrder: (r) =>
         this.op('createEntryOrder', r, () => this.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
-          const res = await c.createEntryOrder({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, rate: r.rate, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: this.accountId() });
+          const res = await c.createEntryOrder({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, rate: r.rate, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: this.broker.accountId() });
           return { orderId: res.orderId };
         }, r.ttlMs),
       createOco: (r) =>
@@ -251,22 +193,22 @@ export class LiveEngine {
             rate2: r.second.rate,
             stop2: r.second.stop,
             limit2: r.second.limit,
-            accountId: this.accountId(),
+            accountId: this.broker.accountId(),
           });
           return { orderIds: [] as string[] };
         }, r.ttlMs),
       closeTrade: (tradeId, amount) =>
         this.op('closeTrade', { tradeId, amount }, () => this.mustTrade(tradeId), async (c) => {
-          const p = this.positions.get(tradeId);
-          this.closeReasons.set(tradeId, 'close');
-          await c.closeTrade({ tradeId, amount: amount ?? n(p?.amountK) });
+          const p = this.broker.positions.get(tradeId);
+          this.broker.closeReasons.set(tradeId, 'close');
+          await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) });
         }),
       closeAll: (symbol) =>
         this.op('closeAll', { symbol }, () => undefined, async (c) => {
-          const list = [...this.positions.values()].filter((r) => !symbol || r.currency === symbol);
+          const list = [...this.broker.positions.values()].filter((r) => !symbol || r.currency === symbol);
           if (!list.length) return;
-          for (const r of list) this.closeReasons.set(String(r.tradeId), 'close');
-          await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: this.accountId() });
+          for (const r of list) this.broker.closeReasons.set(String(r.tradeId), 'close');
+          await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: this.broker.accountId() });
         }),
       setStop: (tradeId, rate, opts) =>
         this.op('setStop', { tradeId, rate, ...opts }, () => this.mustTrade(tradeId), (c) =>
@@ -278,7 +220,7 @@ export class LiveEngine {
         ),
       changeOrder: (orderId, rate, amount) =>
         this.op('changeOrder', { orderId, rate, amount }, () => this.mustOrder(orderId), (c) =>
-          c.changeOrder({ orderId, rate, amount: amount ?? n(this.orders.get(orderId)?.amountK) }),
+          c.changeOrder({ orderId, rate, amount: amount ?? numOf(this.broker.orders.get(orderId)?.amountK) }),
         ),
       deleteOrder: (orderId) => this.op('deleteOrder', { orderId }, () => this.mustOrder(orderId), (c) => c.deleteOrder(orderId)),
       setTimer: (name, everyMs) => {
@@ -303,24 +245,19 @@ export class LiveEngine {
     this.timers.delete(name);
   }
 
-  private accountId(): string | undefined {
-    const id = this.accountRec?.accountId;
-    return id === undefined ? undefined : String(id);
-  }
-
   private mustTrade(id: string): void {
-    if (!this.positions.has(id)) throw new OrderRejectedError(`unknown trade ${id}`);
+    if (!this.broker.positions.has(id)) throw new OrderRejectedError(`unknown trade ${id}`);
   }
 
   private mustOrder(id: string): void {
-    if (!this.orders.has(id)) throw new OrderRejectedError(`unknown order ${id}`);
+    if (!this.broker.orders.has(id)) throw new OrderRejectedError(`unknown order ${id}`);
   }
 
   private checkOpen(symbol: string, isBuy: boolean, amount: number): void {
     if (!this.o.strategy.symbols.includes(symbol)) throw new SafetyError('symbol', `${symbol} is not one of the strategy's symbols`);
     const a = this.accountInfo();
-    const same = [...this.positions.values()].filter((r) => r.currency === symbol).map((r) => ({ isBuy: r.isBuy === true, amount: n(r.amountK) }));
-    this.guard.checkOpen(symbol, isBuy, amount, same, this.now, a.equity, this.accountRec ? a.usableMargin : undefined);
+    const same = [...this.broker.positions.values()].filter((r) => r.currency === symbol).map((r) => ({ isBuy: r.isBuy === true, amount: numOf(r.amountK) }));
+    this.guard.checkOpen(symbol, isBuy, amount, same, this.now, a.equity, this.broker.account ? a.usableMargin : undefined);
   }
 
   // ------------------------------------------------------------ intents and answers
@@ -441,12 +378,12 @@ export class LiveEngine {
     const l = this.o.limiter;
     const hi = <T>(fn: () => Promise<T>) => (l ? l.withIntent({ priority: 0 }, fn) : fn());
     const jobs: Promise<unknown>[] = [];
-    for (const r of [...this.positions.values()]) {
+    for (const r of [...this.broker.positions.values()]) {
       const id = String(r.tradeId);
-      this.closeReasons.set(id, reason);
-      jobs.push(hi(() => c.closeTrade({ tradeId: id, amount: n(r.amountK) })).catch((e: Error) => this.log.error(`flatten: close ${id} failed: ${e.message}`)));
+      this.broker.closeReasons.set(id, reason);
+      jobs.push(hi(() => c.closeTrade({ tradeId: id, amount: numOf(r.amountK) })).catch((e: Error) => this.log.error(`flatten: close ${id} failed: ${e.message}`)));
     }
-    for (const r of [...this.orders.values()]) {
+    for (const r of [...this.broker.orders.values()]) {
       const id = String(r.orderId);
       jobs.push(hi(() => c.deleteOrder(id)).catch((e: Error) => this.log.error(`flatten: delete order ${id} failed: ${e.message}`)));
     }
@@ -485,39 +422,39 @@ export class LiveEngine {
   private async applySnapshot(snap: Snapshot): Promise<void> {
     const acc = (snap.Account ?? [])[0];
     if (acc) this.setAccount(acc);
-    const before = new Map(this.positions);
-    this.positions.clear();
+    const before = new Map(this.broker.positions);
+    this.broker.positions.clear();
     for (const r of snap.OpenPosition ?? []) {
       const id = String(r.tradeId);
-      this.positions.set(id, { ...r });
-      if (!this.openTimes.has(id)) this.openTimes.set(id, this.now);
-      if (r.orderId !== undefined) this.knownOrderIds.add(String(r.orderId));
+      this.broker.positions.set(id, { ...r });
+      if (!this.broker.openTimes.has(id)) this.broker.openTimes.set(id, this.now);
+      if (r.orderId !== undefined) this.broker.knownOrderIds.add(String(r.orderId));
     }
-    this.orders.clear();
+    this.broker.orders.clear();
     for (const r of snap.Order ?? []) {
-      this.knownOrderIds.add(String(r.orderId));
-      if (r.isEntryOrder === true) this.orders.set(String(r.orderId), { ...r });
+      this.broker.knownOrderIds.add(String(r.orderId));
+      if (r.isEntryOrder === true) this.broker.orders.set(String(r.orderId), { ...r });
     }
     if (!this.started) return;
     // reconciliation after a restart: what changed while the runner was away
     const s = this.o.strategy;
     for (const [id, r] of before) {
-      if (this.positions.has(id)) continue;
-      const p = this.position(r);
+      if (this.broker.positions.has(id)) continue;
+      const p = this.broker.position(r);
       this.log.info(`trade ${id} was closed while the runner was away`);
       if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, { kind: 'closed', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, reason: 'broker', ts: this.now }));
     }
-    for (const [id, r] of this.positions) {
+    for (const [id, r] of this.broker.positions) {
       if (before.has(id)) continue;
-      const p = this.position(r);
+      const p = this.broker.position(r);
       if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, { kind: 'opened', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, ts: this.now }));
     }
   }
 
   private setAccount(r: TableRecord): void {
-    this.accountRec = { ...(this.accountRec ?? {}), ...r };
-    const bal = n(this.accountRec.balance);
-    const eq = n(this.accountRec.equity);
+    this.broker.account = { ...(this.broker.account ?? {}), ...r };
+    const bal = numOf(this.broker.account.balance);
+    const eq = numOf(this.broker.account.equity);
     if (this.startBalance === undefined) this.startBalance = bal;
     const last = this.equity[this.equity.length - 1];
     if (!last || last.balance !== bal || last.equity !== eq) {
@@ -528,9 +465,9 @@ export class LiveEngine {
 
   private async applyPrice(p: PriceUpdate, t: number): Promise<void> {
     const s = this.o.strategy;
-    const [bid, ask] = [n(p.Rates[0]), n(p.Rates[1])];
+    const [bid, ask] = [numOf(p.Rates[0]), numOf(p.Rates[1])];
     if (!(bid > 0) || !(ask > 0)) return;
-    const ts = n(p.Updated) || t;
+    const ts = numOf(p.Updated) || t;
     const tick: Tick = { symbol: p.Symbol, bid, ask, ts };
     this.quotes.set(p.Symbol, tick);
     if (!s.symbols.includes(p.Symbol)) return;
@@ -543,15 +480,6 @@ export class LiveEngine {
     if (s.onTick) await this.call('onTick', () => s.onTick!.call(s, this.ctx, tick));
   }
 
-  private orderKind(r: TableRecord): OrderKind {
-    const type = String(r.type ?? '');
-    if (r.isEntryOrder === true || type === 'SE' || type === 'LE') return 'entry';
-    if (type.startsWith('C')) return 'close';
-    if (type === 'S' || type === 'ST') return 'stop';
-    if (type === 'L') return 'limit';
-    return 'market';
-  }
-
   private async applyTable(model: ModelName, action: TableAction, r: TableRecord): Promise<void> {
     const s = this.o.strategy;
     const onOrder = (e: OrderEvent) => (s.onOrder ? this.call('onOrder', () => s.onOrder!.call(s, this.ctx, e)) : undefined);
@@ -559,7 +487,7 @@ export class LiveEngine {
     switch (model) {
       case 'Account':
         this.setAccount(r);
-        if (this.guard.checkDailyLoss(this.now, n(this.accountRec?.equity))) {
+        if (this.guard.checkDailyLoss(this.now, numOf(this.broker.account?.equity))) {
           this.log.warn('daily loss limit reached: flattening; no new positions until the next UTC day');
           if (!this.replaying) await this.flatten('flatten');
         }
@@ -567,15 +495,15 @@ export class LiveEngine {
       case 'OpenPosition': {
         const id = String(r.tradeId);
         if (action === 'D') {
-          this.positions.delete(id);
+          this.broker.positions.delete(id);
           return;
         }
-        const isNew = !this.positions.has(id);
-        this.positions.set(id, { ...(this.positions.get(id) ?? {}), ...r });
-        if (r.orderId !== undefined) this.knownOrderIds.add(String(r.orderId));
+        const isNew = !this.broker.positions.has(id);
+        this.broker.positions.set(id, { ...(this.broker.positions.get(id) ?? {}), ...r });
+        if (r.orderId !== undefined) this.broker.knownOrderIds.add(String(r.orderId));
         if (isNew) {
-          this.openTimes.set(id, this.now);
-          const p = this.position(this.positions.get(id)!);
+          this.broker.openTimes.set(id, this.now);
+          const p = this.broker.position(this.broker.positions.get(id)!);
           await onTrade({ kind: 'opened', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, ts: this.now });
         }
         return;
@@ -583,20 +511,20 @@ export class LiveEngine {
       case 'ClosedPosition': {
         if (action !== 'I') return;
         const id = String(r.tradeId);
-        const reason = this.closeReasons.get(id) ?? 'broker';
-        const commission = n(r.com);
-        const gross = n(r.grossPL);
-        const amount = n(r.amountK);
+        const reason = this.broker.closeReasons.get(id) ?? 'broker';
+        const commission = numOf(r.com);
+        const gross = numOf(r.grossPL);
+        const amount = numOf(r.amountK);
         const trade: ClosedTrade = {
           tradeId: id,
           symbol: String(r.currency ?? ''),
           isBuy: r.isBuy === true,
           amount,
-          openRate: n(r.open),
-          closeRate: n(r.close),
-          openTime: this.openTimes.get(id) ?? this.now,
+          openRate: numOf(r.open),
+          closeRate: numOf(r.close),
+          openTime: this.broker.openTimes.get(id) ?? this.now,
           closeTime: this.now,
-          plPips: n(r.visiblePL),
+          plPips: numOf(r.visiblePL),
           pl: gross - commission,
           grossPL: gross,
           commission,
@@ -609,20 +537,20 @@ export class LiveEngine {
       case 'Order': {
         const id = String(r.orderId ?? '');
         if (!id) return;
-        this.knownOrderIds.add(id);
-        const kind = this.orderKind(r);
-        const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: n(r.amountK), kind, ts: this.now };
-        if ((kind === 'stop' || kind === 'limit') && r.tradeId) this.noteBrokerClose(String(r.tradeId), kind);
+        this.broker.knownOrderIds.add(id);
+        const kind = this.broker.orderKind(r);
+        const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind, ts: this.now };
+        if ((kind === 'stop' || kind === 'limit') && r.tradeId) this.broker.noteBrokerClose(String(r.tradeId), kind);
         if (action !== 'D') {
-          const isNew = !this.orders.has(id);
-          if (kind === 'entry') this.orders.set(id, { ...(this.orders.get(id) ?? {}), ...r });
-          if (kind === 'entry' && isNew && action === 'I') await onOrder({ ...base, status: 'accepted', rate: n(r.isBuy ? r.buy : r.sell) });
+          const isNew = !this.broker.orders.has(id);
+          if (kind === 'entry') this.broker.orders.set(id, { ...(this.broker.orders.get(id) ?? {}), ...r });
+          if (kind === 'entry' && isNew && action === 'I') await onOrder({ ...base, status: 'accepted', rate: numOf(r.isBuy ? r.buy : r.sell) });
           return;
         }
-        this.orders.delete(id);
-        const status = n(r.status);
+        this.broker.orders.delete(id);
+        const status = numOf(r.status);
         const tradeId = r.tradeId ? String(r.tradeId) : undefined;
-        if (status === 9 || (tradeId && status !== 3 && status !== 4)) await onOrder({ ...base, status: 'filled', tradeId, rate: n(r.isBuy ? r.buy : r.sell) || undefined });
+        if (status === 9 || (tradeId && status !== 3 && status !== 4)) await onOrder({ ...base, status: 'filled', tradeId, rate: numOf(r.isBuy ? r.buy : r.sell) || undefined });
         else if (status === 4) await onOrder({ ...base, status: 'rejected', reason: 'requoted' });
         else await onOrder({ ...base, status: 'cancelled' });
         return;
@@ -630,13 +558,6 @@ export class LiveEngine {
       default:
         return;
     }
-  }
-
-  /** A stop or limit order the broker executes for a trade names why the trade closes. */
-  private noteBrokerClose(tradeId: string, kind: 'stop' | 'limit'): void {
-    if (this.closeReasons.has(tradeId)) return;
-    const trailing = kind === 'stop' && n(this.positions.get(tradeId)?.stopMove) > 0;
-    this.closeReasons.set(tradeId, trailing ? 'trailing' : kind);
   }
 
   // ------------------------------------------------------------ replay / catch-up
@@ -648,7 +569,7 @@ export class LiveEngine {
   private async replayLines(lines: JournalLine[]): Promise<{ pending: Promise<void> } | undefined> {
     this.replaying = true;
     for (const l of lines) if (l.k === 'answer' && typeof l.id === 'number') this.answers.set(l.id, l);
-    for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
+    for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.broker.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
     const events = lines.filter((l) => IN_KINDS.has(l.k));
     for (let i = 0; i < events.length; i++) {
       if (this.finished || this.error) break;
@@ -667,24 +588,12 @@ export class LiveEngine {
 
   /** Settles intents the journal has no answer for, from the reconciliation snapshot. Never resends. */
   private settleOrphans(snap: Snapshot): void {
-    const snapOrders = [...(snap.Order ?? []), ...(snap.OpenPosition ?? [])].map((r) => String(r.orderId ?? '')).filter(Boolean);
-    const trades = new Set((snap.OpenPosition ?? []).map((r) => String(r.tradeId)));
     for (const o of this.orphans.splice(0)) {
-      let ok = false;
-      let value: unknown;
-      if (o.op === 'openTrade' || o.op === 'createEntryOrder') {
-        const unknownId = snapOrders.find((id) => !this.knownOrderIds.has(id));
-        if (unknownId) {
-          this.knownOrderIds.add(unknownId);
-          ok = true;
-          value = { orderId: unknownId };
-        }
-      } else if (o.op === 'closeTrade') ok = !trades.has(String(o.args.tradeId));
-      const err = new OrderRejectedError(`${o.op} was interrupted by a restart before the broker answered and is not resent`);
-      this.journalLine(ok ? { k: 'answer', id: o.id, ok: true, value: plain(value) } : { k: 'answer', id: o.id, ok: false, error: { name: err.name, message: err.message } }, true);
-      this.log.warn(`intent ${o.id} (${o.op}) had no answer before the restart: ${ok ? `settled from the broker snapshot ${JSON.stringify(value ?? null)}` : 'rejected, not resent'}`);
-      if (ok) o.resolve(value);
-      else o.reject(err);
+      const settled = settleOrphan(o, snap, this.broker.knownOrderIds);
+      this.journalLine('value' in settled ? { k: 'answer', id: o.id, ok: true, value: plain(settled.value) } : { k: 'answer', id: o.id, ok: false, error: { name: settled.error.name, message: settled.error.message } }, true);
+      this.log.warn(`intent ${o.id} (${o.op}) had no answer before the restart: ${'value' in settled ? `settled from the broker snapshot ${JSON.stringify(settled.value ?? null)}` : 'rejected, not resent'}`);
+      if ('value' in settled) o.resolve(settled.value);
+      else o.reject(settled.error);
     }
   }
 
@@ -792,7 +701,7 @@ export class LiveEngine {
     clearTimeout(durationTimer);
     // closes sent by onStop / the flatten: let their pushes arrive for the report (bounded)
     const until = Date.now() + 2000;
-    while (Date.now() < until && (this.closeReasonsPending() || this.pumping)) {
+    while (Date.now() < until && (this.broker.closeReasonsPending() || this.pumping)) {
       await new Promise((r) => setTimeout(r, 20));
       if (!this.pumping && this.queue.length) void this.pumpStateOnly();
     }
@@ -801,11 +710,6 @@ export class LiveEngine {
   }
 
   private holding = false;
-
-  private closeReasonsPending(): boolean {
-    for (const id of this.closeReasons.keys()) if (this.positions.has(id)) return true;
-    return false;
-  }
 
   /** After the end: table pushes still update the state and the report (no hooks). */
   private async pumpStateOnly(): Promise<void> {

@@ -1,0 +1,84 @@
+/**
+ * The broker's state as the runner knows it, from the snapshot and the table pushes (records as
+ * the broker sends them), and its mapping to what a strategy sees: positions, pending orders, the
+ * account, the kind of an order and why a trade closed.
+ */
+import type { TableRecord } from '../fxcm/types';
+import type { CloseReason, OrderKind, PendingOrder, Position } from './strategy';
+
+/** A record's number field (the broker sends numbers, sometimes as strings); `otherwise` when absent or malformed. */
+export const numOf = (v: unknown, otherwise = 0): number =>
+  typeof v === 'number' && Number.isFinite(v) ? v : v === undefined || v === null || v === '' ? otherwise : Number.isFinite(Number(v)) ? Number(v) : otherwise;
+
+/** A level field where 0 means none. */
+const nonZero = (v: unknown): number | undefined => (numOf(v) === 0 ? undefined : numOf(v));
+
+export class BrokerState {
+  /** Open positions by trade id. */
+  readonly positions = new Map<string, TableRecord>();
+  /** Resting entry orders by order id. */
+  readonly orders = new Map<string, TableRecord>();
+  account: TableRecord | undefined;
+  /** When the runner first saw each trade (the broker's records have no open time in ms). */
+  readonly openTimes = new Map<string, number>();
+  /** Every order id seen (to tell a restart's orphaned order from the known ones). */
+  readonly knownOrderIds = new Set<string>();
+  /** Why a trade is closing: the runner's own close, a flatten, or the broker's stop/limit. */
+  readonly closeReasons = new Map<string, CloseReason>();
+
+  position(r: TableRecord): Position {
+    const id = String(r.tradeId);
+    return {
+      tradeId: id,
+      symbol: String(r.currency ?? ''),
+      isBuy: r.isBuy === true,
+      amount: numOf(r.amountK),
+      openRate: numOf(r.open),
+      openTime: this.openTimes.get(id) ?? 0,
+      stop: nonZero(r.stop),
+      limit: nonZero(r.limit),
+      trailingStep: nonZero(r.stopMove),
+      plPips: numOf(r.visiblePL),
+      pl: numOf(r.grossPL),
+    };
+  }
+
+  pending(r: TableRecord): PendingOrder {
+    return {
+      orderId: String(r.orderId),
+      symbol: String(r.currency ?? ''),
+      isBuy: r.isBuy === true,
+      amount: numOf(r.amountK),
+      rate: numOf(r.isBuy ? r.buy : r.sell) || numOf(r.buy) || numOf(r.sell),
+      stop: nonZero(r.stopRate),
+      limit: nonZero(r.limitRate),
+      ocoGroup: numOf(r.ocoBulkId) ? String(r.ocoBulkId) : undefined,
+    };
+  }
+
+  accountId(): string | undefined {
+    const id = this.account?.accountId;
+    return id === undefined ? undefined : String(id);
+  }
+
+  orderKind(r: TableRecord): OrderKind {
+    const type = String(r.type ?? '');
+    if (r.isEntryOrder === true || type === 'SE' || type === 'LE') return 'entry';
+    if (type.startsWith('C')) return 'close';
+    if (type === 'S' || type === 'ST') return 'stop';
+    if (type === 'L') return 'limit';
+    return 'market';
+  }
+
+  /** A stop or limit order the broker executes for a trade names why the trade closes. */
+  noteBrokerClose(tradeId: string, kind: 'stop' | 'limit'): void {
+    if (this.closeReasons.has(tradeId)) return;
+    const trailing = kind === 'stop' && numOf(this.positions.get(tradeId)?.stopMove) > 0;
+    this.closeReasons.set(tradeId, trailing ? 'trailing' : kind);
+  }
+
+  closeReasonsPending(): boolean {
+    for (const id of this.closeReasons.keys()) if (this.positions.has(id)) return true;
+    return false;
+  }
+}
