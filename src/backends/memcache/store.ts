@@ -20,7 +20,7 @@
  * - A read failure (node down, timeout) is fail-open as upstream (counted as 0, i.e. counts = hits,
  *   `multiget.__code=error`) only while BACKEND_FAILURE_MODE is unset; when it is set the request
  *   is rejected with a transient StoreError and the limiter applies the mode (nothing is counted).
- * - Health: healthy once at least one node answers, unhealthy while none does (upstream's memcache
+ * - Health (pool.ts): healthy once at least one node answers, unhealthy while none does (upstream's memcache
  *   backend never reports healthy). A light probe (a `get` of a constant key, every second by
  *   default) keeps it current without traffic; nodeStates() shows each node, onHealthChange()
  *   tells the app.
@@ -52,9 +52,11 @@ import { type Logger, silentLogger } from '../../telemetry/logger';
 import type { CounterOp, CounterStore } from '../../core/store';
 import { keyProblem, pickNode, showKey } from './keys';
 import { MemcacheNode, type MultiGetSink, Status } from './node';
+import { MemcachePool, type HealthListener, type MemcacheNodeState } from './pool';
 import { MemcacheConfigError, SrvResolver, checkSrvName, distinctNodes, parseHostPort } from './servers';
 
 export { MemcacheConfigError } from './servers';
+export type { HealthListener, MemcacheNodeState } from './pool';
 
 /** memcached reads an expiration above this many seconds as an absolute Unix time. */
 const MAX_RELATIVE_EXPIRATION = 60 * 60 * 24 * 30;
@@ -84,19 +86,6 @@ export interface MemcacheStoreOptions {
   /** Longest wait in close() for increments still in flight (default 2000 ms). */
   readonly closeTimeoutMs?: number | undefined;
 }
-
-export interface MemcacheNodeState {
-  /** `host:port` */
-  readonly node: string;
-  /** Answered last time it was asked; undefined before the first answer or failure. */
-  readonly up: boolean | undefined;
-  /** The last connection error, '' if none. */
-  readonly lastError: string;
-  /** When `up` last changed (ms since the epoch). */
-  readonly sinceMs: number;
-}
-
-export type HealthListener = (healthy: boolean, reason: string) => void;
 
 interface MemcacheStats {
   readonly multigetSuccess: Counter;
@@ -209,42 +198,37 @@ class Read implements MultiGetSink {
 
 export class MemcacheStore implements CounterStore {
   readonly kind = 'memcache';
-  private nodes: MemcacheNode[] = [];
   private readonly stats: MemcacheStats;
+  private readonly pool: MemcachePool;
   private readonly logger: Logger;
-  private readonly timeoutMs: number;
-  private readonly connectTimeoutMs: number;
   private readonly random: () => number;
   private readonly jitterMax: number;
   private readonly failOpen: boolean;
-  /** The periodic health probe runs (so a node marked down is skipped until it answers one). */
-  private readonly probing: boolean;
-  private healthy = false;
-  private readonly listeners = new Set<HealthListener>();
   private pending = 0;
   private idleWaiters: Array<() => void> = [];
   private closed = false;
   private closing: Promise<void> | undefined;
-  private healthTimer: NodeJS.Timeout | undefined;
-  private watchdogTimer: NodeJS.Timeout | undefined;
-  private srvTimer: NodeJS.Timeout | undefined;
-  private refreshing: Promise<void> | undefined;
   private readonly readErrors: ThrottledLog;
   private readonly writeErrors: ThrottledLog;
   private readonly parseErrors: ThrottledLog;
 
   private constructor(
     private readonly opts: MemcacheStoreOptions,
-    private readonly resolver: SrvResolver | undefined,
+    resolver: SrvResolver | undefined,
   ) {
     this.stats = memcacheStats(opts.stats);
     this.logger = opts.logger ?? silentLogger;
-    this.timeoutMs = opts.timeoutMs ?? 1000;
-    this.connectTimeoutMs = opts.connectTimeoutMs ?? this.timeoutMs;
+    const timeoutMs = opts.timeoutMs ?? 1000;
+    this.pool = new MemcachePool({
+      timeoutMs,
+      connectTimeoutMs: opts.connectTimeoutMs ?? timeoutMs,
+      healthCheckIntervalMs: opts.healthCheckIntervalMs ?? 1000,
+      logger: this.logger,
+      srv: resolver && { name: opts.settings.srv, resolver, refreshMs: opts.settings.srvRefreshMs },
+    });
     this.random = opts.random ?? Math.random;
     this.jitterMax = Math.max(0, Math.floor(opts.expirationJitterMaxSeconds));
     this.failOpen = opts.failureMode === undefined;
-    this.probing = (opts.healthCheckIntervalMs ?? 1000) > 0;
     this.readErrors = new ThrottledLog((m) => this.logger.error(m));
     this.writeErrors = new ThrottledLog((m) => this.logger.error(m));
     this.parseErrors = new ThrottledLog((m) => this.logger.warn(m));
@@ -293,10 +277,10 @@ export class MemcacheStore implements CounterStore {
     }
 
     const store = new MemcacheStore(opts, resolver);
-    store.setNodes(names);
+    store.pool.setNodes(names);
     if (names.length === 0) logger.warn('memcache store: no memcached servers configured; every read fails');
-    store.startTimers();
-    await store.checkNow();
+    store.pool.start();
+    await store.pool.checkNow();
     return store;
   }
 
@@ -338,10 +322,10 @@ export class MemcacheStore implements CounterStore {
       const count = slidingCount(values[j]!, values[j + 1]!, op.hits, nowMs, op.windowSeconds);
       out[i] = count;
       if (count <= op.rule.limit.requestsPerUnit && op.hits > 0 && !this.closed) {
-        const nodes = this.nodes;
+        const nodes = this.pool.nodes;
         if (nodes.length === 0) continue;
         const node = nodes.length === 1 ? nodes[0]! : nodes[pickNode(op.key, nodes.length)]!;
-        if (this.isSkipped(node)) {
+        if (this.pool.skips(node)) {
           this.stats.incrementError.inc();
           continue;
         }
@@ -395,7 +379,7 @@ export class MemcacheStore implements CounterStore {
     }
     this.stats.keysRequested.inc(distinct);
 
-    const nodes = this.nodes;
+    const nodes = this.pool.nodes;
     const nodeCount = nodes.length;
     const read = new Read(this, ops, nowMs, dupOf, undefined, nodes);
     const promise = new Promise<number[]>((resolve, reject) => {
@@ -440,12 +424,8 @@ export class MemcacheStore implements CounterStore {
    * the health probe runs: the probe brings it back within one interval, and requests meanwhile
    * do not each wait for a connect timeout (a black-holed node would add it to every request).
    */
-  private isSkipped(node: MemcacheNode): boolean {
-    return node.up === false && this.probing;
-  }
-
   private read(node: MemcacheNode, slots: number[], read: Read): void {
-    if (this.isSkipped(node)) {
+    if (this.pool.skips(node)) {
       read.done(node, new Error(`memcached ${node.name} is down (${node.lastError}); not asked until it answers a probe`));
       return;
     }
@@ -506,7 +486,7 @@ export class MemcacheStore implements CounterStore {
       if (hits <= 0) continue;
       const node = read.nodes[read.nodeOf === undefined ? 0 : read.nodeOf[i]!];
       if (node === undefined) continue; // no servers at all
-      if (this.isSkipped(node)) {
+      if (this.pool.skips(node)) {
         this.stats.incrementError.inc();
         continue;
       }
@@ -518,33 +498,6 @@ export class MemcacheStore implements CounterStore {
   /** @internal Logs a value that is not a count (read as 0). */
   parseFailed(key: string, value: Buffer): void {
     this.parseErrors.log(`memcached value of ${showKey(key)} is not a base-10 count (${showKey(value.toString('latin1'))}); read as 0`);
-  }
-
-  isHealthy(): boolean {
-    return this.healthy;
-  }
-
-  /** Calls `listener(healthy, reason)` on every change of isHealthy(); returns the unsubscriber. */
-  onHealthChange(listener: HealthListener): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-
-  /** Every node and whether it answers, in distribution order. */
-  nodeStates(): MemcacheNodeState[] {
-    return this.nodes.map((n) => ({ node: n.name, up: n.up, lastError: n.lastError, sinceMs: n.changedAtMs }));
-  }
-
-  /** The node names (`host:port`), in placement order. */
-  servers(): string[] {
-    return this.nodes.map((n) => n.name);
-  }
-
-  /** The node that holds `key` with the current node list. */
-  serverFor(key: string): string | undefined {
-    const n = this.nodes.length;
-    if (n === 0) return undefined;
-    return this.nodes[pickNode(key, this.nodes.length)]!.name;
   }
 
   /** Increments (increment → add → increment chains) still in flight. */
@@ -576,67 +529,50 @@ export class MemcacheStore implements CounterStore {
     });
   }
 
-  /**
-   * Probes every node now and resolves when all answered or failed, or after the connect and
-   * command timeouts (a probe that outlives them is left to the watchdog).
-   */
-  checkNow(): Promise<void> {
-    const nodes = this.nodes.filter((n) => !n.probing);
-    if (nodes.length === 0) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      let left = nodes.length;
-      const timer = setTimeout(resolve, this.connectTimeoutMs + this.timeoutMs + 100);
-      timer.unref();
-      for (const node of nodes) {
-        node.probing = true;
-        node.probe(() => {
-          node.probing = false;
-          if (--left === 0) {
-            clearTimeout(timer);
-            resolve();
-          }
-        });
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.closed = true;
+      this.pool.stop();
+      if (!(await this.idle(this.opts.closeTimeoutMs ?? 2000))) {
+        this.logger.warn(`memcache store: closing with ${this.pending} increments still in flight`);
       }
-    });
+      this.pool.close();
+    })();
+    return this.closing;
+  }
+
+  isHealthy(): boolean {
+    return this.pool.isHealthy();
+  }
+
+  /** Calls `listener(healthy, reason)` on every change of isHealthy(); returns the unsubscriber. */
+  onHealthChange(listener: HealthListener): () => void {
+    return this.pool.onHealthChange(listener);
+  }
+
+  /** Every node and whether it answers, in distribution order. */
+  nodeStates(): MemcacheNodeState[] {
+    return this.pool.nodeStates();
+  }
+
+  /** The node names (`host:port`), in placement order. */
+  servers(): string[] {
+    return this.pool.servers();
+  }
+
+  /** The node that holds `key` with the current node list. */
+  serverFor(key: string): string | undefined {
+    return this.pool.serverFor(key);
+  }
+
+  /** Probes every node now (bounded by the timeouts). */
+  checkNow(): Promise<void> {
+    return this.pool.checkNow();
   }
 
   /** Re-resolves MEMCACHE_SRV now (what the refresh timer does); keeps the old list on failure. */
   refreshServers(): Promise<void> {
-    const resolver = this.resolver;
-    if (resolver === undefined || this.closed) return Promise.resolve();
-    this.refreshing ??= (async () => {
-      const srv = this.opts.settings.srv;
-      try {
-        const names = await resolver.resolve(srv);
-        if (!this.closed) this.setNodes(names);
-      } catch (err) {
-        if (!this.closed) {
-          this.logger.warn(
-            `MEMCACHE_SRV=${srv}: lookup failed, keeping the ${this.nodes.length} known servers: ${(err as Error).message}`,
-          );
-        }
-      } finally {
-        this.refreshing = undefined;
-      }
-    })();
-    return this.refreshing;
-  }
-
-  close(): Promise<void> {
-    this.closing ??= (async () => {
-      this.closed = true;
-      clearInterval(this.healthTimer);
-      clearInterval(this.watchdogTimer);
-      clearInterval(this.srvTimer);
-      this.resolver?.cancel();
-      if (!(await this.idle(this.opts.closeTimeoutMs ?? 2000))) {
-        this.logger.warn(`memcache store: closing with ${this.pending} increments still in flight`);
-      }
-      for (const node of this.nodes) node.close();
-      this.listeners.clear();
-      this.healthy = false;
-    })();
-    return this.closing;
+    return this.pool.refreshServers();
   }
 
   private expiration(windowSeconds: number, nowMs: number): number {
@@ -694,92 +630,6 @@ export class MemcacheStore implements CounterStore {
     for (const w of waiters) w();
   }
 
-  private setNodes(names: readonly string[]): void {
-    const current = this.nodes;
-    if (current.length === names.length && current.every((n, i) => n.name === names[i])) return;
-    const byName = new Map(current.map((n) => [n.name, n]));
-    const fresh: MemcacheNode[] = [];
-    const next = names.map((name) => {
-      const known = byName.get(name);
-      if (known !== undefined) return known;
-      const node = new MemcacheNode(
-        name,
-        { timeoutMs: this.timeoutMs, connectTimeoutMs: this.connectTimeoutMs, logger: this.logger },
-        this.nodeState,
-      );
-      fresh.push(node);
-      return node;
-    });
-    const keep = new Set(names);
-    for (const n of current) if (!keep.has(n.name)) n.close();
-    this.nodes = next;
-    this.logger.info(`memcache store: servers ${names.length > 0 ? names.join(', ') : '(none)'}`);
-    this.updateHealth(current.length === 0 ? 'servers set' : 'servers changed');
-    if (current.length > 0 && fresh.length > 0) {
-      for (const node of fresh) {
-        node.probing = true;
-        node.probe(() => {
-          node.probing = false;
-        });
-      }
-    }
-  }
-
-  private readonly nodeState = (node: MemcacheNode, up: boolean, err: Error | undefined): void => {
-    if (this.closed || node.isClosed) return;
-    if (node.up === up) return;
-    node.up = up;
-    node.changedAtMs = Date.now();
-    if (up) this.logger.info(`memcached ${node.name} answers`);
-    else this.logger.warn(`memcached ${node.name} does not answer: ${err?.message ?? 'unknown error'}`);
-    this.updateHealth(up ? `${node.name} answers` : `${node.name} does not answer: ${err?.message ?? ''}`);
-  };
-
-  private updateHealth(reason: string): void {
-    let h = false;
-    for (const n of this.nodes) {
-      if (n.up === true) {
-        h = true;
-        break;
-      }
-    }
-    if (h === this.healthy) return;
-    this.healthy = h;
-    for (const l of this.listeners) {
-      try {
-        l(h, reason);
-      } catch (err) {
-        this.logger.error(`memcache store: health listener failed: ${(err as Error).message}`);
-      }
-    }
-  }
-
-  private startTimers(): void {
-    const every = this.opts.healthCheckIntervalMs ?? 1000;
-    if (every > 0) {
-      this.healthTimer = setInterval(() => {
-        for (const node of this.nodes) {
-          if (node.probing) continue;
-          node.probing = true;
-          node.probe(() => {
-            node.probing = false;
-          });
-        }
-      }, every);
-      this.healthTimer.unref();
-    }
-    const watch = Math.max(50, Math.floor(Math.min(this.timeoutMs, this.connectTimeoutMs) / 2));
-    this.watchdogTimer = setInterval(() => {
-      const now = Date.now();
-      for (const node of this.nodes) node.checkStalled(now);
-    }, watch);
-    this.watchdogTimer.unref();
-    const refresh = this.opts.settings.srvRefreshMs;
-    if (this.resolver !== undefined && refresh > 0) {
-      this.srvTimer = setInterval(() => void this.refreshServers(), refresh);
-      this.srvTimer.unref();
-    }
-  }
 }
 
 function describe(err: Error | undefined, status: number): string {
