@@ -6,7 +6,7 @@ import {
   parseAuth,
   reconnectDelayMs,
 } from '../../../src/backends/redis/connection';
-import { toStoreError } from '../../../src/backends/redis/store';
+import { toStoreError } from '../../../src/backends/redis/errors';
 import { StoreError } from '../../../src/core/store';
 import { freePort, requireBinary } from '../../support/redis';
 
