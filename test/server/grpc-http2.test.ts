@@ -38,7 +38,7 @@ import { CertificateSource } from '../../src/server/tls';
 import type { GrpcSettings } from '../../src/settings';
 import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
-import { SPAN_SHOULD_RATE_LIMIT, setupTracing, type Tracing } from '../../src/telemetry/tracing';
+import { setupTracing, type Tracing } from '../../src/telemetry/tracing';
 import { CLIENT_SAN, type CertPair, testCerts } from '../support/certs';
 import { waitFor } from '../support/wait';
 
@@ -484,7 +484,7 @@ describe('the wire', () => {
     md.set('traceparent', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
     expect(await call(rlClient(h2.address), request({ user: 'traced' }), md)).toHaveProperty('response');
     await tracing.shutdown();
-    const span = finished.find((s) => s.name === SPAN_SHOULD_RATE_LIMIT)!;
+    const span = finished.find((s) => s.name === 'ShouldRateLimit Execution')!;
     expect(span.spanContext().traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
     expect(span.parentSpanContext?.spanId).toBe('00f067aa0ba902b7');
     expect(span.attributes['domain']).toBe('d');

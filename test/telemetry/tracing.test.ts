@@ -7,7 +7,6 @@ import {
   NOOP_TRACING,
   SPAN_MEMCACHED_FETCH,
   SPAN_REDIS_PIPELINE,
-  SPAN_SHOULD_RATE_LIMIT,
   setupTracing,
 } from '../../src/telemetry/tracing';
 import { type ReceivedSpan, startGrpcCollector, startHttpCollector } from './otlp-receiver';
@@ -114,7 +113,7 @@ describe('tracing over OTLP/HTTP', () => {
 
     expect(col.paths).toEqual(['POST /v1/traces']);
     expect(col.contentTypes[0]).toContain('application/json');
-    const callSpan = byName(col.spans, SPAN_SHOULD_RATE_LIMIT);
+    const callSpan = byName(col.spans, 'ShouldRateLimit Execution');
     expect(callSpan.traceId).toBe(TRACE_ID);
     expect(callSpan.parentSpanId).toBe(PARENT_ID);
     expect(callSpan.attributes).toEqual({ domain: 'messaging', 'request string': 'domain:"messaging"' });
@@ -140,7 +139,7 @@ describe('tracing over OTLP/HTTP', () => {
     await tracing.shutdown();
 
     expect(col.contentTypes[0]).toContain('application/x-protobuf');
-    const callSpan = byName(col.spans, SPAN_SHOULD_RATE_LIMIT);
+    const callSpan = byName(col.spans, 'ShouldRateLimit Execution');
     expect(callSpan.traceId).toBe(B3_TRACE);
     expect(callSpan.parentSpanId).toBe(B3_PARENT);
     expect(callSpan.attributes).toEqual({ domain: 'd', 'request string': 'r' });
@@ -158,7 +157,7 @@ describe('tracing over OTLP/HTTP', () => {
     const tracing = setupTracing(settings(), silentLogger, primed);
     tracing.startCallSpan({}, 'd', 'r').end();
     await tracing.shutdown();
-    const callSpan = byName(col.spans, SPAN_SHOULD_RATE_LIMIT);
+    const callSpan = byName(col.spans, 'ShouldRateLimit Execution');
     expect(callSpan.parentSpanId).toBe('');
     expect(callSpan.traceId).toMatch(/^[0-9a-f]{32}$/);
   });
@@ -239,7 +238,7 @@ describe('tracing over OTLP/gRPC', () => {
     await tracing.shutdown();
 
     expect(col.paths[0]).toBe('/opentelemetry.proto.collector.trace.v1.TraceService/Export');
-    const callSpan = byName(col.spans, SPAN_SHOULD_RATE_LIMIT);
+    const callSpan = byName(col.spans, 'ShouldRateLimit Execution');
     expect(callSpan.traceId).toBe(B3_TRACE);
     expect(callSpan.parentSpanId).toBe(B3_PARENT);
     expect(callSpan.attributes['domain']).toBe('grpc-domain');
@@ -253,7 +252,7 @@ describe('tracing over OTLP/gRPC', () => {
     const tracing = setupTracing(settings({ exporterProtocol: 'grpc' }), silentLogger);
     tracing.startCallSpan({ traceparent: [`00-${TRACE_ID}-${PARENT_ID}-01`], 'content-type': 'application/json' }, 'json', 'r').end();
     await tracing.shutdown();
-    const callSpan = byName(col.spans, SPAN_SHOULD_RATE_LIMIT);
+    const callSpan = byName(col.spans, 'ShouldRateLimit Execution');
     expect(callSpan.traceId).toBe(TRACE_ID);
     expect(callSpan.parentSpanId).toBe(PARENT_ID);
   });

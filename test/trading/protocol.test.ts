@@ -2,7 +2,10 @@
 import { io as ioV4 } from 'socket.io-client';
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const ioV2 = require('socket.io-client-v2') as (url: string, opts: Record<string, unknown>) => any;
-import { BrokerSimulator, BAD_TOKEN_MESSAGE } from '../../src/trading/simulator';
+import { BrokerSimulator } from '../../src/trading/simulator';
+
+/** The broker's documented answer to a bad token. */
+const BAD_TOKEN = 'Your token is not valid, please contact admin@fxcm.com';
 import { decodePollingPayload } from '../../src/trading/fxcm';
 import { TOKEN, once, startSim } from './helpers';
 
@@ -89,9 +92,9 @@ describe('socketError bad-token mode', () => {
     const s4 = ioV4(sim.url, { query: { access_token: 'bad' }, reconnection: false, forceNew: true });
     try {
       const [e2] = await once<[unknown]>(s2, 'error');
-      expect(String(e2)).toBe(BAD_TOKEN_MESSAGE);
+      expect(String(e2)).toBe(BAD_TOKEN);
       const [e4] = await once<[Error]>(s4, 'connect_error');
-      expect(e4.message).toBe(BAD_TOKEN_MESSAGE);
+      expect(e4.message).toBe(BAD_TOKEN);
     } finally {
       s2.close();
       s4.close();

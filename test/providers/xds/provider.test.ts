@@ -1,6 +1,6 @@
 import { Duration } from '../../../generated/google/protobuf/duration';
 import { RateLimitUnit } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
-import { RATE_LIMIT_CONFIG_TYPE_URL, reconnectBackoff } from '../../../src/providers/xds/provider';
+import { reconnectBackoff } from '../../../src/providers/xds/provider';
 import { rlc, TestXdsServer } from '../../support/xds';
 
 import { onCleanup, runCleanups, setupProvider, simple, xdsSettings } from './helpers';
@@ -52,7 +52,7 @@ describe('XdsProvider', () => {
     expect(subscribe!.request).toMatchObject({
       versionInfo: '',
       responseNonce: '',
-      typeUrl: RATE_LIMIT_CONFIG_TYPE_URL,
+      typeUrl: 'type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig',
       resourceNames: [],
       errorDetail: undefined,
       node: { id: 'test-node' },
@@ -129,7 +129,7 @@ describe('XdsProvider', () => {
     // The first event was a failure: start-up would go on without a config.
     expect(await p.store.waitForFirst()).toBeUndefined();
 
-    xds.push('2', [{ typeUrl: RATE_LIMIT_CONFIG_TYPE_URL, value: Buffer.from([0x0a, 0xff]) }]);
+    xds.push('2', [{ typeUrl: 'type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig', value: Buffer.from([0x0a, 0xff]) }]);
     const nack2 = await xds.waitForRequest((r) => r.kind === 'nack' && r.request.responseNonce === xds.responses.at(-1)!.response.nonce);
     expect(nack2.request.errorDetail?.message).toMatch(/^resource 0: cannot decode ratelimit\.config\.ratelimit\.v3\.RateLimitConfig: /);
     expect(p.errors()).toBe(2);
@@ -170,7 +170,7 @@ describe('XdsProvider', () => {
     for (const r of xds.requests) {
       expect(r.request.node?.id).toBe('rl-node-7');
       expect(r.request.node?.metadata).toEqual({ zone: 'eu-1', role: 'ratelimit' });
-      expect(r.request.typeUrl).toBe(RATE_LIMIT_CONFIG_TYPE_URL);
+      expect(r.request.typeUrl).toBe('type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig');
       expect(r.headers['x-tenant']).toBe('blue');
       expect(r.headers['authorization']).toBe('Bearer abc');
     }
