@@ -17,11 +17,14 @@ import { checkAmount, checkTrailingStep } from '../fxcm/rules';
 import { silentLogger } from '../../telemetry/logger';
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import type { Candle, Period } from '../fxcm/types';
-import { SafetyError, StrategyError, OrderRejectedError, scriptLocation } from './errors';
+import { SafetyError, OrderRejectedError, runErrorOf, runHook } from './errors';
 import { clean, exactConversion, notionalInAccount, pipOf, plInAccount } from '../execution/instruments';
 import { closeSide, entryFill, entryKind, exitFill, levelFromPips, openSide, trailStop, type EntryKind } from '../execution/fills';
 import { BarHistory, bucketStart, extendBar, openBar } from './bars';
+import type { ClosedTrade, EquityPoint, RunResult } from './results';
 import { SafetyGuard, type SafetyLimits } from './safety';
+
+export type { ClosedTrade, EquityPoint } from './results';
 import type {
   AccountInfo,
   Bar,
@@ -68,31 +71,6 @@ export interface BacktestOptions {
   historyLimit?: number;
 }
 
-export interface ClosedTrade {
-  tradeId: string;
-  symbol: string;
-  isBuy: boolean;
-  amount: number;
-  openRate: number;
-  closeRate: number;
-  /** Epoch ms. */
-  openTime: number;
-  closeTime: number;
-  plPips: number;
-  /** Net of commission, account currency. */
-  pl: number;
-  grossPL: number;
-  commission: number;
-  reason: CloseReason;
-}
-
-export interface EquityPoint {
-  /** Epoch ms. */
-  ts: number;
-  balance: number;
-  equity: number;
-}
-
 /** One strategy decision (the input of a replay comparison). */
 export interface Intent {
   ts: number;
@@ -102,19 +80,12 @@ export interface Intent {
   detail?: string;
 }
 
-export interface BacktestResult {
-  strategy: string;
+export interface BacktestResult extends RunResult {
   mode: 'backtest';
-  currency: string;
-  startBalance: number;
-  trades: ClosedTrade[];
-  equity: EquityPoint[];
   account: AccountInfo;
   intents: Intent[];
   candles: number;
-  /** Symbols whose P/L could not be converted exactly to the account currency. */
   approximateCurrency: string[];
-  error?: { message: string; hook: string; location?: string };
 }
 
 /** A position as the strategy sees it, less its live P/L, plus what the simulation tracks. */
@@ -505,14 +476,8 @@ export class BacktestEngine {
     this.quotes.set(symbol, { symbol, bid: c.bidClose, ask: c.askClose, ts: (c.ts + baseSec) * 1000 });
   }
 
-  private async call(hook: string, fn: () => void | Promise<void>): Promise<void> {
-    try {
-      await fn();
-    } catch (e) {
-      if (e instanceof StrategyError) throw e;
-      const loc = this.opts.strategyFile ? scriptLocation(e, this.opts.strategyFile) : undefined;
-      throw new StrategyError((e as Error)?.message ?? String(e), hook, loc, e);
-    }
+  private call(hook: string, fn: () => void | Promise<void>): Promise<void> {
+    return runHook(hook, fn, this.opts.strategyFile);
   }
 
   private async drain(): Promise<void> {
@@ -617,8 +582,7 @@ export class BacktestEngine {
       if (s.onStop) await this.call('onStop', () => s.onStop!.call(s, this.ctx));
       await this.drain();
     } catch (e) {
-      const se = e instanceof StrategyError ? e : new StrategyError((e as Error).message, 'runner', undefined, e);
-      error = { message: se.cause instanceof Error ? se.cause.message : se.message, hook: se.hook, location: se.location };
+      error = runErrorOf(e);
       this.events.length = 0;
       this.flattenAll('flatten');
       this.events.length = 0;

@@ -1,5 +1,6 @@
 /** Errors of the runner and where in a strategy script an error came from. */
 import path from 'node:path';
+import type { RunError } from './results';
 
 /** The runner refused an intent before sending it (safety limit, margin, bad arguments). */
 export class SafetyError extends Error {
@@ -55,4 +56,21 @@ export function describeStrategyError(e: StrategyError): string {
 /** The one line a failed run prints about its strategy error (backtest, paper and live alike). */
 export function strategyErrorLine(error: { hook: string; message: string; location?: string | undefined }): string {
   return `ratelimit-runner: strategy error in ${error.hook}: ${error.message}${error.location ? ` (at ${error.location})` : ''}; all positions were flattened\n`;
+}
+
+/** Runs a strategy hook; what it throws becomes a StrategyError naming the hook and the script line. */
+export async function runHook(hook: string, fn: () => void | Promise<void>, strategyFile: string | undefined): Promise<void> {
+  try {
+    await fn();
+  } catch (e) {
+    if (e instanceof StrategyError) throw e;
+    const loc = strategyFile ? scriptLocation(e, strategyFile) : undefined;
+    throw new StrategyError((e as Error)?.message ?? String(e), hook, loc, e);
+  }
+}
+
+/** What ended a run, for its result and report: a hook's error, or the runner's own ('runner'). */
+export function runErrorOf(e: unknown): RunError {
+  const se = e instanceof StrategyError ? e : new StrategyError((e as Error)?.message ?? String(e), 'runner', undefined, e);
+  return { message: se.cause instanceof Error ? se.cause.message : se.message, hook: se.hook, location: se.location };
 }

@@ -24,11 +24,11 @@
 import { silentLogger } from '../../telemetry/logger';
 import type { FxcmClient, Snapshot } from '../fxcm/client';
 import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../fxcm/types';
-import type { ClosedTrade, EquityPoint } from './backtest';
+import type { ClosedTrade, EquityPoint, RunResult } from './results';
 import { BarHistory, TickBars } from './bars';
 import { BrokerState, numOf } from './broker-state';
 import { errorOf, settleOrphan, type Orphan } from './orphans';
-import { OrderRejectedError, SafetyError, StrategyError, scriptLocation } from './errors';
+import { OrderRejectedError, SafetyError, runErrorOf, runHook } from './errors';
 import { pipOf } from '../execution/instruments';
 import type { Journal, JournalLine } from './journal';
 import type { BrokerLimiter } from './limiter';
@@ -61,16 +61,9 @@ export interface LiveOptions {
   now?: () => number;
 }
 
-export interface LiveResult {
-  strategy: string;
-  mode: string;
-  currency: string;
-  startBalance: number;
-  trades: ClosedTrade[];
-  equity: EquityPoint[];
+export interface LiveResult extends RunResult {
   intents: LiveIntent[];
   resumed: boolean;
-  error?: { message: string; hook: string; location?: string };
 }
 
 type InEvent =
@@ -352,19 +345,12 @@ export class LiveEngine {
 
   private async call(hook: string, fn: () => void | Promise<void>): Promise<void> {
     if (this.stopped && hook !== 'onStop') return;
-    try {
-      await fn();
-    } catch (e) {
-      if (e instanceof StrategyError) throw e;
-      const loc = this.o.strategyFile ? scriptLocation(e, this.o.strategyFile) : undefined;
-      throw new StrategyError((e as Error)?.message ?? String(e), hook, loc, e);
-    }
+    await runHook(hook, fn, this.o.strategyFile);
   }
 
   private async fatal(e: unknown): Promise<void> {
-    const se = e instanceof StrategyError ? e : new StrategyError((e as Error)?.message ?? String(e), 'runner', undefined, e);
-    this.error = { message: se.cause instanceof Error ? se.cause.message : se.message, hook: se.hook, location: se.location };
-    this.log.error(`strategy error in ${se.hook}: ${this.error.message}${se.location ? ` (at ${se.location})` : ''}; flattening all positions`);
+    const error = (this.error = runErrorOf(e));
+    this.log.error(`strategy error in ${error.hook}: ${error.message}${error.location ? ` (at ${error.location})` : ''}; flattening all positions`);
     this.journalLine({ k: 'fatal', t: this.now, error: this.error }, true);
     this.stopped = true;
     if (!this.replaying) await this.flatten('flatten');

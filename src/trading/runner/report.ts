@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { clean } from '../execution/instruments';
-import type { ClosedTrade, EquityPoint } from './backtest';
+import type { ClosedTrade, EquityPoint, RunError, RunResult } from './results';
 
 export interface BudgetUse {
   endpoint: string;
@@ -55,7 +55,7 @@ export interface RunReport {
   equity: (EquityPoint & { drawdown: number })[];
   budget: BudgetUse[];
   approximateCurrency: string[];
-  error?: { message: string; hook: string; location?: string };
+  error?: RunError;
 }
 
 const YEAR_MS = 365 * 86400_000;
@@ -122,17 +122,7 @@ export function computeMetrics(trades: readonly ClosedTrade[], equity: readonly 
   };
 }
 
-export function buildReport(r: {
-  strategy: string;
-  mode: string;
-  currency: string;
-  startBalance: number;
-  trades: ClosedTrade[];
-  equity: EquityPoint[];
-  budget?: BudgetUse[];
-  approximateCurrency?: string[];
-  error?: RunReport['error'];
-}): RunReport {
+export function buildReport(r: RunResult & { budget?: BudgetUse[] }): RunReport {
   const dd = drawdownSeries(r.equity);
   return {
     strategy: r.strategy,

@@ -1,0 +1,49 @@
+/**
+ * What a run of any mode produces, and what a report is built from: the closed trades, the equity
+ * curve and how the run ended.
+ */
+import type { CloseReason } from './strategy';
+
+export interface ClosedTrade {
+  tradeId: string;
+  symbol: string;
+  isBuy: boolean;
+  amount: number;
+  openRate: number;
+  closeRate: number;
+  /** Epoch ms. */
+  openTime: number;
+  closeTime: number;
+  plPips: number;
+  /** Net of commission, account currency. */
+  pl: number;
+  grossPL: number;
+  commission: number;
+  reason: CloseReason;
+}
+
+export interface EquityPoint {
+  /** Epoch ms. */
+  ts: number;
+  balance: number;
+  equity: number;
+}
+
+/** A strategy error that ended the run: its message, the hook, and the script line when known. */
+export interface RunError {
+  message: string;
+  hook: string;
+  location?: string;
+}
+
+export interface RunResult {
+  strategy: string;
+  mode: string;
+  currency: string;
+  startBalance: number;
+  trades: ClosedTrade[];
+  equity: EquityPoint[];
+  /** Symbols whose P/L could not be converted exactly to the account currency. */
+  approximateCurrency?: string[];
+  error?: RunError;
+}
