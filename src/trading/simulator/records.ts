@@ -85,17 +85,14 @@ export class BrokerRecords {
     return { pips: Math.round((diff / spec.pip) * 10) / 10, gross: Math.round(gross * 100) / 100 };
   }
 
-  position(t: SimTrade, action?: 'I' | 'U' | 'D'): TableRecord {
+  /** What an open and a closed position record both show of `amountK` of a trade at `close`. */
+  private tradeFigures(t: SimTrade, amountK: number, close: number): TableRecord {
     const acc = this.accountOf(t.accountId)!;
     const spec = this.market.spec(t.symbol)!;
-    const close = this.closePrice(t);
-    const { pips, gross } = this.pl(t, close);
-    const rec: TableRecord = {
-      t: TABLE_ID.OpenPosition,
+    const { pips, gross } = this.pl({ ...t, amountK }, close);
+    return {
       ratePrecision: spec.ratePrecision,
-      tradeId: t.tradeId,
       accountName: acc.accountName,
-      accountId: acc.accountId,
       roll: 0,
       com: 0,
       open: t.open,
@@ -103,17 +100,26 @@ export class BrokerRecords {
       grossPL: gross,
       close,
       visiblePL: pips,
-      isDisabled: false,
       currency: t.symbol,
       isBuy: t.isBuy,
-      amountK: t.amountK,
-      currencyPoint: pipValue(t.symbol, spec.pip, t.amountK, close),
+      amountK,
+      currencyPoint: pipValue(t.symbol, spec.pip, amountK, close),
+      isTotal: false,
+    };
+  }
+
+  position(t: SimTrade, action?: 'I' | 'U' | 'D'): TableRecord {
+    const rec: TableRecord = {
+      t: TABLE_ID.OpenPosition,
+      tradeId: t.tradeId,
+      accountId: t.accountId,
+      ...this.tradeFigures(t, t.amountK, this.closePrice(t)),
+      isDisabled: false,
       time: brokerTime(t.openMs).slice(0, 14),
       usedMargin: Math.round(t.amountK * 1000 * 0.02 * 100) / 100,
       stop: t.stop,
       stopMove: t.stopMove,
       limit: t.limit,
-      isTotal: false,
       orderId: t.orderId,
     };
     if (action) rec.action = action;
@@ -229,28 +235,12 @@ export class BrokerRecords {
 
   /** The ClosedPosition record of `amountK` of a trade closed at `close` (a partial close gets its own id). */
   closedPosition(t: SimTrade, amountK: number, close: number, closedId: string, closeMs: number): TableRecord {
-    const acc = this.accountOf(t.accountId)!;
-    const spec = this.market.spec(t.symbol)!;
-    const { pips, gross } = this.pl({ ...t, amountK }, close);
     return {
       t: TABLE_ID.ClosedPosition,
-      ratePrecision: spec.ratePrecision,
       tradeId: closedId,
-      accountName: acc.accountName,
-      roll: 0,
-      com: 0,
-      open: t.open,
-      valueDate: '',
-      grossPL: gross,
-      close,
-      visiblePL: pips,
-      currency: t.symbol,
-      isBuy: t.isBuy,
-      amountK,
-      currencyPoint: pipValue(t.symbol, spec.pip, amountK, close),
+      ...this.tradeFigures(t, amountK, close),
       openTime: brokerTime(t.openMs).slice(0, 14),
       closeTime: brokerTime(closeMs).slice(0, 14),
-      isTotal: false,
     };
   }
 }
