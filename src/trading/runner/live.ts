@@ -27,9 +27,9 @@ import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '.
 import type { ClosedTrade, EquityPoint, RunResult } from './results';
 import { BarHistory, TickBars } from './bars';
 import { BrokerState, numOf } from './broker-state';
+import { liveContext } from './live-context';
 import { errorOf, settleOrphan, type Orphan } from './orphans';
 import { OrderRejectedError, SafetyError, runErrorOf, runHook } from './errors';
-import { pipOf } from '../execution/instruments';
 import type { Journal, JournalLine } from './journal';
 import type { BrokerLimiter } from './limiter';
 import { SafetyGuard, type SafetyLimits } from './safety';
@@ -149,81 +149,25 @@ export class LiveEngine {
 
   private makeContext(): StrategyContext<Record<string, unknown>> {
     const s = this.o.strategy;
-    const params = { ...(s.params ?? {}), ...(this.o.params ?? {}) };
-    return {
+    return liveContext({
       mode: this.o.mode,
-      params,
+      strategy: s,
+      params: { ...(s.params ?? {}), ...(this.o.params ?? {}) },
       log: this.log,
-      symbols: [...s.symbols],
       now: () => this.now,
-      price: (sym) => this.quotes.get(sym),
-      pip: pipOf,
-      candles: (sym, tf, count) => this.history.candles(sym, tf, count),
-      positions: (sym) => [...this.broker.positions.values()].map((r) => this.broker.position(r)).filter((p) => !sym || p.symbol === sym),
-      orders: (sym) => [...this.broker.orders.values()].map((r) => this.broker.pending(r)).filter((p) => !sym || p.symbol === sym),
-      account: () => this.accountInfo(),
-      openTrade: (r) =>
-        this.op('openTrade', r, () => this.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
-          const res = await c.openTrade({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: this.broker.accountId() });
-          return { orderId: res.orderId };
-        }, r.ttlMs),
-      createEntryOrder: (r) =>
-        this.op('createEntryOrder', r, () => this.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
-          const res = await c.createEntryOrder({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, rate: r.rate, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: this.broker.accountId() });
-          return { orderId: res.orderId };
-        }, r.ttlMs),
-      createOco: (r) =>
-        this.op('createOco', r, () => this.checkOpen(r.symbol, r.first.isBuy, r.amount), async (c) => {
-          await c.simpleOco({
-            symbol: r.symbol,
-            amount: r.amount,
-            isInPips: r.isInPips,
-            isBuy: r.first.isBuy,
-            rate: r.first.rate,
-            stop: r.first.stop,
-            limit: r.first.limit,
-            isBuy2: r.second.isBuy,
-            rate2: r.second.rate,
-            stop2: r.second.stop,
-            limit2: r.second.limit,
-            accountId: this.broker.accountId(),
-          });
-          return { orderIds: [] as string[] };
-        }, r.ttlMs),
-      closeTrade: (tradeId, amount) =>
-        this.op('closeTrade', { tradeId, amount }, () => this.mustTrade(tradeId), async (c) => {
-          const p = this.broker.positions.get(tradeId);
-          this.broker.closeReasons.set(tradeId, 'close');
-          await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) });
-        }),
-      closeAll: (symbol) =>
-        this.op('closeAll', { symbol }, () => undefined, async (c) => {
-          const list = [...this.broker.positions.values()].filter((r) => !symbol || r.currency === symbol);
-          if (!list.length) return;
-          for (const r of list) this.broker.closeReasons.set(String(r.tradeId), 'close');
-          await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: this.broker.accountId() });
-        }),
-      setStop: (tradeId, rate, opts) =>
-        this.op('setStop', { tradeId, rate, ...opts }, () => this.mustTrade(tradeId), (c) =>
-          c.changeTradeStopLimit({ tradeId, isStop: true, rate, isInPips: !!opts?.isInPips, trailingStep: opts?.trailingStep }),
-        ),
-      setLimit: (tradeId, rate, opts) =>
-        this.op('setLimit', { tradeId, rate, ...opts }, () => this.mustTrade(tradeId), (c) =>
-          c.changeTradeStopLimit({ tradeId, isStop: false, rate, isInPips: !!opts?.isInPips }),
-        ),
-      changeOrder: (orderId, rate, amount) =>
-        this.op('changeOrder', { orderId, rate, amount }, () => this.mustOrder(orderId), (c) =>
-          c.changeOrder({ orderId, rate, amount: amount ?? numOf(this.broker.orders.get(orderId)?.amountK) }),
-        ),
-      deleteOrder: (orderId) => this.op('deleteOrder', { orderId }, () => this.mustOrder(orderId), (c) => c.deleteOrder(orderId)),
+      quote: (symbol) => this.quotes.get(symbol),
+      history: this.history,
+      broker: this.broker,
+      accountInfo: () => this.accountInfo(),
+      op: <T>(name: string, args: unknown, check: () => void, send: (c: FxcmClient) => Promise<T>, ttlMs?: number) => this.op<T>(name, args, check, send, ttlMs),
+      checkOpen: (symbol, isBuy, amount) => this.checkOpen(symbol, isBuy, amount),
       setTimer: (name, everyMs) => {
-        if (!(everyMs > 0)) throw new Error('setTimer: everyMs must be > 0');
         this.clearTimer(name);
         this.timers.set(name, { every: everyMs });
         if (!this.replaying && !this.stopped) this.armTimer(name);
       },
       clearTimer: (name) => this.clearTimer(name),
-    };
+    });
   }
 
   private armTimer(name: string): void {
@@ -236,14 +180,6 @@ export class LiveEngine {
     const t = this.timers.get(name);
     if (t?.handle) clearInterval(t.handle);
     this.timers.delete(name);
-  }
-
-  private mustTrade(id: string): void {
-    if (!this.broker.positions.has(id)) throw new OrderRejectedError(`unknown trade ${id}`);
-  }
-
-  private mustOrder(id: string): void {
-    if (!this.broker.orders.has(id)) throw new OrderRejectedError(`unknown order ${id}`);
   }
 
   private checkOpen(symbol: string, isBuy: boolean, amount: number): void {

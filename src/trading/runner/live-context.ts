@@ -1,0 +1,114 @@
+/**
+ * The strategy context of paper, live and replay runs: what a strategy reads (prices, bars,
+ * positions, orders, the account, from the broker's state) and what it asks for, each request an
+ * intent of the engine mapped to its broker call (FxcmClient), checked first against what the
+ * runner knows (a trade or order that does not exist, the safety limits).
+ */
+import type { FxcmClient } from '../fxcm/client';
+import type { BarHistory } from './bars';
+import { numOf, type BrokerState } from './broker-state';
+import { OrderRejectedError } from './errors';
+import { pipOf } from '../execution/instruments';
+import type { AccountInfo, RunMode, Strategy, StrategyContext, StrategyLogger, Tick } from './strategy';
+
+/** What the context needs from its engine. */
+export interface LiveContextHost {
+  readonly mode: Exclude<RunMode, 'backtest'>;
+  readonly strategy: Strategy<Record<string, unknown>>;
+  /** The strategy's defaults with the run's parameters over them. */
+  readonly params: Record<string, unknown>;
+  readonly log: StrategyLogger;
+  readonly history: BarHistory;
+  readonly broker: BrokerState;
+  now(): number;
+  quote(symbol: string): Tick | undefined;
+  accountInfo(): AccountInfo;
+  /** An intent: journaled, checked, then sent through the limiter (answered from the journal in a replay). */
+  op<T>(name: string, args: unknown, check: () => void, send: (c: FxcmClient) => Promise<T>, ttlMs?: number): Promise<T>;
+  /** The safety limits and margin for a new position. */
+  checkOpen(symbol: string, isBuy: boolean, amount: number): void;
+  setTimer(name: string, everyMs: number): void;
+  clearTimer(name: string): void;
+}
+
+export function liveContext(h: LiveContextHost): StrategyContext<Record<string, unknown>> {
+  const broker = h.broker;
+  const mustTrade = (id: string): void => {
+    if (!broker.positions.has(id)) throw new OrderRejectedError(`unknown trade ${id}`);
+  };
+  const mustOrder = (id: string): void => {
+    if (!broker.orders.has(id)) throw new OrderRejectedError(`unknown order ${id}`);
+  };
+  return {
+    mode: h.mode,
+    params: h.params,
+    log: h.log,
+    symbols: [...h.strategy.symbols],
+    now: h.now,
+    price: h.quote,
+    pip: pipOf,
+    candles: (sym, tf, count) => h.history.candles(sym, tf, count),
+    positions: (sym) => [...broker.positions.values()].map((r) => broker.position(r)).filter((p) => !sym || p.symbol === sym),
+    orders: (sym) => [...broker.orders.values()].map((r) => broker.pending(r)).filter((p) => !sym || p.symbol === sym),
+    account: () => h.accountInfo(),
+    openTrade: (r) =>
+      h.op('openTrade', r, () => h.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
+        const res = await c.openTrade({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: broker.accountId() });
+        return { orderId: res.orderId };
+      }, r.ttlMs),
+    createEntryOrder: (r) =>
+      h.op('createEntryOrder', r, () => h.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
+        const res = await c.createEntryOrder({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, rate: r.rate, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: broker.accountId() });
+        return { orderId: res.orderId };
+      }, r.ttlMs),
+    createOco: (r) =>
+      h.op('createOco', r, () => h.checkOpen(r.symbol, r.first.isBuy, r.amount), async (c) => {
+        await c.simpleOco({
+          symbol: r.symbol,
+          amount: r.amount,
+          isInPips: r.isInPips,
+          isBuy: r.first.isBuy,
+          rate: r.first.rate,
+          stop: r.first.stop,
+          limit: r.first.limit,
+          isBuy2: r.second.isBuy,
+          rate2: r.second.rate,
+          stop2: r.second.stop,
+          limit2: r.second.limit,
+          accountId: broker.accountId(),
+        });
+        return { orderIds: [] as string[] };
+      }, r.ttlMs),
+    closeTrade: (tradeId, amount) =>
+      h.op('closeTrade', { tradeId, amount }, () => mustTrade(tradeId), async (c) => {
+        const p = broker.positions.get(tradeId);
+        broker.closeReasons.set(tradeId, 'close');
+        await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) });
+      }),
+    closeAll: (symbol) =>
+      h.op('closeAll', { symbol }, () => undefined, async (c) => {
+        const list = [...broker.positions.values()].filter((r) => !symbol || r.currency === symbol);
+        if (!list.length) return;
+        for (const r of list) broker.closeReasons.set(String(r.tradeId), 'close');
+        await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: broker.accountId() });
+      }),
+    setStop: (tradeId, rate, opts) =>
+      h.op('setStop', { tradeId, rate, ...opts }, () => mustTrade(tradeId), (c) =>
+        c.changeTradeStopLimit({ tradeId, isStop: true, rate, isInPips: !!opts?.isInPips, trailingStep: opts?.trailingStep }),
+      ),
+    setLimit: (tradeId, rate, opts) =>
+      h.op('setLimit', { tradeId, rate, ...opts }, () => mustTrade(tradeId), (c) =>
+        c.changeTradeStopLimit({ tradeId, isStop: false, rate, isInPips: !!opts?.isInPips }),
+      ),
+    changeOrder: (orderId, rate, amount) =>
+      h.op('changeOrder', { orderId, rate, amount }, () => mustOrder(orderId), (c) =>
+        c.changeOrder({ orderId, rate, amount: amount ?? numOf(broker.orders.get(orderId)?.amountK) }),
+      ),
+    deleteOrder: (orderId) => h.op('deleteOrder', { orderId }, () => mustOrder(orderId), (c) => c.deleteOrder(orderId)),
+    setTimer: (name, everyMs) => {
+      if (!(everyMs > 0)) throw new Error('setTimer: everyMs must be > 0');
+      h.setTimer(name, everyMs);
+    },
+    clearTimer: (name) => h.clearTimer(name),
+  };
+}
