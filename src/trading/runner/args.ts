@@ -74,7 +74,8 @@ export function parseCommandArgs(argv: string[], options: OptionSpecs): ParsedAr
     return { positional: positionals, values };
   } catch (e) {
     // node's own messages name the flag ("Unknown option '--x'", "Option '--balance <value>' argument missing")
-    if (String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS')) throw new UsageError((e as Error).message);
+    // (without its hint about positionals that start with '-', which misleads for a mistyped flag)
+    if (String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS')) throw new UsageError((e as Error).message.replace(/\. To specify a positional argument[\s\S]*$/, '.'));
     throw e;
   }
 }

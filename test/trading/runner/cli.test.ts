@@ -37,7 +37,7 @@ describe('ratelimit-runner backtest (CLI)', () => {
     expect(run(['backtest', EX]).status).toBe(2);
     const unknown = run(['backtest', EX, '--candles', candles, '--ballance', '5']);
     expect(unknown.status).toBe(2);
-    expect(unknown.stderr).toContain("ratelimit-runner backtest: Unknown option '--ballance'");
+    expect(unknown.stderr).toContain("ratelimit-runner backtest: Unknown option '--ballance'.\n");
     const bad = path.join(dir, 'bad.js');
     fs.writeFileSync(bad, "module.exports = {\n  symbols: ['EUR/USD'],\n  onBar( {\n};\n");
     const r = run(['backtest', bad, '--candles', candles, '--quiet']);
