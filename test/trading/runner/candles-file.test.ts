@@ -1,0 +1,180 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Candle } from '../../../src/trading/fxcm/types';
+import { parseCandlesCsv, readCandleFile, writeCandleFile } from '../../../src/trading/runner/candles-file';
+
+// 2024-03-05T09:30:00Z and the next two minutes, in epoch seconds
+const TS = [1709631000, 1709631060, 1709631120];
+
+const c0: Candle = { ts: TS[0]!, bidOpen: 1.0851, bidClose: 1.0853, bidHigh: 1.0856, bidLow: 1.085, askOpen: 1.0852, askClose: 1.0854, askHigh: 1.0857, askLow: 1.0851, tickQty: 42 };
+const c1: Candle = { ts: TS[1]!, bidOpen: 1.0853, bidClose: 1.0849, bidHigh: 1.0855, bidLow: 1.0847, askOpen: 1.0854, askClose: 1.085, askHigh: 1.0856, askLow: 1.0848, tickQty: 17 };
+const c2: Candle = { ts: TS[2]!, bidOpen: 1.0849, bidClose: 1.086, bidHigh: 1.0861, bidLow: 1.0849, askOpen: 1.085, askClose: 1.0861, askHigh: 1.0862, askLow: 1.085, tickQty: 0 };
+
+/** The broker's row order: ts, bidopen, bidclose, bidhigh, bidlow, askopen, askclose, askhigh, asklow, tickqty. */
+const row = (c: Candle) => [c.ts, c.bidOpen, c.bidClose, c.bidHigh, c.bidLow, c.askOpen, c.askClose, c.askHigh, c.askLow, c.tickQty];
+
+const HEADER = 'ts,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow,tickqty';
+const csvLine = (c: Candle) => row(c).join(',');
+
+describe('candle files', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-candles-file-'));
+  });
+  afterEach(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const put = (name: string, text: string): string => {
+    const f = path.join(dir, name);
+    fs.writeFileSync(f, text);
+    return f;
+  };
+
+  describe('JSON', () => {
+    test('writeCandleFile writes the broker row order, and readCandleFile reads it back', () => {
+      const f = path.join(dir, 'eurusd.json');
+      writeCandleFile(f, 'EUR/USD', 'm1', [c0, c1, c2]);
+      const text = fs.readFileSync(f, 'utf8');
+      expect(text.endsWith('\n')).toBe(true);
+      expect(JSON.parse(text)).toEqual({ symbol: 'EUR/USD', timeframe: 'm1', candles: [row(c0), row(c1), row(c2)] });
+      expect(readCandleFile(f)).toEqual({ symbol: 'EUR/USD', timeframe: 'm1', candles: [c0, c1, c2] });
+    });
+
+    test('round trip keeps every time frame as written', () => {
+      for (const tf of ['m5', 'H1', 'H4', 'D1', 'W1', 'M1'] as const) {
+        const f = path.join(dir, `x-${tf}.json`);
+        writeCandleFile(f, 'USD/JPY', tf, [c0]);
+        expect(readCandleFile(f)).toEqual({ symbol: 'USD/JPY', timeframe: tf, candles: [c0] });
+      }
+    });
+
+    test('rows are sorted by time and a repeated timestamp keeps the later row', () => {
+      const newer = { ...c0, bidClose: 1.09, tickQty: 99 };
+      const f = path.join(dir, 'unsorted.json');
+      writeCandleFile(f, 'EUR/USD', 'm1', [c2, c0, c1, newer]);
+      expect(readCandleFile(f).candles).toEqual([newer, c1, c2]);
+    });
+
+    test('--symbol and --timeframe win over the file; the time frame is normalised', () => {
+      const f = path.join(dir, 'x.json');
+      writeCandleFile(f, 'EUR/USD', 'm1', [c0]);
+      expect(readCandleFile(f, { symbol: 'GBP/USD' })).toMatchObject({ symbol: 'GBP/USD', timeframe: 'm1' });
+      expect(readCandleFile(f, { timeframe: 'h1' })).toMatchObject({ symbol: 'EUR/USD', timeframe: 'H1' });
+      expect(readCandleFile(f, { symbol: 'AUD/USD', timeframe: 'd1' })).toMatchObject({ symbol: 'AUD/USD', timeframe: 'D1' });
+    });
+
+    test('period_id is read when timeframe is absent', () => {
+      const f = put('p.json', JSON.stringify({ symbol: 'EUR/USD', period_id: 'm15', candles: [row(c0)] }));
+      expect(readCandleFile(f)).toEqual({ symbol: 'EUR/USD', timeframe: 'm15', candles: [c0] });
+      const both = put('both.json', JSON.stringify({ symbol: 'EUR/USD', timeframe: 'm5', period_id: 'm15', candles: [] }));
+      expect(readCandleFile(both).timeframe).toBe('m5');
+    });
+
+    test('rows may also be candle objects; leading whitespace is fine', () => {
+      const f = put('objects.json', '\n  ' + JSON.stringify({ symbol: 'EUR/USD', timeframe: 'm1', candles: [c1, row(c0)] }));
+      expect(readCandleFile(f).candles).toEqual([c0, c1]);
+    });
+
+    test('a bare array of rows needs --symbol and --timeframe', () => {
+      const f = put('bare.json', JSON.stringify([row(c1), row(c0)]));
+      expect(readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toEqual({ symbol: 'EUR/USD', timeframe: 'm1', candles: [c0, c1] });
+      expect(() => readCandleFile(f, { timeframe: 'm1' })).toThrow(`${f}: the symbol is unknown (add "symbol" to the JSON or pass --symbol)`);
+      expect(() => readCandleFile(f, { symbol: 'EUR/USD' })).toThrow(`${f}: the time frame is unknown or invalid (none; add "timeframe" or pass --timeframe)`);
+    });
+
+    test('an invalid time frame is named in the error', () => {
+      const f = put('bad-tf.json', JSON.stringify({ symbol: 'EUR/USD', timeframe: 'm2', candles: [] }));
+      expect(() => readCandleFile(f)).toThrow(`${f}: the time frame is unknown or invalid (m2; add "timeframe" or pass --timeframe)`);
+      expect(() => readCandleFile(f, { timeframe: 'hourly' })).toThrow(`${f}: the time frame is unknown or invalid (hourly; add "timeframe" or pass --timeframe)`);
+      expect(readCandleFile(f, { timeframe: 'm30' }).timeframe).toBe('m30');
+    });
+
+    test('an object without a "candles" array is refused', () => {
+      const none = put('none.json', JSON.stringify({ symbol: 'EUR/USD', timeframe: 'm1' }));
+      expect(() => readCandleFile(none)).toThrow(`${none}: no "candles" array`);
+      const notArray = put('obj.json', JSON.stringify({ symbol: 'EUR/USD', timeframe: 'm1', candles: { 0: row(c0) } }));
+      expect(() => readCandleFile(notArray)).toThrow(`${notArray}: no "candles" array`);
+    });
+
+    test('JSON that does not parse throws the parser\'s SyntaxError', () => {
+      const f = put('torn.json', '{"symbol":"EUR/USD","timeframe":"m1","candles":[[1709631000,1.08');
+      expect(() => readCandleFile(f)).toThrow(SyntaxError);
+      expect(() => readCandleFile(put('torn2.json', '[[1,2,3],'), { symbol: 'EUR/USD', timeframe: 'm1' })).toThrow(SyntaxError);
+    });
+
+    test('a file that does not exist is an ENOENT error naming it', () => {
+      const f = path.join(dir, 'missing.json');
+      expect(() => readCandleFile(f)).toThrow(expect.objectContaining({ code: 'ENOENT', message: expect.stringContaining(f) }));
+    });
+  });
+
+  describe('CSV', () => {
+    test('the broker column order reads like the JSON rows; the symbol and time frame come from the options', () => {
+      const f = put('eurusd.csv', [HEADER, csvLine(c0), csvLine(c1), csvLine(c2)].join('\n') + '\n');
+      expect(readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toEqual({ symbol: 'EUR/USD', timeframe: 'm1', candles: [c0, c1, c2] });
+    });
+
+    test('CSV -> JSON -> read gives the same series', () => {
+      const csv = put('in.csv', [HEADER, csvLine(c2), csvLine(c0), csvLine(c1)].join('\n'));
+      const fromCsv = readCandleFile(csv, { symbol: 'EUR/USD', timeframe: 'H1' });
+      const json = path.join(dir, 'out.json');
+      writeCandleFile(json, fromCsv.symbol, fromCsv.timeframe, fromCsv.candles);
+      expect(readCandleFile(json)).toEqual(fromCsv);
+      expect(fromCsv).toEqual({ symbol: 'EUR/USD', timeframe: 'H1', candles: [c0, c1, c2] });
+    });
+
+    test('a CSV file has no symbol or time frame of its own', () => {
+      const f = put('x.csv', [HEADER, csvLine(c0)].join('\n'));
+      expect(() => readCandleFile(f)).toThrow(`${f}: the symbol is unknown (add "symbol" to the JSON or pass --symbol)`);
+      expect(() => readCandleFile(f, { symbol: 'EUR/USD' })).toThrow(`${f}: the time frame is unknown or invalid (none; add "timeframe" or pass --timeframe)`);
+    });
+
+    test('columns in any order and any case, spaces around values, CRLF and blank lines', () => {
+      const cols = ['AskLow', 'TS', 'BidOpen', 'bidclose', 'BIDHIGH', 'bidlow', 'askopen', 'askclose', 'askhigh', 'TickQty'];
+      const pick = (c: Candle) => [c.askLow, c.ts, c.bidOpen, c.bidClose, c.bidHigh, c.bidLow, c.askOpen, c.askClose, c.askHigh, c.tickQty];
+      const text = [cols.join(' , '), '', pick(c1).join(', '), '   ', pick(c0).join(' ,'), ''].join('\r\n');
+      expect(parseCandlesCsv(text)).toEqual([c1, c0]);
+      expect(readCandleFile(put('mixed.csv', text), { symbol: 'EUR/USD', timeframe: 'm1' }).candles).toEqual([c0, c1]);
+    });
+
+    test('tickqty may be left out (0)', () => {
+      const text = ['ts,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow', row(c0).slice(0, 9).join(',')].join('\n');
+      expect(parseCandlesCsv(text)).toEqual([{ ...c0, tickQty: 0 }]);
+    });
+
+    test('an ISO 8601 date column may replace ts (epoch seconds); ts wins when both are there', () => {
+      const cols = 'date,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow,tickqty';
+      const rest = (c: Candle) => row(c).slice(1).join(',');
+      expect(parseCandlesCsv([cols, `2024-03-05T09:30:00Z,${rest(c0)}`, `2024-03-05T09:31:00.000Z,${rest(c1)}`].join('\n'))).toEqual([c0, c1]);
+      expect(parseCandlesCsv([`${HEADER},date`, `${csvLine(c0)},2001-01-01T00:00:00Z`].join('\n'))).toEqual([c0]);
+    });
+
+    test('a header only, or an empty file, has no candles', () => {
+      expect(parseCandlesCsv('')).toEqual([]);
+      expect(parseCandlesCsv('\n\n')).toEqual([]);
+      expect(parseCandlesCsv(HEADER + '\n')).toEqual([]);
+      expect(readCandleFile(put('empty.csv', ''), { symbol: 'EUR/USD', timeframe: 'm1' })).toEqual({ symbol: 'EUR/USD', timeframe: 'm1', candles: [] });
+    });
+
+    test('a missing column is named', () => {
+      expect(() => parseCandlesCsv('ts,bidopen,bidclose,bidlow,askopen,askclose,askhigh,asklow\n1,2,3,4,5,6,7,8')).toThrow('CSV candles: missing column bidhigh');
+      expect(() => parseCandlesCsv('time,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow')).toThrow('CSV candles: missing column ts');
+      const f = put('no-ask.csv', 'ts,bidopen,bidclose,bidhigh,bidlow\n1,2,3,4,5\n');
+      expect(() => readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toThrow('CSV candles: missing column askopen');
+    });
+
+    test('a value that is not a number is reported with its line (the header is line 1)', () => {
+      const bad = (c: Candle) => csvLine(c).replace(String(c.bidHigh), 'n/a');
+      expect(() => parseCandlesCsv([HEADER, csvLine(c0), bad(c1), csvLine(c2)].join('\n'))).toThrow('CSV candles: bad number on line 3');
+      expect(() => parseCandlesCsv([HEADER, `${csvLine(c0)}`.replace(/,42$/, ',Infinity')].join('\n'))).toThrow('CSV candles: bad number on line 2');
+      const f = put('bad.csv', [HEADER, csvLine(c0), csvLine(c1), bad(c2)].join('\n'));
+      expect(() => readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toThrow('CSV candles: bad number on line 4');
+    });
+
+    test('a date that does not parse is a bad number', () => {
+      const cols = 'date,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow';
+      expect(() => parseCandlesCsv(`${cols}\nyesterday,1,1,1,1,1,1,1,1`)).toThrow('CSV candles: bad number on line 2');
+    });
+  });
+});
