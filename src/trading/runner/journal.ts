@@ -36,6 +36,7 @@ export class Journal {
   constructor(readonly file: string, private readonly fsync = true) {
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
     this.fd = fs.openSync(file, 'a');
+    dropTornTail(file, this.fd);
   }
 
   append(line: JournalLine, sync = false): void {
@@ -54,6 +55,18 @@ export class Journal {
     fs.closeSync(this.fd);
     this.fd = undefined;
   }
+}
+
+/**
+ * A run killed mid-write leaves a last line without its newline; readJournal ignores it, and the
+ * next line appended must not be glued to it: cut the file back to its last complete line.
+ */
+function dropTornTail(file: string, fd: number): void {
+  const size = fs.fstatSync(fd).size;
+  if (size === 0) return;
+  const text = fs.readFileSync(file);
+  if (text[size - 1] === 0x0a) return;
+  fs.ftruncateSync(fd, text.lastIndexOf(0x0a) + 1);
 }
 
 /** Reads a journal; a torn last line (the process was killed mid-write) is ignored. */

@@ -174,6 +174,25 @@ describe('run journal', () => {
       expect(readJournal(file)).toEqual([{ k: 'run', t: 1 }]);
     });
 
+    test('a journal reopened after a torn write appends after its last complete line, restart after restart', () => {
+      const file = path.join(dir, JOURNAL_FILE);
+      const j = new Journal(file);
+      j.append({ k: 'run', t: 1 });
+      j.append({ k: 'intent', id: 1, t: 2, op: 'openTrade', args: { amount: 10 } });
+      j.close();
+      fs.truncateSync(file, fs.statSync(file).size - 8); // killed in the middle of the intent
+      for (const t of [3, 4]) {
+        const resumed = new Journal(file);
+        resumed.append({ k: 'resume', t });
+        resumed.close();
+      }
+      expect(readJournal(file)).toEqual([
+        { k: 'run', t: 1 },
+        { k: 'resume', t: 3 },
+        { k: 'resume', t: 4 },
+      ]);
+    });
+
     test('a malformed line before the tail is an error naming the file and the line', () => {
       const file = write('{"k":"run","t":1}\nnot json\n{"k":"stop","t":2}\n');
       expect(() => readJournal(file)).toThrow(`${file}:2: not a journal line: `);
