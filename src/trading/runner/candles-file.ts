@@ -58,6 +58,14 @@ export function readCandleFile(file: string, opts: { symbol?: string; timeframe?
   return { symbol, timeframe: period, candles: mergeCandles(candles) };
 }
 
+/**
+ * Writes JSON, or CSV when the file name ends with .csv (the header of parseCandlesCsv; a CSV
+ * file has no symbol or time frame of its own: pass --symbol and --timeframe to read it).
+ */
 export function writeCandleFile(file: string, symbol: string, timeframe: Period, candles: Candle[]): void {
+  if (/\.csv$/i.test(file)) {
+    fs.writeFileSync(file, [COLS.join(','), ...candles.map((c) => candleToRow(c).join(','))].join('\n') + '\n');
+    return;
+  }
   fs.writeFileSync(file, JSON.stringify({ symbol, timeframe, candles: candles.map(candleToRow) }) + '\n');
 }

@@ -79,7 +79,8 @@ export const CANDLES_USAGE = `Usage: ratelimit-runner candles download --url URL
        --from TIME --to TIME --out FILE [--limits FILE] [--ratelimit HOST:PORT] [--account NAME]
 
 Downloads bid/ask candles (as many requests as the broker's per-request limits need, each one
-through the rate limiter) and writes them as JSON (or CSV when FILE ends with .csv).
+through the rate limiter) and writes them as JSON, or as CSV when FILE ends with .csv (a CSV file
+has no symbol or time frame: give 'backtest' --symbol and --timeframe with it).
 TIME is ISO 8601 (2024-01-02T00:00:00Z) or epoch seconds.
 `;
 

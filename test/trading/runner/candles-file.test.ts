@@ -115,6 +115,15 @@ describe('candle files', () => {
       expect(readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toEqual({ symbol: 'EUR/USD', timeframe: 'm1', candles: [c0, c1, c2] });
     });
 
+    test('a file named .csv is written as CSV (header, one row per candle) and reads back with the options', () => {
+      const f = path.join(dir, 'download.CSV');
+      writeCandleFile(f, 'EUR/USD', 'm1', [c0, c1, c2]);
+      const text = fs.readFileSync(f, 'utf8');
+      expect(text.split('\n')[0]).toBe('ts,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow,tickqty');
+      expect(text.trimEnd().split('\n')).toHaveLength(4);
+      expect(readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toEqual({ symbol: 'EUR/USD', timeframe: 'm1', candles: [c0, c1, c2] });
+    });
+
     test('CSV -> JSON -> read gives the same series', () => {
       const csv = put('in.csv', [HEADER, csvLine(c2), csvLine(c0), csvLine(c1)].join('\n'));
       const fromCsv = readCandleFile(csv, { symbol: 'EUR/USD', timeframe: 'H1' });
