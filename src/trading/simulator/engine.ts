@@ -13,12 +13,16 @@
 import { checkAccountId, checkAmount, checkIsBuy, checkStopInPips, checkTimeInForce, checkTrailingStep, CLOSE_TIF_BY_ORDER_TYPE } from '../fxcm/rules';
 import type { BrokerErrorBody } from '../fxcm/errors';
 import { ORDER_STATUS, TABLE_ID, type ModelName, type TableRecord } from '../fxcm/types';
-import { entryFill, entryKind, exitFill, levelFromPips, tickMove, trailStop } from '../execution/fills';
+import { entryFill, entryKind, exitFill, levelFromPips, openSide, tickMove, trailStop } from '../execution/fills';
 import type { AccountSpec, PushFn, SimAccount, SimOrder, SimTrade } from './book';
 import type { Faults } from './faults';
 import { SimRequestError, flagOf, listOf, numberOf, textOf, type Form } from './form';
 import type { Market, Quote, SymbolSpec } from './market';
 import { BrokerRecords } from './records';
+
+/** The broker's order types of a resting entry: stop entry (SE) or limit entry (LE). */
+const STOP_ENTRY = 'SE';
+const entryType = (isBuy: boolean, rate: number, q: Quote): string => (entryKind(isBuy, rate, q.bid, q.ask) === 'stop' ? STOP_ENTRY : 'LE');
 
 export class TradingEngine {
   readonly accounts = new Map<string, SimAccount>();
@@ -89,7 +93,6 @@ export class TradingEngine {
     if (!this.market.isOpen()) throw new SimRequestError('Market is closed');
   }
 
-
   snapshot(token: string, model: ModelName): TableRecord[] {
     const acc = this.account(token);
     switch (model) {
@@ -99,7 +102,7 @@ export class TradingEngine {
           .filter((s) => acc.visibleOffers.has(s))
           .map((s) => this.records.offer(this.market.spec(s)!));
       case 'OpenPosition':
-        return [...this.trades.values()].filter((t) => t.accountId === acc.accountId).map((t) => this.records.position(t));
+        return this.tradesOf(acc).map((t) => this.records.position(t));
       case 'ClosedPosition':
         return this.closed.filter((c) => c.accountName === acc.accountName).map((c) => ({ ...c }));
       case 'Order':
@@ -118,7 +121,7 @@ export class TradingEngine {
   private pushAccount(acc: SimAccount, symbol?: string): void {
     this.push(acc.token, 'Account', this.records.account(acc, this.tradesOf(acc), 'U'));
     if (symbol) {
-      const ts = [...this.trades.values()].filter((t) => t.accountId === acc.accountId && t.symbol === symbol);
+      const ts = this.tradesOf(acc).filter((t) => t.symbol === symbol);
       const spec = this.market.spec(symbol)!;
       if (ts.length) this.push(acc.token, 'Summary', { ...this.records.summary(symbol, ts), action: 'U' });
       else this.push(acc.token, 'Summary', { t: TABLE_ID.Summary, offerId: spec.offerId, currency: symbol, action: 'D' });
@@ -191,7 +194,7 @@ export class TradingEngine {
       return;
     }
     const q = this.market.quote(o.symbol)!;
-    const price = o.isBuy ? q.ask : q.bid;
+    const price = openSide(o.isBuy, q.bid, q.ask);
     o.rate = price;
     const rates = this.stopLimitRates(spec, o.isBuy, price, sl.stop, sl.limit, sl.inPips);
     const parts = this.faults.takeFillParts();
@@ -271,7 +274,7 @@ export class TradingEngine {
       isBuy,
       amountK: numberOf(form.amount),
       rate,
-      type: entryKind(isBuy, rate, q.bid, q.ask) === 'stop' ? 'SE' : 'LE',
+      type: entryType(isBuy, rate, q),
       timeInForce: tif,
       status: ORDER_STATUS.Waiting,
       isEntry: true,
@@ -314,7 +317,7 @@ export class TradingEngine {
     o.range = numberOf(form.range, o.range);
     if (form.trailing_step !== undefined) o.stopMove = numberOf(form.trailing_step);
     const q = this.market.quote(o.symbol)!;
-    o.type = entryKind(o.isBuy, o.rate, q.bid, q.ask) === 'stop' ? 'SE' : 'LE';
+    o.type = entryType(o.isBuy, o.rate, q);
     if (o.stopPips !== undefined || o.limitPips !== undefined) {
       const r = this.stopLimitRates(spec, o.isBuy, o.rate, o.stopPips ?? 0, o.limitPips ?? 0, true);
       o.stop = r.stop;
@@ -394,11 +397,10 @@ export class TradingEngine {
 
   /** Closes (part of) a trade at the current closing price. */
   private closeTradeNow(acc: SimAccount, t: SimTrade, amount: number): void {
-    const close = this.records.closePrice(t);
-    const { gross } = this.records.pl({ ...t, amountK: amount }, close);
     const full = amount >= t.amountK;
     const closedId = full ? t.tradeId : String(this.nextTradeId++);
-    const rec = this.records.closedPosition(t, amount, close, closedId, this.market.nowMs());
+    const rec = this.records.closedPosition(t, amount, this.records.closePrice(t), closedId, this.market.nowMs());
+    const gross = rec.grossPL as number;
     this.closed.push(rec);
     acc.balance += gross;
     acc.dayPL += gross;
@@ -545,7 +547,7 @@ export class TradingEngine {
     // entry orders
     for (const o of [...this.orders.values()]) {
       if (o.symbol !== symbol || !o.isEntry || !this.orders.has(o.orderId)) continue;
-      const px = entryFill({ isBuy: o.isBuy, kind: o.type === 'SE' ? 'stop' : 'limit', rate: o.rate }, move);
+      const px = entryFill({ isBuy: o.isBuy, kind: o.type === STOP_ENTRY ? 'stop' : 'limit', rate: o.rate }, move);
       if (px === undefined) continue;
       const acc = this.accountById(o.accountId)!;
       // OCO: the others of the group are removed when one executes
