@@ -35,7 +35,7 @@ export class Journal {
   private fd: number | undefined;
   constructor(readonly file: string, private readonly fsync = true) {
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-    this.fd = fs.openSync(file, 'a');
+    this.fd = fs.openSync(file, 'a+');
     dropTornTail(file, this.fd);
   }
 
@@ -64,9 +64,10 @@ export class Journal {
 function dropTornTail(file: string, fd: number): void {
   const size = fs.fstatSync(fd).size;
   if (size === 0) return;
-  const text = fs.readFileSync(file);
-  if (text[size - 1] === 0x0a) return;
-  fs.ftruncateSync(fd, text.lastIndexOf(0x0a) + 1);
+  const last = Buffer.alloc(1);
+  fs.readSync(fd, last, 0, 1, size - 1);
+  if (last[0] === 0x0a) return; // the usual case: only the last byte is read
+  fs.ftruncateSync(fd, fs.readFileSync(file).lastIndexOf(0x0a) + 1);
 }
 
 /** Reads a journal; a torn last line (the process was killed mid-write) is ignored. */
