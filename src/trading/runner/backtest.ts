@@ -23,8 +23,6 @@ import { closeSide, entryFill, entryKind, exitFill, levelFromPips, openSide, tra
 import { BarHistory, bucketStart, extendBar, openBar } from './bars';
 import type { ClosedTrade, EquityPoint, RunResult } from './results';
 import { SafetyGuard, type SafetyLimits } from './safety';
-
-export type { ClosedTrade, EquityPoint } from './results';
 import type {
   AccountInfo,
   Bar,

@@ -6,7 +6,7 @@ import { runBacktest } from './backtest';
 import { readCandleFile } from './candles-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { loadStrategy } from './loader';
-import { BACKTEST_OPTIONS, UsageError, flag, list, num, parseCommandArgs, parseParams, safetyOf, wantsHelp } from './args';
+import { BACKTEST_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, safetyOf, wantsHelp } from './args';
 import { buildReport, writeReport } from './report';
 import type { StrategyLogger } from './strategy';
 
@@ -67,7 +67,7 @@ export async function backtestCommand(argv: string[]): Promise<number> {
   const candleFiles = list(p, 'candles');
   if (!candleFiles.length) throw new UsageError('backtest needs --candles FILE');
   for (const f of candleFiles) if (!fs.existsSync(f)) throw new UsageError(`candle file not found: ${f}`);
-  const quiet = p.values.quiet === true;
+  const quiet = isSet(p, 'quiet');
   const data = candleFiles.map((f) => readCandleFile(f, { symbol: flag(p, 'symbol'), timeframe: flag(p, 'timeframe') }));
   let strategy;
   try {

@@ -3,6 +3,7 @@ export * from './errors';
 export * from '../execution/instruments';
 export * from './safety';
 export * from './backtest';
+export * from './results';
 export * from './candles-file';
 export * from './loader';
 export * from './report';

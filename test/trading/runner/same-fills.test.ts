@@ -5,7 +5,8 @@
  * dynamic trailing stops).
  */
 import { systemClock } from '../../../src/core/clock';
-import { runBacktest, type ClosedTrade } from '../../../src/trading/runner/backtest';
+import { runBacktest } from '../../../src/trading/runner/backtest';
+import type { ClosedTrade } from '../../../src/trading/runner/results';
 import { BrokerLimiter, accountKey, inProcessDecider } from '../../../src/trading/runner/limiter';
 import { LiveEngine } from '../../../src/trading/runner/live';
 import type { Strategy, StrategyContext, Tick } from '../../../src/trading/runner/strategy';
