@@ -32,6 +32,15 @@ export interface MemcachePoolOptions {
   readonly srv?: { readonly name: string; readonly resolver: SrvResolver; readonly refreshMs: number } | undefined;
 }
 
+/** One liveness probe of a node; `probing` marks it in flight so probes do not pile up. */
+function probe(node: MemcacheNode, done?: () => void): void {
+  node.probing = true;
+  node.probe(() => {
+    node.probing = false;
+    done?.();
+  });
+}
+
 export class MemcachePool {
   private current: MemcacheNode[] = [];
   private healthy = false;
@@ -92,9 +101,7 @@ export class MemcachePool {
       const timer = setTimeout(resolve, this.opts.connectTimeoutMs + this.opts.timeoutMs + 100);
       timer.unref();
       for (const node of nodes) {
-        node.probing = true;
-        node.probe(() => {
-          node.probing = false;
+        probe(node, () => {
           if (--left === 0) {
             clearTimeout(timer);
             resolve();
@@ -155,12 +162,7 @@ export class MemcachePool {
     this.opts.logger.info(`memcache store: servers ${names.length > 0 ? names.join(', ') : '(none)'}`);
     this.updateHealth(current.length === 0 ? 'servers set' : 'servers changed');
     if (current.length > 0 && fresh.length > 0) {
-      for (const node of fresh) {
-        node.probing = true;
-        node.probe(() => {
-          node.probing = false;
-        });
-      }
+      for (const node of fresh) probe(node);
     }
   }
 
@@ -197,13 +199,7 @@ export class MemcachePool {
     const every = this.opts.healthCheckIntervalMs;
     if (every > 0) {
       this.healthTimer = setInterval(() => {
-        for (const node of this.current) {
-          if (node.probing) continue;
-          node.probing = true;
-          node.probe(() => {
-            node.probing = false;
-          });
-        }
+        for (const node of this.current) if (!node.probing) probe(node);
       }, every);
       this.healthTimer.unref();
     }
