@@ -22,7 +22,10 @@ describe('bars', () => {
 
   test('the history keeps the last bars per symbol and time frame', () => {
     const h = new BarHistory(3);
-    for (const c of flat(1_700_000_040, [1, 2, 3, 4, 5])) h.push({ symbol: 'EUR/USD', timeframe: 'm1', ...c });
+    const bars = flat(1_700_000_040, [1, 2, 3, 4, 5]).map((c) => ({ symbol: 'EUR/USD', timeframe: 'm1' as const, ...c }));
+    for (const b of bars.slice(0, 4)) h.push(b);
+    expect(h.candles('EUR/USD', 'm1').map((b) => b.bidClose)).toEqual([2, 3, 4]); // never more than the limit
+    h.push(bars[4]!);
     expect(h.candles('EUR/USD', 'm1').map((b) => b.bidClose)).toEqual([3, 4, 5]);
     expect(h.candles('EUR/USD', 'm1', 2).map((b) => b.bidClose)).toEqual([4, 5]);
     expect(h.candles('EUR/USD', 'H1')).toEqual([]);
