@@ -20,7 +20,7 @@ import { toServiceFlags } from '../limiter/flags';
 import { ConfigStore } from '../providers/config-store';
 import { FileProvider } from '../providers/file-provider';
 import { XdsProvider } from '../providers/xds/provider';
-import { type Settings, loadReloadableFlags } from '../settings';
+import { type GrpcTransport, type Settings, loadReloadableFlags } from '../settings';
 import { StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import {
@@ -38,8 +38,9 @@ import { createDebugHandler } from '../server/debug';
 import { httpListener } from '../server/http-listener';
 import { closeHttp, hostPort, listen, settleWithin, StartupError } from './lifecycle';
 import { createGrpcJsListener } from '../server/grpc';
-import type { GrpcListener } from '../server/grpc-common';
+import type { GrpcListener, GrpcListenerOptions } from '../server/grpc-common';
 import { createGrpcHttp2Listener } from '../server/grpc-http2';
+import { createGrpcSocketListener } from '../server/grpc-socket';
 import { Health } from '../server/health';
 import { createHttpHandler } from '../server/http';
 import { pathOf } from '../server/http-util';
@@ -92,6 +93,14 @@ interface StoreOpener {
    */
   open(onHealth: (healthy: boolean) => void): Promise<CounterStore>;
 }
+
+/** The gRPC server of each GRPC_TRANSPORT, and its name in the start-up log. */
+const GRPC_LISTENERS: Readonly<Record<GrpcTransport, (opts: GrpcListenerOptions) => GrpcListener>> = {
+  socket: createGrpcSocketListener,
+  http2: createGrpcHttp2Listener,
+  'grpc-js': createGrpcJsListener,
+};
+const TRANSPORT_NAMES: Readonly<Record<GrpcTransport, string>> = { socket: 'HTTP/2 on the socket', http2: 'node:http2', 'grpc-js': 'grpc-js' };
 
 function storeOpener(settings: Settings, stats: StatsStore, logger: Logger, clock: Clock): StoreOpener {
   const cache = settings.cache;
@@ -326,8 +335,9 @@ export class RateLimitApp {
     const certs = this.certificates;
 
     const grpcTarget = settings.grpc.uds !== '' ? `unix:${settings.grpc.uds}` : hostPort(settings.grpc.host, settings.grpc.port);
-    const createGrpc = settings.grpc.transport === 'http2' ? createGrpcHttp2Listener : createGrpcJsListener;
-    logger.info(`gRPC transport: ${settings.grpc.transport === 'http2' ? 'node:http2' : 'grpc-js'} (GRPC_TRANSPORT=${settings.grpc.transport})`);
+    const transport = settings.grpc.transport;
+    const createGrpc = GRPC_LISTENERS[transport];
+    logger.info(`gRPC transport: ${TRANSPORT_NAMES[transport]} (GRPC_TRANSPORT=${transport})`);
     this.grpc = createGrpc({
       service,
       health: this.health,

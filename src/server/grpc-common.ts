@@ -3,6 +3,7 @@
  * ShouldRateLimit call (stats, span, decision, error codes), the health service's answers, and
  * the listener contract app.ts starts and stops.
  */
+import zlib from 'node:zlib';
 import { status } from '@grpc/grpc-js';
 import { HealthCheckResponse_ServingStatus as Serving, type HealthListResponse } from '../../generated/grpc/health/v1/health';
 import { InvalidRequestError, type RateLimitRequest, type RateLimitResponse } from '../core/rls';
@@ -20,6 +21,9 @@ import type { CertificateSource } from './tls';
 export const HEALTH_SERVICE_NAME = 'ratelimit';
 
 export const SHOULD_RATE_LIMIT_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
+export const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
+export const HEALTH_WATCH_PATH = '/grpc.health.v1.Health/Watch';
+export const HEALTH_LIST_PATH = '/grpc.health.v1.Health/List';
 
 export interface GrpcServicesOptions {
   service: Decider;
@@ -202,4 +206,70 @@ export class HealthAnswers {
     if (name === HEALTH_SERVICE_NAME) return this.health.isHealthy() ? Serving.SERVING : Serving.NOT_SERVING;
     return undefined;
   }
+}
+
+/** grpc-timeout units in milliseconds (the spec's Hours, Minutes, Seconds, milli, micro, nano). */
+const TIMEOUT_UNIT_MS: Readonly<Record<string, number>> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 };
+
+/**
+ * The call's deadline from `grpc-timeout` (at most 8 digits and a unit), in ms rounded up so a
+ * sub-millisecond timeout still expires; undefined without the header, NaN when malformed.
+ */
+export function parseGrpcTimeout(value: string | string[] | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const text = Array.isArray(value) ? value[0]! : value;
+  const unit = TIMEOUT_UNIT_MS[text.charAt(text.length - 1)];
+  const digits = text.slice(0, -1);
+  if (unit === undefined || digits.length === 0 || digits.length > 8 || !/^\d+$/.test(digits)) return NaN;
+  return Math.ceil(Number(digits) * unit);
+}
+
+/** Percent-encodes a grpc-message as the spec asks: UTF-8 bytes outside 0x20..0x7E, and `%`. */
+export function percentEncode(text: string): string {
+  let plain = true;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e || c === 0x25) {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) return text;
+  let out = '';
+  for (const b of Buffer.from(text, 'utf8')) {
+    out += b < 0x20 || b > 0x7e || b === 0x25 ? `%${b < 16 ? '0' : ''}${b.toString(16).toUpperCase()}` : String.fromCharCode(b);
+  }
+  return out;
+}
+
+/** `application/grpc`, optionally with a subtype (`+proto`) or parameters. */
+export function isGrpcContentType(value: string | undefined): boolean {
+  if (value === undefined || !value.startsWith('application/grpc')) return false;
+  const next = value.charCodeAt(16);
+  return Number.isNaN(next) || next === 0x2b /* + */ || next === 0x3b /* ; */;
+}
+
+/**
+ * Decompresses a message sent with the compressed flag in the call's grpc-encoding (gzip and
+ * deflate, as grpc-js accepts). `done` gets the message, or the status and text to answer.
+ */
+export function inflateMessage(
+  encoding: string | undefined,
+  message: Buffer,
+  maxBytes: number,
+  done: (out: Buffer | undefined, code: status, details: string) => void,
+): void {
+  const name = encoding ?? 'identity';
+  const inflate = name === 'gzip' ? zlib.gunzip : name === 'deflate' ? zlib.inflate : undefined;
+  if (inflate === undefined) {
+    if (name === 'identity') done(undefined, status.INTERNAL, 'Received a compressed message without a grpc-encoding');
+    else done(undefined, status.UNIMPLEMENTED, `Received message compressed with unsupported encoding "${name}"`);
+    return;
+  }
+  inflate(message, { maxOutputLength: maxBytes }, (err, out) => {
+    if (err === null) done(out, status.OK, '');
+    else if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
+      done(undefined, status.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${maxBytes}`);
+    } else done(undefined, status.INTERNAL, `Received a message that does not decompress (${name}): ${err.message}`);
+  });
 }

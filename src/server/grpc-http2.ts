@@ -15,7 +15,6 @@
  */
 import http2 from 'node:http2';
 import type { AddressInfo, Socket } from 'node:net';
-import zlib from 'node:zlib';
 import { status } from '@grpc/grpc-js';
 import {
   HealthCheckRequest,
@@ -29,16 +28,19 @@ import {
   decodeRequest,
   type GrpcListener,
   type GrpcListenerOptions,
+  HEALTH_CHECK_PATH,
+  HEALTH_LIST_PATH,
+  HEALTH_WATCH_PATH,
   HealthAnswers,
+  inflateMessage,
+  isGrpcContentType,
+  parseGrpcTimeout,
+  percentEncode,
   RateLimitCalls,
   SHOULD_RATE_LIMIT_PATH,
 } from './grpc-common';
 import { encodeRateLimitResponseFrame, GRPC_PREFIX_BYTES } from './proto-codec';
 import { enforceClientSan, httpsOptions } from './tls';
-
-const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
-const HEALTH_WATCH_PATH = '/grpc.health.v1.Health/Watch';
-const HEALTH_LIST_PATH = '/grpc.health.v1.Health/List';
 
 /** Node's timers cannot wait longer: a longer connection age or grace is never reached. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -55,22 +57,6 @@ const OK_HEADERS = {
 const OK_TRAILERS = { 'grpc-status': '0' } as const;
 const WITH_TRAILERS = { waitForTrailers: true, sendDate: false } as const;
 const END_STREAM = { endStream: true, sendDate: false } as const;
-
-/** grpc-timeout units in milliseconds (the spec's Hours, Minutes, Seconds, milli, micro, nano). */
-const TIMEOUT_UNIT_MS: Readonly<Record<string, number>> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 };
-
-/**
- * The call's deadline from `grpc-timeout` (at most 8 digits and a unit), in ms rounded up so a
- * sub-millisecond timeout still expires; undefined without the header, NaN when malformed.
- */
-export function parseGrpcTimeout(value: string | string[] | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const text = Array.isArray(value) ? value[0]! : value;
-  const unit = TIMEOUT_UNIT_MS[text.charAt(text.length - 1)];
-  const digits = text.slice(0, -1);
-  if (unit === undefined || digits.length === 0 || digits.length > 8 || !/^\d+$/.test(digits)) return NaN;
-  return Math.ceil(Number(digits) * unit);
-}
 
 /** The stream's 'timeout' listener (`this` is the stream): the client's deadline passed unanswered. */
 function deadlineExceeded(this: http2.ServerHttp2Stream): void {
@@ -94,24 +80,6 @@ function isLive(stream: http2.ServerHttp2Stream): boolean {
 /** Live and not answered yet (a call answered at its deadline is not answered again). */
 function isOpen(stream: http2.ServerHttp2Stream): boolean {
   return isLive(stream) && !stream.headersSent;
-}
-
-/** Percent-encodes a grpc-message as the spec asks: UTF-8 bytes outside 0x20..0x7E, and `%`. */
-export function percentEncode(text: string): string {
-  let plain = true;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x20 || c > 0x7e || c === 0x25) {
-      plain = false;
-      break;
-    }
-  }
-  if (plain) return text;
-  let out = '';
-  for (const b of Buffer.from(text, 'utf8')) {
-    out += b < 0x20 || b > 0x7e || b === 0x25 ? `%${b < 16 ? '0' : ''}${b.toString(16).toUpperCase()}` : String.fromCharCode(b);
-  }
-  return out;
 }
 
 /** A trailers-only error answer (the stream ends with it). */
@@ -214,7 +182,7 @@ function readMessage(stream: http2.ServerHttp2Stream, headers: http2.IncomingHtt
   });
 }
 
-/** A compressed message (flag 1) in the call's grpc-encoding: gzip and deflate, as grpc-js accepts. */
+/** A compressed message (flag 1): decompressed, then handled. */
 function decompress(
   stream: http2.ServerHttp2Stream,
   headers: http2.IncomingHttpHeaders,
@@ -222,26 +190,10 @@ function decompress(
   maxBytes: number,
   handle: MessageHandler,
 ): void {
-  const encoding = headers['grpc-encoding'] ?? 'identity';
-  const inflate = encoding === 'gzip' ? zlib.gunzip : encoding === 'deflate' ? zlib.inflate : undefined;
-  if (inflate === undefined) {
-    if (encoding === 'identity') answerStatus(stream, status.INTERNAL, 'Received a compressed message without a grpc-encoding');
-    else answerStatus(stream, status.UNIMPLEMENTED, `Received message compressed with unsupported encoding "${encoding}"`);
-    return;
-  }
-  inflate(message, { maxOutputLength: maxBytes }, (err, out) => {
-    if (err === null) handle(stream, headers, out, 0, out.length);
-    else if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-      answerStatus(stream, status.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${maxBytes}`);
-    } else answerStatus(stream, status.INTERNAL, `Received a message that does not decompress (${encoding}): ${err.message}`);
+  inflateMessage(headers['grpc-encoding'] as string | undefined, message, maxBytes, (out, code, details) => {
+    if (out !== undefined) handle(stream, headers, out, 0, out.length);
+    else answerStatus(stream, code, details);
   });
-}
-
-/** `application/grpc`, optionally with a subtype (`+proto`) or parameters. */
-function isGrpcContentType(value: string | undefined): boolean {
-  if (value === undefined || !value.startsWith('application/grpc')) return false;
-  const next = value.charCodeAt(16);
-  return Number.isNaN(next) || next === 0x2b /* + */ || next === 0x3b /* ; */;
 }
 
 /** Decodes a small health request with the generated code; undefined when it is malformed. */

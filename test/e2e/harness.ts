@@ -39,7 +39,7 @@ export function runtimeDir(files: Record<string, string>): { root: string; confi
  * The gRPC transport every e2e service runs on unless a test sets its own: the default (http2), or
  * grpc-js in the second pass of the suite (jest.config.js sets E2E_GRPC_TRANSPORT).
  */
-export const E2E_GRPC_TRANSPORT = process.env['E2E_GRPC_TRANSPORT'] ?? 'http2';
+export const E2E_GRPC_TRANSPORT = process.env['E2E_GRPC_TRANSPORT'] ?? 'socket';
 
 /** Every listener on a free loopback port (the real ones are logged in the `listening:` line). */
 export const LOOPBACK_LISTENERS = {
