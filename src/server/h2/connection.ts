@@ -347,7 +347,8 @@ export class H2Connection {
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
     if (dataEnd > dataStart) {
-      stream.body.push(buf.subarray(dataStart, dataEnd));
+      // A copy: a slice would keep the whole socket read (up to 64 KiB) alive while the call runs.
+      stream.body.push(Buffer.from(buf.subarray(dataStart, dataEnd)));
       stream.received += dataEnd - dataStart;
       this.bufferedBody += dataEnd - dataStart;
       this.handler.data(stream);
