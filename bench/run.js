@@ -93,6 +93,8 @@ const NPROC = Number(sh('nproc', [])) || os.cpus().length;
 const cpuModel = (/^model name\s*:\s*(.+)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8')) ?? [])[1] ?? 'unknown';
 const PIN = NPROC >= 2 && sh('taskset', ['-c', '1', 'true']) !== null;
 const H2LOAD = process.env['BENCH_FORCE_NODE_LOADGEN'] === '1' ? null : sh('h2load', ['--version']);
+/** bench/openloop, built in main() when Go and grpc-go are there: the half-load generator for gRPC. */
+let OPENLOOP = null;
 const WRK = process.env['BENCH_FORCE_NODE_LOADGEN'] === '1' ? null : sh('wrk', ['-v']) ?? (spawnSync('wrk', ['-v'], { encoding: 'utf8' }).stdout || null);
 const machine = {
   nproc: NPROC,
@@ -127,9 +129,24 @@ for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130)
 
 /** Starts a server on `cpus` (CPU 0 unless told) and waits until its output matches `ready`. */
 function startServer(name, args, env, ready, timeoutMs = 20_000, cpus = '0') {
-  const [cmd, argv] = pinned(cpus, process.execPath, args);
+  // --trace-gc: V8 prints every collection with its pause, read below for the worst pause under load.
+  const [cmd, argv] = pinned(cpus, process.execPath, ['--trace-gc', ...args]);
   const proc = track(spawn(cmd, argv, { env, stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT }));
   let out = '';
+  let started = false;
+  const gc = [];
+  let partial = '';
+  proc.stdout.on('data', (d) => {
+    const lines = (partial + d.toString()).split('\n');
+    partial = lines.pop();
+    const now = Date.now();
+    for (const line of lines) {
+      const m = GC_LINE.exec(line);
+      if (m) gc.push({ at: now, ms: Number(m[1]) });
+    }
+  });
+  /** The longest GC pause seen between two Date.now() times (null when there was none). */
+  const worstGcPause = (from, to) => gc.reduce((worst, e) => (e.at >= from && e.at <= to && (worst === null || e.ms > worst) ? e.ms : worst), null);
   const exited = new Promise((resolve) => proc.once('exit', (code, signal) => resolve(code ?? signal)));
   const stop = async () => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
@@ -143,11 +160,13 @@ function startServer(name, args, env, ready, timeoutMs = 20_000, cpus = '0') {
       reject(new Error(`${name} did not start within ${timeoutMs} ms:\n${out}`));
     }, timeoutMs);
     const onData = (d) => {
+      if (started) return; // GC traces go on all run long: only the start-up is kept
       out += d.toString();
       const m = ready.exec(out);
       if (m) {
+        started = true;
         clearTimeout(timer);
-        resolve({ name, proc, pid: proc.pid, match: m, stop, output: () => out });
+        resolve({ name, proc, pid: proc.pid, match: m, stop, output: () => out, worstGcPause });
       }
     };
     proc.stdout.on('data', onData);
@@ -158,6 +177,9 @@ function startServer(name, args, env, ready, timeoutMs = 20_000, cpus = '0') {
     });
   });
 }
+
+/** A --trace-gc line: `... ms: Scavenge 4.2 (5.0) -> 3.9 (6.0) MB, 0.61 / 0.00 ms ...`; group 1 is the pause. */
+const GC_LINE = /\d+ ms: [A-Za-z() -]+? [\d.]+ \([\d.]+\) -> [\d.]+ \([\d.]+\) MB, ([\d.]+) \/ [\d.]+ ms/;
 
 /** A process and its direct children (WORKERS > 1: the primary and its workers). */
 function processTree(pid) {
@@ -559,12 +581,16 @@ function wrkRatePlan(target, latencyMs = 0.2) {
  * The fixed-rate run at half of `peak.rps` (p50/p99 at half load). Returns { targetRps, rps, p50Ms,
  * p99Ms, meanMs, serverCpu, genCpu, method, problems } or { skipped } for the Node fallback.
  */
-async function halfLoad(peak, { grpc: isGrpc, addr, frameFile, serverPid, frameLength, bodyFile, extraPids = [] }) {
+async function halfLoad(peak, { grpc: isGrpc, addr, frameFile, serverPid, frameLength, bodyFile, extraPids = [], worstGcPause }) {
   if (!peak.rps) return { skipped: 'no peak' };
   const targetRps = peak.rps / 2;
+  const from = Date.now();
   let r;
   let method;
-  if (isGrpc) {
+  if (isGrpc && OPENLOOP) {
+    method = `openloop (grpc-go, Poisson arrivals) x ${CFG.halfLoadConnections} connections`;
+    r = await openloopScenario(addr, frameFile, serverPid, targetRps, extraPids);
+  } else if (isGrpc) {
     if (!H2LOAD) return { skipped: 'node-load fallback has no fixed-rate mode' };
     // Not bursty, as Envoy's workers send: many connections, one stream each, each at a fixed rate
     // (h2load's --rps with 10 streams per connection sends in small bursts).
@@ -593,7 +619,70 @@ async function halfLoad(peak, { grpc: isGrpc, addr, frameFile, serverPid, frameL
     method = `wrk ${plan.connections} connections x ${plan.delayMs} ms delay`;
   }
   const { raw, ...rest } = r;
-  return { targetRps, method, ...rest, rateError: r.rps ? r.rps / targetRps - 1 : null, toolOutput: raw };
+  const gcPauseMs = worstGcPause ? worstGcPause(from, Date.now()) : null;
+  return { targetRps, method, ...rest, gcPauseMs, rateError: r.rps ? r.rps / targetRps - 1 : null, toolOutput: raw };
+}
+
+/**
+ * The half-load run on gRPC with bench/openloop: each connection sends at its own Poisson arrival
+ * times, answered or not (open loop), so the latencies are not shaped by the generator's bursts.
+ */
+async function openloopScenario(addr, frameFile, serverPid, rate, extraPids) {
+  const warmup = 1;
+  const run = await runLoad(OPENLOOP, ['-addr', addr, '-frame', frameFile, '-rate', rate.toFixed(0), '-c', String(CFG.halfLoadConnections), '-seconds', String(CFG.seconds), '-warmup', String(warmup)], {
+    serverPid,
+    extraPids,
+    // Connections are dialled first (well under a second), then the warm-up.
+    measureFrom: warmup + 1,
+    measureTo: warmup + CFG.seconds,
+    timeoutMs: (CFG.seconds + warmup + 60) * 1000,
+  });
+  const raw = run.stdout + run.stderr;
+  const problems = [];
+  let out = null;
+  try {
+    out = JSON.parse(run.stdout.trim().split('\n').pop());
+  } catch {
+    problems.push(`openloop printed no result (exit ${run.code}): ${run.stderr.trim().slice(0, 300)}`);
+  }
+  if (out?.errors) problems.push(`${out.errors} of ${out.sent} calls failed (first: ${out.firstError})`);
+  return {
+    tool: 'openloop',
+    problems,
+    raw,
+    rps: out?.achievedRps ?? null,
+    requests: out?.ok ?? 0,
+    p50Ms: out?.p50Ms ?? null,
+    p99Ms: out?.p99Ms ?? null,
+    p999Ms: out?.p999Ms ?? null,
+    maxMs: out?.maxMs ?? null,
+    p99SendLagMs: out?.p99SendLagMs ?? null,
+    serverCpu: run.serverCpu,
+    genCpu: run.genCpu,
+  };
+}
+
+/**
+ * Builds bench/openloop with Debian's golang-go and golang-google-grpc-dev (GOPATH mode, no
+ * network); null, with the reason logged, when that is not possible (h2load --rps is used then).
+ */
+function buildOpenloop() {
+  const gopath = '/usr/share/gocode';
+  if (!fs.existsSync(path.join(gopath, 'src/google.golang.org/grpc'))) {
+    log('openloop: grpc-go sources missing (Debian golang-google-grpc-dev); half load on gRPC uses h2load --rps');
+    return null;
+  }
+  const binary = path.join(TMP, 'openloop');
+  const r = spawnSync('go', ['build', '-o', binary, 'main.go'], {
+    cwd: path.join(__dirname, 'openloop'),
+    env: { ...process.env, GO111MODULE: 'off', GOPATH: gopath, GOCACHE: path.join(TMP, 'gocache') },
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) {
+    log(`openloop: go build failed (${r.error?.message ?? r.stderr.trim()}); half load on gRPC uses h2load --rps`);
+    return null;
+  }
+  return binary;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -770,6 +859,7 @@ const fmtPct = (n) => (n == null ? 'n/a' : `${n.toFixed(0)} %`);
 const log = (s) => console.error(`[bench] ${s}`);
 
 async function main() {
+  OPENLOOP = process.env['BENCH_FORCE_NODE_LOADGEN'] === '1' ? null : buildOpenloop();
   const req1 = grpcRequest(1);
   const req5 = grpcRequest(5);
   const frame1 = writeTmp('frame-1.bin', grpcFrame(req1));
@@ -821,6 +911,7 @@ async function main() {
           frameLength: v.frameLength,
           bodyFile: jsonFile,
           extraPids,
+          worstGcPause: svc.worstGcPause,
         });
       }
       const after = await fetchStats(svc.debugAddr);
@@ -864,7 +955,7 @@ async function main() {
         log(`${id}: bare grpc-js server, ${n}-descriptor request frame`);
         const v = await verifyGrpc(addr, frame, req, 1); // the bare server always answers one status
         const r = v.problems.length ? { problems: v.problems } : await grpcLoad(addr, frame, srv.pid, v.frameLength);
-        const half = v.problems.length || r.problems.length ? null : await halfLoad(r, { grpc: true, addr, frameFile: frame, serverPid: srv.pid, frameLength: v.frameLength });
+        const half = v.problems.length || r.problems.length ? null : await halfLoad(r, { grpc: true, addr, frameFile: frame, serverPid: srv.pid, frameLength: v.frameLength, worstGcPause: srv.worstGcPause });
         if (half?.problems) r.problems.push(...half.problems.map((p) => `half load: ${p}`));
         record({ id, label: `Bare grpc-js ceiling, ${n}-descriptor request`, kind: 'ceiling', store: 'none', grpc: true, descriptors: n, ...r, half, peakRssMiBSoFar: peakRssMiB(srv.pid) });
       }
@@ -882,7 +973,7 @@ async function main() {
       log('bare-json: bare node:http server, POST /json');
       const v = await verifyJson(addr);
       const r = v.problems.length ? { problems: v.problems } : await jsonLoad(addr, jsonFile, srv.pid);
-      const half = v.problems.length || r.problems.length ? null : await halfLoad(r, { grpc: false, addr, serverPid: srv.pid, bodyFile: jsonFile });
+      const half = v.problems.length || r.problems.length ? null : await halfLoad(r, { grpc: false, addr, serverPid: srv.pid, bodyFile: jsonFile, worstGcPause: srv.worstGcPause });
       if (half?.problems) r.problems.push(...half.problems.map((p) => `half load: ${p}`));
       record({ id: 'bare-json', label: 'Bare node:http ceiling, POST /json', kind: 'ceiling', store: 'none', grpc: false, descriptors: 1, ...r, half, peakRssMiBSoFar: peakRssMiB(srv.pid) });
       rss['bare-http'] = peakRssMiB(srv.pid);
@@ -912,23 +1003,24 @@ async function main() {
       await srv.stop();
     }
   }
-  // GRPC_TRANSPORT=grpc-js (the gRPC library's server), for comparison with the default.
-  {
-    const srv = await startService('memory-grpcjs', SERVICE_CONFIG, { GRPC_TRANSPORT: 'grpc-js' });
+  // The other gRPC transports on the memory store, for comparison with the default (socket):
+  // node:http2 (the default before) and grpc-js (the gRPC library's server).
+  for (const [transport, short] of [['http2', 'http2'], ['grpc-js', 'grpcjs']]) {
+    const srv = await startService(`memory-${short}`, SERVICE_CONFIG, { GRPC_TRANSPORT: transport });
     try {
       for (const [n, req, frame] of [[1, req1, frame1], [5, req5, frame5]]) {
         await serviceScenario(srv, {
-          id: `service-grpcjs-grpc-${n}`,
+          id: `service-${short}-grpc-${n}`,
           ceiling: `bare-grpc-${n}`,
-          label: `Service gRPC, ${n} descriptor${n > 1 ? 's' : ''}, memory store, GRPC_TRANSPORT=grpc-js`,
-          store: 'memory-grpcjs',
+          label: `Service gRPC, ${n} descriptor${n > 1 ? 's' : ''}, memory store, GRPC_TRANSPORT=${transport}`,
+          store: `memory-${short}`,
           grpc: true,
           n,
           req,
           frame,
         });
       }
-      rss['service-memory-grpcjs'] = peakRssMiB(srv.pid);
+      rss[`service-memory-${short}`] = peakRssMiB(srv.pid);
     } finally {
       await srv.stop();
     }
@@ -1204,17 +1296,18 @@ function markdown(scenarios, distinct, rss, allProblems) {
     '',
     `Load: ${machine.h2load ?? 'node-load grpc-js client (FALLBACK: h2load unavailable)'} for gRPC, ` +
       `${machine.wrk ?? 'node-load node:http (FALLBACK: wrk unavailable)'} for /json; ` +
-      `${CFG.warmupSeconds} s warm-up + ${CFG.seconds} s measured at peak, then ${CFG.seconds} s at a fixed rate of half that peak; ` +
+      `${CFG.warmupSeconds} s warm-up + ${CFG.seconds} s measured at peak, then ${CFG.seconds} s at a fixed rate of half that peak ` +
+      `(gRPC: ${OPENLOOP ? `bench/openloop, grpc-go, Poisson arrivals on each of ${CFG.halfLoadConnections} connections` : `h2load --rps on ${CFG.halfLoadConnections} connections of one stream`}; worst GC pause from the server's --trace-gc); ` +
       `${CONCURRENCY} requests in flight at peak (gRPC: ${CFG.connections} HTTP/2 connections x ${CFG.streams} streams; /json: ${CONCURRENCY} HTTP/1.1 connections), 1 client thread. ` +
       `Pinning: ${machine.pinning}${PIN ? '; Redis servers: CPU 1 (with the load generator)' : ''}. All traffic on 127.0.0.1.`,
     '',
-    '| Scenario | Load generator | Peak req/s | vs ceiling | Half-load req/s | p50 @ half | p99 @ half | Mean / p99 at peak | Server CPU | Generator CPU | Peak RSS | Targets | Checks |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
+    '| Scenario | Load generator | Peak req/s | vs ceiling | Half-load req/s | p50 @ half | p99 @ half | p99.9 @ half | Worst GC pause @ half | Mean / p99 at peak | Server CPU | Generator CPU | Peak RSS | Targets | Checks |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
     ...scenarios.map(
       (s) =>
         `| ${s.label} | ${s.tool ?? 'n/a'} | ${fmt(s.rps)} | ` +
         `${s.kind === 'ceiling' ? '(ceiling)' : s.ratio == null ? 'n/a' : `${s.ratio.toFixed(2)} (${s.ceilingId})`} | ` +
-        `${s.half?.rps != null ? `${fmt(s.half.rps)} (target ${fmt(s.half.targetRps)})` : 'n/a'} | ${fmtMs(s.half?.p50Ms)} | ${fmtMs(s.half?.p99Ms)} | ` +
+        `${s.half?.rps != null ? `${fmt(s.half.rps)} (target ${fmt(s.half.targetRps)})` : 'n/a'} | ${fmtMs(s.half?.p50Ms)} | ${fmtMs(s.half?.p99Ms)} | ${fmtMs(s.half?.p999Ms)} | ${fmtMs(s.half?.gcPauseMs)} | ` +
         `${fmtMs(s.meanMs)} / ${fmtMs(s.p99Ms)} | ${fmtPct(s.serverCpu)} | ${fmtPct(s.genCpu)} | ${fmt(s.peakRssMiBSoFar, 1)} MiB | ${targetCell(s)} | ` +
         `${s.problems.length ? `FAILED: ${s.problems.join('; ').replace(/\|/g, '\\|')}` : 'ok'}${s.notes?.length ? ` (${s.notes.join('; ')})` : ''} |`,
     ),

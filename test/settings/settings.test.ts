@@ -30,7 +30,7 @@ const DEFAULTS: Settings = {
     maxConnectionAgeMs: 24 * 3600_000,
     maxConnectionAgeGraceMs: 3600_000,
     tls: { enabled: false, certFile: '', keyFile: '', clientCaFile: '', clientSan: '' },
-    transport: 'http2',
+    transport: 'socket',
     keepaliveTimeMs: 7_200_000,
     keepaliveTimeoutMs: 20_000,
     maxConnectionIdleMs: 0,
@@ -375,7 +375,7 @@ describe('enumerations', () => {
     ['LOG_LEVEL', 'verbose', 'trace, debug, info, warn, warning, error, fatal, panic'],
     ['LOG_FORMAT', 'yaml', 'text, json'],
     ['TRACING_EXPORTER_PROTOCOL', 'zipkin', 'http, grpc'],
-    ['GRPC_TRANSPORT', 'netty', 'http2, grpc-js'],
+    ['GRPC_TRANSPORT', 'netty', 'socket, http2, grpc-js'],
   ])('%s=%s is rejected', (name, value, accepted) => {
     expect(errorOf({ [name]: value }).message).toBe(`invalid value "${value}" for ${name}: expected one of ${accepted}`);
   });
