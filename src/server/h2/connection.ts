@@ -648,7 +648,11 @@ export class H2Connection {
       return;
     }
     const length = this.outLength;
-    if (length === 0 || this.socket.destroyed) return;
+    if (length === 0) return;
+    if (!this.socket.writable) {
+      this.outLength = 0; // the peer is gone: nothing can be written any more
+      return;
+    }
     const chunk = Buffer.allocUnsafe(length);
     this.out.copy(chunk, 0, 0, length);
     this.outLength = 0;
