@@ -99,7 +99,7 @@ export async function backtestCommand(argv: string[]): Promise<number> {
   const m = report.metrics;
   process.stdout.write(
     `${result.strategy}: ${result.candles} candles in ${secs.toFixed(2)} s; ${m.trades} trades, win rate ${(m.winRate * 100).toFixed(1)}%, ` +
-      `net P/L ${m.netPL.toFixed(2)} ${report.currency} (${m.plPips.toFixed(1)} pips), max drawdown ${m.maxDrawdown.toFixed(2)}, Sharpe ${m.sharpe.toFixed(2)}\n` +
+      `net P/L ${m.netPL.toFixed(2)} ${report.currency} (${m.plPips.toFixed(1)} pips), max drawdown ${m.maxDrawdown.toFixed(2)}, Sharpe ${m.sharpe === null ? `n/a (${m.dailyReturns} daily returns)` : m.sharpe.toFixed(2)}\n` +
       `report: ${out.json} ${out.html}\n`,
   );
   if (result.error) {

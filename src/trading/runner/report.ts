@@ -3,10 +3,9 @@
  * Sharpe and Sortino, and the rate-limit budget used per endpoint. Written as JSON and as one
  * self-contained HTML page (inline CSS and an inline SVG equity chart; no scripts, no network).
  *
- * Sharpe/Sortino: from the simple returns between consecutive equity points, annualised with
- * sqrt(points per year) where a year is 365 days and the step is the median spacing of the points
- * (risk-free rate 0). Sharpe = mean/stdev (sample); Sortino = mean/downside deviation, where the
- * downside deviation is sqrt(mean(min(r,0)^2)) over all returns. Both are 0 when undefined.
+ * Sharpe/Sortino: {@link RATIO_METHOD}. Annualising the returns between equity points instead
+ * (a point per minute bar, a point per tick) multiplies noise by sqrt(points per year) and gave
+ * Sharpe 25 on a minute-bar backtest; daily returns are what traders compare.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -41,9 +40,17 @@ export interface Metrics {
   returnPct: number;
   maxDrawdown: number;
   maxDrawdownPct: number;
-  sharpe: number;
-  sortino: number;
-  profitFactor: number;
+  /** Annualised from daily returns; null ("n/a") with too few days or no variation. */
+  sharpe: number | null;
+  sortino: number | null;
+  /** Daily returns the ratios were computed from. */
+  dailyReturns: number;
+  /** How Sharpe and Sortino are computed, for the report. */
+  ratioMethod: string;
+  /** Gross profit / gross loss; null when there was no losing trade (or no trade). */
+  profitFactor: number | null;
+  /** Trades closed at exactly zero P/L: neither wins nor losses. */
+  breakeven: number;
 }
 
 export interface RunReport {
@@ -58,7 +65,15 @@ export interface RunReport {
   error?: RunError;
 }
 
-const YEAR_MS = 365 * 86400_000;
+const DAY_MS = 86400_000;
+/** Trading days in a year, to annualise daily figures. */
+const TRADING_DAYS = 252;
+/** Fewer daily returns than this make Sharpe and Sortino noise: reported n/a. */
+export const MIN_DAILY_RETURNS = 20;
+export const RATIO_METHOD =
+  `daily returns: the equity at the last point of each UTC day against the day before (the first day against the start balance), ` +
+  `annualised by sqrt(${TRADING_DAYS}), risk-free rate 0; Sharpe = mean / sample standard deviation, ` +
+  `Sortino = mean / downside deviation (root mean square of the negative returns over all days); n/a with fewer than ${MIN_DAILY_RETURNS} daily returns`;
 
 export function drawdownSeries(equity: readonly EquityPoint[]): number[] {
   let peak = -Infinity;
@@ -68,25 +83,38 @@ export function drawdownSeries(equity: readonly EquityPoint[]): number[] {
   });
 }
 
-export function ratios(equity: readonly EquityPoint[]): { sharpe: number; sortino: number } {
-  if (equity.length < 3) return { sharpe: 0, sortino: 0 };
-  const r: number[] = [];
-  for (let i = 1; i < equity.length; i++) {
-    const prev = equity[i - 1]!.equity;
-    r.push(prev === 0 ? 0 : equity[i]!.equity / prev - 1);
+/** The return of each UTC day that has equity points: its last equity against the previous day's. */
+export function dailyReturns(equity: readonly EquityPoint[], startBalance: number): number[] {
+  const returns: number[] = [];
+  let previous = startBalance;
+  for (let i = 0; i < equity.length; i++) {
+    const day = Math.floor(equity[i]!.ts / DAY_MS);
+    const next = equity[i + 1];
+    if (next !== undefined && Math.floor(next.ts / DAY_MS) === day) continue; // not the day's last point
+    const close = equity[i]!.equity;
+    returns.push(previous === 0 ? 0 : close / previous - 1);
+    previous = close;
   }
-  const steps = equity.slice(1).map((p, i) => p.ts - equity[i]!.ts).sort((a, b) => a - b);
-  const step = steps[Math.floor(steps.length / 2)] || 1;
-  const ann = Math.sqrt(YEAR_MS / step);
+  return returns;
+}
+
+export function ratios(equity: readonly EquityPoint[], startBalance: number): { sharpe: number | null; sortino: number | null; dailyReturns: number } {
+  const r = dailyReturns(equity, startBalance);
+  if (r.length < MIN_DAILY_RETURNS) return { sharpe: null, sortino: null, dailyReturns: r.length };
+  const ann = Math.sqrt(TRADING_DAYS);
   const mean = r.reduce((s, x) => s + x, 0) / r.length;
   const sd = Math.sqrt(r.reduce((s, x) => s + (x - mean) ** 2, 0) / (r.length - 1));
   const dd = Math.sqrt(r.reduce((s, x) => s + Math.min(x, 0) ** 2, 0) / r.length);
-  return { sharpe: sd > 1e-15 ? clean((mean / sd) * ann) : 0, sortino: dd > 1e-15 ? clean((mean / dd) * ann) : 0 };
+  return {
+    sharpe: sd > 1e-15 ? clean((mean / sd) * ann) : null,
+    sortino: dd > 1e-15 ? clean((mean / dd) * ann) : null,
+    dailyReturns: r.length,
+  };
 }
 
 export function computeMetrics(trades: readonly ClosedTrade[], equity: readonly EquityPoint[], startBalance: number): Metrics {
   const wins = trades.filter((t) => t.pl > 0);
-  const losses = trades.filter((t) => t.pl <= 0);
+  const losses = trades.filter((t) => t.pl < 0);
   const sum = (xs: readonly number[]) => clean(xs.reduce((s, x) => s + x, 0));
   const dd = drawdownSeries(equity);
   let maxDd = 0;
@@ -117,8 +145,10 @@ export function computeMetrics(trades: readonly ClosedTrade[], equity: readonly 
     returnPct: startBalance ? clean(((endEquity - startBalance) / startBalance) * 100) : 0,
     maxDrawdown: clean(maxDd),
     maxDrawdownPct: clean(maxDdPct),
-    ...ratios(equity),
-    profitFactor: gl > 0 ? clean(gp / gl) : gp > 0 ? Infinity : 0,
+    ...ratios(equity, startBalance),
+    ratioMethod: RATIO_METHOD,
+    profitFactor: gl > 0 ? clean(gp / gl) : null,
+    breakeven: trades.length - wins.length - losses.length,
   };
 }
 
@@ -139,6 +169,7 @@ export function buildReport(r: RunResult & { budget?: BudgetUse[] }): RunReport 
 
 const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : String(n));
+const fmtOrNa = (n: number | null) => (n === null ? 'n/a' : fmt(n));
 const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
 
 /** Inline SVG of equity (line) and drawdown (area below), scaled to the data. */
@@ -184,9 +215,11 @@ export function renderHtml(r: RunReport): string {
     [`Commission (${r.currency})`, fmt(m.commission)],
     ['Return', `${fmt(m.returnPct)}%`],
     [`Max drawdown (${r.currency})`, `${fmt(m.maxDrawdown)} (${fmt(m.maxDrawdownPct)}%)`],
-    ['Sharpe', fmt(m.sharpe)],
-    ['Sortino', fmt(m.sortino)],
-    ['Profit factor', fmt(m.profitFactor)],
+    ['Wins / losses / breakeven', `${m.wins} / ${m.losses} / ${m.breakeven}`],
+    [`Sharpe (${m.dailyReturns} daily returns)`, fmtOrNa(m.sharpe)],
+    ['Sortino', fmtOrNa(m.sortino)],
+    ['Profit factor', m.profitFactor === null ? (m.losses === 0 ? 'n/a (no losing trade)' : 'n/a') : fmt(m.profitFactor)],
+    [`End balance (${r.currency})`, fmt(m.endBalance)],
     [`End equity (${r.currency})`, fmt(m.endEquity)],
   ];
   const trades = r.trades
@@ -206,6 +239,7 @@ export function renderHtml(r: RunReport): string {
 ${r.error ? `<p class="err">Stopped by a strategy error in ${esc(r.error.hook)}: ${esc(r.error.message)}${r.error.location ? ` at ${esc(r.error.location)}` : ''}. All positions were flattened.</p>` : ''}
 ${r.approximateCurrency.length ? `<p>P/L of ${esc(r.approximateCurrency.join(', '))} is in the quote currency (no conversion rate to ${esc(r.currency)}).</p>` : ''}
 <h2>Summary</h2><table>${rows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</table>
+<p class="note">Sharpe and Sortino: ${esc(m.ratioMethod)}.</p>
 <h2>Equity and drawdown</h2>
 ${equitySvg(r.equity)}
 <h2>Rate-limit budget per endpoint</h2>

@@ -206,21 +206,52 @@ describe('backtest engine: known answers', () => {
 
 describe('reports', () => {
   const eq = [100, 110, 99, 120].map((e, i) => ({ ts: i * 86400_000, balance: e, equity: e }));
-  test('drawdown, win rate, Sharpe and Sortino', () => {
-    const trades = [
-      { tradeId: 'T1', symbol: 'EUR/USD', isBuy: true, amount: 10, openRate: 1, closeRate: 1.001, openTime: 0, closeTime: 1, plPips: 10, pl: 10, grossPL: 10, commission: 0, reason: 'close' as const },
-      { tradeId: 'T2', symbol: 'EUR/USD', isBuy: true, amount: 10, openRate: 1, closeRate: 0.999, openTime: 0, closeTime: 1, plPips: -11, pl: -11, grossPL: -11, commission: 0, reason: 'stop' as const },
-    ];
-    const m = computeMetrics(trades, eq, 100);
-    expect(m).toMatchObject({ trades: 2, wins: 1, losses: 1, winRate: 0.5, netPL: -1, plPips: -1, maxDrawdown: 11, endEquity: 120, returnPct: 20 });
+  const closed = (pl: number) => ({
+    tradeId: 'T', symbol: 'EUR/USD', isBuy: true, amount: 10, openRate: 1, closeRate: 1, openTime: 0, closeTime: 1,
+    plPips: pl, pl, grossPL: pl, commission: 0, reason: 'close' as const,
+  });
+
+  test('drawdown, win rate, profit factor', () => {
+    const m = computeMetrics([closed(10), closed(-11), closed(0)], eq, 100);
+    expect(m).toMatchObject({ trades: 3, wins: 1, losses: 1, breakeven: 1, netPL: -1, plPips: -1, maxDrawdown: 11, endEquity: 120, returnPct: 20 });
+    expect(m.winRate).toBeCloseTo(1 / 3, 9);
     expect(m.maxDrawdownPct).toBeCloseTo(10, 9);
-    const r = [0.1, -0.1, 120 / 99 - 1];
-    const mean = (r[0]! + r[1]! + r[2]!) / 3;
-    const sd = Math.sqrt(r.reduce((s, x) => s + (x - mean) ** 2, 0) / 2);
-    const dd = Math.sqrt(0.01 / 3);
-    expect(m.sharpe).toBeCloseTo((mean / sd) * Math.sqrt(365), 6);
-    expect(m.sortino).toBeCloseTo((mean / dd) * Math.sqrt(365), 6);
     expect(m.profitFactor).toBeCloseTo(10 / 11, 9);
+  });
+
+  test('no losing trade: profit factor null (not Infinity, which JSON cannot carry)', () => {
+    const m = computeMetrics([closed(10)], eq, 100);
+    expect(m.profitFactor).toBeNull();
+    expect(JSON.parse(JSON.stringify(m)).profitFactor).toBeNull();
+    expect(computeMetrics([], eq, 100).profitFactor).toBeNull();
+  });
+
+  test('Sharpe and Sortino from daily returns, annualised by sqrt(252): many points a day count as one day', () => {
+    // 30 days; each day has 60 minute points wandering around, and the day closes at a known value.
+    const closes = Array.from({ length: 30 }, (_, d) => 1000 * (1 + 0.01 * Math.sin(d) + 0.002 * d));
+    const points = closes.flatMap((close, d) =>
+      Array.from({ length: 60 }, (_, k) => {
+        const equity = k === 59 ? close : close * (1 + 0.03 * Math.cos(k + d));
+        return { ts: d * 86400_000 + k * 60_000, balance: equity, equity };
+      }),
+    );
+    const m = computeMetrics([], points, 1000);
+    const r = closes.map((c, d) => c / (d === 0 ? 1000 : closes[d - 1]!) - 1);
+    const mean = r.reduce((a, x) => a + x, 0) / r.length;
+    const sd = Math.sqrt(r.reduce((a, x) => a + (x - mean) ** 2, 0) / (r.length - 1));
+    const dd = Math.sqrt(r.reduce((a, x) => a + Math.min(x, 0) ** 2, 0) / r.length);
+    expect(m.dailyReturns).toBe(30);
+    expect(m.sharpe).toBeCloseTo((mean / sd) * Math.sqrt(252), 6);
+    expect(m.sortino).toBeCloseTo((mean / dd) * Math.sqrt(252), 6);
+    expect(m.ratioMethod).toContain('risk-free rate 0');
+  });
+
+  test('fewer than 20 daily returns: Sharpe and Sortino are n/a, however many points', () => {
+    const points = Array.from({ length: 19 * 1440 }, (_, i) => ({ ts: i * 60_000, balance: 100, equity: 100 + Math.sin(i) }));
+    const m = computeMetrics([], points, 100);
+    expect(m.dailyReturns).toBe(19);
+    expect(m).toMatchObject({ sharpe: null, sortino: null });
+    expect(renderHtml(buildReport({ strategy: 's', mode: 'backtest', currency: 'USD', startBalance: 100, trades: [], equity: points }))).toContain('n/a');
   });
 
   test('JSON and a self-contained HTML page with an inline SVG equity chart', () => {
