@@ -222,6 +222,17 @@ export class BacktestEngine {
     if (h) this.queue(() => this.call('onOrder', () => h.call(this.opts.strategy, this.ctx, e)));
   }
 
+  /**
+   * The end state as the last equity point: what onStop (or the flatten after an error) closed
+   * after the last bar's point is in the end balance and equity.
+   */
+  private markEnd(): void {
+    const point = { ts: this.nowMs, balance: clean(this.balance), equity: clean(this.balance + this.unrealised()) };
+    const last = this.equity[this.equity.length - 1];
+    if (last !== undefined && last.ts === point.ts) this.equity.pop();
+    this.equity.push(point);
+  }
+
   private emitTrade(e: TradeEvent): void {
     const h = this.opts.strategy.onTrade;
     if (h) this.queue(() => this.call('onTrade', () => h.call(this.opts.strategy, this.ctx, e)));
@@ -579,12 +590,13 @@ export class BacktestEngine {
       }
       if (s.onStop) await this.call('onStop', () => s.onStop!.call(s, this.ctx));
       await this.drain();
+      this.markEnd();
     } catch (e) {
       error = runErrorOf(e);
       this.events.length = 0;
       this.flattenAll('flatten');
       this.events.length = 0;
-      this.equity.push({ ts: this.nowMs, balance: clean(this.balance), equity: clean(this.balance + this.unrealised()) });
+      this.markEnd();
     }
     if (this.opts.onProgress) this.opts.onProgress(total, total);
     return {

@@ -164,6 +164,23 @@ describe('backtest engine: known answers', () => {
     expect(r.account.balance).toBeCloseTo(10000 + 2 * (1.09 - 1.1002) * 10000, 6);
   });
 
+  test('what onStop closes is in the end state: a flat account ends with balance = equity', async () => {
+    const s: S = {
+      symbols: ['EUR/USD'],
+      async onBar(ctx) {
+        if (!ctx.positions().length) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
+      },
+      async onStop(ctx) {
+        await ctx.closeAll();
+      },
+    };
+    const r = await runBacktest({ strategy: s, data: eur(flat(T0, [1.1, 1.101, 1.102])) });
+    const m = buildReport(r).metrics;
+    expect(r.trades).toHaveLength(1);
+    expect(m.endBalance).toBeCloseTo(10000 + r.trades[0]!.pl, 9);
+    expect(m.endEquity).toBe(m.endBalance);
+  });
+
   test('a throwing strategy: error with the script line, positions flattened, run stopped', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'strat-'));
     const file = path.join(dir, 'boom.js');
