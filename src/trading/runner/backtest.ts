@@ -148,8 +148,11 @@ export class BacktestEngine {
 
   private quote(symbol: string): Tick {
     const q = this.quotes.get(symbol);
-    if (!q) throw new OrderRejectedError(`no price for ${symbol} yet`);
-    return q;
+    if (q !== undefined) return q;
+    if (!this.opts.data.some((d) => d.symbol === symbol)) {
+      throw new OrderRejectedError(`unknown symbol ${symbol}: this backtest has candles for ${[...new Set(this.opts.data.map((d) => d.symbol))].join(', ')}`);
+    }
+    throw new OrderRejectedError(`no price for ${symbol} yet`);
   }
 
   private plOf(t: { symbol: string; isBuy: boolean; amount: number; openRate: number }, closeRate: number): { pips: number; pl: number } {
@@ -498,6 +501,12 @@ export class BacktestEngine {
     const s = this.opts.strategy;
     const base = this.opts.data;
     for (const d of base) if (!PERIOD_SECONDS[d.timeframe]) throw new Error(`unknown time frame ${d.timeframe}`);
+    // A symbol without candles would trade nothing and end "successfully" with 0 trades.
+    const withData = new Set(base.filter((d) => d.candles.length > 0).map((d) => d.symbol));
+    const missing = s.symbols.filter((sym) => !withData.has(sym));
+    if (missing.length > 0) {
+      throw new Error(`no candles for ${missing.join(', ')}, which the strategy trades (candles given for: ${[...withData].join(', ') || 'nothing'})`);
+    }
     // merge all candles by time (stable: data order within one time)
     const all: { series: CandleSeries; c: Candle }[] = [];
     for (const series of base) for (const c of series.candles) all.push({ series, c });

@@ -164,6 +164,30 @@ describe('backtest engine: known answers', () => {
     expect(r.account.balance).toBeCloseTo(10000 + 2 * (1.09 - 1.1002) * 10000, 6);
   });
 
+  test('a strategy symbol without candles is an error before the run, not 0 trades', async () => {
+    const s: S = { symbols: ['EUR/USD', 'GBP/USD'], onBar() {} };
+    await expect(runBacktest({ strategy: s, data: eur(flat(T0, [1.1, 1.1])) })).rejects.toThrow(
+      'no candles for GBP/USD, which the strategy trades (candles given for: EUR/USD)',
+    );
+    await expect(runBacktest({ strategy: { symbols: ['EUR/USD'], onBar() {} }, data: eur([]) })).rejects.toThrow('no candles for EUR/USD');
+  });
+
+  test('an order for a symbol the data does not have names it (not "no price yet")', async () => {
+    const seen: string[] = [];
+    const s: S = {
+      symbols: ['EUR/USD'],
+      async onBar(ctx) {
+        try {
+          await ctx.openTrade({ symbol: 'FOO/BAR', isBuy: true, amount: 10 });
+        } catch (e) {
+          seen.push((e as Error).message);
+        }
+      },
+    };
+    await runBacktest({ strategy: s, data: eur(flat(T0, [1.1])) });
+    expect(seen).toEqual(['unknown symbol FOO/BAR: this backtest has candles for EUR/USD']);
+  });
+
   test('what onStop closes is in the end state: a flat account ends with balance = equity', async () => {
     const s: S = {
       symbols: ['EUR/USD'],

@@ -49,11 +49,31 @@ describe('candle files', () => {
       }
     });
 
-    test('rows are sorted by time and a repeated timestamp keeps the later row', () => {
-      const newer = { ...c0, bidClose: 1.09, tickQty: 99 };
-      const f = path.join(dir, 'unsorted.json');
-      writeCandleFile(f, 'EUR/USD', 'm1', [c2, c0, c1, newer]);
-      expect(readCandleFile(f).candles).toEqual([newer, c1, c2]);
+    test('rows out of time order, or a repeated time, are an error naming the row', () => {
+      const unsorted = path.join(dir, 'unsorted.json');
+      writeCandleFile(unsorted, 'EUR/USD', 'm1', [c0, c2, c1]);
+      expect(() => readCandleFile(unsorted)).toThrow(
+        `${unsorted}: candles[2]: the candle at 2024-03-05T09:31:00Z is not after the one before it (2024-03-05T09:32:00Z); a candle file must be in time order, without repeats`,
+      );
+      const repeated = path.join(dir, 'repeated.json');
+      writeCandleFile(repeated, 'EUR/USD', 'm1', [c0, c1, { ...c1, tickQty: 99 }]);
+      expect(() => readCandleFile(repeated)).toThrow(`${repeated}: candles[2]: the candle at 2024-03-05T09:31:00Z is not after`);
+    });
+
+    test('a row with entries missing, not numbers, or prices that contradict each other is an error naming the row', () => {
+      const bad = (name: string, rows: unknown[]) => put(name, JSON.stringify({ symbol: 'EUR/USD', timeframe: 'm1', candles: rows }));
+      const short = bad('short.json', [row(c0), row(c1).slice(0, 7)]);
+      expect(() => readCandleFile(short)).toThrow(`${short}: candles[1] has 7 entries, not 9 or 10`);
+      const text = bad('text.json', [row(c0).map((v, i) => (i === 3 ? '1.09' : v))]);
+      expect(() => readCandleFile(text)).toThrow(`${text}: candles[0]: bidhigh is "1.09", not a number`);
+      const inverted = bad('inverted.json', [{ ...c0, askClose: 1.0852 }].map(row));
+      expect(() => readCandleFile(inverted)).toThrow(`${inverted}: candles[0]: ask close 1.0852 is below bid close 1.0853`);
+      const lowAbove = bad('low.json', [{ ...c0, bidLow: 1.0852 }].map(row));
+      expect(() => readCandleFile(lowAbove)).toThrow(`${lowAbove}: candles[0]: bid low 1.0852 is above the bid open or close`);
+      const missingField = bad('object.json', [{ ts: c0.ts, bidOpen: 1, bidClose: 1, bidHigh: 1, bidLow: 1 }]);
+      expect(() => readCandleFile(missingField)).toThrow(`${missingField}: candles[0]: askOpen is undefined, not a positive number`);
+      const zero = bad('zero.json', [{ ...c0, bidOpen: 0, bidLow: 0 }].map(row));
+      expect(() => readCandleFile(zero)).toThrow(`${zero}: candles[0]: bidOpen is 0, not a positive number`);
     });
 
     test('--symbol and --timeframe win over the file; the time frame is normalised', () => {
@@ -72,12 +92,12 @@ describe('candle files', () => {
     });
 
     test('rows may also be candle objects; leading whitespace is fine', () => {
-      const f = put('objects.json', '\n  ' + JSON.stringify({ symbol: 'EUR/USD', timeframe: 'm1', candles: [c1, row(c0)] }));
+      const f = put('objects.json', '\n  ' + JSON.stringify({ symbol: 'EUR/USD', timeframe: 'm1', candles: [row(c0), c1] }));
       expect(readCandleFile(f).candles).toEqual([c0, c1]);
     });
 
     test('a bare array of rows needs --symbol and --timeframe', () => {
-      const f = put('bare.json', JSON.stringify([row(c1), row(c0)]));
+      const f = put('bare.json', JSON.stringify([row(c0), row(c1)]));
       expect(readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toEqual({ symbol: 'EUR/USD', timeframe: 'm1', candles: [c0, c1] });
       expect(() => readCandleFile(f, { timeframe: 'm1' })).toThrow(`${f}: the symbol is unknown (add "symbol" to the JSON or pass --symbol)`);
       expect(() => readCandleFile(f, { symbol: 'EUR/USD' })).toThrow(`${f}: the time frame is unknown or invalid (none; add "timeframe" or pass --timeframe)`);
@@ -97,10 +117,11 @@ describe('candle files', () => {
       expect(() => readCandleFile(notArray)).toThrow(`${notArray}: no "candles" array`);
     });
 
-    test('JSON that does not parse throws the parser\'s SyntaxError', () => {
+    test('JSON that does not parse is an error naming the file and the parser\'s reason', () => {
       const f = put('torn.json', '{"symbol":"EUR/USD","timeframe":"m1","candles":[[1709631000,1.08');
-      expect(() => readCandleFile(f)).toThrow(SyntaxError);
-      expect(() => readCandleFile(put('torn2.json', '[[1,2,3],'), { symbol: 'EUR/USD', timeframe: 'm1' })).toThrow(SyntaxError);
+      expect(() => readCandleFile(f)).toThrow(new RegExp(`^${f.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: not valid JSON \\(.+\\)$`));
+      const torn2 = put('torn2.json', '[[1,2,3],');
+      expect(() => readCandleFile(torn2, { symbol: 'EUR/USD', timeframe: 'm1' })).toThrow(`${torn2}: not valid JSON (`);
     });
 
     test('a file that does not exist is an ENOENT error naming it', () => {
@@ -125,7 +146,7 @@ describe('candle files', () => {
     });
 
     test('CSV -> JSON -> read gives the same series', () => {
-      const csv = put('in.csv', [HEADER, csvLine(c2), csvLine(c0), csvLine(c1)].join('\n'));
+      const csv = put('in.csv', [HEADER, csvLine(c0), csvLine(c1), csvLine(c2)].join('\n'));
       const fromCsv = readCandleFile(csv, { symbol: 'EUR/USD', timeframe: 'H1' });
       const json = path.join(dir, 'out.json');
       writeCandleFile(json, fromCsv.symbol, fromCsv.timeframe, fromCsv.candles);
@@ -142,8 +163,8 @@ describe('candle files', () => {
     test('columns in any order and any case, spaces around values, CRLF and blank lines', () => {
       const cols = ['AskLow', 'TS', 'BidOpen', 'bidclose', 'BIDHIGH', 'bidlow', 'askopen', 'askclose', 'askhigh', 'TickQty'];
       const pick = (c: Candle) => [c.askLow, c.ts, c.bidOpen, c.bidClose, c.bidHigh, c.bidLow, c.askOpen, c.askClose, c.askHigh, c.tickQty];
-      const text = [cols.join(' , '), '', pick(c1).join(', '), '   ', pick(c0).join(' ,'), ''].join('\r\n');
-      expect(parseCandlesCsv(text)).toEqual([c1, c0]);
+      const text = [cols.join(' , '), '', pick(c0).join(', '), '   ', pick(c1).join(' ,'), ''].join('\r\n');
+      expect(parseCandlesCsv(text)).toEqual([c0, c1]);
       expect(readCandleFile(put('mixed.csv', text), { symbol: 'EUR/USD', timeframe: 'm1' }).candles).toEqual([c0, c1]);
     });
 
@@ -167,23 +188,32 @@ describe('candle files', () => {
     });
 
     test('a missing column is named', () => {
-      expect(() => parseCandlesCsv('ts,bidopen,bidclose,bidlow,askopen,askclose,askhigh,asklow\n1,2,3,4,5,6,7,8')).toThrow('CSV candles: missing column bidhigh');
-      expect(() => parseCandlesCsv('time,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow')).toThrow('CSV candles: missing column ts');
-      const f = put('no-ask.csv', 'ts,bidopen,bidclose,bidhigh,bidlow\n1,2,3,4,5\n');
-      expect(() => readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toThrow('CSV candles: missing column askopen');
+      expect(() => parseCandlesCsv('ts,bidopen,bidclose,bidlow,askopen,askclose,askhigh,asklow\n1,2,3,4,5,6,7,8')).toThrow('CSV candles:1: the header has no column bidhigh');
+      expect(() => parseCandlesCsv('time,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow')).toThrow('CSV candles:1: the header has no column ts');
+      const f = put('no-ask.csv', '\nts,bidopen,bidclose,bidhigh,bidlow\n1,2,3,4,5\n');
+      expect(() => readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toThrow(`${f}:2: the header has no column askopen`);
     });
 
     test('a value that is not a number is reported with its line (the header is line 1)', () => {
       const bad = (c: Candle) => csvLine(c).replace(String(c.bidHigh), 'n/a');
-      expect(() => parseCandlesCsv([HEADER, csvLine(c0), bad(c1), csvLine(c2)].join('\n'))).toThrow('CSV candles: bad number on line 3');
-      expect(() => parseCandlesCsv([HEADER, `${csvLine(c0)}`.replace(/,42$/, ',Infinity')].join('\n'))).toThrow('CSV candles: bad number on line 2');
-      const f = put('bad.csv', [HEADER, csvLine(c0), csvLine(c1), bad(c2)].join('\n'));
-      expect(() => readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toThrow('CSV candles: bad number on line 4');
+      expect(() => parseCandlesCsv([HEADER, csvLine(c0), bad(c1), csvLine(c2)].join('\n'))).toThrow('CSV candles:3: bidhigh is "n/a", not a number');
+      expect(() => parseCandlesCsv([HEADER, `${csvLine(c0)}`.replace(/,42$/, ',Infinity')].join('\n'))).toThrow('CSV candles:2: tickqty is "Infinity", not a number');
+      // Blank lines count: the line number is the file's.
+      const f = put('bad.csv', [HEADER, '', csvLine(c0), '', csvLine(c1), bad(c2)].join('\n'));
+      expect(() => readCandleFile(f, { symbol: 'EUR/USD', timeframe: 'm1' })).toThrow(`${f}:6: bidhigh is "n/a", not a number`);
+    });
+
+    test('a row with too few fields, an empty field, unsorted rows or an ask below the bid: an error naming the line', () => {
+      const read = (name: string, lines: string[]) => () => readCandleFile(put(name, lines.join('\n')), { symbol: 'EUR/USD', timeframe: 'm1' });
+      expect(read('few.csv', [HEADER, csvLine(c0), '1709631060,1.0853,1.0849'])).toThrow(/few\.csv:3: 3 fields, the header has 10$/);
+      expect(read('empty-field.csv', [HEADER, csvLine(c0).replace(',1.0853,', ',,')])).toThrow(/empty-field\.csv:2: bidclose is "", not a number$/);
+      expect(read('order.csv', [HEADER, csvLine(c1), csvLine(c0)])).toThrow(/order\.csv:3: the candle at 2024-03-05T09:30:00Z is not after the one before it/);
+      expect(read('spread.csv', [HEADER, csvLine({ ...c0, askOpen: 1.085, askLow: 1.085 })])).toThrow(/spread\.csv:2: ask open 1.085 is below bid open 1.0851$/);
     });
 
     test('a date that does not parse is a bad number', () => {
       const cols = 'date,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow';
-      expect(() => parseCandlesCsv(`${cols}\nyesterday,1,1,1,1,1,1,1,1`)).toThrow('CSV candles: bad number on line 2');
+      expect(() => parseCandlesCsv(`${cols}\nyesterday,1,1,1,1,1,1,1,1`)).toThrow('CSV candles:2: ts is "yesterday", not a number');
     });
   });
 });
