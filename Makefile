@@ -17,8 +17,8 @@ proto: deps
 build: deps
 	npx tsc -p tsconfig.json
 
-# The test command of the README and of .ci/run: obtain the servers the tests start (Redis,
-# Memcached, openssl), type-check everything, build the programs the end-to-end tests start, then
+# The test command of the README and of .ci/run: obtain the servers and clients the tests start
+# (Redis, Memcached, openssl; grpcio, Go and grpc-go, h2load and nghttp), type-check everything, build the programs the end-to-end tests start, then
 # run Jest with a JSON summary for CI.
 test: build
 	bash scripts/test-servers.sh
