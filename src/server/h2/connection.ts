@@ -545,6 +545,9 @@ export class H2Connection {
       return;
     }
     this.settingsSeen = true;
+    // Only the last INITIAL_WINDOW_SIZE of a frame counts: applied once, not once per entry
+    // (a frame full of them would otherwise walk every open stream thousands of times).
+    let initialWindow = -1;
     for (let p = start; p < end; p += 6) {
       const key = buf.readUInt16BE(p);
       const value = buf.readUInt32BE(p + 2);
@@ -557,15 +560,7 @@ export class H2Connection {
           this.fail(ErrorCode.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1');
           return;
         }
-        const delta = value - this.peerInitialWindow;
-        this.peerInitialWindow = value;
-        for (const stream of this.streams.values()) {
-          stream.sendWindow += delta;
-          if (stream.sendWindow > MAX_WINDOW) {
-            this.fail(ErrorCode.FLOW_CONTROL_ERROR, 'a stream window above 2^31-1');
-            return;
-          }
-        }
+        initialWindow = value;
       } else if (key === Setting.MAX_FRAME_SIZE) {
         if (value < DEFAULT_MAX_FRAME_SIZE || value > MAX_FRAME_SIZE_LIMIT) {
           this.fail(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
@@ -574,6 +569,17 @@ export class H2Connection {
         this.peerMaxFrameSize = value;
       }
       // HEADER_TABLE_SIZE: our encoder never indexes. The others do not concern a server.
+    }
+    if (initialWindow >= 0 && initialWindow !== this.peerInitialWindow) {
+      const delta = initialWindow - this.peerInitialWindow;
+      this.peerInitialWindow = initialWindow;
+      for (const stream of this.streams.values()) {
+        stream.sendWindow += delta;
+        if (stream.sendWindow > MAX_WINDOW) {
+          this.fail(ErrorCode.FLOW_CONTROL_ERROR, 'a stream window above 2^31-1');
+          return;
+        }
+      }
     }
     this.writeFrame(FrameType.SETTINGS, Flag.ACK, 0, undefined);
     this.sendBlocked();
@@ -634,6 +640,15 @@ export class H2Connection {
     return pos;
   }
 
+  /**
+   * Reserves a frame of `length` payload bytes and writes its header; returns where the payload
+   * goes. (Reserving first matters: it may replace `this.out`.)
+   */
+  private frameHeader(length: number, type: FrameType, flags: number, id: number): number {
+    const pos = this.reserve(FRAME_HEADER_BYTES + length);
+    return writeFrameHeader(this.out, pos, length, type, flags, id);
+  }
+
   private scheduleFlush(): void {
     if (this.reading || this.flushQueued) return;
     this.flushQueued = true;
@@ -666,7 +681,7 @@ export class H2Connection {
 
   private writeFrame(type: FrameType, flags: number, id: number, payload: Buffer | undefined): void {
     const length = payload === undefined ? 0 : payload.length;
-    const pos = writeFrameHeader(this.out, this.reserve(FRAME_HEADER_BYTES + length), length, type, flags, id);
+    const pos = this.frameHeader(length, type, flags, id);
     if (payload !== undefined) payload.copy(this.out, pos);
   }
 
@@ -680,18 +695,18 @@ export class H2Connection {
   }
 
   private writeWindowUpdate(id: number, increment: number): void {
-    const pos = writeFrameHeader(this.out, this.reserve(FRAME_HEADER_BYTES + 4), 4, FrameType.WINDOW_UPDATE, 0, id);
+    const pos = this.frameHeader(4, FrameType.WINDOW_UPDATE, 0, id);
     this.out.writeUInt32BE(increment, pos);
   }
 
   private writeRstStream(id: number, code: ErrorCode): void {
-    const pos = writeFrameHeader(this.out, this.reserve(FRAME_HEADER_BYTES + 4), 4, FrameType.RST_STREAM, 0, id);
+    const pos = this.frameHeader(4, FrameType.RST_STREAM, 0, id);
     this.out.writeUInt32BE(code, pos);
   }
 
   private writeGoaway(lastId: number, code: ErrorCode, debug: string): void {
     const text = Buffer.from(debug, 'utf8');
-    const pos = writeFrameHeader(this.out, this.reserve(FRAME_HEADER_BYTES + 8 + text.length), 8 + text.length, FrameType.GOAWAY, 0, 0);
+    const pos = this.frameHeader(8 + text.length, FrameType.GOAWAY, 0, 0);
     this.out.writeUInt32BE(lastId, pos);
     this.out.writeUInt32BE(code, pos + 4);
     text.copy(this.out, pos + 8);
@@ -702,7 +717,7 @@ export class H2Connection {
     const max = this.peerMaxFrameSize;
     const endFlag = endStream ? Flag.END_STREAM : 0;
     if (block.length <= max) {
-      const pos = writeFrameHeader(this.out, this.reserve(FRAME_HEADER_BYTES + block.length), block.length, FrameType.HEADERS, endFlag | Flag.END_HEADERS, id);
+      const pos = this.frameHeader(block.length, FrameType.HEADERS, endFlag | Flag.END_HEADERS, id);
       block.copy(this.out, pos);
       return;
     }
@@ -710,7 +725,7 @@ export class H2Connection {
       const to = Math.min(from + max, block.length);
       const type = from === 0 ? FrameType.HEADERS : FrameType.CONTINUATION;
       const flags = (from === 0 ? endFlag : 0) | (to === block.length ? Flag.END_HEADERS : 0);
-      const pos = writeFrameHeader(this.out, this.reserve(FRAME_HEADER_BYTES + to - from), to - from, type, flags, id);
+      const pos = this.frameHeader(to - from, type, flags, id);
       block.copy(this.out, pos, from, to);
     }
   }
@@ -764,7 +779,7 @@ export class H2Connection {
         return;
       }
       const take = Math.min(room, next.length);
-      const pos = writeFrameHeader(this.out, this.reserve(FRAME_HEADER_BYTES + take), take, FrameType.DATA, 0, stream.id);
+      const pos = this.frameHeader(take, FrameType.DATA, 0, stream.id);
       next.copy(this.out, pos, 0, take);
       this.sendWindow -= take;
       stream.sendWindow -= take;

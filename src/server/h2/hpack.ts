@@ -219,7 +219,8 @@ function readInteger(buf: Buffer, pos: number, end: number, prefixBits: number):
       byte = buf[pos++]!;
       value += (byte & 0x7f) * factor;
       factor *= 128;
-      if (value > MAX_INTEGER) throw new HpackError('an integer out of range');
+      // Both: a large value, and a long run of zero continuation bytes (the factor alone grows).
+      if (value > MAX_INTEGER || factor > MAX_INTEGER * 128) throw new HpackError('an integer out of range');
     } while (byte >= 0x80);
   }
   intResult.value = value;

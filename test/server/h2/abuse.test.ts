@@ -1,0 +1,462 @@
+/**
+ * The known HTTP/2 abuses against our server (the socket gRPC listener, and H2Connection alone for
+ * the handshake timeout): each is stopped without the server growing memory, and a well-behaved
+ * connection opened alongside (a grpc-js client) is answered while the abuse goes on. All waits
+ * are for events (a frame, a close, an answer); a PING round trip is how a test knows that nothing
+ * more came (the server writes in order).
+ */
+import net from 'node:net';
+import { H2Connection, type StreamHandler } from '../../../src/server/h2/connection';
+import { ErrorCode, FrameType, Setting } from '../../../src/server/h2/frames';
+import { encodeHeaderBlock } from '../../../src/server/h2/hpack';
+import { RateLimitResponse, RateLimitResponse_Code } from '../../../generated/envoy/service/ratelimit/v3/rls';
+import {
+  closeRawClients,
+  continuationFrame,
+  dataFrame,
+  frame,
+  frameHeader,
+  type Goaway,
+  grpcStatusOf,
+  headerBlockFrames,
+  headersFrame,
+  indexedField,
+  literalWithIndexing,
+  literalWithoutIndexing,
+  pingFrame,
+  PREFACE,
+  RawH2Client,
+  rateLimitCall,
+  rateLimitMessage,
+  requestBlock,
+  rstStreamFrame,
+  settingsFrame,
+  windowUpdateFrame,
+} from '../../support/h2-frames';
+import { expectServed, rateLimitClient, startSocketServer, stopSocketServers } from '../../support/h2-server';
+
+/** connection.ts: reading stops while more than this waits in a socket's write buffer. */
+const WRITE_BUFFER_HIGH = 1 << 20;
+/** The most a socket read hands the server at once (libuv reads 64 KiB). */
+const ONE_READ = 64 * 1024;
+/**
+ * The most the server may buffer for a peer that does not read: up to the threshold, then the
+ * answers to the one read that crossed it (and to a frame the read before had cut in two).
+ */
+const FLOOD_BUFFER_BOUND = (frameBytes: number): number => WRITE_BUFFER_HIGH + ONE_READ + frameBytes;
+/** grpc-socket.ts: the largest header list, and so the largest header block. */
+const MAX_HEADER_LIST_BYTES = 64 * 1024;
+
+afterEach(async () => {
+  closeRawClients();
+  await stopSocketServers();
+});
+
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * The GOAWAY the server sent for everything before now, or undefined: a PING answered means the
+ * server read it all and said nothing (so a missing defence fails at once, not after a timeout).
+ */
+async function goawayAfterAll(client: RawH2Client): Promise<Goaway | undefined> {
+  try {
+    await client.roundTrip();
+  } catch {
+    // Closed: the server ended the connection, after its GOAWAY.
+  }
+  return client.goaway();
+}
+
+test('rapid reset: streams opened and reset by the thousand end in GOAWAY ENHANCE_YOUR_CALM within the reset budget', async () => {
+  const server = await startSocketServer();
+  const good = rateLimitClient(server.address);
+  await expectServed(good);
+  const abuser = await RawH2Client.connect(server.port);
+  const block = requestBlock();
+  const started = performance.now();
+  let streamId = 1;
+  // At most 10000 streams; the budget (1000, then 33 a second) runs out long before.
+  for (let batch = 0; batch < 50 && abuser.goaway() === undefined; batch++) {
+    const frames: Buffer[] = [];
+    for (let i = 0; i < 200; i++, streamId += 2) frames.push(headersFrame(streamId, block), rstStreamFrame(streamId, ErrorCode.CANCEL));
+    abuser.send(Buffer.concat(frames));
+    // The well-behaved connection is answered between the batches of the attack.
+    await expectServed(good);
+  }
+  const goaway = await goawayAfterAll(abuser);
+  const seconds = (performance.now() - started) / 1000;
+  expect(goaway?.code).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+  // Bounded work: stream 2n - 1 carried the n-th reset, the one the budget refused. Each stream
+  // is released by its RST_STREAM, so the abuser never holds more than one.
+  const resets = (goaway!.lastStreamId + 1) / 2;
+  expect(resets).toBeGreaterThan(1000);
+  expect(resets).toBeLessThanOrEqual(1001 + Math.ceil(33 * seconds));
+  await abuser.waitForClose();
+  await expectServed(good);
+});
+
+test('rapid reset provoked by the server: malformed requests it must reset count against the same budget', async () => {
+  const server = await startSocketServer();
+  const good = rateLimitClient(server.address);
+  const abuser = await RawH2Client.connect(server.port);
+  // Upper-case names are malformed (RFC 9113 8.2.1): each stream is refused with RST_STREAM.
+  const malformed = requestBlock([['X-Upper', 'v']]);
+  let streamId = 1;
+  for (let batch = 0; batch < 50 && abuser.goaway() === undefined; batch++) {
+    const frames: Buffer[] = [];
+    for (let i = 0; i < 200; i++, streamId += 2) frames.push(headersFrame(streamId, malformed, { endStream: true }));
+    abuser.send(Buffer.concat(frames));
+    await expectServed(good);
+  }
+  expect((await goawayAfterAll(abuser))?.code).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+  expect(abuser.streams.get(1)?.reset).toBe(ErrorCode.PROTOCOL_ERROR);
+});
+
+describe('CONTINUATION flood', () => {
+  test('endless CONTINUATION frames without END_HEADERS: GOAWAY ENHANCE_YOUR_CALM once the block passes 64 KiB', async () => {
+    const server = await startSocketServer();
+    const good = rateLimitClient(server.address);
+    const abuser = await RawH2Client.connect(server.port);
+    abuser.send(headersFrame(1, requestBlock(), { endStream: true, endHeaders: false }));
+    const filler = Buffer.alloc(16_384, 0x61);
+    // Up to 4 MiB, and a good call every four frames (64 KiB).
+    for (let i = 0; i < 256 && abuser.goaway() === undefined; i++) {
+      abuser.send(continuationFrame(1, filler, false));
+      if (i % 4 === 3) await expectServed(good);
+    }
+    // Were the block still open, this PING would interrupt it: PROTOCOL_ERROR, not ENHANCE_YOUR_CALM.
+    abuser.send(pingFrame());
+    const goaway = await abuser.waitForGoaway();
+    expect(goaway.code).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+    expect(goaway.lastStreamId).toBe(0); // the stream never opened
+    await expectServed(good);
+  });
+
+  /** A valid request block of exactly `size` octets: the request and one literal of padding. */
+  function blockOfSize(size: number): Buffer {
+    const base = requestBlock();
+    for (let padding = size - base.length - 7; padding > 0; padding--) {
+      const block = Buffer.concat([base, literalWithoutIndexing('x-pad', 'p'.repeat(padding))]);
+      if (block.length === size) return block;
+    }
+    throw new Error(`no block of ${size} octets`);
+  }
+
+  test('the limit is exact: a 64 KiB block is decoded (answered 431, its list being larger); 64 KiB + 1 octet is ENHANCE_YOUR_CALM', async () => {
+    const server = await startSocketServer();
+    const atLimit = await RawH2Client.connect(server.port);
+    atLimit.send(...headerBlockFrames(1, blockOfSize(MAX_HEADER_LIST_BYTES), true));
+    const answer = await atLimit.answer(1);
+    expect(answer.headers?.[':status']).toBe('431');
+    expect(grpcStatusOf(answer)).toBe('8');
+    await atLimit.roundTrip();
+    expect(atLimit.goaway()).toBeUndefined();
+
+    const overLimit = await RawH2Client.connect(server.port);
+    overLimit.send(...headerBlockFrames(1, blockOfSize(MAX_HEADER_LIST_BYTES + 1), true));
+    expect((await goawayAfterAll(overLimit))?.code).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+    await overLimit.waitForClose();
+  });
+});
+
+describe.each([
+  { kind: 'SETTINGS', flood: settingsFrame(), acks: (c: RawH2Client) => c.settingsAcks - 1 },
+  { kind: 'PING', flood: pingFrame(), acks: (c: RawH2Client) => c.pingAcks },
+])('$kind flood', ({ flood, acks }) => {
+  /**
+   * The memory such a peer can make the server hold is the server socket's write buffer (the
+   * answers it does not read): measured on the server side of its socket. Without the defence
+   * the server would keep reading and buffer an acknowledgement for every frame sent.
+   */
+  test('from a peer that never reads: the server stops reading it, buffers at most 1 MiB + one read, and serves others', async () => {
+    const server = await startSocketServer();
+    const good = rateLimitClient(server.address);
+    await expectServed(good);
+    const abuser = await RawH2Client.connect(server.port);
+    const serverSide = server.serverSocketOf(abuser.socket);
+    abuser.socket.pause(); // never reads again (until the end of the test)
+    const batch = Buffer.concat(Array.from({ length: 4096 }, () => flood));
+    let framesSent = 0;
+    // Loopback's socket buffers take a few MiB; 64 MiB is far beyond what the server may accept.
+    for (let sent = 0; sent < 64 << 20 && !serverSide.isPaused(); sent += batch.length) {
+      abuser.send(batch);
+      framesSent += 4096;
+      await turn();
+    }
+    expect(serverSide.isPaused()).toBe(true);
+    const buffered = serverSide.writableLength;
+    expect(buffered).toBeGreaterThan(WRITE_BUFFER_HIGH);
+    expect(buffered).toBeLessThanOrEqual(FLOOD_BUFFER_BOUND(flood.length));
+
+    // The abuser keeps pushing; the well-behaved connection is answered meanwhile, and the
+    // server neither reads the abuser nor buffers more for it.
+    for (let i = 0; i < 16; i++) {
+      abuser.send(batch);
+      framesSent += 4096;
+      await expectServed(good);
+    }
+    expect(serverSide.isPaused()).toBe(true);
+    expect(serverSide.writableLength).toBeLessThanOrEqual(buffered);
+
+    // Once the peer reads again, the server resumes and every frame is acknowledged.
+    abuser.socket.resume();
+    await abuser.waitFor(() => acks(abuser) === framesSent, `${framesSent} acknowledgements`);
+    expect(serverSide.isPaused()).toBe(false);
+  });
+
+  // The server gathers a turn's frames in a 16 KiB buffer that grows; 4000 frames in one write
+  // make one turn answer more than that (a read holds up to 64 KiB).
+  test('a burst of 4000 in one write, whose acknowledgements outgrow the output buffer in one turn, is acknowledged intact', async () => {
+    const server = await startSocketServer();
+    const client = await RawH2Client.connect(server.port);
+    const before = client.bytesReceived;
+    client.send(Buffer.concat(Array.from({ length: 4000 }, () => flood)));
+    const expected = before + 4000 * flood.length;
+    await client.waitFor(() => client.bytesReceived >= expected, `${4000 * flood.length} octets of acknowledgements`, 5000);
+    expect(client.bytesReceived).toBe(expected);
+    expect(acks(client)).toBe(4000);
+    // Nothing but acknowledgements after the server's SETTINGS.
+    expect(client.frames.map((f) => f.type)).toEqual([FrameType.SETTINGS]);
+  });
+});
+
+/**
+ * A 16 KiB SETTINGS frame holds 2730 entries; applying each INITIAL_WINDOW_SIZE to every open
+ * stream would let a peer keep the server busy, so only a frame's last value is applied (once).
+ * What a client can tell: the window after such a frame is the last value's.
+ */
+test('a SETTINGS frame packed with INITIAL_WINDOW_SIZE changes: the last one is the window', async () => {
+  const server = await startSocketServer();
+  const packed = (last: number) =>
+    settingsFrame([...Array.from({ length: 2729 }, (_, i) => [Setting.INITIAL_WINDOW_SIZE, i % 2 === 0 ? 1_000_000 : 0] as const), [Setting.INITIAL_WINDOW_SIZE, last]]);
+  const client = await RawH2Client.connect(server.port, { settings: [[Setting.INITIAL_WINDOW_SIZE, 0]] });
+  client.send(rateLimitCall(1));
+  await client.waitFor(() => client.streams.get(1)?.headers !== undefined, 'the answer\'s HEADERS');
+  // Ends at 0: the answer's DATA still waits.
+  client.send(packed(0));
+  await client.roundTrip();
+  expect(client.streams.get(1)!.data).toHaveLength(0);
+  // Ends at 65535: the DATA and the trailers come.
+  client.send(packed(65_535));
+  await client.waitFor(() => client.streams.get(1)?.ended === true, 'the end of the answer');
+  expect(client.streams.get(1)!.data.length).toBeGreaterThan(0);
+});
+
+test('a peer that never opens its window: answers wait after their HEADERS, streams beyond the cap are refused, WINDOW_UPDATE completes them', async () => {
+  const server = await startSocketServer({ maxConcurrentStreams: 8 });
+  const good = rateLimitClient(server.address);
+  const abuser = await RawH2Client.connect(server.port, { settings: [[Setting.INITIAL_WINDOW_SIZE, 0]] });
+  const admitted = [1, 3, 5, 7, 9, 11, 13, 15];
+  const beyondCap = [17, 19, 21];
+  abuser.send(...[...admitted, ...beyondCap].map((id) => rateLimitCall(id)));
+  const all = [...admitted, ...beyondCap];
+  await abuser.waitFor(
+    () => all.every((id) => abuser.streams.get(id)?.headers !== undefined || abuser.streams.get(id)?.reset !== undefined),
+    'HEADERS or RST_STREAM on every stream',
+  );
+  for (const id of beyondCap) expect(abuser.streams.get(id)?.reset).toBe(ErrorCode.REFUSED_STREAM);
+  // Memory: a stream without window holds only its queued answer, and no more than
+  // SETTINGS_MAX_CONCURRENT_STREAMS of them exist; a well-behaved connection is served meanwhile.
+  await expectServed(good);
+  await abuser.roundTrip();
+  for (const id of admitted) {
+    const s = abuser.streams.get(id)!;
+    expect(s.headers?.[':status']).toBe('200');
+    expect(s.data).toEqual([]);
+    expect(s.ended).toBe(false);
+  }
+  expect(abuser.goaway()).toBeUndefined();
+
+  // Window for each stream: the answers complete.
+  abuser.send(...admitted.map((id) => windowUpdateFrame(id, 65_535)));
+  for (const id of admitted) {
+    const s = await abuser.answer(id);
+    expect(grpcStatusOf(s)).toBe('0');
+    const body = Buffer.concat(s.data);
+    expect(RateLimitResponse.decode(body.subarray(5)).overallCode).toBe(RateLimitResponse_Code.OK);
+  }
+  // The streams are done: new ones are admitted, and with a window they are answered at once.
+  abuser.send(settingsFrame([[Setting.INITIAL_WINDOW_SIZE, 65_535]]), rateLimitCall(23));
+  expect(grpcStatusOf(await abuser.answer(23))).toBe('0');
+});
+
+test('HPACK bomb: one 4 KiB table entry referenced 60000 times is answered 431, and the connection goes on in step', async () => {
+  const server = await startSocketServer();
+  const good = rateLimitClient(server.address);
+  const abuser = await RawH2Client.connect(server.port);
+  const big = 'b'.repeat(4000);
+  // Stream 1: a normal call that also puts one 4038-octet entry into the dynamic table.
+  abuser.send(rateLimitCall(1, Buffer.concat([requestBlock(), literalWithIndexing('x-bomb', big)])));
+  expect(grpcStatusOf(await abuser.answer(1))).toBe('0');
+
+  // Stream 3: a 60 KB block (HEADERS and CONTINUATIONs) of references to it, 242 MB of header list.
+  // Memory: the decoder keeps fields only up to the 64 KiB limit (hpack.test.ts checks the count).
+  const bomb = Buffer.concat([requestBlock(), Buffer.alloc(60_000, 0xbe)]);
+  abuser.send(...headerBlockFrames(3, bomb, false), dataFrame(3, rateLimitMessage(), true));
+  const refused = await abuser.answer(3);
+  expect(refused.headers?.[':status']).toBe('431');
+  expect(grpcStatusOf(refused)).toBe('8');
+  await expectServed(good);
+
+  // The table stayed in step: a call that references the entry once is answered normally.
+  abuser.send(rateLimitCall(5, Buffer.concat([requestBlock(), indexedField(62)])));
+  const after = await abuser.answer(5);
+  expect(after.headers?.[':status']).toBe('200');
+  expect(grpcStatusOf(after)).toBe('0');
+  expect(abuser.goaway()).toBeUndefined();
+});
+
+describe('empty frame flood', () => {
+  test('empty DATA frames: 1000 are tolerated, the 1001st is GOAWAY ENHANCE_YOUR_CALM', async () => {
+    const server = await startSocketServer();
+    const good = rateLimitClient(server.address);
+    const abuser = await RawH2Client.connect(server.port);
+    abuser.send(headersFrame(1, requestBlock()));
+    const hundred = Buffer.concat(Array.from({ length: 100 }, () => dataFrame(1, Buffer.alloc(0))));
+    for (let i = 0; i < 10; i++) {
+      abuser.send(hundred);
+      await expectServed(good);
+    }
+    await abuser.roundTrip();
+    expect(abuser.goaway()).toBeUndefined();
+    abuser.send(dataFrame(1, Buffer.alloc(0)));
+    expect((await goawayAfterAll(abuser))?.code).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+    await abuser.waitForClose();
+    await expectServed(good);
+  });
+
+  test('empty CONTINUATION frames: 1000 are tolerated, the 1001st is GOAWAY ENHANCE_YOUR_CALM', async () => {
+    const server = await startSocketServer();
+    const good = rateLimitClient(server.address);
+    const empties = (n: number): Buffer => Buffer.concat(Array.from({ length: n }, () => continuationFrame(1, Buffer.alloc(0), false)));
+
+    const tolerated = await RawH2Client.connect(server.port);
+    tolerated.send(headersFrame(1, requestBlock(), { endStream: true, endHeaders: false }), empties(1000), continuationFrame(1, Buffer.alloc(0), true));
+    // The request (no message) is answered: the connection went through the 1000 empty frames.
+    expect(grpcStatusOf(await tolerated.answer(1))).toBe('12');
+    expect(tolerated.goaway()).toBeUndefined();
+
+    const flooding = await RawH2Client.connect(server.port);
+    flooding.send(headersFrame(1, requestBlock(), { endStream: true, endHeaders: false }), empties(1001));
+    // Were the block still open, the PING would interrupt it: PROTOCOL_ERROR.
+    expect((await goawayAfterAll(flooding))?.code).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+    await expectServed(good);
+  });
+});
+
+test('a frame above 16384 octets: GOAWAY FRAME_SIZE_ERROR as soon as its header arrives, its payload never buffered', async () => {
+  const server = await startSocketServer();
+  const good = rateLimitClient(server.address);
+
+  // A header announcing 16 MiB, and no payload: the server must not wait for it.
+  const announced = await RawH2Client.connect(server.port);
+  announced.send(frameHeader(2 ** 24 - 1, FrameType.DATA, 0, 1));
+  expect((await announced.waitForGoaway(5000)).code).toBe(ErrorCode.FRAME_SIZE_ERROR);
+  await announced.waitForClose();
+
+  // One octet over, payload included (an unknown type, which is otherwise ignored), then a PING.
+  const oneOver = await RawH2Client.connect(server.port);
+  oneOver.send(frame(0xfa, 0, 0, Buffer.alloc(16_385)), pingFrame());
+  const first = await oneOver.waitForFrame((f) => f.type === FrameType.GOAWAY || oneOver.pingAcks > 0, 'GOAWAY or a PING ACK');
+  expect(first.type).toBe(FrameType.GOAWAY);
+  expect(oneOver.goawayCode()).toBe(ErrorCode.FRAME_SIZE_ERROR);
+
+  // The maximum itself is fine.
+  const atMax = await RawH2Client.connect(server.port);
+  atMax.send(frame(0xfa, 0, 0, Buffer.alloc(16_384)));
+  await atMax.roundTrip();
+  expect(atMax.goaway()).toBeUndefined();
+  await expectServed(good);
+});
+
+describe('connection preface', () => {
+  const wrongLastOctet = Buffer.from(PREFACE);
+  wrongLastOctet[wrongLastOctet.length - 1] = 0x0b;
+
+  test.each([
+    { what: 'an HTTP/1.1 request', bytes: Buffer.from('GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 'latin1') },
+    { what: 'a preface wrong in its last octet', bytes: wrongLastOctet },
+    { what: 'a TLS ClientHello', bytes: Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]) },
+  ])('$what: GOAWAY PROTOCOL_ERROR and the socket closed', async ({ bytes }) => {
+    const server = await startSocketServer();
+    const client = await RawH2Client.connect(server.port, { handshake: false });
+    client.send(bytes);
+    expect((await client.waitForGoaway(5000)).code).toBe(ErrorCode.PROTOCOL_ERROR);
+    await client.waitForClose();
+    await expectServed(rateLimitClient(server.address));
+  });
+
+  test('a first frame other than SETTINGS: GOAWAY PROTOCOL_ERROR', async () => {
+    const server = await startSocketServer();
+    const client = await RawH2Client.connect(server.port, { handshake: false });
+    client.send(PREFACE, pingFrame());
+    expect((await goawayAfterAll(client))?.code).toBe(ErrorCode.PROTOCOL_ERROR);
+  });
+
+  test('a valid preface arriving one octet at a time is accepted', async () => {
+    const server = await startSocketServer();
+    const client = await RawH2Client.connect(server.port, { handshake: false });
+    for (const octet of PREFACE) {
+      client.send(Buffer.from([octet]));
+      await turn();
+    }
+    client.send(settingsFrame(), rateLimitCall(1));
+    expect(grpcStatusOf(await client.answer(1))).toBe('0');
+  });
+});
+
+describe('handshake timeout (H2Connection on a plain net.Server)', () => {
+  const HANDSHAKE_TIMEOUT_MS = 200;
+  const OK_HEADERS = encodeHeaderBlock([[':status', '200']]);
+  const OK_TRAILERS = encodeHeaderBlock([['grpc-status', '0']]);
+  /** Answers every request once it has ended. */
+  const handler: StreamHandler = {
+    opened: () => undefined,
+    data: () => undefined,
+    ended: (stream) => stream.answer(OK_HEADERS, Buffer.from('pong'), OK_TRAILERS),
+    deadline: () => undefined,
+    closed: () => undefined,
+  };
+  let server: net.Server | undefined;
+  const serverSockets: net.Socket[] = [];
+
+  afterEach(async () => {
+    closeRawClients();
+    for (const s of serverSockets.splice(0)) s.destroy();
+    await new Promise<void>((resolve) => (server === undefined ? resolve() : server.close(() => resolve())));
+    server = undefined;
+  });
+
+  test('a connection without preface and SETTINGS in time is closed; one that completed them is not', async () => {
+    server = net.createServer((socket) => {
+      serverSockets.push(socket);
+      new H2Connection(socket, handler, {
+        maxConcurrentStreams: 10,
+        maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
+        keepaliveTimeMs: 0,
+        keepaliveTimeoutMs: 0,
+        maxIdleMs: 0,
+        handshakeTimeoutMs: HANDSHAKE_TIMEOUT_MS,
+      });
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as net.AddressInfo).port;
+
+    // Opened first, so its handshake timer fires before the others'.
+    const completed = await RawH2Client.connect(port);
+    const silent = await RawH2Client.connect(port, { handshake: false });
+    const prefaceOnly = await RawH2Client.connect(port, { handshake: false });
+    prefaceOnly.send(PREFACE);
+    const started = performance.now();
+    await Promise.all([silent.waitForClose(5000), prefaceOnly.waitForClose(5000)]);
+    // Closed by the timer, not at once (a margin for the connect that preceded `started`).
+    expect(performance.now() - started).toBeGreaterThanOrEqual(HANDSHAKE_TIMEOUT_MS - 50);
+
+    // The completed connection outlived its own timer and is served.
+    await completed.roundTrip();
+    completed.send(rateLimitCall(1));
+    const answer = await completed.answer(1);
+    expect(Buffer.concat(answer.data).toString()).toBe('pong');
+    expect(grpcStatusOf(answer)).toBe('0');
+  });
+});
