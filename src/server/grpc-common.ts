@@ -13,7 +13,7 @@ import type { Logger } from '../telemetry/logger';
 import { NOOP_TRACING, type Span, type TraceCarrier, type Tracing } from '../telemetry/tracing';
 import type { Health } from './health';
 import type { Decider } from './http';
-import { decodeRateLimitRequest, ProtoDecodeError } from './proto-codec';
+import { decodeRateLimitRequest, GRPC_PREFIX_BYTES, ProtoDecodeError } from './proto-codec';
 import { requestText } from './request-text';
 import type { CertificateSource } from './tls';
 
@@ -272,4 +272,13 @@ export function inflateMessage(
       done(undefined, status.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${maxBytes}`);
     } else done(undefined, status.INTERNAL, `Received a message that does not decompress (${name}): ${err.message}`);
   });
+}
+
+/** A generated message's bytes as one uncompressed gRPC message (prefix and message in one buffer). */
+export function grpcMessage(message: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + message.length);
+  out[0] = 0;
+  out.writeUInt32BE(message.length, 1);
+  out.set(message, GRPC_PREFIX_BYTES);
+  return out;
 }

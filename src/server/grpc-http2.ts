@@ -26,6 +26,7 @@ import type { RateLimitResponse } from '../core/rls';
 import {
   type CallAnswer,
   decodeRequest,
+  grpcMessage,
   type GrpcListener,
   type GrpcListenerOptions,
   HEALTH_CHECK_PATH,
@@ -102,15 +103,6 @@ function answerMessage(stream: http2.ServerHttp2Stream, frame: Buffer): void {
   stream.on('wantTrailers', sendOkTrailers);
   stream.respond(OK_HEADERS, WITH_TRAILERS);
   stream.end(frame);
-}
-
-/** A generated message's bytes as one uncompressed gRPC message. */
-function frame(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + message.length);
-  out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  out.set(message, GRPC_PREFIX_BYTES);
-  return out;
 }
 
 const RATE_LIMIT_ANSWER: CallAnswer<http2.ServerHttp2Stream> = {
@@ -280,12 +272,12 @@ export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener
     if (request === undefined) return;
     const s = health.check(request.service);
     if (s === undefined) answerStatus(stream, status.NOT_FOUND, 'unknown service');
-    else answerMessage(stream, frame(HealthCheckResponse.encode({ status: s }).finish()));
+    else answerMessage(stream, grpcMessage(HealthCheckResponse.encode({ status: s }).finish()));
   };
 
   const onList: MessageHandler = (stream, _headers, buf, start, end) => {
     if (decodeHealth(HealthListRequest.decode, stream, buf, start, end) === undefined) return;
-    answerMessage(stream, frame(HealthListResponse.encode(health.list()).finish()));
+    answerMessage(stream, grpcMessage(HealthListResponse.encode(health.list()).finish()));
   };
 
   const onWatch: MessageHandler = (stream, _headers, buf, start, end) => {
@@ -296,7 +288,7 @@ export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener
     const off = health.watch(
       request.service,
       (s) => {
-        if (isLive(stream)) stream.write(frame(HealthCheckResponse.encode({ status: s }).finish()));
+        if (isLive(stream)) stream.write(grpcMessage(HealthCheckResponse.encode({ status: s }).finish()));
       },
       () => stream.end(),
     );

@@ -17,6 +17,7 @@ import type { RateLimitResponse } from '../core/rls';
 import {
   type CallAnswer,
   decodeRequest,
+  grpcMessage,
   type GrpcListener,
   type GrpcListenerOptions,
   HEALTH_CHECK_PATH,
@@ -79,15 +80,6 @@ function answerHttpError(stream: H2Stream, httpStatus: number, details: string):
   stream.respond(block, true);
 }
 
-/** A generated message's bytes as one uncompressed gRPC message. */
-function frame(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + message.length);
-  out[0] = 0;
-  out.writeUInt32BE(message.length, 1);
-  out.set(message, GRPC_PREFIX_BYTES);
-  return out;
-}
-
 function answerMessage(stream: H2Stream, message: Buffer): void {
   if (stream.open) stream.answer(OK_HEADERS, message, OK_TRAILERS);
 }
@@ -136,12 +128,12 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
     if (request === undefined) return;
     const s = health.check(request.service);
     if (s === undefined) answerStatus(stream, status.NOT_FOUND, 'unknown service');
-    else answerMessage(stream, frame(HealthCheckResponse.encode({ status: s }).finish()));
+    else answerMessage(stream, grpcMessage(HealthCheckResponse.encode({ status: s }).finish()));
   };
 
   const onList: MessageHandler = (stream, buf, start, end) => {
     if (decodeHealth(HealthListRequest.decode, stream, buf, start, end) === undefined) return;
-    answerMessage(stream, frame(HealthListResponse.encode(health.list()).finish()));
+    answerMessage(stream, grpcMessage(HealthListResponse.encode(health.list()).finish()));
   };
 
   const onWatch: MessageHandler = (stream, buf, start, end) => {
@@ -150,7 +142,7 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
     stream.respond(OK_HEADERS, false);
     const stop = health.watch(
       request.service,
-      (s) => stream.write(frame(HealthCheckResponse.encode({ status: s }).finish())),
+      (s) => stream.write(grpcMessage(HealthCheckResponse.encode({ status: s }).finish())),
       () => stream.end(OK_TRAILERS),
     );
     if (stream.closed) stop();
