@@ -1,14 +1,8 @@
 /**
- * The gRPC listener on node:http2 (GRPC_TRANSPORT=http2): ShouldRateLimit and grpc.health.v1.Health
- * served straight from HTTP/2 streams, without grpc-js's per-call machinery (metadata objects,
- * interceptors, message queues). Same status codes, texts and stats as the grpc-js listener
- * (grpc.ts shares them through grpc-common.ts).
- *
- * Wire format (gRPC over HTTP/2): a POST with `content-type: application/grpc[+proto]` whose DATA is
- * length-prefixed messages (1 byte compressed flag, 4 bytes big-endian length). A success is
- * HEADERS (:status 200), DATA (the prefixed message), trailers `grpc-status: 0`; an error is
- * "trailers-only": one HEADERS frame with :status 200, grpc-status and the percent-encoded
- * grpc-message, ending the stream.
+ * The gRPC listener on node:http2 (GRPC_TRANSPORT=http2, the default before our socket server):
+ * ShouldRateLimit and grpc.health.v1.Health served straight from HTTP/2 streams, without
+ * grpc-js's per-call machinery (metadata objects, interceptors, message queues). The services and
+ * their checks are grpc-lean.ts's, shared with the socket transport.
  *
  * Hot path: the common request arrives in one DATA chunk and is decoded in place (no copy, no
  * concat); the answer is one buffer holding prefix and message; header objects are constants.
@@ -16,31 +10,10 @@
 import http2 from 'node:http2';
 import type { AddressInfo, Socket } from 'node:net';
 import { status } from '@grpc/grpc-js';
-import {
-  HealthCheckRequest,
-  HealthCheckResponse,
-  HealthListRequest,
-  HealthListResponse,
-} from '../../generated/grpc/health/v1/health';
-import type { RateLimitResponse } from '../core/rls';
-import {
-  type CallAnswer,
-  decodeRequest,
-  grpcMessage,
-  type GrpcListener,
-  type GrpcListenerOptions,
-  HEALTH_CHECK_PATH,
-  HEALTH_LIST_PATH,
-  HEALTH_WATCH_PATH,
-  HealthAnswers,
-  inflateMessage,
-  isGrpcContentType,
-  parseGrpcTimeout,
-  percentEncode,
-  RateLimitCalls,
-  SHOULD_RATE_LIMIT_PATH,
-} from './grpc-common';
-import { encodeRateLimitResponseFrame, GRPC_PREFIX_BYTES } from './proto-codec';
+import { HealthCheckResponse } from '../../generated/grpc/health/v1/health';
+import { grpcMessage, type GrpcListener, type GrpcListenerOptions, percentEncode } from './grpc-common';
+import { type LeanReply, LeanServices, type MessageHandler } from './grpc-lean';
+import { GRPC_PREFIX_BYTES } from './proto-codec';
 import { enforceClientSan, httpsOptions } from './tls';
 
 /** Node's timers cannot wait longer: a longer connection age or grace is never reached. */
@@ -61,11 +34,8 @@ const END_STREAM = { endStream: true, sendDate: false } as const;
 
 /** The stream's 'timeout' listener (`this` is the stream): the client's deadline passed unanswered. */
 function deadlineExceeded(this: http2.ServerHttp2Stream): void {
-  answerStatus(this, status.DEADLINE_EXCEEDED, 'Deadline exceeded');
+  REPLY.status(this, status.DEADLINE_EXCEEDED, 'Deadline exceeded');
 }
-
-/** A handler of one complete request message: `buf[start, end)`. */
-type MessageHandler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, buf: Buffer, start: number, end: number) => void;
 
 function ignore(): void {}
 
@@ -83,40 +53,29 @@ function isOpen(stream: http2.ServerHttp2Stream): boolean {
   return isLive(stream) && !stream.headersSent;
 }
 
-/** A trailers-only error answer (the stream ends with it). */
-function answerStatus(stream: http2.ServerHttp2Stream, code: status, details: string): void {
-  if (!isOpen(stream)) return;
-  stream.respond(
-    { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': code, 'grpc-message': percentEncode(details) },
-    END_STREAM,
-  );
-}
-
-/** A request that is not gRPC at all: an HTTP status, with a gRPC status for gRPC clients. */
-function answerHttpError(stream: http2.ServerHttp2Stream, httpStatus: number, details: string): void {
-  stream.respond({ ':status': httpStatus, 'grpc-status': status.INTERNAL, 'grpc-message': percentEncode(details) }, END_STREAM);
-}
-
-/** One message answer: headers, the prefixed message, `grpc-status: 0` trailers. */
-function answerMessage(stream: http2.ServerHttp2Stream, frame: Buffer): void {
-  if (!isOpen(stream)) return; // cancelled by the client meanwhile
-  stream.on('wantTrailers', sendOkTrailers);
-  stream.respond(OK_HEADERS, WITH_TRAILERS);
-  stream.end(frame);
-}
-
-const RATE_LIMIT_ANSWER: CallAnswer<http2.ServerHttp2Stream> = {
-  ok(stream, response: RateLimitResponse) {
-    let out: Buffer;
-    try {
-      out = encodeRateLimitResponseFrame(response);
-    } catch (err) {
-      answerStatus(stream, status.INTERNAL, `cannot encode the response: ${(err as Error).message}`);
-      return;
-    }
-    answerMessage(stream, out);
+/** How this transport answers: node:http2's respond, with constant header objects. */
+const REPLY: LeanReply<http2.ServerHttp2Stream> = {
+  message(stream, frame) {
+    if (!isOpen(stream)) return; // cancelled by the client meanwhile
+    stream.on('wantTrailers', sendOkTrailers);
+    stream.respond(OK_HEADERS, WITH_TRAILERS);
+    stream.end(frame);
   },
-  fail: answerStatus,
+  status(stream, code, details) {
+    if (!isOpen(stream)) return;
+    stream.respond(
+      { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': code, 'grpc-message': percentEncode(details) },
+      END_STREAM,
+    );
+  },
+  httpError(stream, httpStatus, details) {
+    stream.respond({ ':status': httpStatus, 'grpc-status': status.INTERNAL, 'grpc-message': percentEncode(details) }, END_STREAM);
+  },
+  deadline(stream, ms) {
+    // Node's stream inactivity timer: the request has arrived by the time it could fire, so it
+    // runs from the call's start; it is cleared with the stream.
+    stream.setTimeout(Math.min(ms, MAX_TIMER_MS), deadlineExceeded);
+  },
 };
 
 /** The declared length of the first message (its prefix may span chunks: rare, so concat then). */
@@ -129,73 +88,32 @@ function declaredLength(first: Buffer, chunks: Buffer[] | undefined): number {
  * Collects the one request message of a unary or server-streaming call and hands it to `handle`
  * once the client has half-closed, refusing oversized input as soon as its prefix says so.
  */
-function readMessage(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, maxBytes: number, handle: MessageHandler): void {
+function readMessage(
+  services: LeanServices<http2.ServerHttp2Stream>,
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+  handle: MessageHandler<http2.ServerHttp2Stream>,
+): void {
   let first: Buffer | undefined;
   let chunks: Buffer[] | undefined;
   let received = 0;
-  let length = -1;
   let failed = false;
   stream.on('data', (chunk: Buffer) => {
     if (failed) return;
     received += chunk.length;
     if (first === undefined) first = chunk;
     else (chunks ??= [first]).push(chunk);
-    if (length < 0 && received >= GRPC_PREFIX_BYTES) {
-      length = declaredLength(first, chunks);
-      if (length > maxBytes) {
-        failed = true;
-        answerStatus(stream, status.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs ${maxBytes})`);
-        // The rest of the request is not needed: ask the client to stop sending (RST_STREAM NO_ERROR after the answer).
-        stream.close(http2.constants.NGHTTP2_NO_ERROR);
-        return;
-      }
-    }
-    if (length >= 0 && received > GRPC_PREFIX_BYTES + length) {
+    if (received >= GRPC_PREFIX_BYTES && !services.bodySoFar(stream, headers, received, declaredLength(first, chunks))) {
       failed = true;
-      answerStatus(stream, status.UNIMPLEMENTED, `Received a second request message for method ${headers[':path']}`);
+      // The rest of the request is not needed: ask the client to stop sending (RST_STREAM NO_ERROR after the answer).
       stream.close(http2.constants.NGHTTP2_NO_ERROR);
     }
   });
   stream.on('end', () => {
     if (failed) return;
-    if (first === undefined) {
-      answerStatus(stream, status.UNIMPLEMENTED, `Received no request message for method ${headers[':path']}`);
-      return;
-    }
-    if (length < 0 || received < GRPC_PREFIX_BYTES + length) {
-      answerStatus(stream, status.INTERNAL, `Received an incomplete request message (${received} bytes)`);
-      return;
-    }
-    const buf = chunks === undefined ? first : Buffer.concat(chunks, received);
-    const flag = buf[0];
-    if (flag === 0) handle(stream, headers, buf, GRPC_PREFIX_BYTES, received);
-    else if (flag === 1) decompress(stream, headers, buf.subarray(GRPC_PREFIX_BYTES, received), maxBytes, handle);
-    else answerStatus(stream, status.INTERNAL, `Received a message with an invalid compressed flag ${String(flag)}`);
+    const body = chunks === undefined ? first : Buffer.concat(chunks, received);
+    services.bodyEnded(stream, headers, body, handle);
   });
-}
-
-/** A compressed message (flag 1): decompressed, then handled. */
-function decompress(
-  stream: http2.ServerHttp2Stream,
-  headers: http2.IncomingHttpHeaders,
-  message: Buffer,
-  maxBytes: number,
-  handle: MessageHandler,
-): void {
-  inflateMessage(headers['grpc-encoding'] as string | undefined, message, maxBytes, (out, code, details) => {
-    if (out !== undefined) handle(stream, headers, out, 0, out.length);
-    else answerStatus(stream, code, details);
-  });
-}
-
-/** Decodes a small health request with the generated code; undefined when it is malformed. */
-function decodeHealth<T>(decode: (input: Uint8Array) => T, stream: http2.ServerHttp2Stream, buf: Buffer, start: number, end: number): T | undefined {
-  try {
-    return decode(buf.subarray(start, end));
-  } catch {
-    answerStatus(stream, status.INTERNAL, 'Error deserializing request');
-    return undefined;
-  }
 }
 
 /**
@@ -260,72 +178,26 @@ function closeWhenIdle(session: http2.ServerHttp2Session, idleMs: number): () =>
 
 /** The node:http2 gRPC server with the services, GRPC_MAX_CONNECTION_AGE(_GRACE), REQUEST_MAX_BYTES and TLS. */
 export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener {
-  const { grpc: settings, certificates, logger, maxRequestBytes } = opts;
-  const calls = new RateLimitCalls(opts);
-  const health = new HealthAnswers(opts.health, opts.stats);
-
-  const onRateLimit: MessageHandler = (stream, headers, buf, start, end) =>
-    calls.handle(decodeRequest(buf, start, end), headers, stream, RATE_LIMIT_ANSWER);
-
-  const onCheck: MessageHandler = (stream, _headers, buf, start, end) => {
-    const request = decodeHealth(HealthCheckRequest.decode, stream, buf, start, end);
-    if (request === undefined) return;
-    const s = health.check(request.service);
-    if (s === undefined) answerStatus(stream, status.NOT_FOUND, 'unknown service');
-    else answerMessage(stream, grpcMessage(HealthCheckResponse.encode({ status: s }).finish()));
-  };
-
-  const onList: MessageHandler = (stream, _headers, buf, start, end) => {
-    if (decodeHealth(HealthListRequest.decode, stream, buf, start, end) === undefined) return;
-    answerMessage(stream, grpcMessage(HealthListResponse.encode(health.list()).finish()));
-  };
-
-  const onWatch: MessageHandler = (stream, _headers, buf, start, end) => {
-    const request = decodeHealth(HealthCheckRequest.decode, stream, buf, start, end);
-    if (request === undefined || !isOpen(stream)) return;
+  const { grpc: settings, certificates, logger } = opts;
+  const services = new LeanServices<http2.ServerHttp2Stream>(opts, REPLY, (stream, service) => {
+    if (!isOpen(stream)) return;
     stream.on('wantTrailers', sendOkTrailers);
     stream.respond(OK_HEADERS, WITH_TRAILERS);
-    const off = health.watch(
-      request.service,
+    const off = services.health.watch(
+      service,
       (s) => {
         if (isLive(stream)) stream.write(grpcMessage(HealthCheckResponse.encode({ status: s }).finish()));
       },
       () => stream.end(),
     );
     stream.once('close', off);
-  };
+  });
 
   const onStream = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void => {
     // A reset or failed stream is over; its error has no one to go to.
     stream.on('error', ignore);
-    // Checked in grpc-go's order: not gRPC (415), then not a POST (405).
-    const contentType = headers['content-type'];
-    if (!isGrpcContentType(contentType)) {
-      answerHttpError(stream, 415, `invalid gRPC request content-type ${JSON.stringify(contentType ?? '')}`);
-      return;
-    }
-    const method = headers[':method'];
-    if (method !== 'POST') {
-      answerHttpError(stream, 405, `Received a HEADERS frame with :method ${JSON.stringify(method)} which should be POST`);
-      return;
-    }
-    const path = headers[':path'];
-    const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
-    if (timeoutMs !== undefined) {
-      if (Number.isNaN(timeoutMs)) {
-        answerStatus(stream, status.INTERNAL, `malformed grpc-timeout: ${String(headers['grpc-timeout'])}`);
-        return;
-      }
-      // Node's stream inactivity timer: the request has arrived by the time it could fire, so it
-      // runs from the call's start; it is cleared with the stream. (Watch streams are long-lived
-      // on purpose and get no deadline, as their clients set none.)
-      if (path !== HEALTH_WATCH_PATH) stream.setTimeout(Math.min(timeoutMs, MAX_TIMER_MS), deadlineExceeded);
-    }
-    if (path === SHOULD_RATE_LIMIT_PATH) readMessage(stream, headers, maxRequestBytes, onRateLimit);
-    else if (path === HEALTH_CHECK_PATH) readMessage(stream, headers, maxRequestBytes, onCheck);
-    else if (path === HEALTH_WATCH_PATH) readMessage(stream, headers, maxRequestBytes, onWatch);
-    else if (path === HEALTH_LIST_PATH) readMessage(stream, headers, maxRequestBytes, onList);
-    else answerStatus(stream, status.UNIMPLEMENTED, `The server does not implement the method ${String(path)}`);
+    const handle = services.route(stream, headers);
+    if (handle !== undefined) readMessage(services, stream, headers, handle);
   };
 
   // As grpc-js: no cap on the session's buffered memory (Node's default of 10 MB refuses streams
@@ -391,7 +263,7 @@ export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener
         if (settings.uds !== '') server.listen(settings.uds, listening);
         else server.listen(settings.port, settings.host, listening);
       }),
-    endWatches: () => health.endWatches(),
+    endWatches: () => services.health.endWatches(),
     drain: () =>
       new Promise<void>((resolve) => {
         // Resolves once every connection has closed; each closes when its last call has finished.
