@@ -1,7 +1,7 @@
 /**
- * What the two gRPC transports share (grpc-js in grpc.ts, node:http2 in grpc-http2.ts): the
- * ShouldRateLimit call (stats, span, decision, error codes), the health service's answers, and
- * the listener contract app.ts starts and stops.
+ * What every gRPC transport shares (grpc-js in grpc.ts; the lean ones, socket and node:http2,
+ * through grpc-lean.ts): the ShouldRateLimit call (stats, span, decision, error codes), the health
+ * service's answers, the gRPC wire helpers, and the listener contract app.ts starts and stops.
  */
 import zlib from 'node:zlib';
 import { status } from '@grpc/grpc-js';
