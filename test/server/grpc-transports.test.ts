@@ -25,10 +25,6 @@ import {
   HealthClient,
   type HealthListResponse,
 } from '../../generated/grpc/health/v1/health';
-import { MemoryStore } from '../../src/backends/memory';
-import { loadConfig } from '../../src/config/load';
-import { ManualClock } from '../../src/core/clock';
-import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
 import type { RateLimitRequest, RateLimitResponse } from '../../src/core/rls';
 import { createGrpcJsListener } from '../../src/server/grpc';
 import type { GrpcListener, GrpcListenerOptions } from '../../src/server/grpc-common';
@@ -41,8 +37,9 @@ import { CertificateSource } from '../../src/server/tls';
 import type { GrpcSettings } from '../../src/settings';
 import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
-import { setupTracing, type Tracing } from '../../src/telemetry/tracing';
+import { setupTracing } from '../../src/telemetry/tracing';
 import { CLIENT_SAN, type CertPair, testCerts } from '../support/certs';
+import { grpcTestSettings, memoryRateLimitService } from '../support/grpc-service';
 import { waitFor } from '../support/wait';
 
 const CONFIG = `
@@ -55,52 +52,7 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 100}
 `;
 
-const FLAGS: ServiceFlags = {
-  shadowMode: false,
-  quotaMode: false,
-  responseDynamicMetadata: true,
-  responseHeadersEnabled: true,
-  limitHeader: 'RateLimit-Limit',
-  remainingHeader: 'RateLimit-Remaining',
-  resetHeader: 'RateLimit-Reset',
-};
-
 const SHOULD_RATE_LIMIT = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
-
-/** One service on its own memory store and a fixed clock, so two of them answer alike. */
-function rateLimitService(stats: StatsStore, tracing?: Tracing): RateLimitService {
-  const clock = new ManualClock();
-  clock.set(1_000_000 * 1000);
-  const config = loadConfig([{ name: 'd.yaml', content: CONFIG }], { mergeDomainConfig: false, stats });
-  const snapshot = { config, flags: FLAGS };
-  return new RateLimitService({
-    store: new MemoryStore({ maxKeys: 1000 }),
-    snapshot: () => snapshot,
-    stats,
-    clock,
-    nearLimitRatio: 0.8,
-    cacheKeyPrefix: '',
-    tracing,
-    limits: { maxDescriptors: 3, maxEntries: 10, maxEntryLength: 1000 },
-  });
-}
-
-function grpcSettings(over: Partial<GrpcSettings> = {}): GrpcSettings {
-  return {
-    uds: '',
-    host: '127.0.0.1',
-    port: 0,
-    maxConnectionAgeMs: 24 * 3600_000,
-    maxConnectionAgeGraceMs: 3600_000,
-    tls: { enabled: false, certFile: '', keyFile: '', clientCaFile: '', clientSan: '' },
-    transport: 'http2',
-    keepaliveTimeMs: 2 * 3600_000,
-    keepaliveTimeoutMs: 20_000,
-    maxConnectionIdleMs: 0,
-    maxConcurrentStreams: 1000,
-    ...over,
-  };
-}
 
 interface Running {
   address: string;
@@ -122,13 +74,13 @@ async function start(transport: Transport, over: ListenerOptions = {}): Promise<
   const health = over.health ?? new Health();
   health.add('store', true);
   const listener = LISTENERS[transport]({
-    service: rateLimitService(stats),
+    service: memoryRateLimitService(stats, CONFIG),
     logger: silentLogger,
     target: '127.0.0.1:0',
     maxRequestBytes: 1 << 20,
     certificates: undefined,
     ...over,
-    grpc: grpcSettings({ transport, ...over.grpc }),
+    grpc: grpcTestSettings({ transport, ...over.grpc }),
     health,
     stats,
   });
@@ -487,7 +439,7 @@ describe.each(['socket', 'http2'] as const)('GRPC_TRANSPORT=%s', (lean) => {
         { exporter },
       );
       const stats = new StatsStore();
-      const h2 = await start(lean, { service: rateLimitService(stats, tracing), stats, tracing });
+      const h2 = await start(lean, { service: memoryRateLimitService(stats, CONFIG, { tracing }), stats, tracing });
       const md = new grpc.Metadata();
       md.set('traceparent', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
       expect(await call(rlClient(h2.address), request({ user: 'traced' }), md)).toHaveProperty('response');

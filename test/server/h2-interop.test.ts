@@ -21,19 +21,15 @@ import {
   RateLimitResponse_Code as Code,
 } from '../../generated/envoy/service/ratelimit/v3/rls';
 import { HealthCheckRequest, HealthCheckResponse, HealthCheckResponse_ServingStatus as Serving } from '../../generated/grpc/health/v1/health';
-import { MemoryStore } from '../../src/backends/memory';
-import { loadConfig } from '../../src/config/load';
-import { ManualClock } from '../../src/core/clock';
 import type { RateLimitRequest, RateLimitResponse } from '../../src/core/rls';
-import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
 import type { GrpcListener, GrpcListenerOptions } from '../../src/server/grpc-common';
 import { createGrpcSocketListener } from '../../src/server/grpc-socket';
 import { Health } from '../../src/server/health';
 import type { Decider } from '../../src/server/http';
-import type { GrpcSettings } from '../../src/settings';
 import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
 import { NOOP_SPAN, type Tracing } from '../../src/telemetry/tracing';
+import { grpcTestSettings, memoryRateLimitService } from '../support/grpc-service';
 
 const CONFIG = `
 domain: d
@@ -41,16 +37,6 @@ descriptors:
   - key: user
     rate_limit: {unit: minute, requests_per_unit: 3}
 `;
-
-const FLAGS: ServiceFlags = {
-  shadowMode: false,
-  quotaMode: false,
-  responseDynamicMetadata: true,
-  responseHeadersEnabled: true,
-  limitHeader: 'RateLimit-Limit',
-  remainingHeader: 'RateLimit-Remaining',
-  resetHeader: 'RateLimit-Reset',
-};
 
 const SHOULD_RATE_LIMIT = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 const HEALTH_CHECK = '/grpc.health.v1.Health/Check';
@@ -144,38 +130,6 @@ async function runOk(command: string, args: string[], options: RunOptions = {}):
 
 // ---- the server ----
 
-function rateLimitService(stats: StatsStore): RateLimitService {
-  const clock = new ManualClock();
-  clock.set(1_000_000 * 1000);
-  const config = loadConfig([{ name: 'd.yaml', content: CONFIG }], { mergeDomainConfig: false, stats });
-  const snapshot = { config, flags: FLAGS };
-  return new RateLimitService({
-    store: new MemoryStore({ maxKeys: 10_000 }),
-    snapshot: () => snapshot,
-    stats,
-    clock,
-    nearLimitRatio: 0.8,
-    cacheKeyPrefix: '',
-    limits: { maxDescriptors: 3, maxEntries: 10, maxEntryLength: 1000 },
-  });
-}
-
-function grpcSettings(): GrpcSettings {
-  return {
-    uds: '',
-    host: '127.0.0.1',
-    port: 0,
-    maxConnectionAgeMs: 24 * 3600_000,
-    maxConnectionAgeGraceMs: 3600_000,
-    tls: { enabled: false, certFile: '', keyFile: '', clientCaFile: '', clientSan: '' },
-    transport: 'socket',
-    keepaliveTimeMs: 2 * 3600_000,
-    keepaliveTimeoutMs: 20_000,
-    maxConnectionIdleMs: 0,
-    maxConcurrentStreams: 1000,
-  };
-}
-
 interface Running {
   address: string;
   listener: GrpcListener;
@@ -191,13 +145,13 @@ async function start(over: Partial<Omit<GrpcListenerOptions, 'grpc'>> = {}): Pro
   const health = new Health();
   health.add('store', true);
   const listener = createGrpcSocketListener({
-    service: rateLimitService(stats),
+    service: memoryRateLimitService(stats, CONFIG),
     logger: silentLogger,
     target: '127.0.0.1:0',
     maxRequestBytes: 1 << 20,
     certificates: undefined,
     ...over,
-    grpc: grpcSettings(),
+    grpc: grpcTestSettings(),
     health,
     stats,
   });
@@ -212,7 +166,7 @@ async function start(over: Partial<Omit<GrpcListenerOptions, 'grpc'>> = {}): Pro
  * the first arrives) and decides the others with the real service.
  */
 function slowUserDecider(stats: StatsStore): Decider & { started: Promise<void> } {
-  const real = rateLimitService(stats);
+  const real = memoryRateLimitService(stats, CONFIG);
   let reached!: () => void;
   const started = new Promise<void>((resolve) => (reached = resolve));
   const held: Array<() => void> = [];
@@ -233,7 +187,7 @@ function slowUserDecider(stats: StatsStore): Decider & { started: Promise<void> 
  * the calls can only finish if the client really has them all in flight together.
  */
 function gatheringDecider(stats: StatsStore, count: number): Decider {
-  const real = rateLimitService(stats);
+  const real = memoryRateLimitService(stats, CONFIG);
   const waiting: Array<() => void> = [];
   cleanups.push(() => waiting.splice(0).forEach((go) => go()));
   return {

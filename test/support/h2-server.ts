@@ -11,16 +11,14 @@ import {
   RateLimitResponse_Code,
   RateLimitServiceClient,
 } from '../../generated/envoy/service/ratelimit/v3/rls';
-import { MemoryStore } from '../../src/backends/memory';
-import { loadConfig } from '../../src/config/load';
-import { ManualClock } from '../../src/core/clock';
-import { RateLimitService } from '../../src/limiter/service';
+import type { ServiceFlags } from '../../src/limiter/service';
 import type { GrpcListener } from '../../src/server/grpc-common';
 import { createGrpcSocketListener } from '../../src/server/grpc-socket';
 import { Health } from '../../src/server/health';
 import type { GrpcSettings } from '../../src/settings';
 import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
+import { FULL_ANSWER_FLAGS, grpcTestSettings, memoryRateLimitService } from './grpc-service';
 
 /** A limit no test reaches: every well-behaved call is answered OK. */
 const CONFIG = `
@@ -30,49 +28,8 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 1000000000}
 `;
 
-function rateLimitService(stats: StatsStore): RateLimitService {
-  const clock = new ManualClock();
-  clock.set(1_000_000 * 1000);
-  const config = loadConfig([{ name: 'd.yaml', content: CONFIG }], { mergeDomainConfig: false, stats });
-  const snapshot = {
-    config,
-    flags: {
-      shadowMode: false,
-      quotaMode: false,
-      responseDynamicMetadata: false,
-      responseHeadersEnabled: false,
-      limitHeader: 'RateLimit-Limit',
-      remainingHeader: 'RateLimit-Remaining',
-      resetHeader: 'RateLimit-Reset',
-    },
-  };
-  return new RateLimitService({
-    store: new MemoryStore({ maxKeys: 1000 }),
-    snapshot: () => snapshot,
-    stats,
-    clock,
-    nearLimitRatio: 0.8,
-    cacheKeyPrefix: '',
-    limits: { maxDescriptors: 3, maxEntries: 10, maxEntryLength: 1000 },
-  });
-}
-
-function grpcSettings(over: Partial<GrpcSettings>): GrpcSettings {
-  return {
-    uds: '',
-    host: '127.0.0.1',
-    port: 0,
-    maxConnectionAgeMs: 24 * 3600_000,
-    maxConnectionAgeGraceMs: 3600_000,
-    tls: { enabled: false, certFile: '', keyFile: '', clientCaFile: '', clientSan: '' },
-    transport: 'socket',
-    keepaliveTimeMs: 2 * 3600_000,
-    keepaliveTimeoutMs: 20_000,
-    maxConnectionIdleMs: 0,
-    maxConcurrentStreams: 1000,
-    ...over,
-  };
-}
+/** No response headers or metadata: the answers stay small. */
+const PLAIN_FLAGS: ServiceFlags = { ...FULL_ANSWER_FLAGS, responseDynamicMetadata: false, responseHeadersEnabled: false };
 
 export interface SocketServer {
   port: number;
@@ -105,12 +62,12 @@ export async function startSocketServer(over: Partial<GrpcSettings> = {}): Promi
   let listener: GrpcListener;
   try {
     listener = createGrpcSocketListener({
-      service: rateLimitService(stats),
+      service: memoryRateLimitService(stats, CONFIG, { flags: PLAIN_FLAGS }),
       logger: silentLogger,
       target: '127.0.0.1:0',
       maxRequestBytes: 1 << 20,
       certificates: undefined,
-      grpc: grpcSettings(over),
+      grpc: grpcTestSettings(over),
       health,
       stats,
     });

@@ -1,0 +1,64 @@
+/**
+ * What the gRPC transport tests start a listener with: a rate limit service on its own memory
+ * store and a fixed clock (so two of them answer alike), and listener settings for 127.0.0.1 on a
+ * free port with the defaults of the real program.
+ */
+import { MemoryStore } from '../../src/backends/memory';
+import { loadConfig } from '../../src/config/load';
+import { ManualClock } from '../../src/core/clock';
+import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
+import type { GrpcSettings } from '../../src/settings';
+import type { StatsStore } from '../../src/stats/store';
+import type { Tracing } from '../../src/telemetry/tracing';
+
+/** Flags with response headers and dynamic metadata on, so answers carry everything. */
+export const FULL_ANSWER_FLAGS: ServiceFlags = {
+  shadowMode: false,
+  quotaMode: false,
+  responseDynamicMetadata: true,
+  responseHeadersEnabled: true,
+  limitHeader: 'RateLimit-Limit',
+  remainingHeader: 'RateLimit-Remaining',
+  resetHeader: 'RateLimit-Reset',
+};
+
+export interface TestServiceOptions {
+  flags?: ServiceFlags;
+  tracing?: Tracing;
+}
+
+/** A service deciding with `config` (domain `d`), at most 3 descriptors of 10 entries per request. */
+export function memoryRateLimitService(stats: StatsStore, config: string, options: TestServiceOptions = {}): RateLimitService {
+  const clock = new ManualClock();
+  clock.set(1_000_000 * 1000);
+  const loaded = loadConfig([{ name: 'd.yaml', content: config }], { mergeDomainConfig: false, stats });
+  const snapshot = { config: loaded, flags: options.flags ?? FULL_ANSWER_FLAGS };
+  return new RateLimitService({
+    store: new MemoryStore({ maxKeys: 10_000 }),
+    snapshot: () => snapshot,
+    stats,
+    clock,
+    nearLimitRatio: 0.8,
+    cacheKeyPrefix: '',
+    tracing: options.tracing,
+    limits: { maxDescriptors: 3, maxEntries: 10, maxEntryLength: 1000 },
+  });
+}
+
+/** Listener settings: 127.0.0.1, a free port, the program's defaults, then `over`. */
+export function grpcTestSettings(over: Partial<GrpcSettings> = {}): GrpcSettings {
+  return {
+    uds: '',
+    host: '127.0.0.1',
+    port: 0,
+    maxConnectionAgeMs: 24 * 3600_000,
+    maxConnectionAgeGraceMs: 3600_000,
+    tls: { enabled: false, certFile: '', keyFile: '', clientCaFile: '', clientSan: '' },
+    transport: 'socket',
+    keepaliveTimeMs: 2 * 3600_000,
+    keepaliveTimeoutMs: 20_000,
+    maxConnectionIdleMs: 0,
+    maxConcurrentStreams: 1000,
+    ...over,
+  };
+}
