@@ -3,6 +3,7 @@
  * through grpc-lean.ts): the ShouldRateLimit call (stats, span, decision, error codes), the health
  * service's answers, the gRPC wire helpers, and the listener contract app.ts starts and stops.
  */
+import type { AddressInfo, Server } from 'node:net';
 import zlib from 'node:zlib';
 import { status } from '@grpc/grpc-js';
 import { HealthCheckResponse_ServingStatus as Serving, type HealthListResponse } from '../../generated/grpc/health/v1/health';
@@ -53,6 +54,19 @@ export interface GrpcListener {
   drain(): Promise<void>;
   /** Closes every connection at once. */
   forceClose(): void;
+}
+
+/** Binds a lean transport's server to GRPC_UDS or GRPC_HOST:GRPC_PORT; resolves to the port (0 on a socket file). */
+export function listenOn(server: Server, settings: GrpcSettings): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    server.once('error', reject);
+    const listening = (): void => {
+      server.off('error', reject);
+      resolve(settings.uds !== '' ? 0 : (server.address() as AddressInfo).port);
+    };
+    if (settings.uds !== '') server.listen(settings.uds, listening);
+    else server.listen(settings.port, settings.host, listening);
+  });
 }
 
 export interface MethodStats {

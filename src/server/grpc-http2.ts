@@ -8,10 +8,10 @@
  * concat); the answer is one buffer holding prefix and message; header objects are constants.
  */
 import http2 from 'node:http2';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { status } from '@grpc/grpc-js';
 import { HealthCheckResponse } from '../../generated/grpc/health/v1/health';
-import { grpcMessage, type GrpcListener, type GrpcListenerOptions, percentEncode } from './grpc-common';
+import { grpcMessage, type GrpcListener, type GrpcListenerOptions, listenOn, percentEncode } from './grpc-common';
 import { type LeanReply, LeanServices, type MessageHandler } from './grpc-lean';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
 import { enforceClientSan, httpsOptions } from './tls';
@@ -253,16 +253,7 @@ export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener
   });
 
   return {
-    listen: () =>
-      new Promise<number>((resolve, reject) => {
-        server.once('error', reject);
-        const listening = (): void => {
-          server.off('error', reject);
-          resolve(settings.uds !== '' ? 0 : (server.address() as AddressInfo).port);
-        };
-        if (settings.uds !== '') server.listen(settings.uds, listening);
-        else server.listen(settings.port, settings.host, listening);
-      }),
+    listen: () => listenOn(server, settings),
     endWatches: () => services.health.endWatches(),
     drain: () =>
       new Promise<void>((resolve) => {

@@ -8,7 +8,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { status } from '@grpc/grpc-js';
 import { HealthCheckResponse } from '../../generated/grpc/health/v1/health';
-import { grpcMessage, type GrpcListener, type GrpcListenerOptions, percentEncode } from './grpc-common';
+import { grpcMessage, type GrpcListener, type GrpcListenerOptions, listenOn, percentEncode } from './grpc-common';
 import { type LeanReply, LeanServices, type MessageHandler } from './grpc-lean';
 import { type ConnectionOptions, H2Connection, type H2Stream, type StreamHandler } from './h2/connection';
 import { encodeHeaderBlock } from './h2/hpack';
@@ -164,16 +164,7 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
   server.on('tlsClientError', () => {});
 
   return {
-    listen: () =>
-      new Promise<number>((resolve, reject) => {
-        server.once('error', reject);
-        const listening = (): void => {
-          server.off('error', reject);
-          resolve(settings.uds !== '' ? 0 : (server.address() as net.AddressInfo).port);
-        };
-        if (settings.uds !== '') server.listen(settings.uds, listening);
-        else server.listen(settings.port, settings.host, listening);
-      }),
+    listen: () => listenOn(server, settings),
     endWatches: () => services.health.endWatches(),
     drain: () =>
       new Promise<void>((resolve) => {
