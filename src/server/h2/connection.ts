@@ -199,15 +199,6 @@ export class H2Connection {
     this.flush();
   }
 
-  /** Streams in flight. */
-  get activeStreams(): number {
-    return this.streams.size;
-  }
-
-  get isClosed(): boolean {
-    return this.dead;
-  }
-
   // ---- reading ----
 
   private onData(chunk: Buffer): void {
