@@ -178,7 +178,8 @@ export class H2Connection {
   private activity = false;
   private readonly timers: NodeJS.Timeout[] = [];
   private idleTimer: NodeJS.Timeout | undefined;
-  private pingAnswered: (() => void) | undefined;
+  /** The keepalive PING in flight: the connection is destroyed when its ACK does not come. */
+  private pingDeadline: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly socket: Socket,
@@ -586,9 +587,8 @@ export class H2Connection {
       return;
     }
     if ((flags & Flag.ACK) !== 0) {
-      const answered = this.pingAnswered;
-      this.pingAnswered = undefined;
-      answered?.();
+      clearTimeout(this.pingDeadline);
+      this.pingDeadline = undefined;
       return;
     }
     this.writeFrame(FrameType.PING, Flag.ACK, 0, buf.subarray(start, end));
@@ -912,15 +912,14 @@ export class H2Connection {
     for (const stream of [...this.streams.values()]) this.closeStream(stream);
     for (const timer of this.timers) clearTimeout(timer);
     clearTimeout(this.idleTimer);
+    clearTimeout(this.pingDeadline);
     this.timers.length = 0;
   }
 
   /** Sends a PING; the connection is destroyed when its ACK does not come in time. */
   private ping(timeoutMs: number): void {
-    const deadline = setTimeout(() => this.destroy(), Math.min(timeoutMs, MAX_TIMER_MS));
-    deadline.unref();
-    this.timers.push(deadline);
-    this.pingAnswered = () => clearTimeout(deadline);
+    this.pingDeadline = setTimeout(() => this.destroy(), Math.min(timeoutMs, MAX_TIMER_MS));
+    this.pingDeadline.unref();
     const payload = Buffer.alloc(8);
     payload.writeDoubleBE(performance.now());
     this.writeFrame(FrameType.PING, 0, 0, payload);
@@ -932,7 +931,7 @@ export class H2Connection {
     if (keepaliveTimeMs <= 0 || keepaliveTimeMs >= MAX_TIMER_MS) return;
     const timer = setInterval(() => {
       if (this.dead) return;
-      if (this.activity || this.pingAnswered !== undefined) {
+      if (this.activity || this.pingDeadline !== undefined) {
         this.activity = false;
         return;
       }
