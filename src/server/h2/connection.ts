@@ -134,11 +134,6 @@ export class H2Stream {
   end(trailers: Buffer): void {
     this.connection.writeData(this, undefined, trailers);
   }
-
-  /** Ends the stream at once with RST_STREAM. */
-  reset(code: ErrorCode): void {
-    this.connection.resetStream(this, code);
-  }
 }
 
 /** One HTTP/2 connection. */
@@ -791,12 +786,6 @@ export class H2Connection {
       if (this.sendWindow <= 0) return;
       this.sendQueued(stream);
     }
-  }
-
-  resetStream(stream: H2Stream, code: ErrorCode): void {
-    if (stream.closed) return;
-    this.writeRstStream(stream.id, code);
-    this.closeStream(stream);
   }
 
   /** A stream error on `id`: RST_STREAM, and the stream (if open) is over. */
