@@ -417,10 +417,21 @@ describe.each(['socket', 'http2'] as const)('GRPC_TRANSPORT=%s', (lean) => {
       expect(res).toMatchObject({ response: { overallCode: 1 } });
     });
 
-    test('grpc-message is percent-encoded (non-ASCII, control characters and %)', () => {
+    test('grpc-message is percent-encoded (non-ASCII, control characters and %), on the wire as grpc-js sends it', async () => {
       expect(percentEncode('plain text: ok')).toBe('plain text: ok');
       expect(percentEncode('100% é\n')).toBe('100%25 %C3%A9%0A');
       expect(decodeURIComponent(percentEncode('100% é\n'))).toBe('100% é\n');
+      const failing: Decider = {
+        decideNow() {
+          throw new Error('100% é\n');
+        },
+      };
+      const [h2, js] = await Promise.all([start(lean, { service: failing }), start('grpc-js', { service: failing })]);
+      const frame = framed(encodeRequest(request({ user: 'x' })));
+      const [a, b] = await Promise.all([rawCall(h2.address, [frame]), rawCall(js.address, [frame])]);
+      expect(a.headers['grpc-message']).toBe('100%25 %C3%A9%0A');
+      expect(a.grpcMessage).toBe('100% é\n');
+      expect([a.grpcStatus, a.grpcMessage]).toEqual([b.grpcStatus, b.grpcMessage]);
     });
 
     test('the caller\'s W3C trace context is the parent of the call span', async () => {
