@@ -340,7 +340,8 @@ describe('memcache store: node down and back', () => {
       expect(store.nodeStates()[0]!.lastError).not.toBe('');
 
       await mc.restart();
-      await waitFor(() => store.isHealthy(), 'healthy again once the node answers');
+      // Each store asks the node again only after its own probe has found it up.
+      await waitFor(() => store.isHealthy() && strict.isHealthy(), 'both stores healthy again once the node answers');
       // Same store, no re-creation: counting resumes (on an empty cache).
       expect(await store.increment([op(k, 1)], Date.now())).toEqual([1]);
       await store.idle();
