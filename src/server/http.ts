@@ -27,7 +27,6 @@ export interface HttpServerOptions {
   tracing?: Tracing;
 }
 
-const JSON_HEADERS = ['Content-Type', 'application/json'];
 
 export function createHttpHandler(opts: HttpServerOptions): http.RequestListener {
   const { service, health, logger, maxBodyBytes } = opts;
@@ -42,8 +41,14 @@ export function createHttpHandler(opts: HttpServerOptions): http.RequestListener
       plainError(res, 500, 'Internal Server Error');
       return;
     }
-    // One writeHead with a flat header list skips the per-response header map.
-    res.writeHead(response.overallCode === Code.OVER_LIMIT ? 429 : response.overallCode === Code.OK ? 200 : 500, JSON_HEADERS);
+    // One writeHead with a flat header list skips the per-response header map. It fixes the
+    // header before end(), so the length must be in it: without it node:http answers chunked.
+    res.writeHead(response.overallCode === Code.OVER_LIMIT ? 429 : response.overallCode === Code.OK ? 200 : 500, [
+      'Content-Type',
+      'application/json',
+      'Content-Length',
+      String(Buffer.byteLength(body)),
+    ]);
     res.end(body);
   };
 

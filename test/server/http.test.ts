@@ -75,6 +75,14 @@ describe('POST /json', () => {
     expect(reply).toContain('"overallCode":"OK"');
   });
 
+  test('a decision is framed by Content-Length, as upstream sends it, not chunked', async () => {
+    const reply = await raw([head(BODY.length) + BODY]);
+    const [headers, body] = reply.split('\r\n\r\n');
+    expect(headers).not.toMatch(/transfer-encoding/i);
+    expect(headers).toMatch(new RegExp(`\r\nContent-Length: ${Buffer.byteLength(body!)}(\r\n|$)`, 'i'));
+    expect(JSON.parse(body!)).toMatchObject({ overallCode: 'OK' });
+  });
+
   test('a declared Content-Length over the limit is 413 before any body is read', async () => {
     const reply = await raw([head(5000)]);
     expect(reply).toMatch(/^HTTP\/1.1 413/);
