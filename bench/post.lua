@@ -14,3 +14,8 @@ if d and d > 0 then
     return d
   end
 end
+
+-- wrk --latency prints percentiles up to 99 only; the bench reads p99.9 from this line.
+function done(summary, latency, requests)
+  io.write(string.format("p99.9_us %d\n", latency:percentile(99.9)))
+end

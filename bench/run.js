@@ -455,6 +455,7 @@ async function h2loadScenario(
     meanMs: toMs(time[3]),
     p50Ms: pct(durations, 0.5),
     p99Ms: pct(durations, 0.99),
+    p999Ms: pct(durations, 0.999),
     p99Source: `h2load --log-file (${durations.length} rows)`,
     dataBytesPerResponse: dataPerResponse,
     serverCpu: r.serverCpu,
@@ -494,6 +495,8 @@ async function wrkScenario(url, bodyFile, serverPid, { connections = CONCURRENCY
   const lat = /Latency\s+(\S+)\s+(\S+)\s+(\S+)/.exec(out);
   const p99 = /^\s*99%\s+(\S+)/m.exec(out);
   const p50 = /^\s*50%\s+(\S+)/m.exec(out);
+  // bench/post.lua's done() hook: wrk --latency prints no percentile above 99.
+  const p999 = /^p99\.9_us (\d+)/m.exec(out);
   const total = /(\d+) requests in ([\d.]+\w+)/.exec(out);
   const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
   if (r.code !== 0 || !lat || !p99 || !total || !rps) {
@@ -514,6 +517,7 @@ async function wrkScenario(url, bodyFile, serverPid, { connections = CONCURRENCY
     meanMs: toMs(lat[1]),
     p50Ms: p50 ? toMs(p50[1]) : null,
     p99Ms: toMs(p99[1]),
+    p999Ms: p999 ? Number(p999[1]) / 1000 : null,
     p99Source: 'wrk --latency',
     serverCpu: r.serverCpu,
     genCpu: r.genCpu,
