@@ -17,7 +17,7 @@ import { checkAmount, checkTrailingStep } from '../fxcm/rules';
 import { silentLogger } from '../../telemetry/logger';
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import type { Candle, Period } from '../fxcm/types';
-import { SafetyError, OrderRejectedError, runErrorOf, runHook } from './errors';
+import { SafetyError, OrderGoneError, OrderRejectedError, runErrorOf, runHook } from './errors';
 import { clean, exactConversion, notionalInAccount, pipOf, plInAccount } from '../execution/instruments';
 import { closeSide, entryFill, entryKind, exitFill, levelFromPips, openSide, trailStop, type EntryKind } from '../execution/fills';
 import { BarHistory, bucketStart, extendBar, openBar } from './bars';
@@ -320,7 +320,8 @@ export class BacktestEngine {
       return Promise.resolve(r);
     } catch (e) {
       this.intents.push({ ts: this.nowMs, op, args, result: 'rejected', detail: (e as Error).message });
-      if (e instanceof OrderRejectedError && op !== 'closeTrade') {
+      // An order refused now is an onOrder event; an order or trade that is already gone is not.
+      if (e instanceof OrderRejectedError && !(e instanceof OrderGoneError) && op !== 'closeTrade') {
         const a = args as { symbol?: string; isBuy?: boolean; amount?: number };
         this.emitOrder({ orderId: '', symbol: a.symbol ?? '', isBuy: !!a.isBuy, amount: a.amount ?? 0, kind: 'market', status: 'rejected', reason: (e as Error).message, ts: this.nowMs });
       }
@@ -361,7 +362,7 @@ export class BacktestEngine {
 
   private closeTradeNow(tradeId: string, amount: number | undefined, reason: CloseReason): void {
     const t = this.open.get(tradeId);
-    if (!t) throw new OrderRejectedError(`unknown trade ${tradeId}`);
+    if (!t) throw new OrderGoneError('trade', tradeId);
     const amt = amount === undefined ? t.amount : Math.min(amount, t.amount);
     const q = this.quote(t.symbol);
     this.closeAt(t, amt, closeSide(t.isBuy, q.bid, q.ask), reason);
@@ -409,7 +410,7 @@ export class BacktestEngine {
       setStop: (id, rate, o) =>
         this.record('setStop', { tradeId: id, rate, ...o }, () => {
           const t = this.open.get(id);
-          if (!t) throw new OrderRejectedError(`unknown trade ${id}`);
+          if (!t) throw new OrderGoneError('trade', id);
           const bad = checkTrailingStep(o?.trailingStep);
           if (bad) throw new OrderRejectedError(bad.message);
           const q = this.quote(t.symbol);
@@ -421,21 +422,21 @@ export class BacktestEngine {
       setLimit: (id, rate, o) =>
         this.record('setLimit', { tradeId: id, rate, ...o }, () => {
           const t = this.open.get(id);
-          if (!t) throw new OrderRejectedError(`unknown trade ${id}`);
+          if (!t) throw new OrderGoneError('trade', id);
           const q = this.quote(t.symbol);
           t.limit = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, closeSide(t.isBuy, q.bid, q.ask), rate, !!o?.isInPips);
         }),
       changeOrder: (id, rate, amount) =>
         this.record('changeOrder', { orderId: id, rate, amount }, () => {
           const o = this.entries.get(id);
-          if (!o) throw new OrderRejectedError(`unknown order ${id}`);
+          if (!o) throw new OrderGoneError('order', id);
           o.rate = rate;
           if (amount !== undefined) o.amount = amount;
         }),
       deleteOrder: (id) =>
         this.record('deleteOrder', { orderId: id }, () => {
           const o = this.entries.get(id);
-          if (!o) throw new OrderRejectedError(`unknown order ${id}`);
+          if (!o) throw new OrderGoneError('order', id);
           for (const x of [...this.entries.values()]) if (x.orderId === id || (o.ocoGroup && x.ocoGroup === o.ocoGroup)) this.cancelEntry(x, 'deleted');
         }),
       setTimer(name, everyMs) {

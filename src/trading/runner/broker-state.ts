@@ -10,6 +10,14 @@ import type { CloseReason, OrderKind, PendingOrder, Position } from './strategy'
 export const numOf = (v: unknown, otherwise = 0): number =>
   typeof v === 'number' && Number.isFinite(v) ? v : v === undefined || v === null || v === '' ? otherwise : Number.isFinite(Number(v)) ? Number(v) : otherwise;
 
+/** A broker time (`MMddyyyyHHmmss`, optionally with `fff` milliseconds; UTC) in epoch ms; undefined when it is not one. */
+export function brokerTimeMs(v: unknown): number | undefined {
+  const m = /^(\d\d)(\d\d)(\d{4})(\d\d)(\d\d)(\d\d)(\d{3})?$/.exec(String(v ?? ''));
+  if (!m) return undefined;
+  const ms = Date.UTC(Number(m[3]), Number(m[1]) - 1, Number(m[2]), Number(m[4]), Number(m[5]), Number(m[6]), Number(m[7] ?? 0));
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
 /** A level field where 0 means none. */
 const nonZero = (v: unknown): number | undefined => (numOf(v) === 0 ? undefined : numOf(v));
 
@@ -75,6 +83,22 @@ export class BrokerState {
     if (this.closeReasons.has(tradeId)) return;
     const trailing = kind === 'stop' && numOf(this.positions.get(tradeId)?.stopMove) > 0;
     this.closeReasons.set(tradeId, trailing ? 'trailing' : kind);
+  }
+
+  /**
+   * Why a trade the broker closed while the runner was away closed, from its last known record and
+   * its close rate: at its limit, by its trailing stop (which may have moved anywhere meanwhile), at
+   * or past its stop, or for a reason the broker does not say ('broker').
+   */
+  awayCloseReason(last: TableRecord, closeRate: number, pip: number): CloseReason {
+    const isBuy = last.isBuy === true;
+    const stop = numOf(last.stop);
+    const limit = numOf(last.limit);
+    const slack = 3 * pip; // a close at the level can slip a little
+    if (limit > 0 && (isBuy ? closeRate >= limit - slack : closeRate <= limit + slack)) return 'limit';
+    if (stop > 0 && numOf(last.stopMove) > 0) return 'trailing';
+    if (stop > 0 && (isBuy ? closeRate <= stop + slack : closeRate >= stop - slack)) return 'stop';
+    return 'broker';
   }
 
   closeReasonsPending(): boolean {

@@ -12,7 +12,19 @@ export class SafetyError extends Error {
 
 /** The broker (or the backtest's book) rejected an order. */
 export class OrderRejectedError extends Error {
-  override readonly name = 'OrderRejectedError';
+  override readonly name: string = 'OrderRejectedError';
+}
+
+/**
+ * The order or trade an operation names no longer exists: it was filled, closed, cancelled or
+ * deleted (deleting one leg of an OCO deletes the whole group, as the broker does). Catchable:
+ * `e.name === 'OrderGoneError'`; a strategy that races its own orders can ignore it.
+ */
+export class OrderGoneError extends OrderRejectedError {
+  override readonly name = 'OrderGoneError';
+  constructor(readonly what: 'order' | 'trade', readonly id: string) {
+    super(`${what} ${id} no longer exists (${what === 'order' ? 'filled, cancelled or deleted' : 'closed'})`);
+  }
 }
 
 /** The intent waited for rate-limit budget past its deadline and was dropped, never sent. */
@@ -20,6 +32,17 @@ export class IntentExpiredError extends Error {
   override readonly name = 'IntentExpiredError';
   constructor(readonly endpoint: string, readonly waitedMs: number) {
     super(`intent for ${endpoint} expired after waiting ${waitedMs} ms for rate-limit budget; not sent`);
+  }
+}
+
+/** A journal whose run ended cleanly was given to resume: there is nothing to continue. */
+export class JournalFinishedError extends Error {
+  override readonly name = 'JournalFinishedError';
+  constructor(readonly stoppedAt: number) {
+    super(
+      `the journal's run ended cleanly at ${new Date(stoppedAt).toISOString()} (onStop ran, every call answered): ` +
+        'there is nothing to resume; start a new run with another --journal (use replay to check this one)',
+    );
   }
 }
 
@@ -53,9 +76,19 @@ export function describeStrategyError(e: StrategyError): string {
   return `strategy error in ${e.hook}: ${cause}${e.location ? ` (at ${e.location})` : ''}`;
 }
 
-/** The one line a failed run prints about its strategy error (backtest, paper and live alike). */
-export function strategyErrorLine(error: { hook: string; message: string; location?: string | undefined }): string {
-  return `ratelimit-runner: strategy error in ${error.hook}: ${error.message}${error.location ? ` (at ${error.location})` : ''}; all positions were flattened\n`;
+/**
+ * The one line a failed run prints about its strategy error (backtest, paper and live alike), and
+ * what became of the positions: flattened, or which could not be closed (never claimed otherwise).
+ */
+export function strategyErrorLine(error: RunError): string {
+  return `ratelimit-runner: strategy error in ${error.hook}: ${error.message}${error.location ? ` (at ${error.location})` : ''}; ${flattenOutcome(error)}\n`;
+}
+
+/** "all positions were flattened", or what the flatten could not close or delete. */
+export function flattenOutcome(error: RunError): string {
+  const left = error.notFlattened ?? [];
+  if (left.length === 0) return 'all positions were flattened';
+  return `flattening FAILED, still open at the broker: ${left.join('; ')}; run again with the same --journal to reconcile and flatten them`;
 }
 
 /** Runs a strategy hook; what it throws becomes a StrategyError naming the hook and the script line. */

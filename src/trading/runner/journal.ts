@@ -14,7 +14,7 @@
  *   {k:'stop', t}               onStop ran
  *   {k:'intent', id, t, op, args}        a strategy decision (before any check or call)
  *   {k:'answer', id, ok, value?|error?}  the runner's / broker's answer to intent `id`
- *   {k:'fatal', t, error}       the strategy failed; everything was flattened
+ *   {k:'fatal', t, error}       the strategy failed; the runner then flattens (a resume finishes that)
  *   {k:'resume', t}             a restarted run takes over from here
  * Market events, snapshots and answers are the inputs of the strategy; replaying them gives the
  * same intents (decisions), bit for bit.
@@ -86,4 +86,20 @@ export function readJournal(file: string): JournalLine[] {
     }
   }
   return out;
+}
+
+/**
+ * When a journal's run ended cleanly: the time of its `stop` (onStop ran) when it has one, no
+ * strategy error, and an answer for every intent. Such a run has nothing left to resume.
+ */
+export function finishedRunOf(lines: readonly JournalLine[]): number | undefined {
+  let stopAt: number | undefined;
+  const unanswered = new Set<number>();
+  for (const l of lines) {
+    if (l.k === 'fatal') return undefined;
+    if (l.k === 'stop') stopAt ??= l.t ?? 0;
+    else if (l.k === 'intent' && typeof l.id === 'number') unanswered.add(l.id);
+    else if (l.k === 'answer' && typeof l.id === 'number') unanswered.delete(l.id);
+  }
+  return unanswered.size === 0 ? stopAt : undefined;
 }

@@ -10,8 +10,8 @@ import type { ConfigFile } from '../../limiter';
 import { writeCandleFile } from './candles-file';
 import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type ParsedArgs } from './args';
 import { consoleLogger } from './cli';
-import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
-import { Journal, journalPath, readJournal } from './journal';
+import { JournalFinishedError, StrategyError, describeStrategyError, strategyErrorLine } from './errors';
+import { Journal, finishedRunOf, journalPath, readJournal } from './journal';
 import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider } from './limiter';
 import { LiveEngine, type LiveIntent, type LiveResult } from './live';
 import { loadStrategy } from './loader';
@@ -27,7 +27,9 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   --account NAME        value of the 'account' descriptor (default: a fingerprint of the token)
   --allow-over-budget   start even when the config could exceed the broker's documented limits
   --journal DIR         append-only journal (DIR/journal.jsonl); an existing one is resumed:
-                        the state is rebuilt from it plus one reconciliation snapshot
+                        the state is rebuilt from it plus one reconciliation snapshot. A run
+                        killed while ending (onStop, or after a strategy error) is finished
+                        (positions flattened); one that ended cleanly is refused (exit 2)
   --duration S          stop after S seconds (default: until SIGINT/SIGTERM)
   --report PATH         write PATH.json and PATH.html (default ./report)
   --param KEY=VALUE     strategy parameter; repeatable
@@ -37,8 +39,9 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   --quiet               no strategy log output
   -h, --help            this help
 
-Exit status: 0 ok, 1 the strategy failed to load or threw (positions were flattened), 2 usage,
-missing token, or a limits config that could exceed the broker's limits.
+Exit status: 0 ok, 1 the strategy failed to load or threw (positions are flattened; the
+message says if any could not be), 2 usage, missing token, a journal that already ended, or a
+limits config that could exceed the broker's limits.
 `;
 
 export const PAPER_USAGE = `Usage: ratelimit-runner paper <strategy> --url URL --token TOKEN [options]
@@ -118,6 +121,8 @@ interface Broker {
   client: FxcmClient;
   limiter: BrokerLimiter;
   config: ReturnType<typeof inProcessDecider>['config'];
+  /** The limits config file (--limits or the bundled one). */
+  limitsFile: string;
 }
 
 /** FxcmClient behind a BrokerLimiter; checks the limits config (returns its problems). */
@@ -130,7 +135,7 @@ function makeBroker(p: ParsedArgs, url: string, token: string): { broker: Broker
   const decider = remote ? remoteDecider(remote) : local.decider;
   const limiter = new BrokerLimiter({ decider, account: flag(p, 'account') ?? accountKey(token), clock: systemClock });
   const client = new FxcmClient({ baseUrl: url, token, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 15000, requestMs: 15000, tradeIdsMs: 30000 } });
-  return { broker: { client, limiter, config: local.config }, problems: checkBudget(local.config, limiter) };
+  return { broker: { client, limiter, config: local.config, limitsFile }, problems: checkBudget(local.config, limiter) };
 }
 
 function budgetOf(b: Broker) {
@@ -161,16 +166,22 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   const { broker, problems } = makeBroker(p, url, token);
   if (problems.length) {
     const allow = isSet(p, 'allow-over-budget');
-    process.stderr.write(`ratelimit-runner ${mode}: the rate limit config could let calls exceed the broker's limits:\n${problems.map((x) => `  - ${x}\n`).join('')}`);
+    process.stderr.write(`ratelimit-runner ${mode}: the rate limit config ${broker.limitsFile} could let calls exceed the broker's documented limits:\n${problems.map((x) => `  - ${x}\n`).join('')}`);
     if (!allow) {
       process.stderr.write('refusing to start (fix the config, or pass --allow-over-budget)\n');
       await broker.limiter.close();
       return 2;
     }
+    process.stderr.write(`ratelimit-runner ${mode}: starting anyway (--allow-over-budget): the broker may refuse calls over its limits\n`);
   }
   const jdir = flag(p, 'journal');
   const jfile = jdir ? journalPath(jdir) : undefined;
   const recorded = jfile ? readJournal(jfile) : [];
+  const stoppedAt = finishedRunOf(recorded);
+  if (stoppedAt !== undefined) {
+    await broker.limiter.close();
+    throw new UsageError(`${jfile}: ${new JournalFinishedError(stoppedAt).message}`);
+  }
   const journal = jfile ? new Journal(jfile) : undefined;
   const duration = num(p, 'duration');
   const engine = new LiveEngine({

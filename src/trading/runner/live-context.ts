@@ -7,7 +7,7 @@
 import type { FxcmClient } from '../fxcm/client';
 import type { BarHistory } from './bars';
 import { numOf, type BrokerState } from './broker-state';
-import { OrderRejectedError } from './errors';
+import { OrderGoneError } from './errors';
 import { pipOf } from '../execution/instruments';
 import type { AccountInfo, RunMode, Strategy, StrategyContext, StrategyLogger, Tick } from './strategy';
 
@@ -34,10 +34,10 @@ export interface LiveContextHost {
 export function liveContext(h: LiveContextHost): StrategyContext<Record<string, unknown>> {
   const broker = h.broker;
   const mustTrade = (id: string): void => {
-    if (!broker.positions.has(id)) throw new OrderRejectedError(`unknown trade ${id}`);
+    if (!broker.positions.has(id)) throw new OrderGoneError('trade', id);
   };
   const mustOrder = (id: string): void => {
-    if (!broker.orders.has(id)) throw new OrderRejectedError(`unknown order ${id}`);
+    if (!broker.orders.has(id)) throw new OrderGoneError('order', id);
   };
   return {
     mode: h.mode,
@@ -104,7 +104,16 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
       h.op('changeOrder', { orderId, rate, amount }, () => mustOrder(orderId), (c) =>
         c.changeOrder({ orderId, rate, amount: amount ?? numOf(broker.orders.get(orderId)?.amountK) }),
       ),
-    deleteOrder: (orderId) => h.op('deleteOrder', { orderId }, () => mustOrder(orderId), (c) => c.deleteOrder(orderId)),
+    // The broker deletes an OCO order's whole group. Its Order D pushes are handled after the hook,
+    // so the group leaves the runner's state now: a delete of the other leg is then OrderGoneError,
+    // as in a backtest. After the answer, not in the send: a replay runs this too.
+    deleteOrder: (orderId) => {
+      const group = broker.pending(broker.orders.get(orderId) ?? {}).ocoGroup;
+      return h.op('deleteOrder', { orderId }, () => mustOrder(orderId), (c) => c.deleteOrder(orderId)).then((v) => {
+        for (const [id, r] of [...broker.orders]) if (id === orderId || (group !== undefined && broker.pending(r).ocoGroup === group)) broker.orders.delete(id);
+        return v;
+      });
+    },
     setTimer: (name, everyMs) => {
       if (!(everyMs > 0)) throw new Error('setTimer: everyMs must be > 0');
       h.setTimer(name, everyMs);

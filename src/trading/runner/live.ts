@@ -26,11 +26,12 @@ import type { FxcmClient, Snapshot } from '../fxcm/client';
 import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../fxcm/types';
 import type { ClosedTrade, EquityPoint, RunResult } from './results';
 import { BarHistory, TickBars } from './bars';
-import { BrokerState, numOf } from './broker-state';
+import { BrokerState, brokerTimeMs, numOf } from './broker-state';
+import { pipOf } from '../execution/instruments';
 import { liveContext } from './live-context';
-import { errorOf, settleOrphan, type Orphan } from './orphans';
-import { OrderRejectedError, SafetyError, runErrorOf, runHook } from './errors';
-import type { Journal, JournalLine } from './journal';
+import { errorOf, journaledError, settleOrphan, type JournaledError, type Orphan } from './orphans';
+import { JournalFinishedError, OrderRejectedError, SafetyError, runErrorOf, runHook } from './errors';
+import { finishedRunOf, type Journal, type JournalLine } from './journal';
 import type { BrokerLimiter } from './limiter';
 import { SafetyGuard, type SafetyLimits } from './safety';
 import type { AccountInfo, Bar, CloseReason, OrderEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from './strategy';
@@ -100,6 +101,7 @@ export class LiveEngine {
   private readonly tickBars: TickBars;
   private readonly timers = new Map<string, { every: number; handle?: NodeJS.Timeout }>();
   private readonly closed: ClosedTrade[] = [];
+  private readonly closedIds = new Set<string>();
   private readonly equity: EquityPoint[] = [];
   private startBalance: number | undefined;
   private started = false;
@@ -198,7 +200,7 @@ export class LiveEngine {
     if (this.replaying) {
       this.journalLine({ k: 'intent', ...intent }, true, true);
       const a = this.answers.get(id);
-      if (a) return a.ok ? Promise.resolve(a.value as T) : Promise.reject(errorOf(a.error as { name?: string; message?: string }));
+      if (a) return a.ok ? Promise.resolve(a.value as T) : Promise.reject(errorOf(a.error as JournaledError));
       return new Promise<T>((resolve, reject) => {
         this.orphans.push({ id, op: name, args: (intent.args ?? {}) as Record<string, unknown>, resolve: resolve as (v: unknown) => void, reject });
         this.orphanSignal?.();
@@ -207,10 +209,7 @@ export class LiveEngine {
     this.journalLine({ k: 'intent', ...intent }, true);
     const answer = (ok: boolean, v: unknown) => {
       if (ok) this.journalLine({ k: 'answer', id, ok: true, value: plain(v) }, true);
-      else {
-        const e = v as Error & { endpoint?: string };
-        this.journalLine({ k: 'answer', id, ok: false, error: { name: e.name, message: e.message, endpoint: e.endpoint } }, true);
-      }
+      else this.journalLine({ k: 'answer', id, ok: false, error: journaledError(v as Error) }, true);
     };
     try {
       if (this.stopped && this.finished) throw new OrderRejectedError('the run has stopped');
@@ -286,30 +285,47 @@ export class LiveEngine {
 
   private async fatal(e: unknown): Promise<void> {
     const error = (this.error = runErrorOf(e));
-    this.log.error(`strategy error in ${error.hook}: ${error.message}${error.location ? ` (at ${error.location})` : ''}; flattening all positions`);
-    this.journalLine({ k: 'fatal', t: this.now, error: this.error }, true);
+    const what = `strategy error in ${error.hook}: ${error.message}${error.location ? ` (at ${error.location})` : ''}`;
     this.stopped = true;
-    if (!this.replaying) await this.flatten('flatten');
+    if (this.replaying) {
+      // A resumed run reconciles with the broker and flattens after the replay (run()).
+      this.log.error(`the journal ends with a ${what}`);
+    } else {
+      this.log.error(`${what}; flattening all positions`);
+      this.journalLine({ k: 'fatal', t: this.now, error: this.error }, true);
+      const left = await this.flatten('flatten');
+      if (left.length) error.notFlattened = left;
+    }
     this.end();
   }
 
-  /** Closes every position and deletes every entry order (not strategy intents: runner actions). */
-  async flatten(reason: CloseReason): Promise<void> {
+  /**
+   * Closes every position and deletes every entry order (not strategy intents: runner actions).
+   * Returns what could not be closed or deleted ("trade 12: <why>"), empty when all went.
+   */
+  async flatten(reason: CloseReason): Promise<string[]> {
     const c = this.o.client;
-    if (!c) return;
+    if (!c) return [];
     const l = this.o.limiter;
     const hi = <T>(fn: () => Promise<T>) => (l ? l.withIntent({ priority: 0 }, fn) : fn());
+    const failed: string[] = [];
+    const attempt = (what: string, fn: () => Promise<unknown>) =>
+      hi(fn).catch((e: Error) => {
+        failed.push(`${what}: ${e.message}`);
+        this.log.error(`flatten: ${what} could not be closed: ${e.message}`);
+      });
     const jobs: Promise<unknown>[] = [];
     for (const r of [...this.broker.positions.values()]) {
       const id = String(r.tradeId);
       this.broker.closeReasons.set(id, reason);
-      jobs.push(hi(() => c.closeTrade({ tradeId: id, amount: numOf(r.amountK) })).catch((e: Error) => this.log.error(`flatten: close ${id} failed: ${e.message}`)));
+      jobs.push(attempt(`trade ${id}`, () => c.closeTrade({ tradeId: id, amount: numOf(r.amountK) })));
     }
     for (const r of [...this.broker.orders.values()]) {
       const id = String(r.orderId);
-      jobs.push(hi(() => c.deleteOrder(id)).catch((e: Error) => this.log.error(`flatten: delete order ${id} failed: ${e.message}`)));
+      jobs.push(attempt(`order ${id}`, () => c.deleteOrder(id)));
     }
     await Promise.all(jobs);
+    return failed;
   }
 
   private async apply(ev: InEvent): Promise<void> {
@@ -360,11 +376,21 @@ export class LiveEngine {
     if (!this.started) return;
     // reconciliation after a restart: what changed while the runner was away
     const s = this.o.strategy;
+    const closedAway = new Map((snap.ClosedPosition ?? []).map((r) => [String(r.tradeId), r]));
     for (const [id, r] of before) {
-      if (this.broker.positions.has(id)) continue;
-      const p = this.broker.position(r);
-      this.log.info(`trade ${id} was closed while the runner was away`);
-      if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, { kind: 'closed', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, reason: 'broker', ts: this.now }));
+      if (this.broker.positions.has(id) || this.closedIds.has(id)) continue;
+      const c = closedAway.get(id);
+      if (!c) {
+        // ClosedPosition lists the current trading day only.
+        const p = this.broker.position(r);
+        this.log.warn(`trade ${id} was closed while the runner was away and the broker no longer lists it: its close and P/L are not in this run's results`);
+        if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, { kind: 'closed', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, reason: 'broker', ts: this.now }));
+        continue;
+      }
+      const reason = this.broker.closeReasons.get(id) ?? this.broker.awayCloseReason(r, numOf(c.close), pipOf(String(r.currency ?? '')));
+      const trade = this.recordClosed(id, { ...r, ...c }, reason, brokerTimeMs(c.closeTime) ?? this.now);
+      this.log.info(`trade ${id} was closed while the runner was away: ${reason} at ${trade.closeRate}, P/L ${trade.pl.toFixed(2)}`);
+      if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, this.closedEvent(trade)));
     }
     for (const [id, r] of this.broker.positions) {
       if (before.has(id)) continue;
@@ -411,7 +437,10 @@ export class LiveEngine {
         this.setAccount(r);
         if (this.guard.checkDailyLoss(this.now, numOf(this.broker.account?.equity))) {
           this.log.warn('daily loss limit reached: flattening; no new positions until the next UTC day');
-          if (!this.replaying) await this.flatten('flatten');
+          if (!this.replaying) {
+            const left = await this.flatten('flatten');
+            if (left.length) this.log.error(`daily loss flatten FAILED, still open at the broker: ${left.join('; ')}`);
+          }
         }
         return;
       case 'OpenPosition': {
@@ -431,29 +460,11 @@ export class LiveEngine {
         return;
       }
       case 'ClosedPosition': {
-        if (action !== 'I') return;
         const id = String(r.tradeId);
-        const reason = this.broker.closeReasons.get(id) ?? 'broker';
-        const commission = numOf(r.com);
-        const gross = numOf(r.grossPL);
-        const amount = numOf(r.amountK);
-        const trade: ClosedTrade = {
-          tradeId: id,
-          symbol: String(r.currency ?? ''),
-          isBuy: r.isBuy === true,
-          amount,
-          openRate: numOf(r.open),
-          closeRate: numOf(r.close),
-          openTime: this.broker.openTimes.get(id) ?? this.now,
-          closeTime: this.now,
-          plPips: numOf(r.visiblePL),
-          pl: gross - commission,
-          grossPL: gross,
-          commission,
-          reason,
-        };
-        this.closed.push(trade);
-        await onTrade({ kind: 'closed', tradeId: id, symbol: trade.symbol, isBuy: trade.isBuy, amount, openRate: trade.openRate, closeRate: trade.closeRate, plPips: trade.plPips, pl: trade.pl, commission, reason, ts: this.now });
+        // A trade the restart's reconciliation already counted can still be pushed once.
+        if (action !== 'I' || this.closedIds.has(id)) return;
+        const trade = this.recordClosed(id, r, this.broker.closeReasons.get(id) ?? 'broker', this.now);
+        await onTrade(this.closedEvent(trade));
         return;
       }
       case 'Order': {
@@ -480,6 +491,34 @@ export class LiveEngine {
       default:
         return;
     }
+  }
+
+  /** A closed trade for the results, from the broker's ClosedPosition record. */
+  private recordClosed(id: string, r: TableRecord, reason: CloseReason, closeTime: number): ClosedTrade {
+    const commission = numOf(r.com);
+    const gross = numOf(r.grossPL);
+    const trade: ClosedTrade = {
+      tradeId: id,
+      symbol: String(r.currency ?? ''),
+      isBuy: r.isBuy === true,
+      amount: numOf(r.amountK),
+      openRate: numOf(r.open),
+      closeRate: numOf(r.close),
+      openTime: this.broker.openTimes.get(id) ?? brokerTimeMs(r.openTime) ?? closeTime,
+      closeTime,
+      plPips: numOf(r.visiblePL),
+      pl: gross - commission,
+      grossPL: gross,
+      commission,
+      reason,
+    };
+    this.closed.push(trade);
+    this.closedIds.add(id);
+    return trade;
+  }
+
+  private closedEvent(t: ClosedTrade): TradeEvent {
+    return { kind: 'closed', tradeId: t.tradeId, symbol: t.symbol, isBuy: t.isBuy, amount: t.amount, openRate: t.openRate, closeRate: t.closeRate, plPips: t.plPips, pl: t.pl, commission: t.commission, reason: t.reason, ts: this.now };
   }
 
   // ------------------------------------------------------------ replay / catch-up
@@ -557,7 +596,12 @@ export class LiveEngine {
     return this.result();
   }
 
-  /** Paper/live: connect is the caller's; this subscribes, (re)builds the state and runs until stop. */
+  /**
+   * Paper/live: connect is the caller's; this subscribes, (re)builds the state and runs until stop.
+   * A journal whose run ended cleanly is refused (JournalFinishedError). A journal whose run was
+   * ending when it was killed (in onStop, or after a strategy error) is finished, not continued:
+   * reconcile with the broker, let onStop complete, and after an error flatten what is still open.
+   */
   async run(): Promise<LiveResult> {
     const c = this.o.client;
     if (!c) throw new Error('paper/live needs a broker client');
@@ -565,18 +609,21 @@ export class LiveEngine {
     let pendingHook: Promise<void> | undefined;
     const recorded = this.o.recorded ?? [];
     if (recorded.length) {
+      const stoppedAt = finishedRunOf(recorded);
+      if (stoppedAt !== undefined) throw new JournalFinishedError(stoppedAt);
       this.resumed = true;
       pendingHook = (await this.replayLines(recorded))?.pending;
       this.replaying = false;
-      if (this.finished || this.error) return this.result();
     }
+    const ending = this.stopped || this.error !== undefined;
+    const recordedError = this.error !== undefined;
     // pushes are queued from now on and handled after the snapshot
     const onPrice = (p: PriceUpdate) => this.queue.push({ k: 'price', t: this.wallNow(), p });
     const onTable = (model: ModelName, action: TableAction, rec: TableRecord) => {
       if (TABLES.includes(model)) this.queue.push({ k: 'table', t: this.wallNow(), model, action, rec: { ...rec } });
     };
     const kick = () => {
-      if (!this.holding) void this.pump();
+      if (!this.holding) void (ending ? this.pumpStateOnly() : this.pump());
     };
     const price = (p: PriceUpdate) => (onPrice(p), kick());
     const table = (m: ModelName, a: TableAction, r: TableRecord) => (onTable(m, a, r), kick());
@@ -586,12 +633,19 @@ export class LiveEngine {
     this.holding = true;
     try {
       await c.subscribeTables(TABLES);
-      const snap = await c.getModel(['Account', 'OpenPosition', 'Order']);
+      // A restart also asks for the trades closed while it was away (their close and P/L).
+      const snap = await c.getModel(this.resumed ? ['Account', 'OpenPosition', 'Order', 'ClosedPosition'] : ['Account', 'OpenPosition', 'Order']);
       if (this.resumed) {
         this.journalLine({ k: 'resume', t: this.wallNow() }, true);
         this.settleOrphans(snap);
+        if (ending) {
+          // The broker's state before the rest of onStop runs (it may close what is still open).
+          this.journalLine({ k: 'snapshot', t: this.wallNow(), snap }, true);
+          this.now = this.wallNow();
+          await this.applySnapshot(snap);
+        }
         if (pendingHook) await pendingHook;
-        this.queue.unshift({ k: 'snapshot', t: this.wallNow(), snap });
+        if (!ending) this.queue.unshift({ k: 'snapshot', t: this.wallNow(), snap });
       } else {
         this.journalLine({ k: 'run', t: this.wallNow(), strategy: this.strategyName, mode: this.o.mode, symbols: s.symbols, timeframes: this.timeframes, params: plain(this.ctx.params) }, true);
         const head: InEvent[] = [{ k: 'snapshot', t: this.wallNow(), snap }];
@@ -608,19 +662,22 @@ export class LiveEngine {
         head.push({ k: 'start', t: this.wallNow() });
         this.queue.unshift(...head);
       }
-      await c.subscribePrices(s.symbols);
+      if (!ending) await c.subscribePrices(s.symbols);
     } catch (e) {
       this.holding = false;
       this.cleanup();
       throw e;
     }
     this.holding = false;
-    for (const name of this.timers.keys()) this.armTimer(name);
-    void this.pump();
-    let durationTimer: NodeJS.Timeout | undefined;
-    if (this.o.durationMs !== undefined) durationTimer = setTimeout(() => this.stop(), this.o.durationMs);
-    await this.done;
-    clearTimeout(durationTimer);
+    if (ending) await this.finishEndingRun(recordedError);
+    else {
+      for (const name of this.timers.keys()) this.armTimer(name);
+      void this.pump();
+      let durationTimer: NodeJS.Timeout | undefined;
+      if (this.o.durationMs !== undefined) durationTimer = setTimeout(() => this.stop(), this.o.durationMs);
+      await this.done;
+      clearTimeout(durationTimer);
+    }
     // closes sent by onStop / the flatten: let their pushes arrive for the report (bounded)
     const until = Date.now() + 2000;
     while (Date.now() < until && (this.broker.closeReasonsPending() || this.pumping)) {
@@ -629,6 +686,23 @@ export class LiveEngine {
     }
     this.cleanup();
     return this.result();
+  }
+
+  /**
+   * The end of a run that was killed while ending (its snapshot is applied): after the journal's
+   * strategy error, the flatten it may not have finished.
+   */
+  private async finishEndingRun(recordedError: boolean): Promise<void> {
+    const error = this.error;
+    if (error && recordedError) {
+      const open = this.broker.positions.size + this.broker.orders.size;
+      this.log.warn(
+        open ? `reconciling: ${this.broker.positions.size} positions and ${this.broker.orders.size} entry orders are still open at the broker; flattening` : 'reconciling: nothing is open at the broker',
+      );
+      const left = await this.flatten('flatten');
+      error.notFlattened = left.length ? left : undefined;
+    }
+    this.end();
   }
 
   private holding = false;

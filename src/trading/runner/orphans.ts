@@ -4,7 +4,7 @@
  * the broker's reconciliation snapshot and never sent again.
  */
 import type { Snapshot } from '../fxcm/client';
-import { IntentExpiredError, OrderRejectedError, SafetyError } from './errors';
+import { IntentExpiredError, OrderGoneError, OrderRejectedError, SafetyError } from './errors';
 
 /** An intent replayed from the journal that has no answer; its strategy call waits on it. */
 export interface Orphan {
@@ -15,12 +15,28 @@ export interface Orphan {
   reject: (e: Error) => void;
 }
 
+/** An error as an answer line records it. */
+export interface JournaledError {
+  name?: string;
+  message?: string;
+  endpoint?: string;
+  /** OrderGoneError: 'order' or 'trade', and its id. */
+  what?: string;
+  id?: string;
+}
+
+/** How an answer line records an error: enough for errorOf to rebuild the class the strategy caught. */
+export function journaledError(e: Error & { endpoint?: string }): JournaledError {
+  return { name: e.name, message: e.message, endpoint: e.endpoint, ...(e instanceof OrderGoneError ? { what: e.what, id: e.id } : {}) };
+}
+
 /** The error a journaled answer recorded, as the class the strategy can catch. */
-export function errorOf(e: { name?: string; message?: string; endpoint?: string } | undefined): Error {
+export function errorOf(e: JournaledError | undefined): Error {
   const msg = e?.message ?? 'error';
   let err: Error;
   if (e?.name === 'SafetyError') err = new SafetyError('recorded', msg);
   else if (e?.name === 'OrderRejectedError') err = new OrderRejectedError(msg);
+  else if (e?.name === 'OrderGoneError') err = new OrderGoneError(e.what === 'trade' ? 'trade' : 'order', e.id ?? '');
   else if (e?.name === 'IntentExpiredError') {
     err = new IntentExpiredError(e.endpoint ?? '', 0);
     err.message = msg;

@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { clean } from '../execution/instruments';
 import type { ClosedTrade, EquityPoint, RunError, RunResult } from './results';
+import { flattenOutcome } from './errors';
 
 export interface BudgetUse {
   endpoint: string;
@@ -236,7 +237,7 @@ export function renderHtml(r: RunReport): string {
 <style>body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}.err{color:#b00020;font-weight:bold}</style>
 </head><body>
 <h1>${esc(r.strategy)} <small>(${esc(r.mode)})</small></h1>
-${r.error ? `<p class="err">Stopped by a strategy error in ${esc(r.error.hook)}: ${esc(r.error.message)}${r.error.location ? ` at ${esc(r.error.location)}` : ''}. All positions were flattened.</p>` : ''}
+${r.error ? `<p class="err">Stopped by a strategy error in ${esc(r.error.hook)}: ${esc(r.error.message)}${r.error.location ? ` at ${esc(r.error.location)}` : ''}; ${esc(flattenOutcome(r.error))}.</p>` : ''}
 ${r.approximateCurrency.length ? `<p>P/L of ${esc(r.approximateCurrency.join(', '))} is in the quote currency (no conversion rate to ${esc(r.currency)}).</p>` : ''}
 <h2>Summary</h2><table>${rows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</table>
 <p class="note">Sharpe and Sortino: ${esc(m.ratioMethod)}.</p>

@@ -34,6 +34,8 @@ export interface RunError {
   message: string;
   hook: string;
   location?: string;
+  /** What the flatten after the error could not close or delete ("trade 12: <why>"); absent or empty when all went. */
+  notFlattened?: string[];
 }
 
 export interface RunResult {
