@@ -26,20 +26,16 @@ import {
   type HealthListResponse,
 } from '../../generated/grpc/health/v1/health';
 import type { RateLimitRequest, RateLimitResponse } from '../../src/core/rls';
-import { createGrpcJsListener } from '../../src/server/grpc';
-import type { GrpcListener, GrpcListenerOptions } from '../../src/server/grpc-common';
-import { createGrpcHttp2Listener } from '../../src/server/grpc-http2';
-import { createGrpcSocketListener } from '../../src/server/grpc-socket';
 import { percentEncode } from '../../src/server/grpc-common';
 import { Health } from '../../src/server/health';
 import type { Decider } from '../../src/server/http';
 import { CertificateSource } from '../../src/server/tls';
-import type { GrpcSettings } from '../../src/settings';
 import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
 import { setupTracing } from '../../src/telemetry/tracing';
 import { CLIENT_SAN, type CertPair, testCerts } from '../support/certs';
-import { grpcTestSettings, memoryRateLimitService } from '../support/grpc-service';
+import { memoryRateLimitService } from '../support/grpc-service';
+import { type GrpcTransport, type TestListener, type TestListenerOptions, rateLimitRequest as request, startFrameCountingProxy, startGrpcListener } from '../support/h2-server';
 import { waitFor } from '../support/wait';
 
 const CONFIG = `
@@ -54,93 +50,16 @@ descriptors:
 
 const SHOULD_RATE_LIMIT = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
-interface Running {
-  address: string;
-  listener: GrpcListener;
-  health: Health;
-  stats: StatsStore;
-}
-
-const running = new Set<Running>();
+const running = new Set<TestListener>();
 const clients = new Set<{ close(): void }>();
 
-type ListenerOptions = Partial<Omit<GrpcListenerOptions, 'grpc'>> & { grpc?: Partial<GrpcSettings> };
-
-type Transport = 'socket' | 'http2' | 'grpc-js';
-const LISTENERS = { socket: createGrpcSocketListener, http2: createGrpcHttp2Listener, 'grpc-js': createGrpcJsListener } as const;
-
-async function start(transport: Transport, over: ListenerOptions = {}): Promise<Running> {
-  const stats = over.stats ?? new StatsStore();
-  const health = over.health ?? new Health();
-  health.add('store', true);
-  const listener = LISTENERS[transport]({
-    service: memoryRateLimitService(stats, CONFIG),
-    logger: silentLogger,
-    target: '127.0.0.1:0',
-    maxRequestBytes: 1 << 20,
-    certificates: undefined,
-    ...over,
-    grpc: grpcTestSettings({ transport, ...over.grpc }),
-    health,
-    stats,
-  });
-  const port = await listener.listen();
-  const r = { address: `127.0.0.1:${port}`, listener, health, stats };
+async function start(transport: GrpcTransport, over: Omit<TestListenerOptions, 'config' | 'transport'> = {}): Promise<TestListener> {
+  const r = await startGrpcListener({ ...over, transport, config: CONFIG });
   running.add(r);
   return r;
 }
 
-/**
- * A TCP proxy in front of `target` that counts the connections it carries and the HTTP/2 GOAWAY
- * frames the server sends on them (server-to-client frames: 9-byte header, type 0x7).
- */
-async function frameCountingProxy(target: string): Promise<{
-  address: string;
-  readonly connections: number;
-  firstGoaway: Promise<void>;
-  close(): Promise<void>;
-}> {
-  const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
-  let connections = 0;
-  let sawGoaway!: () => void;
-  const firstGoaway = new Promise<void>((resolve) => (sawGoaway = resolve));
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    connections++;
-    const upstream = net.connect(port, host);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => sockets.delete(s));
-    }
-    client.pipe(upstream).pipe(client);
-    let pending = Buffer.alloc(0);
-    upstream.on('data', (chunk: Buffer) => {
-      pending = Buffer.concat([pending, chunk]);
-      while (pending.length >= 9) {
-        const length = pending.readUIntBE(0, 3);
-        if (pending.length < 9 + length) break;
-        if (pending[3] === 0x7) sawGoaway();
-        pending = pending.subarray(9 + length);
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    address: `127.0.0.1:${(server.address() as net.AddressInfo).port}`,
-    get connections() {
-      return connections;
-    },
-    firstGoaway,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-async function stop(r: Running): Promise<void> {
+async function stop(r: TestListener): Promise<void> {
   running.delete(r);
   r.listener.endWatches();
   r.listener.forceClose();
@@ -163,18 +82,6 @@ function healthClient(address: string): HealthClient {
   const c = new HealthClient(address, grpc.credentials.createInsecure());
   clients.add(c);
   return c;
-}
-
-function request(...descriptors: Array<Record<string, string>>): ProtoRequest {
-  return {
-    domain: 'd',
-    descriptors: descriptors.map((d) => ({
-      entries: Object.entries(d).map(([key, value]) => ({ key, value })),
-      limit: undefined,
-      hitsAddend: undefined,
-    })),
-    hitsAddend: 0,
-  };
 }
 
 type Outcome = { response: ProtoResponse } | { code: number; details: string };
@@ -594,7 +501,7 @@ describe.each(['socket', 'http2'] as const)('GRPC_TRANSPORT=%s', (lean) => {
 
     test('a grpc-js client reconnects after the GOAWAY', async () => {
       const h2 = await start(lean, { grpc: { maxConnectionAgeMs: 100, maxConnectionAgeGraceMs: 100 } });
-      const proxy = await frameCountingProxy(h2.address);
+      const proxy = await startFrameCountingProxy(h2.address);
       try {
         const client = rlClient(proxy.address);
         expect(await call(client, request({ user: 'before' }))).toHaveProperty('response');

@@ -11,7 +11,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { status } from '@grpc/grpc-js';
@@ -22,14 +21,11 @@ import {
 } from '../../generated/envoy/service/ratelimit/v3/rls';
 import { HealthCheckRequest, HealthCheckResponse, HealthCheckResponse_ServingStatus as Serving } from '../../generated/grpc/health/v1/health';
 import type { RateLimitRequest, RateLimitResponse } from '../../src/core/rls';
-import type { GrpcListener, GrpcListenerOptions } from '../../src/server/grpc-common';
-import { createGrpcSocketListener } from '../../src/server/grpc-socket';
-import { Health } from '../../src/server/health';
 import type { Decider } from '../../src/server/http';
 import { StatsStore } from '../../src/stats/store';
-import { silentLogger } from '../../src/telemetry/logger';
 import { NOOP_SPAN, type Tracing } from '../../src/telemetry/tracing';
-import { grpcTestSettings, memoryRateLimitService } from '../support/grpc-service';
+import { memoryRateLimitService } from '../support/grpc-service';
+import { type FrameCountingProxy, type TestListener, type TestListenerOptions, rateLimitRequest, startFrameCountingProxy, startGrpcListener } from '../support/h2-server';
 
 const CONFIG = `
 domain: d
@@ -130,33 +126,12 @@ async function runOk(command: string, args: string[], options: RunOptions = {}):
 
 // ---- the server ----
 
-interface Running {
-  address: string;
-  listener: GrpcListener;
-  stats: StatsStore;
-}
-
-const running = new Set<Running>();
+const running = new Set<TestListener>();
 /** Things to undo after each test (proxies, held deciders). */
 const cleanups: Array<() => void | Promise<void>> = [];
 
-async function start(over: Partial<Omit<GrpcListenerOptions, 'grpc'>> = {}): Promise<Running> {
-  const stats = over.stats ?? new StatsStore();
-  const health = new Health();
-  health.add('store', true);
-  const listener = createGrpcSocketListener({
-    service: memoryRateLimitService(stats, CONFIG),
-    logger: silentLogger,
-    target: '127.0.0.1:0',
-    maxRequestBytes: 1 << 20,
-    certificates: undefined,
-    ...over,
-    grpc: grpcTestSettings(),
-    health,
-    stats,
-  });
-  const port = await listener.listen();
-  const r = { address: `127.0.0.1:${port}`, listener, stats };
+async function start(over: Omit<TestListenerOptions, 'config' | 'transport' | 'grpc'> = {}): Promise<TestListener> {
+  const r = await startGrpcListener({ ...over, config: CONFIG });
   running.add(r);
   return r;
 }
@@ -214,52 +189,11 @@ function headerRecorder(): Tracing & { seen: Array<Record<string, unknown>> } {
   };
 }
 
-/**
- * A TCP proxy in front of `target` that counts its connections and the types of the HTTP/2
- * frames the client sends (after the 24-byte preface; 9-byte frame headers).
- */
-async function frameCountingProxy(target: string): Promise<{ address: string; readonly connections: number; clientFrameTypes: Set<number> }> {
-  const [host, port] = target.split(':') as [string, string];
-  let connections = 0;
-  const clientFrameTypes = new Set<number>();
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    connections++;
-    const upstream = net.connect(Number(port), host);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => sockets.delete(s));
-    }
-    client.pipe(upstream).pipe(client);
-    let pending = Buffer.alloc(0);
-    let prefaceLeft = 24;
-    client.on('data', (chunk: Buffer) => {
-      pending = Buffer.concat([pending, chunk]);
-      const skip = Math.min(prefaceLeft, pending.length);
-      prefaceLeft -= skip;
-      pending = pending.subarray(skip);
-      while (pending.length >= 9 && pending.length >= 9 + pending.readUIntBE(0, 3)) {
-        clientFrameTypes.add(pending[3]!);
-        pending = pending.subarray(9 + pending.readUIntBE(0, 3));
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  );
-  return {
-    address: `127.0.0.1:${(server.address() as net.AddressInfo).port}`,
-    get connections() {
-      return connections;
-    },
-    clientFrameTypes,
-  };
+/** A frame-counting proxy closed after the test. */
+async function frameCountingProxy(target: string): Promise<FrameCountingProxy> {
+  const proxy = await startFrameCountingProxy(target);
+  cleanups.push(() => proxy.close());
+  return proxy;
 }
 
 afterEach(async () => {
@@ -285,17 +219,9 @@ afterAll(() => {
 
 // ---- requests ----
 
+/** Encoded: the interop clients and nghttp2 tools send bytes. */
 function request(...descriptors: Array<Record<string, string>>): Buffer {
-  const req: ProtoRequest = {
-    domain: 'd',
-    descriptors: descriptors.map((d) => ({
-      entries: Object.entries(d).map(([key, value]) => ({ key, value })),
-      limit: undefined,
-      hitsAddend: undefined,
-    })),
-    hitsAddend: 0,
-  };
-  return Buffer.from(ProtoRequest.encode(req).finish());
+  return Buffer.from(ProtoRequest.encode(rateLimitRequest(...descriptors)).finish());
 }
 
 /** A message with its 5-byte gRPC prefix, as h2load and nghttp post it. */

@@ -1,24 +1,86 @@
 /**
- * The socket gRPC listener (our HTTP/2 server) started in-process on 127.0.0.1 with a rate limit
- * service on a memory store, as in grpc-transports.test.ts, plus the server side of each accepted
- * socket so a test can see what the server buffers for a peer; and grpc-js clients for the
- * well-behaved traffic that must keep being served.
+ * gRPC listeners started in-process on 127.0.0.1 with a rate limit service on a memory store: the
+ * one set-up of grpc-transports.test.ts, h2-interop.test.ts and the h2 tests. startGrpcListener
+ * starts any transport; startSocketServer starts the socket listener (our HTTP/2 server) and also
+ * keeps the server side of each accepted socket, so a test can see what the server buffers for a
+ * peer. Plus grpc-js clients for the well-behaved traffic that must keep being served, and a proxy
+ * that watches the HTTP/2 frames between a client and a listener.
  */
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import {
+  type RateLimitRequest,
   type RateLimitResponse,
   RateLimitResponse_Code,
   RateLimitServiceClient,
 } from '../../generated/envoy/service/ratelimit/v3/rls';
 import type { ServiceFlags } from '../../src/limiter/service';
-import type { GrpcListener } from '../../src/server/grpc-common';
+import { createGrpcJsListener } from '../../src/server/grpc';
+import type { GrpcListener, GrpcListenerOptions } from '../../src/server/grpc-common';
+import { createGrpcHttp2Listener } from '../../src/server/grpc-http2';
 import { createGrpcSocketListener } from '../../src/server/grpc-socket';
 import { Health } from '../../src/server/health';
 import type { GrpcSettings } from '../../src/settings';
 import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
 import { FULL_ANSWER_FLAGS, grpcTestSettings, memoryRateLimitService } from './grpc-service';
+
+/** GRPC_TRANSPORT: our socket handler (the program's default), node:http2, or grpc-js. */
+export type GrpcTransport = 'socket' | 'http2' | 'grpc-js';
+
+const LISTENERS = { socket: createGrpcSocketListener, http2: createGrpcHttp2Listener, 'grpc-js': createGrpcJsListener } as const;
+
+/** Listener options over the test defaults; `stats`, `health` and `service` replace the made ones. */
+export interface TestListenerOptions extends Partial<Omit<GrpcListenerOptions, 'grpc'>> {
+  /** The config (domain `d`) of the memory-store service. */
+  config: string;
+  /** Default 'socket'. */
+  transport?: GrpcTransport;
+  /** The service's flags; default FULL_ANSWER_FLAGS. */
+  flags?: ServiceFlags;
+  /** Over grpcTestSettings' defaults. */
+  grpc?: Partial<GrpcSettings>;
+}
+
+export interface TestListener {
+  port: number;
+  address: string;
+  listener: GrpcListener;
+  health: Health;
+  stats: StatsStore;
+}
+
+/** A listener made but not yet bound: startSocketServer has to watch the making alone. */
+type UnboundListener = Omit<TestListener, 'port' | 'address'>;
+
+function createTestListener(options: TestListenerOptions): UnboundListener {
+  const { config, transport = 'socket', flags, grpc: grpcOver, ...over } = options;
+  const stats = over.stats ?? new StatsStore();
+  const health = over.health ?? new Health();
+  health.add('store', true);
+  const listener = LISTENERS[transport]({
+    service: memoryRateLimitService(stats, config, { flags }),
+    logger: silentLogger,
+    target: '127.0.0.1:0',
+    maxRequestBytes: 1 << 20,
+    certificates: undefined,
+    ...over,
+    grpc: grpcTestSettings({ transport, ...grpcOver }),
+    health,
+    stats,
+  });
+  return { listener, health, stats };
+}
+
+async function listen(made: UnboundListener): Promise<TestListener> {
+  const port = await made.listener.listen();
+  return { ...made, port, address: `127.0.0.1:${port}` };
+}
+
+/** Starts a listener on 127.0.0.1 and a free port. Stopping it is the caller's job. */
+export function startGrpcListener(options: TestListenerOptions): Promise<TestListener> {
+  return listen(createTestListener(options));
+}
 
 /** A limit no test reaches: every well-behaved call is answered OK. */
 const CONFIG = `
@@ -31,10 +93,7 @@ descriptors:
 /** No response headers or metadata: the answers stay small. */
 const PLAIN_FLAGS: ServiceFlags = { ...FULL_ANSWER_FLAGS, responseDynamicMetadata: false, responseHeadersEnabled: false };
 
-export interface SocketServer {
-  port: number;
-  address: string;
-  listener: GrpcListener;
+export interface SocketServer extends TestListener {
   /** The server side of every accepted socket, in accept order. */
   serverSockets: net.Socket[];
   /** The server side of the connection whose client socket is `client`. */
@@ -49,9 +108,6 @@ const clients = new Set<grpc.Client>();
  * createGrpcSocketListener; wrapping that one call is how the test sees the accepted sockets.
  */
 export async function startSocketServer(over: Partial<GrpcSettings> = {}): Promise<SocketServer> {
-  const stats = new StatsStore();
-  const health = new Health();
-  health.add('store', true);
   const serverSockets: net.Socket[] = [];
   const createServer = net.createServer;
   const spy = jest.spyOn(net, 'createServer').mockImplementation(((...args: Parameters<typeof net.createServer>) => {
@@ -59,26 +115,14 @@ export async function startSocketServer(over: Partial<GrpcSettings> = {}): Promi
     server.on('connection', (socket: net.Socket) => serverSockets.push(socket));
     return server;
   }) as typeof net.createServer);
-  let listener: GrpcListener;
+  let made: UnboundListener;
   try {
-    listener = createGrpcSocketListener({
-      service: memoryRateLimitService(stats, CONFIG, { flags: PLAIN_FLAGS }),
-      logger: silentLogger,
-      target: '127.0.0.1:0',
-      maxRequestBytes: 1 << 20,
-      certificates: undefined,
-      grpc: grpcTestSettings(over),
-      health,
-      stats,
-    });
+    made = createTestListener({ config: CONFIG, flags: PLAIN_FLAGS, grpc: over });
   } finally {
     spy.mockRestore();
   }
-  const port = await listener.listen();
   const server: SocketServer = {
-    port,
-    address: `127.0.0.1:${port}`,
-    listener,
+    ...(await listen(made)),
     serverSockets,
     serverSocketOf(client) {
       const found = serverSockets.find((s) => s.remotePort === client.localPort);
@@ -109,14 +153,24 @@ export function rateLimitClient(address: string): RateLimitServiceClient {
   return c;
 }
 
+/** A ShouldRateLimit request in domain `d`: one descriptor for each record of entries. */
+export function rateLimitRequest(...descriptors: Array<Record<string, string>>): RateLimitRequest {
+  return {
+    domain: 'd',
+    descriptors: descriptors.map((d) => ({
+      entries: Object.entries(d).map(([key, value]) => ({ key, value })),
+      limit: undefined,
+      hitsAddend: undefined,
+    })),
+    hitsAddend: 0,
+  };
+}
+
 /** One ShouldRateLimit call; rejects on a gRPC error. */
 export function callRateLimit(client: RateLimitServiceClient, user = 'alice'): Promise<RateLimitResponse> {
   return new Promise((resolve, reject) =>
-    client.shouldRateLimit(
-      { domain: 'd', descriptors: [{ entries: [{ key: 'user', value: user }], limit: undefined, hitsAddend: undefined }], hitsAddend: 0 },
-      new grpc.Metadata(),
-      { deadline: Date.now() + 10_000 },
-      (err, response) => (err ? reject(err) : resolve(response!)),
+    client.shouldRateLimit(rateLimitRequest({ user }), new grpc.Metadata(), { deadline: Date.now() + 10_000 }, (err, response) =>
+      err ? reject(err) : resolve(response!),
     ),
   );
 }
@@ -125,4 +179,74 @@ export function callRateLimit(client: RateLimitServiceClient, user = 'alice'): P
 export async function expectServed(client: RateLimitServiceClient): Promise<void> {
   const response = await callRateLimit(client);
   expect(response.overallCode).toBe(RateLimitResponse_Code.OK);
+}
+
+export interface FrameCountingProxy {
+  address: string;
+  /** The connections carried so far. */
+  readonly connections: number;
+  /** The type of every frame a client sent. */
+  clientFrameTypes: Set<number>;
+  /** Resolves at the first GOAWAY frame a server sends. */
+  firstGoaway: Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * A TCP proxy on 127.0.0.1 in front of `target` (`host:port`) that counts the connections it
+ * carries and reads the HTTP/2 frame headers going each way. The caller closes it.
+ */
+export async function startFrameCountingProxy(target: string): Promise<FrameCountingProxy> {
+  const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
+  let connections = 0;
+  const clientFrameTypes = new Set<number>();
+  let sawGoaway!: () => void;
+  const firstGoaway = new Promise<void>((resolve) => (sawGoaway = resolve));
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    connections++;
+    const upstream = net.connect(port, host);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => sockets.delete(s));
+    }
+    client.pipe(upstream).pipe(client);
+    // A client starts with the 24-byte connection preface, which is not a frame.
+    client.on('data', frameTypeReader(24, (type) => clientFrameTypes.add(type)));
+    upstream.on('data', frameTypeReader(0, (type) => type === 0x7 && sawGoaway()));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    address: `127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    get connections() {
+      return connections;
+    },
+    clientFrameTypes,
+    firstGoaway,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * A 'data' listener that calls `onType` with the type of each frame (9-byte headers) of a
+ * stream however TCP cuts it, after `skip` leading bytes.
+ */
+function frameTypeReader(skip: number, onType: (type: number) => void): (chunk: Buffer) => void {
+  let pending = Buffer.alloc(0);
+  let skipLeft = skip;
+  return (chunk) => {
+    pending = Buffer.concat([pending, chunk]);
+    const skipped = Math.min(skipLeft, pending.length);
+    skipLeft -= skipped;
+    pending = pending.subarray(skipped);
+    while (pending.length >= 9 && pending.length >= 9 + pending.readUIntBE(0, 3)) {
+      onType(pending[3]!);
+      pending = pending.subarray(9 + pending.readUIntBE(0, 3));
+    }
+  };
 }

@@ -3,28 +3,20 @@
  * EVAL, with exactly the keys, counts and TTLs of the plain pipeline; errors stay per request; the
  * other commands of the pipeline (algorithm scripts, stop-increment GETs) keep working beside it.
  */
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { RedisStore } from '../../../src/backends/redis/store';
 import { StoreError } from '../../../src/core/store';
 import { Unit } from '../../../src/core/rls';
 import { rule } from '../../limiter/helpers';
-import { commandStats, startRedis, type RedisServer } from '../../support/redis';
-import { connectStore, op, redisSettings, ruleOf, stats, uniqueKey } from './helpers';
+import { commandStats, type RedisServer } from '../../support/redis';
+import { connectStore, op, redisSettings, ruleOf, stats, startRedisWithPerSecond, stopRedisWithPerSecond, uniqueKey } from './helpers';
 
 let redis: RedisServer;
 let second: RedisServer;
 let reader: Redis;
 
-beforeAll(async () => {
-  [redis, second] = await Promise.all([startRedis(), startRedis()]);
-  reader = new Redis({ host: redis.host, port: redis.port, lazyConnect: true });
-  await reader.connect();
-});
-
-afterAll(async () => {
-  reader?.disconnect();
-  await Promise.all([redis?.stop(), second?.stop()]);
-});
+beforeAll(async () => ({ redis, second, reader } = await startRedisWithPerSecond()));
+afterAll(() => stopRedisWithPerSecond({ redis, second, reader }));
 
 describe('redis store: REDIS_BATCH_SCRIPT', () => {
   let store: RedisStore | undefined;

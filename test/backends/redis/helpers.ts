@@ -1,4 +1,5 @@
-/** Shared pieces of the Redis store tests: settings, ops, a recording logger. */
+/** Shared pieces of the Redis store tests: servers, settings, ops, a recording logger. */
+import { Redis } from 'ioredis';
 import { RedisStore, type RedisStoreOptions } from '../../../src/backends/redis/store';
 import type { CounterOp } from '../../../src/core/store';
 import type { RateLimitRule } from '../../../src/core/rule';
@@ -8,6 +9,7 @@ import type { Logger } from '../../../src/telemetry/logger';
 import { Unit } from '../../../src/core/rls';
 import { rule } from '../../limiter/helpers';
 import { WirePipeline } from '../../../src/backends/redis/wire';
+import { startRedis, type RedisServer } from '../../support/redis';
 
 type ConnOverrides = Partial<RedisConnectionSettings>;
 
@@ -116,4 +118,30 @@ export function uniqueKey(name: string): string {
  */
 export function pipelineSpy(): jest.SpyInstance {
   return jest.spyOn(WirePipeline.prototype, 'send');
+}
+
+/** A redis-server, a second one for the per-second instance, and a client reading the first directly. */
+export interface RedisWithPerSecond {
+  redis: RedisServer;
+  second: RedisServer;
+  reader: Redis;
+}
+
+export async function startRedisWithPerSecond(): Promise<RedisWithPerSecond> {
+  const [redis, second] = await Promise.all([startRedis(), startRedis()]);
+  const reader = new Redis({ host: redis.host, port: redis.port, lazyConnect: true });
+  try {
+    await reader.connect();
+  } catch (error) {
+    // The caller gets nothing to stop: stop the servers here.
+    await stopRedisWithPerSecond({ redis, second, reader });
+    throw error;
+  }
+  return { redis, second, reader };
+}
+
+/** Takes a partial set: an afterAll runs even when its beforeAll failed. */
+export async function stopRedisWithPerSecond({ redis, second, reader }: Partial<RedisWithPerSecond>): Promise<void> {
+  reader?.disconnect();
+  await Promise.all([redis?.stop(), second?.stop()]);
 }

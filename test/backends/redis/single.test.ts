@@ -3,29 +3,21 @@
  * exact keys, TTLs and counts, one pipeline per request, stop-increment, cross-request batching,
  * per-second routing, stats and clean shutdown.
  */
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { RedisStore } from '../../../src/backends/redis/store';
 import { cacheKey } from '../../../src/limiter/cache-key';
 import { StoreError } from '../../../src/core/store';
 import { Unit } from '../../../src/core/rls';
 import { StatsStore } from '../../../src/stats/store';
 import { commandStats, startRedis, type RedisServer } from '../../support/redis';
-import { connectStore, op, pipelineSpy, recordingLogger, redisSettings, ruleOf, storeOptions, uniqueKey } from './helpers';
+import { connectStore, op, pipelineSpy, recordingLogger, redisSettings, ruleOf, storeOptions, startRedisWithPerSecond, stopRedisWithPerSecond, uniqueKey } from './helpers';
 
 let redis: RedisServer;
 let second: RedisServer;
 let reader: Redis;
 
-beforeAll(async () => {
-  [redis, second] = await Promise.all([startRedis(), startRedis()]);
-  reader = new Redis({ host: redis.host, port: redis.port, lazyConnect: true });
-  await reader.connect();
-});
-
-afterAll(async () => {
-  reader?.disconnect();
-  await Promise.all([redis?.stop(), second?.stop()]);
-});
+beforeAll(async () => ({ redis, second, reader } = await startRedisWithPerSecond()));
+afterAll(() => stopRedisWithPerSecond({ redis, second, reader }));
 
 
 describe('redis store: keys, TTLs and counts', () => {

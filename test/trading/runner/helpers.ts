@@ -1,3 +1,4 @@
+import type { ConfigFile } from '../../../src/config/types';
 import type { Candle } from '../../../src/trading/fxcm/types';
 
 /** A hand-made candle: bid OHLC and a constant spread (ask = bid + spread). */
@@ -22,4 +23,40 @@ export function wave(t0: number, n: number): Candle[] {
     out.push(candle(t0 + i * 60, o, Math.max(o, p) + 0.0001, Math.min(o, p) - 0.0001, p));
   }
   return out;
+}
+
+export interface TightLimit {
+  /** The broker endpoint, e.g. `open_trade`. */
+  endpoint: string;
+  /** Limit one model of the endpoint only (get_model's `models`), e.g. `OpenPosition`. */
+  model?: string;
+  unit: 'second' | 'hour';
+  requestsPerUnit: number;
+}
+
+/**
+ * A broker-limits config (domain fxcm, like examples/runner/broker-limits.yaml) with one limit,
+ * per account: low enough for a test to reach, unlike the bundled limits.
+ */
+export function tightBrokerLimits({ endpoint, model, unit, requestsPerUnit }: TightLimit): ConfigFile[] {
+  const rateLimit = `rate_limit: {unit: ${unit}, requests_per_unit: ${requestsPerUnit}}`;
+  const limited =
+    model === undefined
+      ? `            ${rateLimit}`
+      : `            descriptors:
+              - key: model
+                value: ${model}
+                ${rateLimit}`;
+  const content = `domain: fxcm
+descriptors:
+  - key: broker
+    value: fxcm
+    descriptors:
+      - key: account
+        descriptors:
+          - key: endpoint
+            value: ${endpoint}
+${limited}
+`;
+  return [{ name: 'tight.yaml', content }];
 }

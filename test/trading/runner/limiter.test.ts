@@ -4,32 +4,14 @@ import { ManualClock } from '../../../src/core/clock';
 import { BrokerLimiter, accountKey, checkBudget, endpointName, inProcessDecider, worstCaseInSlidingWindow, type LimitDecider } from '../../../src/trading/runner/limiter';
 import { IntentExpiredError } from '../../../src/trading/runner/errors';
 import { newClient, startSim, TOKEN } from '../helpers';
+import { tightBrokerLimits } from './helpers';
 
 const BUNDLED = path.join(__dirname, '../../../examples/runner/broker-limits.yaml');
 const bundled = () => [{ name: BUNDLED, content: fs.readFileSync(BUNDLED, 'utf8') }];
 const HOUR = 3600_000;
 
-function tightConfig(openPositionsPerHour: number) {
-  return [
-    {
-      name: 'tight.yaml',
-      content: `domain: fxcm
-descriptors:
-  - key: broker
-    value: fxcm
-    descriptors:
-      - key: account
-        descriptors:
-          - key: endpoint
-            value: get_model
-            descriptors:
-              - key: model
-                value: OpenPosition
-                rate_limit: {unit: hour, requests_per_unit: ${openPositionsPerHour}}
-`,
-    },
-  ];
-}
+/** get_model OpenPosition snapshots: `perHour` an hour, per account. */
+const tightConfig = (perHour: number) => tightBrokerLimits({ endpoint: 'get_model', model: 'OpenPosition', unit: 'hour', requestsPerUnit: perHour });
 
 describe('limiter: descriptors, start-up check', () => {
   test('endpoint names and descriptors', () => {

@@ -10,25 +10,12 @@ import { replayJournal } from '../../../src/trading/runner/live-cli';
 import { loadStrategy } from '../../../src/trading/runner/loader';
 import type { Strategy } from '../../../src/trading/runner/strategy';
 import { newClient, startSim, TOKEN } from '../helpers';
+import { tightBrokerLimits } from './helpers';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-paper-'));
 
-const limits = (perSecond: number) => [
-  {
-    name: 'tight.yaml',
-    content: `domain: fxcm
-descriptors:
-  - key: broker
-    value: fxcm
-    descriptors:
-      - key: account
-        descriptors:
-          - key: endpoint
-            value: open_trade
-            rate_limit: {unit: second, requests_per_unit: ${perSecond}}
-`,
-  },
-];
+/** open_trade: `perSecond` a second, per account. */
+const limits = (perSecond: number) => tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: perSecond });
 
 async function paper(strategy: Strategy<Record<string, unknown>>, o: { perSecond?: number; durationMs: number; journal?: Journal; strategyFile?: string; tickMs?: number }) {
   const sim = await startSim({ tickIntervalMs: o.tickMs ?? 20 });
