@@ -7,6 +7,7 @@ import { BrokerSimulator, parseSimulatorArgs, SIMULATOR_USAGE } from '../trading
 import { UsageError } from '../trading/runner/args';
 import { backtestCommand } from '../trading/runner/cli';
 import { candlesCommand, liveCommand, paperCommand, replayCommand } from '../trading/runner/live-cli';
+import { newCommand } from '../trading/runner/new-cli';
 
 const USAGE = `Usage: ratelimit-runner <command> [options]
 
@@ -17,6 +18,7 @@ Commands:
   replay    replay a paper/live journal and check the decisions are identical
   candles   'candles download': bid/ask candles from the broker to a file
   sim       run the simulated broker (the FXCM-style REST + socket.io API) on loopback
+  new       write a strategy to start from, with its test (node --test)
 
 Run 'ratelimit-runner <command> --help' for a command's options.
 `;
@@ -75,6 +77,8 @@ async function main(argv: string[]): Promise<void> {
       return mode(command, replayCommand, rest);
     case 'candles':
       return mode(command, candlesCommand, rest);
+    case 'new':
+      return mode(command, newCommand, rest);
     case undefined:
     case '--help':
     case '-h':

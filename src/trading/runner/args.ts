@@ -26,6 +26,7 @@ export const STRATEGY_OPTIONS: OptionSpecs = {
   'min-usable-margin-pct': string,
   report: string,
   quiet: bool,
+  'log-level': string,
 };
 
 /** How a run reaches the broker through the rate limiter (paper, live, candles download). */
@@ -56,7 +57,7 @@ export const RUN_OPTIONS: OptionSpecs = {
   duration: string,
 };
 
-export const REPLAY_OPTIONS: OptionSpecs = { param: repeated, quiet: bool, journal: string };
+export const REPLAY_OPTIONS: OptionSpecs = { param: repeated, quiet: bool, 'log-level': string, journal: string };
 
 export const CANDLES_OPTIONS: OptionSpecs = {
   ...BROKER_OPTIONS,
@@ -117,4 +118,17 @@ export function parseParams(p: ParsedArgs): Record<string, unknown> {
 
 export function safetyOf(p: ParsedArgs): SafetyLimits {
   return { maxPosition: num(p, 'max-position'), maxDailyLoss: num(p, 'max-daily-loss'), minUsableMarginPct: num(p, 'min-usable-margin-pct') };
+}
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+/** What a strategy's ctx.log writes: this level and above; 'silent' writes nothing. */
+export type LogLevel = (typeof LOG_LEVELS)[number] | 'silent';
+
+/** `--log-level debug|info|warn|error` (default info); `--quiet` is silent. */
+export function logLevelOf(p: ParsedArgs, otherwise: LogLevel = 'info'): LogLevel {
+  if (isSet(p, 'quiet')) return 'silent';
+  const v = flag(p, 'log-level');
+  if (v === undefined) return otherwise;
+  if (!(LOG_LEVELS as readonly string[]).includes(v)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${v}"`);
+  return v as LogLevel;
 }

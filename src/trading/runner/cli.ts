@@ -6,7 +6,7 @@ import { runBacktest } from './backtest';
 import { readCandleFile } from './candles-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { loadStrategy } from './loader';
-import { BACKTEST_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, safetyOf, wantsHelp } from './args';
+import { BACKTEST_OPTIONS, LOG_LEVELS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type LogLevel } from './args';
 import { buildReport, writeReport } from './report';
 import type { StrategyLogger } from './strategy';
 
@@ -27,6 +27,7 @@ Options:
   --max-daily-loss N    safety: flatten and stop opening when the UTC day's loss reaches N
   --min-usable-margin-pct P  safety: refuse to open below this usable margin share of equity
   --report PATH         write PATH.json and PATH.html (default ./report)
+  --log-level LEVEL     strategy log output from LEVEL up: debug, info (default), warn, error
   --quiet               no strategy log output and no progress bar
   -h, --help            this help
 
@@ -35,12 +36,16 @@ transpiled on load when the 'typescript' package is installed. See examples/stra
 Exit status: 0 ok, 1 the strategy failed (the report still lists the error and its line), 2 usage.
 `;
 
-export function consoleLogger(quiet: boolean): StrategyLogger {
-  const w = (lvl: string) => (msg: string, meta?: Record<string, unknown>) => {
-    if (quiet) return;
-    process.stderr.write(`[${lvl}] ${msg}${meta && Object.keys(meta).length ? ' ' + JSON.stringify(meta) : ''}\n`);
-  };
-  return { debug: () => {}, info: w('info'), warn: w('warn'), error: w('error') };
+/** ctx.log on stderr, from `level` up (`[debug] message {fields}`). */
+export function consoleLogger(level: LogLevel): StrategyLogger {
+  const from = level === 'silent' ? LOG_LEVELS.length : LOG_LEVELS.indexOf(level);
+  const w = (lvl: (typeof LOG_LEVELS)[number]) =>
+    LOG_LEVELS.indexOf(lvl) < from
+      ? () => {}
+      : (msg: string, meta?: Record<string, unknown>) => {
+          process.stderr.write(`[${lvl}] ${msg}${meta && Object.keys(meta).length ? ' ' + JSON.stringify(meta) : ''}\n`);
+        };
+  return { debug: w('debug'), info: w('info'), warn: w('warn'), error: w('error') };
 }
 
 export function progressBar(stream: NodeJS.WriteStream): (done: number, total: number) => void {
@@ -90,7 +95,7 @@ export async function backtestCommand(argv: string[]): Promise<number> {
     commissionPerK: num(p, 'commission'),
     leverage: num(p, 'leverage'),
     safety: safetyOf(p),
-    logger: consoleLogger(quiet),
+    logger: consoleLogger(logLevelOf(p)),
     onProgress: !quiet && process.stderr.isTTY ? progressBar(process.stderr) : undefined,
   });
   const secs = Number(process.hrtime.bigint() - started) / 1e9;

@@ -8,7 +8,7 @@ import { normalizePeriod } from '../fxcm/candles';
 import { systemClock } from '../../core/clock';
 import type { ConfigFile } from '../../limiter';
 import { writeCandleFile } from './candles-file';
-import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type ParsedArgs } from './args';
+import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type LogLevel, type ParsedArgs } from './args';
 import { consoleLogger } from './cli';
 import { JournalFinishedError, StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { Journal, finishedRunOf, journalPath, readJournal } from './journal';
@@ -36,6 +36,7 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   --max-position K      safety: maximum position per symbol and side, in K units
   --max-daily-loss N    safety: flatten and stop opening when the UTC day's loss reaches N
   --min-usable-margin-pct P  safety: refuse to open below this usable margin share of equity
+  --log-level LEVEL     strategy log output from LEVEL up: debug, info (default), warn, error
   --quiet               no strategy log output
   -h, --help            this help
 
@@ -72,6 +73,8 @@ without a broker, and checks that its decisions are identical, bit for bit.
 Options:
   --journal FILE|DIR    the journal (journal.jsonl or its directory)
   --param KEY=VALUE     strategy parameter (the run's recorded params are used by default)
+  --log-level LEVEL     strategy log output from LEVEL up: debug, info, warn, error
+                        (default: none, as --quiet)
   --quiet               no strategy log output
   -h, --help            this help
 
@@ -161,8 +164,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   const token = tokenOf(p, mode);
   const strategy = load(file, mode);
   if (typeof strategy === 'number') return strategy;
-  const quiet = isSet(p, 'quiet');
-  const log = consoleLogger(quiet);
+  const log = consoleLogger(logLevelOf(p));
   const { broker, problems } = makeBroker(p, url, token);
   if (problems.length) {
     const allow = isSet(p, 'allow-over-budget');
@@ -241,7 +243,7 @@ export const liveCommand = (argv: string[]) => runMode(argv, 'live');
 const key = (i: LiveIntent) => JSON.stringify(i);
 
 /** Replays a journal; returns the recorded and replayed decisions. */
-export async function replayJournal(strategy: Strategy<Record<string, unknown>>, file: string, opts: { strategyFile?: string; params?: Record<string, unknown>; quiet?: boolean } = {}) {
+export async function replayJournal(strategy: Strategy<Record<string, unknown>>, file: string, opts: { strategyFile?: string; params?: Record<string, unknown>; logLevel?: LogLevel } = {}) {
   const lines = readJournal(file);
   const run = lines.find((l) => l.k === 'run');
   const recorded = lines.filter((l) => l.k === 'intent').map((l) => ({ id: l.id, ts: l.t ?? (l as { ts?: number }).ts, op: l.op, args: l.args }) as LiveIntent);
@@ -250,7 +252,7 @@ export async function replayJournal(strategy: Strategy<Record<string, unknown>>,
     strategy,
     strategyFile: opts.strategyFile,
     params: { ...((run?.params as Record<string, unknown>) ?? {}), ...(opts.params ?? {}) },
-    logger: consoleLogger(opts.quiet ?? true),
+    logger: consoleLogger(opts.logLevel ?? 'silent'),
     recorded: lines,
   });
   const result = await engine.replay();
@@ -266,7 +268,7 @@ export async function replayCommand(argv: string[]): Promise<number> {
   if (!fs.existsSync(file)) throw new UsageError(`journal not found: ${file}`);
   const strategy = load(p.positional[0], 'replay');
   if (typeof strategy === 'number') return strategy;
-  const { recorded, replayed } = await replayJournal(strategy, file, { strategyFile: p.positional[0], params: parseParams(p), quiet: isSet(p, 'quiet') });
+  const { recorded, replayed } = await replayJournal(strategy, file, { strategyFile: p.positional[0], params: parseParams(p), logLevel: logLevelOf(p, 'silent') });
   const len = Math.max(recorded.length, replayed.length);
   for (let i = 0; i < len; i++) {
     const a = recorded[i];
