@@ -22,6 +22,7 @@ import { createHash } from 'node:crypto';
 import { remoteRateLimitService } from '../../client/remote-service';
 import { createInProcessLimiter, type ConfigFile, type RateLimitConfig } from '../../limiter';
 import type { Clock } from '../../core/clock';
+import type { RateLimitRule } from '../../core/rule';
 import { UNIT_NAMES, unitToDivider, type Descriptor, type RateLimitRequest, type RateLimitResponse } from '../../core/rls';
 import type { HttpMethod } from '../fxcm/rest';
 import type { Params } from '../fxcm/types';
@@ -250,9 +251,7 @@ export class BrokerLimiter {
           continue;
         }
         item.waited = true;
-        let resetS = 1;
-        for (const s of res.statuses) if (s.code === 2) resetS = Math.max(resetS, s.durationUntilReset ?? 1);
-        this.blocked.set(item.key, this.opts.clock.nowMs() + resetS * 1000 + (this.opts.marginMs ?? 5));
+        this.blocked.set(item.key, this.opts.clock.nowMs() + retryAfterS(res) * 1000 + (this.opts.marginMs ?? 5));
       }
     } finally {
       this.pumping = false;
@@ -266,14 +265,48 @@ export class BrokerLimiter {
   }
 }
 
+/**
+ * When to ask again after an over-limit answer: the latest reset of the limits that refused, but
+ * no later than one request's share of each (unit / requests_per_unit). A token bucket's
+ * reset is when its whole burst is back, while the next call fits one share later; a fixed
+ * window asked early just refuses again (a decision, not a broker call).
+ */
+export function retryAfterS(res: RateLimitResponse): number {
+  let wait = 1;
+  for (const s of res.statuses) {
+    if (s.code !== 2) continue;
+    const reset = s.durationUntilReset ?? 1;
+    const divider = s.currentLimit ? unitToDivider(s.currentLimit.unit) : 0;
+    const oneShare = divider > 0 && s.currentLimit!.requestsPerUnit > 0 ? divider / s.currentLimit!.requestsPerUnit : reset;
+    wait = Math.max(wait, Math.min(reset, Math.ceil(oneShare)));
+  }
+  return wait;
+}
+
 // ---------------------------------------------------------------- start-up budget check
 
-/** The broker's documented limits (reference §1.5: ORA-20301), per token, per 3600 s. */
-export const DOCUMENTED_LIMITS = [
-  { what: 'get_model OpenPosition (Cmd=44)', endpoint: '/trading/get_model', params: { models: ['OpenPosition'] }, max: 50, windowS: 3600 },
-  { what: 'get_model Order (Cmd=46)', endpoint: '/trading/get_model', params: { models: ['Order'] }, max: 1500, windowS: 3600 },
-  { what: 'update_subscriptions (Cmd=24)', endpoint: '/trading/update_subscriptions', params: {}, max: 500, windowS: 3600 },
-] as const;
+/** A limit the broker documents: at most `max` calls in any `windowS` seconds, per token. */
+export interface DocumentedLimit {
+  readonly what: string;
+  /** A broker path and params whose descriptors the check looks up (see descriptorsFor). */
+  readonly endpoint: string;
+  readonly params: Params;
+  readonly max: number;
+  readonly windowS: number;
+  /** Where the number comes from. */
+  readonly source: string;
+}
+
+/**
+ * The broker's documented limits, per token: ORA-20301 (FXCM RestAPI README, reference §1.5),
+ * per 3600 s; candles from an FXCM staff answer (RestAPI issue #179, reference §1.5).
+ */
+export const DOCUMENTED_LIMITS: readonly DocumentedLimit[] = [
+  { what: 'get_model OpenPosition (Cmd=44)', endpoint: '/trading/get_model', params: { models: ['OpenPosition'] }, max: 50, windowS: 3600, source: 'ORA-20301, FXCM RestAPI README' },
+  { what: 'get_model Order (Cmd=46)', endpoint: '/trading/get_model', params: { models: ['Order'] }, max: 1500, windowS: 3600, source: 'ORA-20301, FXCM RestAPI README' },
+  { what: 'update_subscriptions (Cmd=24)', endpoint: '/trading/update_subscriptions', params: {}, max: 500, windowS: 3600, source: 'ORA-20301, FXCM RestAPI README' },
+  { what: 'candles', endpoint: '/candles', params: {}, max: 3, windowS: 60, source: 'FXCM staff, RestAPI issue #179: "the maximum frequency is 3 request per min"' },
+];
 
 /**
  * Most calls a fixed-window limit of `perWindow` per `windowS` lets through in any sliding window
@@ -284,29 +317,124 @@ export function worstCaseInSlidingWindow(perWindow: number, windowS: number, sli
 }
 
 /**
- * Problems of a config against the broker's documented limits: an endpoint with no limit, or a
- * limit that could let more calls through than documented. Empty when the config is safe.
+ * Most calls one limit lets through in any window [s, s + windowS) of the documented length, by
+ * its algorithm (src/core/algorithms.ts), with L = requests_per_unit and U = the unit in seconds:
+ *
+ * - fixed_window: L × (ceil(W/U) + 1): the window overlaps that many epoch-aligned windows, each
+ *   admitting L (worstCaseInSlidingWindow). Tight: L at the end of one window, L at the start of
+ *   the next.
+ * - sliding_window: L × (ceil(W/U) + 1) − 1, i.e. the fixed-window bound less one. Derived from
+ *   the code: only admitted hits are counted, so each fixed window admits at most L; and a hit at
+ *   remaining fraction w > 0 of a window is admitted only if c + 1 + p·w ≤ L (p the previous
+ *   window's admitted count), so when p ≥ 1 the later window admits at most L − 1 and the two
+ *   last windows the range touches at most L + p − 1 ≤ 2L − 1 together. Tight for W = U (L at the
+ *   very end of a window after an empty one, then L − 1 just before the next edge: "under 2×");
+ *   for W > U a safe bound, not always reached.
+ * - token_bucket (GCRA, emission interval T = U/L, capacity B = burst): B − 1 + ceil(W·L/U). From
+ *   TAT after k admissions ≥ t₁ + k·T and the admission test TAT ≤ t + (B − 1)·T, the n-th call in
+ *   the range needs t_n − t₁ ≥ (n − B)·T, and t_n − t₁ < W. Tight: B at once, then one every T.
+ *   For W = U: L + B − 1, as the README says. (A closed range [s, s + W] can hold one more.)
+ *
+ * These assume the store applies the algorithm atomically (memory, Redis); Memcached's brief
+ * over-admission under concurrent runners is not bounded here. undefined when the limit bounds
+ * nothing (unit UNKNOWN).
  */
-export function checkBudget(config: RateLimitConfig, limiter: BrokerLimiter, domain = 'fxcm'): string[] {
-  const problems: string[] = [];
+export function worstCaseOfLimit(rule: RateLimitRule, windowS: number): number | undefined {
+  const u = unitToDivider(rule.limit.unit);
+  if (u === 0) return undefined;
+  const l = rule.limit.requestsPerUnit;
+  if (l === 0) return 0;
+  if (rule.algorithm === 'token_bucket') {
+    const burst = rule.burst ?? l;
+    return burst - 1 + Math.ceil((windowS * l) / u);
+  }
+  const fixed = worstCaseInSlidingWindow(l, u, windowS);
+  return rule.algorithm === 'sliding_window' ? fixed - 1 : fixed;
+}
+
+/** `{unit: minute, requests_per_unit: 2, algorithm: token_bucket, burst: 2}`, `{unit: minute, requests_per_unit: 3} (fixed window)` */
+function describeRule(rule: RateLimitRule): string {
+  const unit = (UNIT_NAMES[rule.limit.unit] ?? String(rule.limit.unit)).toLowerCase();
+  const head = `{unit: ${unit}, requests_per_unit: ${rule.limit.requestsPerUnit}`;
+  if (rule.algorithm === undefined) return `${head}} (fixed window)`;
+  return `${head}, algorithm: ${rule.algorithm}${rule.algorithm === 'token_bucket' ? `, burst: ${rule.burst ?? rule.limit.requestsPerUnit}` : ''}}`;
+}
+
+const UNIT_OF_SECONDS: Record<number, string> = { 1: 'second', 60: 'minute', 3600: 'hour', 86400: 'day' };
+
+/** How to fix a config for a documented limit: a token bucket whose worst case fits. */
+function fixAdvice(d: DocumentedLimit): string {
+  const unit = UNIT_OF_SECONDS[d.windowS];
+  if (unit === undefined) return `use algorithm: token_bucket with burst - 1 + ceil(${d.windowS} s x requests_per_unit / unit) <= ${d.max}`;
+  const burst = Math.max(1, Math.floor(d.max / 10));
+  return `use algorithm: token_bucket with requests_per_unit + burst - 1 <= ${d.max} per ${unit}, e.g. {unit: ${unit}, requests_per_unit: ${d.max + 1 - burst}, algorithm: token_bucket, burst: ${burst}}`;
+}
+
+/** One documented limit a config could exceed. */
+export interface BudgetProblem {
+  readonly limit: DocumentedLimit;
+  /** The tightest limit that applies (undefined: none does). */
+  readonly rule?: RateLimitRule;
+  /** Most calls it lets through in any window of limit.windowS (undefined: no limit). */
+  readonly worst?: number;
+  /** One line: which endpoint, which rule, its worst case, the documented limit, the fix. */
+  readonly message: string;
+}
+
+/**
+ * The documented limits a config could exceed: for each, the calls' descriptors are looked up as
+ * the service would (unlimited, shadow-mode and replaced rules refuse nothing; quota-mode rules
+ * are not counted either, since one refuses only when every quota limit of the request does), and
+ * the tightest of their limits (every limit of `rate_limits:`, every descriptor of the call)
+ * bounds the calls in any window of the documented length (worstCaseOfLimit).
+ */
+export function budgetProblems(config: RateLimitConfig, limiter: BrokerLimiter, domain = 'fxcm'): BudgetProblem[] {
+  const problems: BudgetProblem[] = [];
   for (const d of DOCUMENTED_LIMITS) {
-    let best = Infinity;
-    let desc = '';
-    for (const descriptor of limiter.descriptorsFor(d.endpoint, d.params as Params)) {
+    const matched: RateLimitRule[] = [];
+    const replaced = new Set<string>();
+    for (const descriptor of limiter.descriptorsFor(d.endpoint, d.params)) {
       const rule = config.getLimit(domain, descriptor);
-      if (!rule || rule.unlimited || rule.shadowMode) continue;
-      const w = unitToDivider(rule.limit.unit);
-      if (w === 0) continue;
-      const worst = worstCaseInSlidingWindow(rule.limit.requestsPerUnit, w, d.windowS);
-      if (worst < best) {
-        best = worst;
-        desc = `${rule.limit.requestsPerUnit}/${(UNIT_NAMES[rule.limit.unit] ?? '').toLowerCase()}`;
+      if (!rule) continue;
+      for (const name of rule.replaces) replaced.add(name);
+      matched.push(rule);
+    }
+    let best: number | undefined;
+    let tightest: RateLimitRule | undefined;
+    for (const rule of matched) {
+      if (rule.unlimited || rule.shadowMode || rule.quotaMode) continue;
+      if (rule.limit.name !== '' && replaced.has(rule.limit.name)) continue;
+      for (const r of [rule, ...(rule.more ?? [])]) {
+        const worst = worstCaseOfLimit(r, d.windowS);
+        if (worst !== undefined && (best === undefined || worst < best)) {
+          best = worst;
+          tightest = r;
+        }
       }
     }
-    if (best === Infinity) problems.push(`${d.what}: no limit configured; the broker allows ${d.max} per ${d.windowS} s`);
-    else if (best > d.max) problems.push(`${d.what}: ${desc} can send up to ${best} calls in ${d.windowS} s (fixed windows); the broker allows ${d.max}`);
+    if (best === undefined || tightest === undefined) {
+      problems.push({ limit: d, message: `${d.what}: no limit configured; the broker allows ${d.max} per ${d.windowS} s (${d.source}). Fix: add a rule for it and ${fixAdvice(d)}` });
+    } else if (best > d.max) {
+      problems.push({
+        limit: d,
+        rule: tightest,
+        worst: best,
+        message:
+          `${d.what}: rule ${tightest.fullKey} ${describeRule(tightest)} can send up to ${best} calls within ${d.windowS} s; ` +
+          `the broker allows ${d.max} per ${d.windowS} s (${d.source}). Fix: ${fixAdvice(d)}`,
+      });
+    }
   }
   return problems;
+}
+
+/**
+ * Problems of a config against the broker's documented limits, one line each (budgetProblems): an
+ * endpoint with no limit, or a limit that could let more calls through than documented in some
+ * window of the documented length. Empty when the config is safe.
+ */
+export function checkBudget(config: RateLimitConfig, limiter: BrokerLimiter, domain = 'fxcm'): string[] {
+  return budgetProblems(config, limiter, domain).map((p) => p.message);
 }
 
 /** "25/hour" style description of the limit applied to an endpoint (first matching rule). */

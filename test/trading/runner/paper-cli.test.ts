@@ -112,7 +112,7 @@ describe('paper CLI', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('resuming from');
     expect(r.stdout).toContain('(resumed)');
-    expect(r.stdout).toMatch(/budget: get_model 1 \(25\/hour, 750\/hour\)/);
+    expect(r.stdout).toMatch(/budget: get_model 1 \(45\/hour, 1400\/hour\)/);
     // nothing sent again: still one market order and one entry order at the broker
     expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
     expect(sim.requestCounts()['/trading/create_entry_order']).toBe(1);
