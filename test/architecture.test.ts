@@ -17,12 +17,14 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   backends: ['stats', 'telemetry', 'settings', 'core'],
   limiter: ['backends', 'config', 'stats', 'telemetry', 'settings', 'core'],
   providers: ['config', 'stats', 'telemetry', 'settings', 'core'],
-  server: ['limiter', 'config', 'stats', 'telemetry', 'settings', 'core'],
+  /** RLQS: dividing the limits among the Envoys that report a bucket. */
+  quota: ['config', 'stats', 'telemetry', 'settings', 'core'],
+  server: ['quota', 'limiter', 'config', 'stats', 'telemetry', 'settings', 'core'],
   client: ['core'],
   trading: ['limiter', 'client', 'telemetry', 'settings', 'core'],
   'xds-server': ['providers', 'config', 'stats', 'telemetry', 'settings', 'core'],
-  app: ['server', 'providers', 'limiter', 'backends', 'config', 'stats', 'telemetry', 'settings', 'core'],
-  cli: ['app', 'trading', 'xds-server', 'client', 'server', 'providers', 'limiter', 'config', 'stats', 'telemetry', 'settings', 'core'],
+  app: ['server', 'quota', 'providers', 'limiter', 'backends', 'config', 'stats', 'telemetry', 'settings', 'core'],
+  cli: ['app', 'trading', 'xds-server', 'client', 'server', 'quota', 'providers', 'limiter', 'config', 'stats', 'telemetry', 'settings', 'core'],
 };
 
 /**

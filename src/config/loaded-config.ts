@@ -296,6 +296,37 @@ export class LoadedConfig implements RateLimitConfig {
     return rule;
   }
 
+  bucketDescriptor(domain: string, pairs: ReadonlyMap<string, string>): Descriptor | undefined {
+    const dom = this.domains.get(domain);
+    if (dom === undefined || pairs.size === 0) return undefined;
+    const left = [...pairs.keys()].sort();
+    const entries: Entry[] = [];
+    let level: Level | undefined = dom.children;
+    while (left.length > 0 && level !== undefined) {
+      let best = -1;
+      let bestHow = BARE + 1;
+      let bestNode: ConfigNode | undefined;
+      for (let i = 0; i < left.length && bestHow !== EXACT; i++) {
+        const key = left[i]!;
+        const value = pairs.get(key)!;
+        const exact = level.exact.get(key)?.get(value);
+        const wild = exact === undefined ? level.wildcards.find((w) => w.matches(key, value))?.node : undefined;
+        const bare = exact === undefined && wild === undefined ? level.byFinalKey.get(key) : undefined;
+        const how = exact !== undefined ? EXACT : wild !== undefined ? WILDCARD : bare !== undefined ? BARE : BARE + 1;
+        if (how < bestHow) {
+          best = i;
+          bestHow = how;
+          bestNode = exact ?? wild ?? bare;
+        }
+      }
+      if (bestNode === undefined) return undefined;
+      const key = left.splice(best, 1)[0]!;
+      entries.push({ key, value: pairs.get(key)! });
+      level = bestNode.children;
+    }
+    return left.length === 0 ? { entries } : undefined;
+  }
+
   /** share_threshold patterns for the current scratch path (entries matched via a share wildcard). */
   /** The walk of getLimit, step by step, for the explain tool (no stats, no caching). */
   explainMatch(domain: string, descriptor: Descriptor): MatchTrace {

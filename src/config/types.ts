@@ -14,6 +14,13 @@ export interface RateLimitConfig {
    * rule are created when it first counts.
    */
   getLimit(domain: string, descriptor: Descriptor): RateLimitRule | undefined;
+  /**
+   * The descriptor an RLQS BucketId stands for: its pairs in the order of `domain`'s descriptor
+   * tree. At each level the next entry is the pair that matches a descriptor there by key and
+   * value, else by a wildcard value, else by its key alone (a tie goes to the smaller key).
+   * Undefined when the domain is unknown or some pair has no place on the path.
+   */
+  bucketDescriptor(domain: string, pairs: ReadonlyMap<string, string>): Descriptor | undefined;
   /** How `getLimit` walks the config for one descriptor (the explain tool); no side effects. */
   explainMatch(domain: string, descriptor: Descriptor): MatchTrace;
   /** `/rlconfig`: one line per rule, `<FullKey>: unit=<UNIT> requests_per_unit=<N>, shadow_mode: <b>, quota_mode: <b>`. */

@@ -22,6 +22,7 @@ export function fakeLoader(files: ConfigFile[], mergeDomainConfig: boolean): Rat
     domainCount: files.length,
     hasDomain: () => false,
     getLimit: () => undefined,
+    bucketDescriptor: () => undefined,
     explainMatch: () => ({ domainFound: false, override: false, steps: [] }),
     dump: () => files.map((f) => `${f.name}=${f.content}\n`).join(''),
   };
