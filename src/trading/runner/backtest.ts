@@ -266,7 +266,7 @@ export class BacktestEngine {
     if (t.stop !== undefined && t.trailingStep) t.trailDistance = Math.abs(rate - t.stop);
     this.open.set(tradeId, t);
     this.emitOrder({ orderId, symbol, isBuy, amount, kind, status: 'filled', rate, tradeId, ts: this.nowMs });
-    this.emitTrade({ kind: 'opened', tradeId, symbol, isBuy, amount, openRate: rate, ts: this.nowMs });
+    this.emitTrade({ kind: 'opened', tradeId, orderId, symbol, isBuy, amount, openRate: rate, ts: this.nowMs });
     return t;
   }
 
@@ -614,6 +614,7 @@ export class BacktestEngine {
       mode: 'backtest',
       currency: this.currency,
       startBalance,
+      startTime: all.length ? all[0]!.c.ts * 1000 : undefined,
       trades: this.closed,
       equity: this.equity,
       account: this.accountInfo(),

@@ -394,8 +394,7 @@ export class LiveEngine {
     }
     for (const [id, r] of this.broker.positions) {
       if (before.has(id)) continue;
-      const p = this.broker.position(r);
-      if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, { kind: 'opened', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, ts: this.now }));
+      if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, this.openedEvent(id, r)));
     }
   }
 
@@ -454,8 +453,7 @@ export class LiveEngine {
         if (r.orderId !== undefined) this.broker.knownOrderIds.add(String(r.orderId));
         if (isNew) {
           this.broker.openTimes.set(id, this.now);
-          const p = this.broker.position(this.broker.positions.get(id)!);
-          await onTrade({ kind: 'opened', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, ts: this.now });
+          await onTrade(this.openedEvent(id, this.broker.positions.get(id)!));
         }
         return;
       }
@@ -515,6 +513,12 @@ export class LiveEngine {
     this.closed.push(trade);
     this.closedIds.add(id);
     return trade;
+  }
+
+  private openedEvent(id: string, r: TableRecord): TradeEvent {
+    const p = this.broker.position(r);
+    const orderId = r.orderId !== undefined && r.orderId !== '' ? String(r.orderId) : undefined;
+    return { kind: 'opened', tradeId: id, ...(orderId !== undefined ? { orderId } : {}), symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, ts: this.now };
   }
 
   private closedEvent(t: ClosedTrade): TradeEvent {

@@ -56,6 +56,8 @@ export type CloseReason = 'close' | 'stop' | 'limit' | 'trailing' | 'flatten' | 
 export interface TradeEvent {
   kind: 'opened' | 'closed';
   tradeId: string;
+  /** Opened: the order that opened it (what openTrade / an entry order's events named). */
+  orderId?: string;
   symbol: string;
   isBuy: boolean;
   amount: number;
