@@ -1,0 +1,212 @@
+/**
+ * The Rate Limit Quota Service (RLQS): each Envoy reports its usage per bucket over one stream,
+ * and gets back an assignment it enforces locally until the assignment's time to live runs out.
+ *
+ * - A bucket (BucketId pairs) is placed on the domain's descriptor tree (config
+ *   `bucketDescriptor`) and limited by the rule found there. Unlimited, shadow-mode and
+ *   whitelisted rules allow all; `requests_per_unit: 0` denies all; a bucket that no descriptor
+ *   takes gets the configured default (allow all with a short time to live, by default).
+ * - A rule's limit is divided among the streams that report the bucket, in proportion to their
+ *   demand with a floor each (shares.ts), through the DemandStore, so replicas sharing one store
+ *   divide one limit. The shares add up to the limit; a share goes out as a token bucket.
+ * - A bucket's first report is answered at once. Every report re-assigns its buckets: a changed
+ *   assignment is sent, an unchanged one again when half its time to live has passed. A stream
+ *   that ends releases its shares; one that stops reporting loses them when its demand expires.
+ * - When the config changes, every bucket is assigned again; a bucket whose rule is gone is
+ *   abandoned (Envoy forgets it; its next request subscribes it again).
+ */
+import type { Clock } from '../core/clock';
+import { unitToDivider } from '../core/rls';
+import type { RateLimitConfig } from '../config/types';
+import type { DemandStore } from './demand';
+import { divide, tokenBucketFor } from './shares';
+import { QuotaStreamError, type BucketAction, type BucketPairs, type QuotaStrategy, type UsageReports } from './types';
+
+export interface QuotaServiceOptions {
+  /** The current config snapshot. */
+  config: () => RateLimitConfig;
+  demand: DemandStore;
+  clock: Clock;
+  /** What a bucket that no descriptor takes gets. */
+  unmatched: { strategy: 'allow-all' | 'deny-all'; ttlSeconds: number };
+  /** Most buckets one stream may report (a flood of new buckets ends the stream). */
+  maxBucketsPerStream: number;
+}
+
+/** Reports closer together than this are taken as this (whole-second reports from Envoy). */
+const MIN_INTERVAL_S = 1;
+/** Weight of the newest report in a bucket's demand and interval (the rest is history). */
+const NEWEST = 0.5;
+
+interface TrackedBucket {
+  readonly key: string;
+  readonly pairs: BucketPairs;
+  /** Requests per second (allowed + denied), smoothed. */
+  demand: number;
+  /** Seconds between reports, smoothed. */
+  intervalS: number;
+  /** Whether a rule (or a whitelisting descriptor) took the bucket when last assigned. */
+  matched: boolean;
+  sentStrategy: string | undefined;
+  sentAtMs: number;
+  sentTtlS: number;
+}
+
+export class QuotaService {
+  private readonly streams = new Set<QuotaStream>();
+  private nextId = 0;
+
+  constructor(readonly opts: QuotaServiceOptions) {}
+
+  /** A new stream; `send` delivers its bucket actions (one response per call). */
+  open(send: (actions: BucketAction[]) => void): QuotaStream {
+    const s = new QuotaStream(this, `${process.pid}.${++this.nextId}`, send, () => this.streams.delete(s));
+    this.streams.add(s);
+    return s;
+  }
+
+  get streamCount(): number {
+    return this.streams.size;
+  }
+
+  /** The config changed: every bucket of every stream is assigned again (or abandoned). */
+  async configChanged(): Promise<void> {
+    await Promise.all([...this.streams].map((s) => s.reassignAll()));
+  }
+}
+
+export class QuotaStream {
+  private domain = '';
+  private readonly buckets = new Map<string, TrackedBucket>();
+  private closed = false;
+
+  constructor(
+    private readonly service: QuotaService,
+    readonly id: string,
+    private readonly send: (actions: BucketAction[]) => void,
+    private readonly onClose: () => void,
+  ) {}
+
+  get bucketCount(): number {
+    return this.buckets.size;
+  }
+
+  /** One message of the stream. Throws QuotaStreamError for a report the stream must end on. */
+  async report(r: UsageReports): Promise<void> {
+    if (this.closed) return;
+    this.checkDomain(r.domain);
+    if (r.usages.length === 0) throw new QuotaStreamError(3, 'a usage report must hold at least one bucket_quota_usages entry');
+    const now = this.service.opts.clock.nowMs();
+    const touched: TrackedBucket[] = [];
+    for (const u of r.usages) {
+      if (u.bucket.size === 0) throw new QuotaStreamError(3, 'bucket_id must hold at least one key/value pair');
+      for (const [k, v] of u.bucket) if (k === '' || v === '') throw new QuotaStreamError(3, `bucket_id keys and values must not be empty (got '${k}': '${v}')`);
+      const key = bucketKey(u.bucket);
+      if (!(u.elapsedSeconds >= 0) || !Number.isFinite(u.elapsedSeconds)) {
+        throw new QuotaStreamError(3, `bucket ${key}: time_elapsed must be a duration of zero or more, got ${u.elapsedSeconds} s`);
+      }
+      let b = this.buckets.get(key);
+      if (b === undefined) {
+        if (this.buckets.size >= this.service.opts.maxBucketsPerStream) {
+          throw new QuotaStreamError(8, `this stream reports more than ${this.service.opts.maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`);
+        }
+        b = { key, pairs: u.bucket, demand: 0, intervalS: MIN_INTERVAL_S, matched: false, sentStrategy: undefined, sentAtMs: 0, sentTtlS: 0 };
+        this.buckets.set(key, b);
+      }
+      // Envoy's first report of a bucket has time_elapsed 0: a subscription, no rate yet.
+      if (u.elapsedSeconds > 0) {
+        const interval = Math.max(MIN_INTERVAL_S, u.elapsedSeconds);
+        const rate = (u.allowed + u.denied) / interval;
+        const first = b.sentStrategy === undefined || b.demand === 0;
+        b.demand = first ? rate : NEWEST * rate + (1 - NEWEST) * b.demand;
+        b.intervalS = NEWEST * interval + (1 - NEWEST) * b.intervalS;
+      }
+      if (!touched.includes(b)) touched.push(b);
+    }
+    const actions: BucketAction[] = [];
+    for (const b of touched) {
+      const a = await this.assign(b, now, false);
+      if (a !== undefined) actions.push(a);
+    }
+    if (actions.length > 0 && !this.closed) this.send(actions);
+  }
+
+  /** The stream ended: its shares go back to the others. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const b of this.buckets.values()) this.service.opts.demand.release(this.scoped(b.key), this.id);
+    this.buckets.clear();
+    this.onClose();
+  }
+
+  /** After a config change: assign every bucket again, abandon those whose rule is gone. */
+  async reassignAll(): Promise<void> {
+    if (this.closed || this.buckets.size === 0) return;
+    const now = this.service.opts.clock.nowMs();
+    const actions: BucketAction[] = [];
+    for (const b of [...this.buckets.values()]) {
+      const a = await this.assign(b, now, true);
+      if (a !== undefined) actions.push(a);
+    }
+    if (actions.length > 0 && !this.closed) this.send(actions);
+  }
+
+  private checkDomain(domain: string): void {
+    if (this.domain === '') {
+      if (domain === '') throw new QuotaStreamError(3, 'the first usage report of a stream must name its domain');
+      this.domain = domain;
+    } else if (domain !== '' && domain !== this.domain) {
+      throw new QuotaStreamError(3, `a stream reports one domain: got '${domain}' after '${this.domain}' (open a new stream for another domain)`);
+    }
+  }
+
+  /** The bucket's key in the demand store: all replicas' streams of one domain share it. */
+  private scoped(key: string): string {
+    return `${this.domain}|${key}`;
+  }
+
+  /**
+   * The action for a bucket now, or undefined when the assignment Envoy holds is still good: the
+   * same strategy, sent less than half its time to live ago. `configChange`: a bucket whose rule
+   * is gone is abandoned.
+   */
+  private async assign(b: TrackedBucket, now: number, configChange: boolean): Promise<BucketAction | undefined> {
+    const o = this.service.opts;
+    const config = o.config();
+    const descriptor = config.bucketDescriptor(this.domain, b.pairs);
+    const rule = descriptor !== undefined ? config.getLimit(this.domain, descriptor) : undefined;
+    const matched = descriptor !== undefined;
+    if (configChange && b.matched && !matched) {
+      this.buckets.delete(b.key);
+      o.demand.release(this.scoped(b.key), this.id);
+      return { bucket: b.pairs, abandon: true };
+    }
+    b.matched = matched;
+    const ttlS = matched ? Math.max(2, Math.ceil(3 * b.intervalS)) : o.unmatched.ttlSeconds;
+    let strategy: QuotaStrategy;
+    if (!matched) strategy = { kind: o.unmatched.strategy };
+    else if (rule === undefined || rule.unlimited || rule.shadowMode) strategy = { kind: 'allow-all' };
+    else if (rule.limit.requestsPerUnit === 0) strategy = { kind: 'deny-all' };
+    else {
+      const unitS = unitToDivider(rule.limit.unit);
+      const live = await o.demand.report(this.scoped(b.key), this.id, b.demand, now, now + Math.ceil(2 * b.intervalS + 1) * 1000);
+      const streams = [...live.keys()].sort();
+      const shares = divide(rule.limit.requestsPerUnit, streams.map((s) => live.get(s)!));
+      const share = shares[streams.indexOf(this.id)] ?? 0;
+      const tb = unitS > 0 ? tokenBucketFor(share, unitS, b.intervalS) : undefined;
+      strategy = tb === undefined ? { kind: 'deny-all' } : { kind: 'token-bucket', ...tb };
+    }
+    const text = JSON.stringify(strategy);
+    if (text === b.sentStrategy && b.sentTtlS === ttlS && now - b.sentAtMs < (ttlS * 1000) / 2) return undefined;
+    b.sentStrategy = text;
+    b.sentAtMs = now;
+    b.sentTtlS = ttlS;
+    return { bucket: b.pairs, assign: { strategy, ttlSeconds: ttlS } };
+  }
+}
+
+/** A bucket's pairs in one canonical text (sorted by key): the same bucket whatever the map order. */
+export function bucketKey(pairs: BucketPairs): string {
+  return JSON.stringify([...pairs.keys()].sort().map((k) => [k, pairs.get(k)]));
+}
