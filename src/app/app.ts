@@ -45,6 +45,8 @@ import { Health } from '../server/health';
 import { createHttpHandler } from '../server/http';
 import { pathOf } from '../server/http-util';
 import { CertificateSource } from '../server/tls';
+import { MemoryDemandStore } from '../quota/demand';
+import { QuotaService } from '../quota/quota-service';
 
 /**
  * What closing the store, the stats sink and tracing may take after the drain: the process exits
@@ -277,6 +279,16 @@ export class RateLimitApp {
         maxEntryLength: settings.server.maxEntryLength,
       },
     });
+    // RLQS on the gRPC port (grpc-js transport for now), from the same rules. Demand is divided
+    // in this process: replicas do not yet share it through the store.
+    const quota = new QuotaService({
+      config: () => this.configStore.current()?.config,
+      demand: new MemoryDemandStore(),
+      clock: this.clock,
+      unmatched: settings.server.rlqsUnmatched,
+      maxBucketsPerStream: settings.server.rlqsMaxBucketsPerStream,
+    });
+    this.configStore.onUpdate(() => void quota.configChanged());
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
     if (settings.config.type === 'GRPC_XDS_SOTW') {
       logger.info(`config source: xDS server ${settings.xds.serverUrl} (node ${settings.xds.nodeId})`);
@@ -340,6 +352,7 @@ export class RateLimitApp {
     logger.info(`gRPC transport: ${TRANSPORT_NAMES[transport]} (GRPC_TRANSPORT=${transport})`);
     this.grpc = createGrpc({
       service,
+      quota,
       health: this.health,
       stats: this.stats,
       logger,

@@ -23,8 +23,8 @@ import { divide, tokenBucketFor } from './shares';
 import { QuotaStreamError, type BucketAction, type BucketPairs, type QuotaStrategy, type UsageReports } from './types';
 
 export interface QuotaServiceOptions {
-  /** The current config snapshot. */
-  config: () => RateLimitConfig;
+  /** The current config (undefined before the first one loads: every bucket is unmatched). */
+  config: () => RateLimitConfig | undefined;
   demand: DemandStore;
   clock: Clock;
   /** What a bucket that no descriptor takes gets. */
@@ -174,8 +174,8 @@ export class QuotaStream {
   private async assign(b: TrackedBucket, now: number, configChange: boolean): Promise<BucketAction | undefined> {
     const o = this.service.opts;
     const config = o.config();
-    const descriptor = config.bucketDescriptor(this.domain, b.pairs);
-    const rule = descriptor !== undefined ? config.getLimit(this.domain, descriptor) : undefined;
+    const descriptor = config?.bucketDescriptor(this.domain, b.pairs);
+    const rule = descriptor !== undefined ? config!.getLimit(this.domain, descriptor) : undefined;
     const matched = descriptor !== undefined;
     if (configChange && b.matched && !matched) {
       this.buckets.delete(b.key);

@@ -12,6 +12,7 @@ import type { GrpcSettings } from '../settings';
 import type { Counter, StatsStore, Timer } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import { NOOP_TRACING, type Span, type TraceCarrier, type Tracing } from '../telemetry/tracing';
+import type { QuotaService } from '../quota/quota-service';
 import type { Health } from './health';
 import type { Decider } from './http';
 import { decodeRateLimitRequest, GRPC_PREFIX_BYTES, ProtoDecodeError } from './proto-codec';
@@ -28,6 +29,8 @@ export const HEALTH_LIST_PATH = '/grpc.health.v1.Health/List';
 
 export interface GrpcServicesOptions {
   service: Decider;
+  /** RLQS (StreamRateLimitQuotas), when the service serves it. */
+  quota?: QuotaService;
   health: Health;
   stats: StatsStore;
   logger: Logger;

@@ -25,6 +25,12 @@ import {
   type Undecodable,
 } from './grpc-common';
 import { encodeRateLimitResponse } from './proto-codec';
+import { QuotaCalls } from './quota-calls';
+import {
+  RateLimitQuotaServiceService,
+  type RateLimitQuotaResponse,
+  type RateLimitQuotaUsageReports,
+} from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
 import { enforceClientSanOnGrpc, grpcServerCredentials } from './tls';
 
 /**
@@ -66,6 +72,29 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
       calls.handle(call.request, call.metadata, callback, ANSWER);
     },
   });
+
+  if (opts.quota !== undefined) {
+    const quota = new QuotaCalls(opts.quota, opts.stats, opts.logger);
+    server.addService(RateLimitQuotaServiceService, {
+      streamRateLimitQuotas(call: grpc.ServerDuplexStream<RateLimitQuotaUsageReports, RateLimitQuotaResponse>): void {
+        let unread = 0;
+        const stream = quota.open({
+          write: (response) => {
+            unread++;
+            call.write(response, () => unread--);
+          },
+          unread: () => unread,
+          fail: (code, details) => call.emit('error', { code, details }),
+        });
+        call.on('data', (m: RateLimitQuotaUsageReports) => stream.message(m));
+        call.on('end', () => {
+          stream.close();
+          call.end();
+        });
+        for (const ev of ['cancelled', 'close', 'error'] as const) call.on(ev, () => stream.close());
+      },
+    });
+  }
 
   const health = new HealthAnswers(opts.health, opts.stats);
   server.addService(HealthService, {

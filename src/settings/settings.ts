@@ -112,6 +112,10 @@ export interface ServerExtraSettings {
   readonly shutdownDelayMs: number;
   /** SHUTDOWN_DRAIN_TIMEOUT (default 10 s): the drain's bound; exit follows within 1 s */
   readonly drainTimeoutMs: number;
+  /** RLQS_UNMATCHED_ACTION / RLQS_UNMATCHED_TTL: a bucket no descriptor takes (allow all, 10 s) */
+  readonly rlqsUnmatched: { readonly strategy: 'allow-all' | 'deny-all'; readonly ttlSeconds: number };
+  /** RLQS_MAX_BUCKETS_PER_STREAM (default 10000) */
+  readonly rlqsMaxBucketsPerStream: number;
 }
 
 export interface LogSettings {
@@ -826,6 +830,11 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       requestBodyTimeoutMs: r.duration('HTTP_REQUEST_BODY_TIMEOUT'),
       shutdownDelayMs: r.duration('SHUTDOWN_DELAY'),
       drainTimeoutMs: r.duration('SHUTDOWN_DRAIN_TIMEOUT'),
+      rlqsUnmatched: {
+        strategy: r.choice<'allow' | 'deny'>('RLQS_UNMATCHED_ACTION') === 'deny' ? 'deny-all' : 'allow-all',
+        ttlSeconds: Math.max(1, Math.round(r.duration('RLQS_UNMATCHED_TTL') / 1000)),
+      },
+      rlqsMaxBucketsPerStream: r.int('RLQS_MAX_BUCKETS_PER_STREAM'),
     },
     log: {
       level: logLevel === 'warning' ? 'warn' : logLevel,

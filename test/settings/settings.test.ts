@@ -48,6 +48,8 @@ const DEFAULTS: Settings = {
     requestBodyTimeoutMs: 10_000,
     shutdownDelayMs: 0,
     drainTimeoutMs: 10_000,
+    rlqsUnmatched: { strategy: 'allow-all', ttlSeconds: 10 },
+    rlqsMaxBucketsPerStream: 10_000,
   },
   log: { level: 'warn', format: 'text' },
   config: { type: 'FILE', forceStartWithoutInitialConfig: false, healthyWithAtLeastOneConfigLoaded: false },
@@ -179,6 +181,14 @@ describe('defaults', () => {
       if (saved === undefined) delete process.env.GRPC_PORT;
       else process.env.GRPC_PORT = saved;
     }
+  });
+
+  it('RLQS: the unmatched assignment and its time to live in whole seconds (at least 1); a wrong action is refused', () => {
+    const s = loadSettings({ RLQS_UNMATCHED_ACTION: 'deny', RLQS_UNMATCHED_TTL: '2500ms', RLQS_MAX_BUCKETS_PER_STREAM: '7' });
+    expect(s.server.rlqsUnmatched).toEqual({ strategy: 'deny-all', ttlSeconds: 3 });
+    expect(s.server.rlqsMaxBucketsPerStream).toBe(7);
+    expect(loadSettings({ RLQS_UNMATCHED_TTL: '100ms' }).server.rlqsUnmatched.ttlSeconds).toBe(1);
+    expect(() => loadSettings({ RLQS_UNMATCHED_ACTION: 'maybe' })).toThrow(/RLQS_UNMATCHED_ACTION/);
   });
 
   it('is deeply frozen', () => {

@@ -1,0 +1,85 @@
+/**
+ * StreamRateLimitQuotas as every transport serves it: each message of a stream goes to the quota
+ * engine in order; its actions go back as responses; a refused report, or a client that does not
+ * read its responses, ends the stream with a status naming why. Counts
+ * `ratelimit_server.StreamRateLimitQuotas.total_requests` (streams opened), as upstream names
+ * its method stats.
+ */
+import { status } from '@grpc/grpc-js';
+import type { RateLimitQuotaResponse, RateLimitQuotaUsageReports } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
+import type { QuotaService } from '../quota/quota-service';
+import { QuotaStreamError } from '../quota/types';
+import type { Counter, StatsStore } from '../stats/store';
+import type { Logger } from '../telemetry/logger';
+import { quotaResponseOf, usageReportsOf } from './quota-codec';
+
+export const STREAM_RATE_LIMIT_QUOTAS_PATH = '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas';
+
+/** Responses a client may leave unread before its stream is ended (each is small). */
+export const MAX_UNREAD_RESPONSES = 1024;
+
+/** How a transport carries one stream. */
+export interface QuotaStreamTransport {
+  write(response: RateLimitQuotaResponse): void;
+  /** Responses written but not yet taken by the client (flow control). */
+  unread(): number;
+  /** Ends the stream with a non-OK status. */
+  fail(code: status, details: string): void;
+}
+
+export interface QuotaStreamHandle {
+  message(m: RateLimitQuotaUsageReports): void;
+  /** The client ended or left: the stream's shares are released. */
+  close(): void;
+}
+
+export class QuotaCalls {
+  private readonly total: Counter;
+
+  constructor(
+    private readonly quota: QuotaService,
+    stats: StatsStore,
+    private readonly logger: Logger,
+  ) {
+    this.total = stats.counter('ratelimit_server.StreamRateLimitQuotas.total_requests');
+  }
+
+  open(t: QuotaStreamTransport): QuotaStreamHandle {
+    this.total.inc();
+    let ended = false;
+    const stream = this.quota.open((actions) => {
+      if (ended) return;
+      if (t.unread() >= MAX_UNREAD_RESPONSES) {
+        end(status.RESOURCE_EXHAUSTED, `the client left ${MAX_UNREAD_RESPONSES} responses unread`);
+        return;
+      }
+      t.write(quotaResponseOf(actions));
+    });
+    const end = (code: status, details: string): void => {
+      if (ended) return;
+      ended = true;
+      stream.close();
+      this.logger.debug(`RLQS stream ${stream.id} ended: ${details}`);
+      t.fail(code, details);
+    };
+    // Reports are handled one after the other, in the order they came.
+    let chain: Promise<void> = Promise.resolve();
+    return {
+      message: (m) => {
+        chain = chain.then(async () => {
+          if (ended) return;
+          try {
+            await stream.report(usageReportsOf(m));
+          } catch (err) {
+            if (err instanceof QuotaStreamError) end(err.code, err.message);
+            else end(status.INTERNAL, `RLQS: ${(err as Error)?.message ?? String(err)}`);
+          }
+        });
+      },
+      close: () => {
+        ended = true;
+        stream.close();
+      },
+    };
+  }
+}

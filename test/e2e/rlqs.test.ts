@@ -1,0 +1,136 @@
+/**
+ * RLQS end to end on the running service (GRPC_TRANSPORT=grpc-js; the lean transports do not
+ * serve it yet): a stream's first report is answered with a token bucket from the YAML rule,
+ * two streams divide the limit by demand, a config change abandons a bucket whose rule is gone,
+ * and a bad report ends the stream with INVALID_ARGUMENT naming why.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import {
+  RateLimitQuotaServiceClient,
+  type RateLimitQuotaResponse,
+  type RateLimitQuotaUsageReports,
+} from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
+import { baseEnv, runtimeDir, startService, type Service } from './harness';
+
+const CONFIG = `domain: gw
+descriptors:
+  - key: api
+    value: search
+    rate_limit: {unit: second, requests_per_unit: 100}
+  - key: api
+    value: export
+    rate_limit: {unit: minute, requests_per_unit: 6}
+`;
+
+let svc: Service;
+let configDir: string;
+let client: RateLimitQuotaServiceClient;
+
+beforeAll(async () => {
+  const dirs = runtimeDir({ 'gw.yaml': CONFIG });
+  configDir = dirs.configDir;
+  svc = await startService({ ...baseEnv(dirs.root), GRPC_TRANSPORT: 'grpc-js', RUNTIME_WATCH_ROOT: 'false' });
+  client = new RateLimitQuotaServiceClient(svc.grpc, grpc.credentials.createInsecure());
+});
+
+afterAll(async () => {
+  client?.close();
+  await svc?.stop();
+});
+
+/** One RLQS stream with a queue of its responses and its end status. */
+function openStream() {
+  const call = client.streamRateLimitQuotas();
+  const responses: RateLimitQuotaResponse[] = [];
+  const waiters: Array<() => void> = [];
+  let status: grpc.StatusObject | undefined;
+  call.on('data', (r: RateLimitQuotaResponse) => {
+    responses.push(r);
+    waiters.splice(0).forEach((w) => w());
+  });
+  call.on('status', (s: grpc.StatusObject) => {
+    status = s;
+    waiters.splice(0).forEach((w) => w());
+  });
+  call.on('error', () => undefined); // the status event carries it
+  const next = async (): Promise<RateLimitQuotaResponse> => {
+    while (responses.length === 0) {
+      if (status !== undefined) throw new Error(`stream ended: ${status.code} ${status.details}`);
+      await new Promise<void>((r) => waiters.push(r));
+    }
+    return responses.shift()!;
+  };
+  const ended = async (): Promise<grpc.StatusObject> => {
+    while (status === undefined) await new Promise<void>((r) => waiters.push(r));
+    return status;
+  };
+  const report = (api: string, elapsedSeconds: number, allowed: number, domain = 'gw') =>
+    call.write({
+      domain,
+      bucketQuotaUsages: [{ bucketId: { bucket: { api } }, timeElapsed: { seconds: BigInt(elapsedSeconds), nanos: 0 }, numRequestsAllowed: BigInt(allowed), numRequestsDenied: 0n }],
+    } satisfies RateLimitQuotaUsageReports);
+  return { call, next, ended, report };
+}
+
+const bucketOf = (r: RateLimitQuotaResponse) => r.bucketAction[0]!;
+const tokensPerSecond = (r: RateLimitQuotaResponse) => {
+  const tb = bucketOf(r).quotaAssignmentAction!.rateLimitStrategy!.tokenBucket!;
+  return tb.tokensPerFill! / Number(tb.fillInterval!.seconds);
+};
+
+test("a bucket's first report gets the rule's limit as a token bucket at once", async () => {
+  const s = openStream();
+  s.report('search', 0, 1);
+  const r = await s.next();
+  expect(bucketOf(r).bucketId).toEqual({ bucket: { api: 'search' } });
+  expect(bucketOf(r).quotaAssignmentAction).toMatchObject({
+    assignmentTimeToLive: { seconds: 3n, nanos: 0 },
+    rateLimitStrategy: { tokenBucket: { tokensPerFill: 100, fillInterval: { seconds: 1n, nanos: 0 } } },
+  });
+  s.call.end();
+  expect((await s.ended()).code).toBe(grpc.status.OK);
+});
+
+test('two streams divide the limit by their demand', async () => {
+  const [a, b] = [openStream(), openStream()];
+  a.report('export', 0, 1);
+  await a.next();
+  b.report('export', 0, 1);
+  await b.next();
+  // a asks 0.3 a second, b a tenth of that; each report re-divides.
+  a.report('export', 10, 3);
+  b.report('export', 10, 0);
+  await a.next();
+  a.report('export', 10, 3);
+  b.report('export', 10, 0);
+  const ra = await a.next();
+  const rb = await b.next();
+  const [sa, sb] = [tokensPerSecond(ra), tokensPerSecond(rb)];
+  expect(sa).toBeGreaterThan(sb);
+  expect(sa + sb).toBeLessThanOrEqual(6 / 60 + 1e-12);
+  a.call.end();
+  b.call.end();
+  await Promise.all([a.ended(), b.ended()]);
+});
+
+test('a config change that removes a rule abandons its buckets', async () => {
+  const s = openStream();
+  s.report('search', 0, 1);
+  await s.next();
+  fs.writeFileSync(path.join(configDir, 'gw.yaml'), CONFIG.replace(/ {2}- key: api\n {4}value: search\n.*\n/, ''));
+  const r = await s.next();
+  expect(r.bucketAction).toEqual([{ bucketId: { bucket: { api: 'search' } }, abandonAction: {} }]);
+  fs.writeFileSync(path.join(configDir, 'gw.yaml'), CONFIG);
+  s.call.end();
+  await s.ended();
+});
+
+test('a report without a domain ends the stream with INVALID_ARGUMENT and the reason', async () => {
+  const s = openStream();
+  s.report('search', 0, 1, '');
+  const st = await s.ended();
+  expect(st.code).toBe(grpc.status.INVALID_ARGUMENT);
+  expect(st.details).toBe('the first usage report of a stream must name its domain');
+});
