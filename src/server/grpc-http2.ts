@@ -14,6 +14,8 @@ import { HealthCheckResponse } from '../../generated/grpc/health/v1/health';
 import { grpcMessage, type GrpcListener, type GrpcListenerOptions, listenOn, percentEncode } from './grpc-common';
 import { type LeanReply, LeanServices, type MessageHandler } from './grpc-lean';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
+import { RateLimitQuotaResponse } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
+import { checkQuotaLength, decodeQuotaMessage, isQuotaReadError, type QuotaCalls } from './quota-calls';
 import { enforceClientSan, httpsOptions } from './tls';
 
 /** Node's timers cannot wait longer: a longer connection age or grace is never reached. */
@@ -117,6 +119,66 @@ function readMessage(
 }
 
 /**
+ * An RLQS stream (StreamRateLimitQuotas): each request message goes to the quota calls as soon as
+ * it is complete; responses are DATA on the open stream, trailers end it (OK when the client ends).
+ */
+function serveQuotaStream(calls: QuotaCalls, stream: http2.ServerHttp2Stream, maxRequestBytes: number): void {
+  let headersSent = false;
+  let trailers: Record<string, string> = OK_TRAILERS;
+  let unread = 0;
+  let done = false;
+  let pending: Buffer | undefined;
+  const finish = (code: status, details: string): void => {
+    if (done) return;
+    done = true;
+    handle.close();
+    if (!isLive(stream)) return;
+    if (!headersSent) REPLY.status(stream, code, details);
+    else {
+      if (code !== status.OK) trailers = { 'grpc-status': String(code), 'grpc-message': percentEncode(details) };
+      stream.end();
+    }
+  };
+  const handle = calls.open({
+    write: (response) => {
+      if (done || !isLive(stream)) return;
+      if (!headersSent) {
+        headersSent = true;
+        stream.on('wantTrailers', () => stream.sendTrailers(trailers));
+        stream.respond(OK_HEADERS, WITH_TRAILERS);
+      }
+      unread++;
+      stream.write(grpcMessage(RateLimitQuotaResponse.encode(response).finish()), () => unread--);
+    },
+    unread: () => unread,
+    fail: finish,
+    reset: () => {
+      done = true;
+      stream.close(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    },
+  });
+  stream.on('data', (chunk: Buffer) => {
+    let buf = pending === undefined ? chunk : Buffer.concat([pending, chunk]);
+    while (!done && buf.length >= GRPC_PREFIX_BYTES) {
+      const length = buf.readUInt32BE(1);
+      const tooLarge = checkQuotaLength(length, maxRequestBytes);
+      if (tooLarge !== undefined) return finish(tooLarge.code, tooLarge.details);
+      if (buf.length < GRPC_PREFIX_BYTES + length) break;
+      const m = decodeQuotaMessage(buf.subarray(0, GRPC_PREFIX_BYTES + length));
+      buf = buf.subarray(GRPC_PREFIX_BYTES + length);
+      if (isQuotaReadError(m)) return finish(m.code, m.details);
+      handle.message(m);
+    }
+    pending = buf.length > 0 ? Buffer.from(buf) : undefined;
+  });
+  stream.on('end', () => {
+    if (pending !== undefined) finish(status.INTERNAL, `Received an incomplete request message (${pending.length} bytes)`);
+    else void handle.settled().then(() => finish(status.OK, ''));
+  });
+  stream.once('close', () => handle.close());
+}
+
+/**
  * grpc-go's server keepalive: a connection on which nothing was received for `timeMs` is pinged,
  * and closed when the ping is not answered within `timeoutMs` (a peer gone without a FIN). Checked
  * once per `timeMs`, so it costs nothing per call. Returns the function that stops it.
@@ -197,7 +259,8 @@ export function createGrpcHttp2Listener(opts: GrpcListenerOptions): GrpcListener
     // A reset or failed stream is over; its error has no one to go to.
     stream.on('error', ignore);
     const handle = services.route(stream, headers);
-    if (handle !== undefined) readMessage(services, stream, headers, handle);
+    if (handle === services.onQuotaStream) serveQuotaStream(services.quota!, stream, opts.maxRequestBytes);
+    else if (handle !== undefined) readMessage(services, stream, headers, handle);
   };
 
   // As grpc-js: no cap on the session's buffered memory (Node's default of 10 MB refuses streams

@@ -33,6 +33,7 @@ import {
   SHOULD_RATE_LIMIT_PATH,
 } from './grpc-common';
 import { encodeRateLimitResponseFrame, GRPC_PREFIX_BYTES } from './proto-codec';
+import { QuotaCalls, STREAM_RATE_LIMIT_QUOTAS_PATH } from './quota-calls';
 
 /** A call's request headers, names in lower case (node:http2's or our own). */
 export type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
@@ -57,6 +58,11 @@ export class LeanServices<C> {
   readonly health: HealthAnswers;
   private readonly routes: ReadonlyMap<string, MessageHandler<C>>;
   private readonly onWatch: MessageHandler<C>;
+  /** RLQS, when served: the route's handler marks a streaming call, which the transport runs. */
+  readonly quota: QuotaCalls | undefined;
+  readonly onQuotaStream: MessageHandler<C> = () => {
+    throw new Error('a streaming call has no single request message');
+  };
   private readonly maxRequestBytes: number;
 
   /** `watch` streams the status of `service` on a Watch call until the call or the server ends. */
@@ -108,12 +114,17 @@ export class LeanServices<C> {
       const request = decodeHealth(HealthCheckRequest.decode, call, buf, start, end);
       if (request !== undefined) watch(call, request.service);
     };
-    this.routes = new Map([
+    const routes = new Map([
       [SHOULD_RATE_LIMIT_PATH, onRateLimit],
       [HEALTH_CHECK_PATH, onCheck],
       [HEALTH_WATCH_PATH, this.onWatch],
       [HEALTH_LIST_PATH, onList],
     ]);
+    if (opts.quota !== undefined) {
+      this.quota = new QuotaCalls(opts.quota, opts.stats, opts.logger);
+      routes.set(STREAM_RATE_LIMIT_QUOTAS_PATH, this.onQuotaStream);
+    }
+    this.routes = routes;
   }
 
   /**
@@ -144,8 +155,8 @@ export class LeanServices<C> {
       reply.status(call, status.UNIMPLEMENTED, `The server does not implement the method ${path}`);
       return undefined;
     }
-    // Watch streams are long-lived on purpose and get no deadline, as their clients set none.
-    if (timeoutMs !== undefined && handle !== this.onWatch) reply.deadline(call, timeoutMs);
+    // Watch and RLQS streams are long-lived on purpose and get no deadline, as their clients set none.
+    if (timeoutMs !== undefined && handle !== this.onWatch && handle !== this.onQuotaStream) reply.deadline(call, timeoutMs);
     return handle;
   }
 

@@ -8,6 +8,8 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { status } from '@grpc/grpc-js';
 import { HealthCheckResponse } from '../../generated/grpc/health/v1/health';
+import { RateLimitQuotaResponse } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
+import { checkQuotaLength, decodeQuotaMessage, isQuotaReadError, type QuotaCalls, type QuotaStreamHandle } from './quota-calls';
 import { grpcMessage, type GrpcListener, type GrpcListenerOptions, listenOn, percentEncode } from './grpc-common';
 import { type LeanReply, LeanServices, type MessageHandler } from './grpc-lean';
 import { type ConnectionOptions, H2Connection, type H2Stream, type StreamHandler } from './h2/connection';
@@ -32,6 +34,77 @@ const OK_TRAILERS = encodeHeaderBlock([['grpc-status', '0']]);
 /** The state of a health Watch stream: how to stop following the health. */
 class Watching {
   constructor(readonly stop: () => void) {}
+}
+
+/**
+ * The state of an RLQS stream (StreamRateLimitQuotas): each request message goes to the quota
+ * calls as soon as it is complete; responses are DATA on the open stream; the client's end of
+ * stream ends it with OK.
+ */
+class QuotaStreaming {
+  readonly handle: QuotaStreamHandle;
+  private headersSent = false;
+
+  constructor(
+    private readonly stream: H2Stream,
+    calls: QuotaCalls,
+    private readonly maxRequestBytes: number,
+  ) {
+    this.handle = calls.open({
+      write: (response) => {
+        if (stream.closed) return;
+        if (!this.headersSent) {
+          this.headersSent = true;
+          stream.respond(OK_HEADERS, false);
+        }
+        stream.write(grpcMessage(RateLimitQuotaResponse.encode(response).finish()));
+      },
+      unread: () => stream.unsent,
+      fail: (code, details) => this.finish(code, details),
+      reset: () => stream.reset(),
+    });
+  }
+
+  /** Hands over every complete message received so far. */
+  data(): void {
+    const s = this.stream;
+    while (!s.closed && s.received >= GRPC_PREFIX_BYTES) {
+      const head = s.body[0]!.length >= GRPC_PREFIX_BYTES ? s.body[0]! : s.bodyBuffer();
+      const length = head.readUInt32BE(1);
+      const tooLarge = checkQuotaLength(length, this.maxRequestBytes);
+      if (tooLarge !== undefined) {
+        this.finish(tooLarge.code, tooLarge.details);
+        return;
+      }
+      if (s.received < GRPC_PREFIX_BYTES + length) return;
+      const m = decodeQuotaMessage(s.take(GRPC_PREFIX_BYTES + length));
+      if (isQuotaReadError(m)) {
+        this.finish(m.code, m.details);
+        return;
+      }
+      this.handle.message(m);
+    }
+  }
+
+  /**
+   * The client ended its side: once its reports are handled the stream ends with OK (after a
+   * message left incomplete, INTERNAL).
+   */
+  ended(): void {
+    if (this.stream.received > 0) this.finish(status.INTERNAL, `Received an incomplete request message (${this.stream.received} bytes)`);
+    else void this.handle.settled().then(() => this.finish(status.OK, ''));
+  }
+
+  private finish(code: status, details: string): void {
+    this.handle.close();
+    const s = this.stream;
+    if (s.closed || s.localEnded) return;
+    if (!this.headersSent) {
+      REPLY.status(s, code, details);
+      return;
+    }
+    s.end(code === status.OK ? OK_TRAILERS : encodeHeaderBlock([['grpc-status', String(code)], ['grpc-message', percentEncode(details)]]));
+  }
 }
 
 /** How this transport answers: header blocks and frames through the stream's connection. */
@@ -84,16 +157,26 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
     else stream.state = new Watching(stop);
   });
 
-  // stream.state: the call's message handler until its message is handled, then Watching for a Watch.
+  // stream.state: the call's message handler until its message is handled, then Watching for a
+  // Watch; QuotaStreaming for an RLQS stream.
   const handler: StreamHandler = {
     opened(stream) {
-      stream.state = services.route(stream, stream.headers);
+      const handle = services.route(stream, stream.headers);
+      stream.state = handle === services.onQuotaStream ? new QuotaStreaming(stream, services.quota!, opts.maxRequestBytes) : handle;
     },
     data(stream) {
+      if (stream.state instanceof QuotaStreaming) {
+        stream.state.data();
+        return;
+      }
       if (typeof stream.state !== 'function' || !stream.open || stream.received < GRPC_PREFIX_BYTES) return;
       services.bodySoFar(stream, stream.headers, stream.received, declaredLength(stream));
     },
     ended(stream) {
+      if (stream.state instanceof QuotaStreaming) {
+        stream.state.ended();
+        return;
+      }
       const handle = stream.state;
       if (typeof handle !== 'function' || !stream.open) return;
       services.bodyEnded(stream, stream.headers, stream.received === 0 ? undefined : stream.bodyBuffer(), handle as MessageHandler<H2Stream>);
@@ -103,6 +186,7 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
     },
     closed(stream) {
       if (stream.state instanceof Watching) stream.state.stop();
+      else if (stream.state instanceof QuotaStreaming) stream.state.handle.close();
     },
   };
 

@@ -85,11 +85,15 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
           },
           unread: () => unread,
           fail: (code, details) => call.emit('error', { code, details }),
+          // grpc-js offers no reset of a server stream: the status is queued behind the backlog.
+          reset: (details) => call.emit('error', { code: grpc.status.RESOURCE_EXHAUSTED, details }),
         });
         call.on('data', (m: RateLimitQuotaUsageReports) => stream.message(m));
         call.on('end', () => {
-          stream.close();
-          call.end();
+          void stream.settled().then(() => {
+            stream.close();
+            call.end();
+          });
         });
         for (const ev of ['cancelled', 'close', 'error'] as const) call.on(ev, () => stream.close());
       },

@@ -12,6 +12,8 @@ import { QuotaStreamError } from '../quota/types';
 import type { Counter, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import { quotaResponseOf, usageReportsOf } from './quota-codec';
+import { RateLimitQuotaUsageReports as UsageReportsCodec } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
+import { GRPC_PREFIX_BYTES } from './proto-codec';
 
 export const STREAM_RATE_LIMIT_QUOTAS_PATH = '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas';
 
@@ -25,10 +27,14 @@ export interface QuotaStreamTransport {
   unread(): number;
   /** Ends the stream with a non-OK status. */
   fail(code: status, details: string): void;
+  /** Ends the stream at once (RST_STREAM): a client that does not read cannot take a status. */
+  reset(details: string): void;
 }
 
 export interface QuotaStreamHandle {
   message(m: RateLimitQuotaUsageReports): void;
+  /** Resolves once every message so far has been handled (before the stream ends with OK). */
+  settled(): Promise<void>;
   /** The client ended or left: the stream's shares are released. */
   close(): void;
 }
@@ -50,7 +56,10 @@ export class QuotaCalls {
     const stream = this.quota.open((actions) => {
       if (ended) return;
       if (t.unread() >= MAX_UNREAD_RESPONSES) {
-        end(status.RESOURCE_EXHAUSTED, `the client left ${MAX_UNREAD_RESPONSES} responses unread`);
+        ended = true;
+        stream.close();
+        this.logger.debug(`RLQS stream ${stream.id} reset: the client left ${MAX_UNREAD_RESPONSES} responses unread`);
+        t.reset(`the client left ${MAX_UNREAD_RESPONSES} responses unread`);
         return;
       }
       t.write(quotaResponseOf(actions));
@@ -76,6 +85,7 @@ export class QuotaCalls {
           }
         });
       },
+      settled: () => chain,
       close: () => {
         ended = true;
         stream.close();
@@ -83,3 +93,26 @@ export class QuotaCalls {
     };
   }
 }
+
+/** Why a lean transport ends an RLQS stream while reading its messages. */
+export interface QuotaReadError {
+  readonly code: status;
+  readonly details: string;
+}
+
+/** A message's declared length, checked against REQUEST_MAX_BYTES before it is read. */
+export function checkQuotaLength(length: number, maxRequestBytes: number): QuotaReadError | undefined {
+  return length > maxRequestBytes ? { code: status.RESOURCE_EXHAUSTED, details: `Received message larger than max (${length} vs ${maxRequestBytes})` } : undefined;
+}
+
+/** One whole length-prefixed request message of an RLQS stream, decoded. */
+export function decodeQuotaMessage(frame: Buffer): RateLimitQuotaUsageReports | QuotaReadError {
+  if (frame[0] !== 0) return { code: status.UNIMPLEMENTED, details: 'compressed messages are not accepted on StreamRateLimitQuotas' };
+  try {
+    return UsageReportsCodec.decode(frame.subarray(GRPC_PREFIX_BYTES));
+  } catch (err) {
+    return { code: status.INVALID_ARGUMENT, details: `invalid RateLimitQuotaUsageReports: ${(err as Error).message}` };
+  }
+}
+
+export const isQuotaReadError = (v: RateLimitQuotaUsageReports | QuotaReadError): v is QuotaReadError => 'code' in v && 'details' in v;

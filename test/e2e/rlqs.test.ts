@@ -1,6 +1,6 @@
 /**
- * RLQS end to end on the running service (GRPC_TRANSPORT=grpc-js; the lean transports do not
- * serve it yet): a stream's first report is answered with a token bucket from the YAML rule,
+ * RLQS end to end on the running service (on the default transport, and on grpc-js in the
+ * second pass of the suite): a stream's first report is answered with a token bucket from the YAML rule,
  * two streams divide the limit by demand, a config change abandons a bucket whose rule is gone,
  * and a bad report ends the stream with INVALID_ARGUMENT naming why.
  */
@@ -31,7 +31,7 @@ let client: RateLimitQuotaServiceClient;
 beforeAll(async () => {
   const dirs = runtimeDir({ 'gw.yaml': CONFIG });
   configDir = dirs.configDir;
-  svc = await startService({ ...baseEnv(dirs.root), GRPC_TRANSPORT: 'grpc-js', RUNTIME_WATCH_ROOT: 'false' });
+  svc = await startService({ ...baseEnv(dirs.root), RUNTIME_WATCH_ROOT: 'false' });
   client = new RateLimitQuotaServiceClient(svc.grpc, grpc.credentials.createInsecure());
 });
 

@@ -115,6 +115,29 @@ export class H2Stream {
     return this.body.length === 1 ? this.body[0]! : Buffer.concat(this.body, this.received);
   }
 
+  /**
+   * Takes the first `n` bytes of the body (a streaming call's message, once it is complete) and
+   * gives their room back to the connection's bound on buffered bodies.
+   */
+  take(n: number): Buffer {
+    const all = this.bodyBuffer();
+    const out = all.subarray(0, n);
+    this.body = all.length > n ? [all.subarray(n)] : [];
+    this.received -= n;
+    this.connection.released(n);
+    return out;
+  }
+
+  /** Ends the stream with RST_STREAM ENHANCE_YOUR_CALM: for a peer that cannot take trailers (it does not read). */
+  reset(): void {
+    this.connection.resetStream(this, ErrorCode.ENHANCE_YOUR_CALM);
+  }
+
+  /** Response DATA written but not yet sent for lack of flow-control window. */
+  get unsent(): number {
+    return this.queued?.length ?? 0;
+  }
+
   /** Response headers (an HPACK block); `endStream` makes it a headers-only answer. */
   respond(block: Buffer, endStream: boolean): void {
     this.connection.writeHeaders(this, block, endStream);
@@ -351,6 +374,12 @@ export class H2Connection {
       this.writeWindowUpdate(id, DEFAULT_WINDOW - stream.recvWindow);
       stream.recvWindow = DEFAULT_WINDOW;
     }
+    this.grantConnectionWindow();
+  }
+
+  /** A stream handed `n` bytes of its body to the application: they are no longer held here. */
+  released(n: number): void {
+    this.bufferedBody -= n;
     this.grantConnectionWindow();
   }
 
@@ -794,6 +823,13 @@ export class H2Connection {
     this.writeRstStream(id, code);
     if (stream !== undefined) this.closeStream(stream);
     this.spendReset(); // provoked resets count too ("MadeYouReset")
+  }
+
+  /** The application ends a stream it will not answer further (not a reset the peer provoked). */
+  resetStream(stream: H2Stream, code: ErrorCode): void {
+    if (stream.closed) return;
+    this.writeRstStream(stream.id, code);
+    this.closeStream(stream);
   }
 
   /** Refuses a stream that was never opened. */
