@@ -95,7 +95,7 @@ export function parseBrokerError(error: string | undefined): BrokerErrorBody | u
 export function toApiError(endpoint: string, error: string | undefined, httpStatus = 200): FxcmApiError {
   const raw = error ?? '';
   const body = parseBrokerError(raw);
-  if (raw === 'Unauthorized' || httpStatus === 401) return new FxcmUnauthorizedError(endpoint, raw, body, httpStatus);
+  if (raw.startsWith('Unauthorized') || httpStatus === 401) return new FxcmUnauthorizedError(endpoint, raw, body, httpStatus);
   if (/ORA-20301/.test(raw) || httpStatus === 403) return new FxcmRateLimitError(endpoint, raw, body, httpStatus);
   if (raw === '' && endpoint.startsWith('/candles')) return new FxcmMarketClosedError(endpoint, raw, body, httpStatus);
   return new FxcmApiError(endpoint, raw, body, httpStatus);
