@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CircuitBreakerStore } from '../backends/circuit-breaker';
 import { MemoryStore } from '../backends/memory';
 import { MemcacheConfigError, MemcacheStore } from '../backends/memcache/store';
-import { RedisStore } from '../backends/redis';
+import { RedisDemandStore, RedisStore } from '../backends/redis';
 import type { CounterStore } from '../core/store';
 import { loadConfig } from '../config/load';
 import type { Clock } from '../core/clock';
@@ -45,7 +45,7 @@ import { Health } from '../server/health';
 import { createHttpHandler } from '../server/http';
 import { pathOf } from '../server/http-util';
 import { CertificateSource } from '../server/tls';
-import { MemoryDemandStore } from '../quota/demand';
+import { MemoryDemandStore, type DemandStore } from '../quota/demand';
 import { QuotaService } from '../quota/quota-service';
 
 /**
@@ -205,6 +205,7 @@ export class RateLimitApp {
   private readonly sink: StatsSink;
   private flusher: StatsFlusher | undefined;
   private readonly tracing: Tracing;
+  private demand: DemandStore | undefined;
 
   constructor(private readonly opts: AppOptions) {
     const { settings, logger } = opts;
@@ -235,6 +236,24 @@ export class RateLimitApp {
     if (settings.config.healthyWithAtLeastOneConfigLoaded) {
       this.configStore.onUpdate((snap) => this.health.set('config', snap.config.domainCount > 0));
     }
+  }
+
+  /** Where RLQS keeps the demand of the streams: Redis when it is the counter store, else this process. */
+  private async openDemandStore(): Promise<DemandStore> {
+    const { settings, logger } = this.opts;
+    if (settings.cache.backendType !== 'redis') {
+      if (settings.server.workers > 1 || settings.cache.backendType === 'memcache') {
+        logger.warn('RLQS divides each limit among the streams of each process (demand is shared only through Redis)');
+      }
+      return new MemoryDemandStore();
+    }
+    const store = new RedisDemandStore(settings.redis, logger, settings.cache.cacheKeyPrefix);
+    try {
+      await store.connect();
+    } catch (err) {
+      throw new StartupError(`cannot connect Redis for RLQS: ${(err as Error).message}`);
+    }
+    return store;
   }
 
   /** Loads config, waits for the first one unless FORCE_START_WITHOUT_INITIAL_CONFIG, listens. */
@@ -279,11 +298,13 @@ export class RateLimitApp {
         maxEntryLength: settings.server.maxEntryLength,
       },
     });
-    // RLQS on the gRPC port (grpc-js transport for now), from the same rules. Demand is divided
-    // in this process: replicas do not yet share it through the store.
+    // RLQS on the gRPC port, from the same rules. With Redis, replicas (and workers) divide each
+    // limit together; otherwise each process divides it among the streams it serves.
+    const demand = await this.openDemandStore();
+    this.demand = demand;
     const quota = new QuotaService({
       config: () => this.configStore.current()?.config,
-      demand: new MemoryDemandStore(),
+      demand,
       clock: this.clock,
       unmatched: settings.server.rlqsUnmatched,
       maxBucketsPerStream: settings.server.rlqsMaxBucketsPerStream,
@@ -454,7 +475,7 @@ export class RateLimitApp {
     }
     this.provider?.stop();
     this.certificates?.stop();
-    const closed = Promise.all([this.store?.close(), this.flusher?.stop(), this.tracing.shutdown()]);
+    const closed = Promise.all([this.store?.close(), this.demand?.close?.(), this.flusher?.stop(), this.tracing.shutdown()]);
     if (!(await settleWithin(closed, CLOSE_GRACE_MS))) {
       logger.warn(`the counter store, stats sink or trace exporter did not close within ${CLOSE_GRACE_MS} ms; exiting without them`);
       return;

@@ -1,18 +1,10 @@
 /**
- * The demand of every stream that reports a bucket, where every replica of the service sees it:
- * each replica writes its streams' demand and reads all of them, so N replicas divide one limit.
- * This is the one-replica store (in process); an entry not renewed before its expiry is gone,
- * which is how an Envoy that stops reporting releases its share.
+ * The demand store of one replica (in process): enough for one process; replicas sharing a Redis
+ * use the Redis one (src/backends/redis/demand.ts).
  */
-export interface DemandStore {
-  /**
-   * Records `demand` (requests per second) of `stream` for `bucketKey`, valid until `expiresAtMs`,
-   * and answers the live demands of the bucket, this one included.
-   */
-  report(bucketKey: string, stream: string, demand: number, nowMs: number, expiresAtMs: number): Promise<ReadonlyMap<string, number>>;
-  /** The stream no longer reports the bucket (it ended, or the bucket was abandoned). */
-  release(bucketKey: string, stream: string): void;
-}
+import type { DemandStore } from '../core/quota-demand';
+
+export type { DemandStore } from '../core/quota-demand';
 
 export class MemoryDemandStore implements DemandStore {
   private readonly buckets = new Map<string, Map<string, { demand: number; expiresAtMs: number }>>();

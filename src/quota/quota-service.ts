@@ -15,6 +15,7 @@
  * - When the config changes, every bucket is assigned again; a bucket whose rule is gone is
  *   abandoned (Envoy forgets it; its next request subscribes it again).
  */
+import { randomUUID } from 'node:crypto';
 import type { Clock } from '../core/clock';
 import { unitToDivider } from '../core/rls';
 import type { RateLimitConfig } from '../config/types';
@@ -33,6 +34,8 @@ export interface QuotaServiceOptions {
   maxBucketsPerStream: number;
 }
 
+/** Stream ids must differ across replicas that share a demand store (pids may collide across hosts). */
+const REPLICA = randomUUID().slice(0, 8);
 /** Reports closer together than this are taken as this (whole-second reports from Envoy). */
 const MIN_INTERVAL_S = 1;
 /** Weight of the newest report in a bucket's demand and interval (the rest is history). */
@@ -60,7 +63,7 @@ export class QuotaService {
 
   /** A new stream; `send` delivers its bucket actions (one response per call). */
   open(send: (actions: BucketAction[]) => void): QuotaStream {
-    const s = new QuotaStream(this, `${process.pid}.${++this.nextId}`, send, () => this.streams.delete(s));
+    const s = new QuotaStream(this, `${REPLICA}.${++this.nextId}`, send, () => this.streams.delete(s));
     this.streams.add(s);
     return s;
   }

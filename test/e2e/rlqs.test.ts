@@ -7,11 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import {
-  RateLimitQuotaServiceClient,
-  type RateLimitQuotaResponse,
-  type RateLimitQuotaUsageReports,
-} from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
+import { RateLimitQuotaServiceClient, type RateLimitQuotaResponse } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
+import { openQuotaStream, tokensPerSecond } from '../support/rlqs-stream';
 import { baseEnv, runtimeDir, startService, type Service } from './harness';
 
 const CONFIG = `domain: gw
@@ -40,48 +37,10 @@ afterAll(async () => {
   await svc?.stop();
 });
 
-/** One RLQS stream with a queue of its responses and its end status. */
-function openStream() {
-  const call = client.streamRateLimitQuotas();
-  const responses: RateLimitQuotaResponse[] = [];
-  const waiters: Array<() => void> = [];
-  let status: grpc.StatusObject | undefined;
-  call.on('data', (r: RateLimitQuotaResponse) => {
-    responses.push(r);
-    waiters.splice(0).forEach((w) => w());
-  });
-  call.on('status', (s: grpc.StatusObject) => {
-    status = s;
-    waiters.splice(0).forEach((w) => w());
-  });
-  call.on('error', () => undefined); // the status event carries it
-  const next = async (): Promise<RateLimitQuotaResponse> => {
-    while (responses.length === 0) {
-      if (status !== undefined) throw new Error(`stream ended: ${status.code} ${status.details}`);
-      await new Promise<void>((r) => waiters.push(r));
-    }
-    return responses.shift()!;
-  };
-  const ended = async (): Promise<grpc.StatusObject> => {
-    while (status === undefined) await new Promise<void>((r) => waiters.push(r));
-    return status;
-  };
-  const report = (api: string, elapsedSeconds: number, allowed: number, domain = 'gw') =>
-    call.write({
-      domain,
-      bucketQuotaUsages: [{ bucketId: { bucket: { api } }, timeElapsed: { seconds: BigInt(elapsedSeconds), nanos: 0 }, numRequestsAllowed: BigInt(allowed), numRequestsDenied: 0n }],
-    } satisfies RateLimitQuotaUsageReports);
-  return { call, next, ended, report };
-}
-
 const bucketOf = (r: RateLimitQuotaResponse) => r.bucketAction[0]!;
-const tokensPerSecond = (r: RateLimitQuotaResponse) => {
-  const tb = bucketOf(r).quotaAssignmentAction!.rateLimitStrategy!.tokenBucket!;
-  return tb.tokensPerFill! / Number(tb.fillInterval!.seconds);
-};
 
 test("a bucket's first report gets the rule's limit as a token bucket at once", async () => {
-  const s = openStream();
+  const s = openQuotaStream(client);
   s.report('search', 0, 1);
   const r = await s.next();
   expect(bucketOf(r).bucketId).toEqual({ bucket: { api: 'search' } });
@@ -94,7 +53,7 @@ test("a bucket's first report gets the rule's limit as a token bucket at once", 
 });
 
 test('two streams divide the limit by their demand', async () => {
-  const [a, b] = [openStream(), openStream()];
+  const [a, b] = [openQuotaStream(client), openQuotaStream(client)];
   a.report('export', 0, 1);
   await a.next();
   b.report('export', 0, 1);
@@ -116,7 +75,7 @@ test('two streams divide the limit by their demand', async () => {
 });
 
 test('a config change that removes a rule abandons its buckets', async () => {
-  const s = openStream();
+  const s = openQuotaStream(client);
   s.report('search', 0, 1);
   await s.next();
   fs.writeFileSync(path.join(configDir, 'gw.yaml'), CONFIG.replace(/ {2}- key: api\n {4}value: search\n.*\n/, ''));
@@ -128,7 +87,7 @@ test('a config change that removes a rule abandons its buckets', async () => {
 });
 
 test('a report without a domain ends the stream with INVALID_ARGUMENT and the reason', async () => {
-  const s = openStream();
+  const s = openQuotaStream(client);
   s.report('search', 0, 1, '');
   const st = await s.ended();
   expect(st.code).toBe(grpc.status.INVALID_ARGUMENT);

@@ -2,3 +2,4 @@
 export { RedisStore, type RedisStoreOptions } from './store';
 export { toStoreError } from './errors';
 export { RedisConnection, maskUrl, parseAddress, parseAuth, type RedisClient, type SharedRedisSettings } from './connection';
+export { RedisDemandStore } from './demand';
