@@ -43,6 +43,8 @@ export interface RunResult {
   mode: string;
   currency: string;
   startBalance: number;
+  /** Epoch ms the run began at, when known (a backtest's first candle): the start of its time for the exposure and the charts. */
+  startTime?: number;
   trades: ClosedTrade[];
   equity: EquityPoint[];
   /** Symbols whose P/L could not be converted exactly to the account currency. */
