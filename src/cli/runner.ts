@@ -8,11 +8,13 @@ import { UsageError } from '../trading/runner/args';
 import { backtestCommand } from '../trading/runner/cli';
 import { candlesCommand, liveCommand, paperCommand, replayCommand } from '../trading/runner/live-cli';
 import { newCommand } from '../trading/runner/new-cli';
+import { sweepCommand } from '../trading/runner/sweep-cli';
 
 const USAGE = `Usage: ratelimit-runner <command> [options]
 
 Commands:
   backtest  run a strategy over candle files (deterministic; JSON + HTML report)
+  sweep     backtest a grid of parameters, walk-forward: in-sample choice, out-of-sample check
   paper     run a strategy against the simulated broker (every call through the rate limiter)
   live      run a strategy against a real broker account (--token or FXCM_TOKEN)
   replay    replay a paper/live journal and check the decisions are identical
@@ -69,6 +71,8 @@ async function main(argv: string[]): Promise<void> {
       return sim(rest);
     case 'backtest':
       return mode(command, backtestCommand, rest);
+    case 'sweep':
+      return mode(command, sweepCommand, rest);
     case 'paper':
       return mode(command, paperCommand, rest);
     case 'live':

@@ -49,6 +49,24 @@ export const BACKTEST_OPTIONS: OptionSpecs = {
   leverage: string,
 };
 
+/**
+ * A sweep runs its backtests in worker threads with the strategy's log silent (thousands of runs
+ * interleaved would be noise), so it takes the backtest options less --log-level.
+ */
+const { 'log-level': _silentInSweeps, ...SWEPT_BACKTEST_OPTIONS } = BACKTEST_OPTIONS;
+
+export const SWEEP_OPTIONS: OptionSpecs = {
+  ...SWEPT_BACKTEST_OPTIONS,
+  grid: repeated,
+  range: repeated,
+  folds: string,
+  'in-sample': string,
+  objective: string,
+  'min-trades': string,
+  workers: string,
+  top: string,
+};
+
 export const RUN_OPTIONS: OptionSpecs = {
   ...STRATEGY_OPTIONS,
   ...BROKER_OPTIONS,
@@ -109,11 +127,14 @@ export function parseParams(p: ParsedArgs): Record<string, unknown> {
   for (const kv of list(p, 'param')) {
     const i = kv.indexOf('=');
     if (i <= 0) throw new UsageError(`--param needs KEY=VALUE, got "${kv}"`);
-    const k = kv.slice(0, i);
-    const v = kv.slice(i + 1);
-    out[k] = v === 'true' ? true : v === 'false' ? false : v !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
+    out[kv.slice(0, i)] = paramValue(kv.slice(i + 1));
   }
   return out;
+}
+
+/** A parameter value from the command line: numbers and true/false are parsed, the rest stays text. */
+export function paramValue(v: string): unknown {
+  return v === 'true' ? true : v === 'false' ? false : v !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
 }
 
 export function safetyOf(p: ParsedArgs): SafetyLimits {

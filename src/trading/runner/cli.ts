@@ -3,8 +3,10 @@
  */
 import fs from 'node:fs';
 import { runBacktest } from './backtest';
+import { projectBudget } from './budget-projection';
 import { readCandleFile } from './candles-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
+import { bundledLimitsFile } from './limits-file';
 import { loadStrategy } from './loader';
 import { BACKTEST_OPTIONS, LOG_LEVELS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type LogLevel } from './args';
 import { buildReport, writeReport } from './report';
@@ -99,7 +101,12 @@ export async function backtestCommand(argv: string[]): Promise<number> {
     onProgress: !quiet && process.stderr.isTTY ? progressBar(process.stderr) : undefined,
   });
   const secs = Number(process.hrtime.bigint() - started) / 1e9;
-  const report = buildReport({ ...result, budget: [] });
+  const limitsFile = bundledLimitsFile();
+  const projectedBudget = await projectBudget(
+    { strategy, startTime: result.startTime ?? 0, intents: result.intents, trades: result.trades },
+    { name: limitsFile, content: fs.readFileSync(limitsFile, 'utf8') },
+  );
+  const report = buildReport({ ...result, bars: data, projectedBudget });
   const out = writeReport(report, flag(p, 'report') ?? 'report');
   const m = report.metrics;
   process.stdout.write(

@@ -1,17 +1,23 @@
 /**
- * Run reports: trades, equity curve and drawdown, P/L in pips and account currency, win rate,
- * Sharpe and Sortino, and the rate-limit budget used per endpoint. Written as JSON and as one
- * self-contained HTML page (inline CSS and an inline SVG equity chart; no scripts, no network).
- *
- * Sharpe/Sortino: {@link RATIO_METHOD}. Annualising the returns between equity points instead
- * (a point per minute bar, a point per tick) multiplies noise by sqrt(points per year) and gave
- * Sharpe 25 on a minute-bar backtest; daily returns are what traders compare.
+ * Run reports: trades, equity curve and drawdown, P/L in pips and account currency, trade
+ * statistics, monthly returns, and the rate-limit budget per endpoint (what a paper/live run
+ * spent, or for a backtest what a live run of it would spend). Written as JSON and as one
+ * self-contained HTML page (inline CSS and inline SVG charts; no scripts, no network).
+ * The numbers are report-metrics.ts's, the charts report-charts.ts's, a backtest's projected
+ * budget budget-projection.ts's.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { clean } from '../execution/instruments';
-import type { ClosedTrade, EquityPoint, RunError, RunResult } from './results';
+import { PERIOD_SECONDS } from '../fxcm/candles';
+import type { CandleSeries } from './backtest';
 import { flattenOutcome } from './errors';
+import { MAX_POINTS, downsample, drawdownSvg, equitySvg, esc, priceSvg, utc, type PriceSeries, type TimeDomain } from './report-charts';
+import { computeMetrics, drawdownSeries, type Metrics } from './report-metrics';
+import type { ClosedTrade, EquityPoint, RunError, RunResult } from './results';
+
+export { MIN_DAILY_RETURNS, RATIO_METHOD, computeMetrics, dailyReturns, drawdownSeries, ratios } from './report-metrics';
+export type { Metrics, MonthReturn, SideStats } from './report-metrics';
+export type { PriceSeries } from './report-charts';
 
 export interface BudgetUse {
   endpoint: string;
@@ -26,228 +32,226 @@ export interface BudgetUse {
   limit?: string;
 }
 
-export interface Metrics {
-  trades: number;
-  wins: number;
-  losses: number;
-  winRate: number;
-  netPL: number;
-  grossPL: number;
-  commission: number;
-  plPips: number;
-  startBalance: number;
-  endBalance: number;
-  endEquity: number;
-  returnPct: number;
-  maxDrawdown: number;
-  maxDrawdownPct: number;
-  /** Annualised from daily returns; null ("n/a") with too few days or no variation. */
-  sharpe: number | null;
-  sortino: number | null;
-  /** Daily returns the ratios were computed from. */
-  dailyReturns: number;
-  /** How Sharpe and Sortino are computed, for the report. */
-  ratioMethod: string;
-  /** Gross profit / gross loss; null when there was no losing trade (or no trade). */
-  profitFactor: number | null;
-  /** Trades closed at exactly zero P/L: neither wins nor losses. */
-  breakeven: number;
+/** One limit a live run of a backtested strategy would spend against (budget-projection.ts). */
+export interface ProjectedLimitUse {
+  /** Endpoint name as the limiter counts it: open_trade, get_model, candles, … */
+  endpoint: string;
+  /** The descriptor's entries after [broker, account, endpoint], e.g. `model=OpenPosition`; '' for the endpoint itself. */
+  scope: string;
+  /** Projected calls carrying this descriptor. */
+  calls: number;
+  /** The configured limit, e.g. `45/hour, token bucket, burst 5`; absent when none applies. */
+  limit?: string;
+  /** Length of the busiest window: the limit's unit; without a limit the broker's documented window, else an hour. */
+  windowS: number;
+  /** Most projected calls in any window [t, t + windowS), and the first call's time of that window. */
+  busiest: number;
+  busiestFrom?: number;
+  /** Most calls the limit lets through in any such window (its algorithm's worst case). */
+  allowed?: number;
+  /** The broker's documented limit on this descriptor, and the most calls in any of its windows as the limiter would send them (after its waits). */
+  documented?: { max: number; windowS: number; source: string; busiest: number };
+  /** Calls the limiter made wait on this descriptor in the replay, and their total wait (shared by a descriptor's limits). */
+  waited: number;
+  waitMs: number;
+  /** Calls still waiting 8 days after they were asked (a limit that lets nothing through): the replay gave up on them. */
+  stuck: number;
+}
+
+export interface BudgetProjection {
+  /** The limits config the projection used. */
+  limitsFile: string;
+  /** Projected broker calls of the live run. */
+  calls: number;
+  /** How the calls were projected, for the report. */
+  method: string;
+  limits: ProjectedLimitUse[];
 }
 
 export interface RunReport {
   strategy: string;
   mode: string;
   currency: string;
+  /** When the run began, when known (a backtest's first candle). */
+  startTime?: number;
   metrics: Metrics;
   trades: ClosedTrade[];
   equity: (EquityPoint & { drawdown: number })[];
+  /** Price lines for the price charts, at most MAX_POINTS points each. */
+  prices: PriceSeries[];
   budget: BudgetUse[];
+  /** A backtest's projection of what a live run would spend (budget is then empty). */
+  projectedBudget?: BudgetProjection;
   approximateCurrency: string[];
   error?: RunError;
 }
 
-const DAY_MS = 86400_000;
-/** Trading days in a year, to annualise daily figures. */
-const TRADING_DAYS = 252;
-/** Fewer daily returns than this make Sharpe and Sortino noise: reported n/a. */
-export const MIN_DAILY_RETURNS = 20;
-export const RATIO_METHOD =
-  `daily returns: the equity at the last point of each UTC day against the day before (the first day against the start balance), ` +
-  `annualised by sqrt(${TRADING_DAYS}), risk-free rate 0; Sharpe = mean / sample standard deviation, ` +
-  `Sortino = mean / downside deviation (root mean square of the negative returns over all days); n/a with fewer than ${MIN_DAILY_RETURNS} daily returns`;
-
-export function drawdownSeries(equity: readonly EquityPoint[]): number[] {
-  let peak = -Infinity;
-  return equity.map((p) => {
-    peak = Math.max(peak, p.equity);
-    return clean(peak - p.equity);
+/**
+ * A price line per symbol: the bid closes of the first series of its bars (at each bar's end,
+ * when a decision on that bar is taken), else the trades' open and close prices in time order.
+ */
+export function priceSeries(trades: readonly ClosedTrade[], bars: readonly CandleSeries[] = []): PriceSeries[] {
+  const symbols = [...new Set([...bars.map((b) => b.symbol), ...trades.map((t) => t.symbol)])];
+  return symbols.map((symbol) => {
+    const series = bars.find((b) => b.symbol === symbol);
+    if (series) {
+      const sec = PERIOD_SECONDS[series.timeframe];
+      const points = series.candles.map((c) => ({ ts: (c.ts + sec) * 1000, price: c.bidClose }));
+      return { symbol, source: 'bars', points: downsample(points, MAX_POINTS, (p) => p.price) };
+    }
+    const points = trades
+      .filter((t) => t.symbol === symbol)
+      .flatMap((t) => [
+        { ts: t.openTime, price: t.openRate },
+        { ts: t.closeTime, price: t.closeRate },
+      ])
+      .sort((a, b) => a.ts - b.ts);
+    return { symbol, source: 'trades', points: downsample(points, MAX_POINTS, (p) => p.price) };
   });
 }
 
-/** The return of each UTC day that has equity points: its last equity against the previous day's. */
-export function dailyReturns(equity: readonly EquityPoint[], startBalance: number): number[] {
-  const returns: number[] = [];
-  let previous = startBalance;
-  for (let i = 0; i < equity.length; i++) {
-    const day = Math.floor(equity[i]!.ts / DAY_MS);
-    const next = equity[i + 1];
-    if (next !== undefined && Math.floor(next.ts / DAY_MS) === day) continue; // not the day's last point
-    const close = equity[i]!.equity;
-    returns.push(previous === 0 ? 0 : close / previous - 1);
-    previous = close;
-  }
-  return returns;
-}
-
-export function ratios(equity: readonly EquityPoint[], startBalance: number): { sharpe: number | null; sortino: number | null; dailyReturns: number } {
-  const r = dailyReturns(equity, startBalance);
-  if (r.length < MIN_DAILY_RETURNS) return { sharpe: null, sortino: null, dailyReturns: r.length };
-  const ann = Math.sqrt(TRADING_DAYS);
-  const mean = r.reduce((s, x) => s + x, 0) / r.length;
-  const sd = Math.sqrt(r.reduce((s, x) => s + (x - mean) ** 2, 0) / (r.length - 1));
-  const dd = Math.sqrt(r.reduce((s, x) => s + Math.min(x, 0) ** 2, 0) / r.length);
-  return {
-    sharpe: sd > 1e-15 ? clean((mean / sd) * ann) : null,
-    sortino: dd > 1e-15 ? clean((mean / dd) * ann) : null,
-    dailyReturns: r.length,
-  };
-}
-
-export function computeMetrics(trades: readonly ClosedTrade[], equity: readonly EquityPoint[], startBalance: number): Metrics {
-  const wins = trades.filter((t) => t.pl > 0);
-  const losses = trades.filter((t) => t.pl < 0);
-  const sum = (xs: readonly number[]) => clean(xs.reduce((s, x) => s + x, 0));
-  const dd = drawdownSeries(equity);
-  let maxDd = 0;
-  let maxDdPct = 0;
-  let peak = -Infinity;
-  equity.forEach((p, i) => {
-    peak = Math.max(peak, p.equity);
-    if (dd[i]! > maxDd) maxDd = dd[i]!;
-    if (peak > 0) maxDdPct = Math.max(maxDdPct, (dd[i]! / peak) * 100);
-  });
-  const last = equity[equity.length - 1];
-  const endEquity = last ? last.equity : startBalance;
-  const endBalance = last ? last.balance : startBalance;
-  const gp = sum(wins.map((t) => t.pl));
-  const gl = -sum(losses.map((t) => t.pl));
-  return {
-    trades: trades.length,
-    wins: wins.length,
-    losses: losses.length,
-    winRate: trades.length ? clean(wins.length / trades.length) : 0,
-    netPL: sum(trades.map((t) => t.pl)),
-    grossPL: sum(trades.map((t) => t.grossPL)),
-    commission: sum(trades.map((t) => t.commission)),
-    plPips: sum(trades.map((t) => t.plPips)),
-    startBalance,
-    endBalance,
-    endEquity,
-    returnPct: startBalance ? clean(((endEquity - startBalance) / startBalance) * 100) : 0,
-    maxDrawdown: clean(maxDd),
-    maxDrawdownPct: clean(maxDdPct),
-    ...ratios(equity, startBalance),
-    ratioMethod: RATIO_METHOD,
-    profitFactor: gl > 0 ? clean(gp / gl) : null,
-    breakeven: trades.length - wins.length - losses.length,
-  };
-}
-
-export function buildReport(r: RunResult & { budget?: BudgetUse[] }): RunReport {
+export function buildReport(r: RunResult & { budget?: BudgetUse[]; bars?: readonly CandleSeries[]; projectedBudget?: BudgetProjection }): RunReport {
   const dd = drawdownSeries(r.equity);
   return {
     strategy: r.strategy,
     mode: r.mode,
     currency: r.currency,
-    metrics: computeMetrics(r.trades, r.equity, r.startBalance),
+    startTime: r.startTime,
+    metrics: computeMetrics(r.trades, r.equity, r.startBalance, r.startTime),
     trades: r.trades,
     equity: r.equity.map((p, i) => ({ ...p, drawdown: dd[i]! })),
+    prices: priceSeries(r.trades, r.bars),
     budget: r.budget ?? [],
+    projectedBudget: r.projectedBudget,
     approximateCurrency: r.approximateCurrency ?? [],
     error: r.error,
   };
 }
 
-const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : String(n));
-const fmtOrNa = (n: number | null) => (n === null ? 'n/a' : fmt(n));
+const fmtOrNa = (n: number | null, d = 2, na = 'n/a') => (n === null ? na : fmt(n, d));
 const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
 
-/** Inline SVG of equity (line) and drawdown (area below), scaled to the data. */
-export function equitySvg(equity: readonly (EquityPoint & { drawdown?: number })[], width = 900, height = 300): string {
-  if (equity.length === 0) return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}"><text x="10" y="20">no data</text></svg>`;
-  const pad = 40;
-  const t0 = equity[0]!.ts;
-  const t1 = equity[equity.length - 1]!.ts;
-  const vals = equity.map((p) => p.equity);
-  let lo = Math.min(...vals);
-  let hi = Math.max(...vals);
-  if (hi === lo) {
-    hi += 1;
-    lo -= 1;
+/** `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h` */
+export function duration(ms: number): string {
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s} s`;
+  const m = Math.round(s / 60);
+  if (m < 60) return `${m} min`;
+  if (m < 1440) return `${Math.floor(m / 60)} h${m % 60 ? ` ${m % 60} min` : ''}`;
+  const h = Math.round(m / 60);
+  return `${Math.floor(h / 24)} d${h % 24 ? ` ${h % 24} h` : ''}`;
+}
+
+/** The span all charts share, so they line up: the run's start (or first point) to its last point. */
+function timeDomain(r: RunReport): TimeDomain {
+  let from = r.startTime ?? Infinity;
+  let to = -Infinity;
+  for (const p of [r.equity[0], r.equity[r.equity.length - 1], ...r.prices.flatMap((s) => [s.points[0], s.points[s.points.length - 1]])]) {
+    if (!p) continue;
+    from = Math.min(from, p.ts);
+    to = Math.max(to, p.ts);
   }
-  const x = (ts: number) => pad + (t1 === t0 ? 0 : ((ts - t0) / (t1 - t0)) * (width - 2 * pad));
-  const y = (v: number) => height - pad - ((v - lo) / (hi - lo)) * (height - 2 * pad);
-  const pts = equity.map((p) => `${x(p.ts).toFixed(1)},${y(p.equity).toFixed(1)}`).join(' ');
-  const dd = equity.map((p) => `${x(p.ts).toFixed(1)},${y(p.equity + (p.drawdown ?? 0)).toFixed(1)}`);
-  const ddPoly = [...dd, ...equity.map((p) => `${x(p.ts).toFixed(1)},${y(p.equity).toFixed(1)}`).reverse()].join(' ');
-  return [
-    `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" width="100%" role="img" aria-label="equity curve">`,
-    `<rect x="0" y="0" width="${width}" height="${height}" fill="#fff"/>`,
-    `<line x1="${pad}" y1="${height - pad}" x2="${width - pad}" y2="${height - pad}" stroke="#999"/>`,
-    `<line x1="${pad}" y1="${pad}" x2="${pad}" y2="${height - pad}" stroke="#999"/>`,
-    `<text x="4" y="${pad}" font-size="11">${esc(fmt(hi))}</text>`,
-    `<text x="4" y="${height - pad}" font-size="11">${esc(fmt(lo))}</text>`,
-    `<text x="${pad}" y="${height - 10}" font-size="11">${esc(iso(t0))}</text>`,
-    `<text x="${width - pad}" y="${height - 10}" font-size="11" text-anchor="end">${esc(iso(t1))}</text>`,
-    `<polygon class="drawdown" points="${ddPoly}" fill="#f4b4b4" fill-opacity="0.6"/>`,
-    `<polyline class="equity" points="${pts}" fill="none" stroke="#1f6feb" stroke-width="2"/>`,
-    `</svg>`,
-  ].join('\n');
+  return Number.isFinite(from) && Number.isFinite(to) ? { from, to } : { from: 0, to: 0 };
+}
+
+const table = (head: string[], rows: string[][]) =>
+  `<table><tr>${head.map((h) => `<th>${esc(h)}</th>`).join('')}</tr>${rows.map((row) => `<tr>${row.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('\n')}</table>`;
+/** A signed amount, green above zero and red below. */
+const signed = (n: number | null, text: string) => `<span class="${n === null || n === 0 ? '' : n > 0 ? 'pos' : 'neg'}">${esc(text)}</span>`;
+
+function budgetSection(r: RunReport): string {
+  const p = r.projectedBudget;
+  if (p) {
+    const rows = p.limits.map((l) => {
+      const over = l.documented !== undefined && l.documented.busiest > l.documented.max;
+      return [
+        esc(l.scope ? `${l.endpoint} (${l.scope})` : l.endpoint),
+        String(l.calls),
+        esc(l.limit ?? 'none configured'),
+        esc(`${l.busiest} in ${duration(l.windowS * 1000)}${l.busiestFrom !== undefined ? ` from ${utc(l.busiestFrom)}` : ''}`),
+        esc(l.allowed ?? '—'),
+        l.documented ? `<span class="${over ? 'neg' : ''}">${esc(`${l.documented.max} per ${duration(l.documented.windowS * 1000)}${over ? ` (exceeded: ${l.documented.busiest})` : ''}`)}</span>` : '—',
+        l.waited || l.stuck
+          ? `<span class="neg">${esc([l.waited ? `yes: ${l.waited} calls, ${fmt(l.waitMs / 1000, 1)} s in all` : 'yes', l.stuck ? `${l.stuck} never sent (still waiting after 8 days)` : ''].filter(Boolean).join('; '))}</span>`
+          : 'no',
+      ];
+    });
+    return `<h2>Projected rate-limit budget of a live run</h2>
+<p class="note">${p.calls} broker calls against the limits in ${esc(p.limitsFile)}. ${esc(p.method)}</p>
+${table(['Endpoint', 'Calls', 'Limit', 'Busiest window', 'Limit allows', 'Broker documents', 'Live run would wait'], rows)}`;
+  }
+  const rows = r.budget.map((b) => [esc(b.endpoint), String(b.sent), String(b.waited), fmt(b.waitMs / 1000, 1), String(b.expired), esc(b.limit ?? '')]);
+  return `<h2>Rate-limit budget per endpoint</h2>
+${table(['Endpoint', 'Sent', 'Waited', 'Wait (s)', 'Expired', 'Limit'], rows.length ? rows : [['no broker calls', '', '', '', '', '']])}`;
+}
+
+function priceSection(r: RunReport, time: TimeDomain): string {
+  if (!r.prices.length) return '<p class="note">No price chart: the run has no bars and no trades.</p>';
+  return r.prices
+    .map(
+      (s, i) =>
+        `<h3>${esc(s.symbol)}</h3>${s.source === 'trades' ? `<p class="note">No bars are kept in a ${esc(r.mode)} result: the dashed line joins the trades' fill prices.</p>` : ''}\n${priceSvg(s, r.trades, time, `price${i}`)}`,
+    )
+    .join('\n');
 }
 
 export function renderHtml(r: RunReport): string {
   const m = r.metrics;
+  const ccy = r.currency;
   const rows: [string, string][] = [
     ['Trades', String(m.trades)],
     ['Win rate', `${fmt(m.winRate * 100, 1)}%`],
-    [`Net P/L (${r.currency})`, fmt(m.netPL)],
+    [`Net P/L (${ccy})`, fmt(m.netPL)],
     ['P/L (pips)', fmt(m.plPips, 1)],
-    [`Commission (${r.currency})`, fmt(m.commission)],
+    [`Commission (${ccy})`, fmt(m.commission)],
     ['Return', `${fmt(m.returnPct)}%`],
-    [`Max drawdown (${r.currency})`, `${fmt(m.maxDrawdown)} (${fmt(m.maxDrawdownPct)}%)`],
+    [`Max drawdown (${ccy})`, `${fmt(m.maxDrawdown)} (${fmt(m.maxDrawdownPct)}%)`],
     ['Wins / losses / breakeven', `${m.wins} / ${m.losses} / ${m.breakeven}`],
     [`Sharpe (${m.dailyReturns} daily returns)`, fmtOrNa(m.sharpe)],
     ['Sortino', fmtOrNa(m.sortino)],
     ['Profit factor', m.profitFactor === null ? (m.losses === 0 ? 'n/a (no losing trade)' : 'n/a') : fmt(m.profitFactor)],
-    [`End balance (${r.currency})`, fmt(m.endBalance)],
-    [`End equity (${r.currency})`, fmt(m.endEquity)],
+    [`End balance (${ccy})`, fmt(m.endBalance)],
+    [`End equity (${ccy})`, fmt(m.endEquity)],
   ];
-  const trades = r.trades
-    .map(
-      (t) =>
-        `<tr><td>${esc(t.tradeId)}</td><td>${esc(t.symbol)}</td><td>${t.isBuy ? 'buy' : 'sell'}</td><td>${t.amount}</td><td>${esc(iso(t.openTime))}</td><td>${t.openRate}</td><td>${esc(iso(t.closeTime))}</td><td>${t.closeRate}</td><td>${fmt(t.plPips, 1)}</td><td>${fmt(t.pl)}</td><td>${esc(t.reason)}</td></tr>`,
-    )
-    .join('\n');
-  const budget = r.budget
-    .map((b) => `<tr><td>${esc(b.endpoint)}</td><td>${b.sent}</td><td>${b.waited}</td><td>${fmt(b.waitMs / 1000, 1)}</td><td>${b.expired}</td><td>${esc(b.limit ?? '')}</td></tr>`)
-    .join('\n');
+  const stats: [string, string][] = [
+    [`Expectancy per trade (${ccy} / pips)`, m.expectancy === null ? 'n/a (no trade)' : `${fmt(m.expectancy)} / ${fmtOrNa(m.expectancyPips, 1)}`],
+    [`Average win / largest win (${ccy})`, m.averageWin === null ? 'n/a (no winning trade)' : `${fmt(m.averageWin)} / ${fmtOrNa(m.largestWin)}`],
+    [`Average loss / largest loss (${ccy})`, m.averageLoss === null ? 'n/a (no losing trade)' : `${fmt(m.averageLoss)} / ${fmtOrNa(m.largestLoss)}`],
+    ['Exposure (time with a position open)', m.exposure === null ? 'n/a (the run spans no time)' : `${fmt(m.exposure * 100, 1)}%`],
+    ['Average holding time', m.averageHoldingMs === null ? 'n/a (no trade)' : duration(m.averageHoldingMs)],
+    ['Longest losing streak', `${m.longestLosingStreak} trades`],
+  ];
+  const sides = (['long', 'short'] as const).map((k) => {
+    const s = m[k];
+    return [k === 'long' ? 'long (buy)' : 'short (sell)', String(s.trades), String(s.wins), s.winRate === null ? 'n/a' : `${fmt(s.winRate * 100, 1)}%`, signed(s.netPL, fmt(s.netPL))];
+  });
+  const months = m.monthly.map((x) => [x.month, signed(x.returnPct, x.returnPct === null ? 'n/a' : `${fmt(x.returnPct)}%`), signed(x.pl, fmt(x.pl))]);
+  const trades = r.trades.map((t) =>
+    [esc(t.tradeId), esc(t.symbol), t.isBuy ? 'buy' : 'sell', String(t.amount), esc(iso(t.openTime)), String(t.openRate), esc(iso(t.closeTime)), String(t.closeRate), fmt(t.plPips, 1), signed(t.pl, fmt(t.pl)), esc(t.reason)],
+  );
+  const time = timeDomain(r);
+  const kv = (list: [string, string][]) => `<table>${list.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</table>`;
   return `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>${esc(r.strategy)} — ${esc(r.mode)} report</title>
-<style>body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}.err{color:#b00020;font-weight:bold}</style>
+<style>body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}td:first-child{text-align:left}.err{color:#b00020;font-weight:bold}.pos{color:#1a7f37}.neg{color:#cf222e}.note{color:#555;font-size:90%}.cols{display:flex;gap:2em;flex-wrap:wrap;align-items:flex-start}svg{display:block;max-width:960px}</style>
 </head><body>
 <h1>${esc(r.strategy)} <small>(${esc(r.mode)})</small></h1>
 ${r.error ? `<p class="err">Stopped by a strategy error in ${esc(r.error.hook)}: ${esc(r.error.message)}${r.error.location ? ` at ${esc(r.error.location)}` : ''}; ${esc(flattenOutcome(r.error))}.</p>` : ''}
-${r.approximateCurrency.length ? `<p>P/L of ${esc(r.approximateCurrency.join(', '))} is in the quote currency (no conversion rate to ${esc(r.currency)}).</p>` : ''}
-<h2>Summary</h2><table>${rows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</table>
-<p class="note">Sharpe and Sortino: ${esc(m.ratioMethod)}.</p>
-<h2>Equity and drawdown</h2>
-${equitySvg(r.equity)}
-<h2>Rate-limit budget per endpoint</h2>
-<table><tr><th>Endpoint</th><th>Sent</th><th>Waited</th><th>Wait (s)</th><th>Expired</th><th>Limit</th></tr>${budget || '<tr><td colspan="6">no broker calls</td></tr>'}</table>
+${r.approximateCurrency.length ? `<p>P/L of ${esc(r.approximateCurrency.join(', '))} is in the quote currency (no conversion rate to ${esc(ccy)}).</p>` : ''}
+<div class="cols"><div><h2>Summary</h2>${kv(rows)}</div><div><h2>Trade statistics</h2>${kv(stats)}
+<h3>Long / short</h3>${table(['Side', 'Trades', 'Wins', 'Win rate', `Net P/L (${ccy})`], sides)}</div>
+<div><h2>Monthly returns</h2>${table(['Month (UTC)', 'Return', `P/L (${ccy})`], months.length ? months : [['no data', '', '']])}</div></div>
+<p class="note">Sharpe and Sortino: ${esc(m.ratioMethod)}. A month's return is its last equity against the previous month's (the start balance for the first); its P/L is that of the trades closed in it.</p>
+<h2>Equity (${esc(ccy)}, times UTC)</h2>
+${equitySvg(r.equity, time, m.startBalance)}
+<h2>Drawdown (${esc(ccy)})</h2>
+${drawdownSvg(r.equity, time)}
+<h2>Prices, entries and exits</h2>
+${priceSection(r, time)}
+${budgetSection(r)}
 <h2>Trades</h2>
-<table><tr><th>Id</th><th>Symbol</th><th>Side</th><th>Amount (K)</th><th>Open time</th><th>Open</th><th>Close time</th><th>Close</th><th>Pips</th><th>P/L</th><th>Reason</th></tr>
-${trades}</table>
+${table(['Id', 'Symbol', 'Side', 'Amount (K)', 'Open time', 'Open', 'Close time', 'Close', 'Pips', 'P/L', 'Reason'], trades)}
 </body></html>
 `;
 }

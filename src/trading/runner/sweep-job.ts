@@ -1,0 +1,90 @@
+/**
+ * One backtest of a parameter sweep: a parameter set over one window of the candles. It runs in a
+ * worker thread (sweep-worker.ts) and never throws: a strategy that throws, or a run the engine
+ * refuses, is an error in the outcome, and the sweep goes on with the other sets.
+ */
+import path from 'node:path';
+import { runBacktest, type CandleSeries } from './backtest';
+import { runErrorOf } from './errors';
+import { loadStrategy } from './loader';
+import { computeMetrics, type Metrics } from './report';
+import type { RunError, RunResult } from './results';
+import type { SafetyLimits } from './safety';
+
+/** What every backtest of a sweep shares (sent once to each worker thread). */
+export interface SweepSetup {
+  strategyFile: string;
+  data: CandleSeries[];
+  balance?: number;
+  currency?: string;
+  commissionPerK?: number;
+  leverage?: number;
+  safety: SafetyLimits;
+}
+
+export interface SweepJob {
+  /** The window, epoch seconds: candles with from <= ts < to. */
+  from: number;
+  to: number;
+  params: Record<string, unknown>;
+  /** Return the trades and equity too (the out-of-sample runs, for their report), not only the metrics. */
+  keepRun: boolean;
+}
+
+export interface JobOutcome {
+  /** Absent when no backtest ran (the engine refused the data, the worker died). */
+  metrics?: Metrics;
+  run?: RunResult;
+  error?: RunError;
+}
+
+/** Index of the first candle at or after `ts` (candle files are in time order: candles-file.ts checks it). */
+function firstAtOrAfter(candles: CandleSeries['candles'], ts: number): number {
+  let lo = 0;
+  let hi = candles.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (candles[mid]!.ts < ts) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** The candles of the window [from, to) (epoch seconds), every series cut at the same times. */
+export function windowOf(data: readonly CandleSeries[], from: number, to: number): CandleSeries[] {
+  return data.map((s) => ({ ...s, candles: s.candles.slice(firstAtOrAfter(s.candles, from), firstAtOrAfter(s.candles, to)) }));
+}
+
+/**
+ * A fresh copy of the strategy module for every run: what a module keeps between hooks (counters,
+ * caches) must not leak from one parameter set into the next, or a result would depend on which
+ * runs its worker did before. (.ts strategies are compiled afresh by the loader anyway.)
+ */
+function freshStrategy(file: string): ReturnType<typeof loadStrategy> {
+  delete require.cache[require.resolve(path.resolve(file))];
+  return loadStrategy(file);
+}
+
+export async function runSweepJob(setup: SweepSetup, job: SweepJob): Promise<JobOutcome> {
+  try {
+    const result = await runBacktest({
+      strategy: freshStrategy(setup.strategyFile),
+      strategyFile: setup.strategyFile,
+      data: windowOf(setup.data, job.from, job.to),
+      params: job.params,
+      balance: setup.balance,
+      currency: setup.currency,
+      commissionPerK: setup.commissionPerK,
+      leverage: setup.leverage,
+      safety: setup.safety,
+    });
+    const { strategy, mode, currency, startBalance, startTime, trades, equity, approximateCurrency, error } = result;
+    return {
+      metrics: computeMetrics(trades, equity, startBalance, startTime),
+      error,
+      run: job.keepRun ? { strategy, mode, currency, startBalance, startTime, trades, equity, approximateCurrency, error } : undefined,
+    };
+  } catch (e) {
+    return { error: runErrorOf(e) };
+  }
+}
