@@ -308,6 +308,7 @@ export class RateLimitApp {
       clock: this.clock,
       unmatched: settings.server.rlqsUnmatched,
       maxBucketsPerStream: settings.server.rlqsMaxBucketsPerStream,
+      stats: this.stats,
     });
     this.configStore.onUpdate(() => void quota.configChanged());
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
@@ -401,6 +402,8 @@ export class RateLimitApp {
         dumpConfig: () => this.dumpConfig(),
         refreshGauges: () => this.localCache?.publish(this.stats),
         explain: (domain, texts) => this.explain(domain, texts),
+        explainBucket: (domain, text) => this.explainBucket(quota, domain, text),
+        quotaBuckets: () => quota.describe(),
       }),
       extra.debugTls,
     );
@@ -432,6 +435,17 @@ export class RateLimitApp {
       nowMs,
       count: async (op) => (await store.increment([op], nowMs))[0],
     });
+  }
+
+  /** The /debug/explain report for an RLQS bucket in `k=v,k2=v2` form, or an error text. */
+  explainBucket(quota: QuotaService, domain: string, text: string): string {
+    let pairs: Map<string, string>;
+    try {
+      pairs = new Map(parseDescriptor(text).entries.map((e) => [e.key, e.value]));
+    } catch (err) {
+      return `${(err as Error).message}\n`;
+    }
+    return quota.explainBucket(domain, pairs);
   }
 
   /** Flushes the stats now (a worker's primary asks before it answers a scrape or /stats). */

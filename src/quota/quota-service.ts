@@ -19,6 +19,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../core/clock';
 import { unitToDivider } from '../core/rls';
 import type { RateLimitConfig } from '../config/types';
+import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { DemandStore } from './demand';
 import { divide, tokenBucketFor } from './shares';
 import { QuotaStreamError, type BucketAction, type BucketPairs, type QuotaStrategy, type UsageReports } from './types';
@@ -32,6 +33,20 @@ export interface QuotaServiceOptions {
   unmatched: { strategy: 'allow-all' | 'deny-all'; ttlSeconds: number };
   /** Most buckets one stream may report (a flood of new buckets ends the stream). */
   maxBucketsPerStream: number;
+  /**
+   * `ratelimit.rlqs.{streams,buckets}` (gauges), `.{reports,assignments,abandons,stream_errors}`,
+   * and per rule `ratelimit.service.rate_limit.<key>.rlqs_{allowed,denied}` (what Envoy reported).
+   */
+  stats?: StatsStore;
+}
+
+interface QuotaStats {
+  readonly streams: Gauge;
+  readonly buckets: Gauge;
+  readonly reports: Counter;
+  readonly assignments: Counter;
+  readonly abandons: Counter;
+  readonly streamErrors: Counter;
 }
 
 /** Stream ids must differ across replicas that share a demand store (pids may collide across hosts). */
@@ -58,14 +73,70 @@ interface TrackedBucket {
 export class QuotaService {
   private readonly streams = new Set<QuotaStream>();
   private nextId = 0;
+  readonly stats: QuotaStats | undefined;
 
-  constructor(readonly opts: QuotaServiceOptions) {}
+  constructor(readonly opts: QuotaServiceOptions) {
+    const st = opts.stats;
+    this.stats =
+      st === undefined
+        ? undefined
+        : {
+            streams: st.gauge('ratelimit.rlqs.streams'),
+            buckets: st.gauge('ratelimit.rlqs.buckets'),
+            reports: st.counter('ratelimit.rlqs.reports'),
+            assignments: st.counter('ratelimit.rlqs.assignments'),
+            abandons: st.counter('ratelimit.rlqs.abandons'),
+            streamErrors: st.counter('ratelimit.rlqs.stream_errors'),
+          };
+  }
 
   /** A new stream; `send` delivers its bucket actions (one response per call). */
   open(send: (actions: BucketAction[]) => void): QuotaStream {
-    const s = new QuotaStream(this, `${REPLICA}.${++this.nextId}`, send, () => this.streams.delete(s));
+    const s = new QuotaStream(this, `${REPLICA}.${++this.nextId}`, send, () => {
+      this.streams.delete(s);
+      this.stats?.streams.set(this.streams.size);
+    });
     this.streams.add(s);
+    this.stats?.streams.set(this.streams.size);
     return s;
+  }
+
+  /** The buckets of all streams changed in number. */
+  bucketsChanged(): void {
+    if (this.stats === undefined) return;
+    let n = 0;
+    for (const s of this.streams) n += s.bucketCount;
+    this.stats.buckets.set(n);
+  }
+
+  /** `/debug/rlqs`: every live stream, its domain and buckets, and what each was last assigned. */
+  describe(): string {
+    if (this.streams.size === 0) return 'no RLQS stream\n';
+    let out = '';
+    for (const s of this.streams) out += s.describe();
+    return out;
+  }
+
+  /** `/debug/explain` for a bucket: where it is placed, its rule, and the streams that report it here. */
+  explainBucket(domain: string, pairs: BucketPairs): string {
+    const config = this.opts.config();
+    if (config === undefined) return 'no rate limit configuration loaded\n';
+    const descriptor = config.bucketDescriptor(domain, pairs);
+    let out = `bucket ${bucketKey(pairs)} in domain '${domain}'\n`;
+    if (descriptor === undefined) {
+      const u = this.opts.unmatched;
+      return out + `  no descriptor takes it: ${u.strategy} for ${u.ttlSeconds} s (RLQS_UNMATCHED_ACTION, RLQS_UNMATCHED_TTL)\n`;
+    }
+    out += `  descriptor: ${descriptor.entries.map((e) => `${e.key}=${e.value}`).join(', ')}\n`;
+    const rule = config.getLimit(domain, descriptor);
+    if (rule === undefined) out += '  no rate_limit there (whitelisted): allow all\n';
+    else if (rule.unlimited) out += `  rule ${rule.fullKey}: unlimited: allow all\n`;
+    else if (rule.shadowMode) out += `  rule ${rule.fullKey}: shadow mode: allow all\n`;
+    else if (rule.limit.requestsPerUnit === 0) out += `  rule ${rule.fullKey}: 0 per unit: deny all\n`;
+    else out += `  rule ${rule.fullKey}: ${rule.limit.requestsPerUnit} per ${unitToDivider(rule.limit.unit)} s, divided among the streams that report it\n`;
+    const key = bucketKey(pairs);
+    for (const s of this.streams) out += s.describeBucket(domain, key);
+    return out;
   }
 
   get streamCount(): number {
@@ -94,11 +165,23 @@ export class QuotaStream {
     return this.buckets.size;
   }
 
+  describe(): string {
+    let out = `stream ${this.id} domain '${this.domain}': ${this.buckets.size} buckets\n`;
+    for (const b of this.buckets.values()) out += `  ${bucketLine(b)}\n`;
+    return out;
+  }
+
+  describeBucket(domain: string, key: string): string {
+    const b = domain === this.domain ? this.buckets.get(key) : undefined;
+    return b === undefined ? '' : `  stream ${this.id}: ${bucketLine(b)}\n`;
+  }
+
   /** One message of the stream. Throws QuotaStreamError for a report the stream must end on. */
   async report(r: UsageReports): Promise<void> {
     if (this.closed) return;
     this.checkDomain(r.domain);
     if (r.usages.length === 0) throw new QuotaStreamError(3, 'a usage report must hold at least one bucket_quota_usages entry');
+    this.service.stats?.reports.inc();
     const now = this.service.opts.clock.nowMs();
     const touched: TrackedBucket[] = [];
     for (const u of r.usages) {
@@ -115,7 +198,9 @@ export class QuotaStream {
         }
         b = { key, pairs: u.bucket, demand: 0, intervalS: MIN_INTERVAL_S, matched: false, sentStrategy: undefined, sentAtMs: 0, sentTtlS: 0 };
         this.buckets.set(key, b);
+        this.service.bucketsChanged();
       }
+      this.countUsage(u.bucket, u.allowed, u.denied);
       // Envoy's first report of a bucket has time_elapsed 0: a subscription, no rate yet.
       if (u.elapsedSeconds > 0) {
         const interval = Math.max(MIN_INTERVAL_S, u.elapsedSeconds);
@@ -141,6 +226,7 @@ export class QuotaStream {
     for (const b of this.buckets.values()) this.service.opts.demand.release(this.scoped(b.key), this.id);
     this.buckets.clear();
     this.onClose();
+    this.service.bucketsChanged();
   }
 
   /** After a config change: assign every bucket again, abandon those whose rule is gone. */
@@ -153,6 +239,19 @@ export class QuotaStream {
       if (a !== undefined) actions.push(a);
     }
     if (actions.length > 0 && !this.closed) this.send(actions);
+  }
+
+  /** What Envoy reported for a bucket, on its rule's `rlqs_allowed` / `rlqs_denied`. */
+  private countUsage(pairs: BucketPairs, allowed: number, denied: number): void {
+    const stats = this.service.opts.stats;
+    if (stats === undefined || (allowed === 0 && denied === 0)) return;
+    const config = this.service.opts.config();
+    const descriptor = config?.bucketDescriptor(this.domain, pairs);
+    const rule = descriptor !== undefined ? config!.getLimit(this.domain, descriptor) : undefined;
+    if (rule === undefined) return;
+    const prefix = `ratelimit.service.rate_limit.${rule.stats.key}`;
+    if (allowed > 0) stats.counter(`${prefix}.rlqs_allowed`).inc(allowed);
+    if (denied > 0) stats.counter(`${prefix}.rlqs_denied`).inc(denied);
   }
 
   private checkDomain(domain: string): void {
@@ -183,6 +282,8 @@ export class QuotaStream {
     if (configChange && b.matched && !matched) {
       this.buckets.delete(b.key);
       o.demand.release(this.scoped(b.key), this.id);
+      this.service.stats?.abandons.inc();
+      this.service.bucketsChanged();
       return { bucket: b.pairs, abandon: true };
     }
     b.matched = matched;
@@ -205,6 +306,7 @@ export class QuotaStream {
     b.sentStrategy = text;
     b.sentAtMs = now;
     b.sentTtlS = ttlS;
+    this.service.stats?.assignments.inc();
     return { bucket: b.pairs, assign: { strategy, ttlSeconds: ttlS } };
   }
 }
@@ -212,4 +314,8 @@ export class QuotaStream {
 /** A bucket's pairs in one canonical text (sorted by key): the same bucket whatever the map order. */
 export function bucketKey(pairs: BucketPairs): string {
   return JSON.stringify([...pairs.keys()].sort().map((k) => [k, pairs.get(k)]));
+}
+
+function bucketLine(b: TrackedBucket): string {
+  return `${b.key}: demand ${b.demand.toFixed(2)}/s, reports every ${b.intervalS.toFixed(1)} s, assigned ${b.sentStrategy ?? 'nothing yet'} for ${b.sentTtlS} s`;
 }

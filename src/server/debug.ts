@@ -20,6 +20,10 @@ export interface DebugServerOptions {
   refreshGauges?: () => void | Promise<void>;
   /** `/debug/explain`: the explain report for a domain and descriptors, or an error text. */
   explain?: (domain: string, descriptors: string[]) => Promise<string>;
+  /** `/debug/explain?domain=D&bucket=k=v,k2=v2`: how an RLQS bucket is placed, limited and divided. */
+  explainBucket?: (domain: string, bucket: string) => string | Promise<string>;
+  /** `/debug/rlqs`: the live RLQS streams and buckets with their assignments. */
+  quotaBuckets?: () => string | Promise<string>;
   /**
    * `/debug/pprof/profile`: records a CPU profile for `ms` milliseconds (default: of this process).
    * `query` is the request's query string (worker mode reads `worker` from it).
@@ -57,9 +61,10 @@ function answer<T>(res: http.ServerResponse, what: string, get: () => T | Promis
 const localProfile = (ms: number): Promise<CpuProfileAnswer> => cpuProfile(ms).then((profile) => ({ profile }));
 
 const ENDPOINTS: ReadonlyArray<[string, string]> = [
-  ['/debug/explain', 'explain a request: ?domain=D&descriptors=k=v,k2=v2 (repeatable)'],
+  ['/debug/explain', 'explain a request: ?domain=D&descriptors=k=v,k2=v2 (repeatable), or an RLQS bucket: ?domain=D&bucket=k=v,k2=v2'],
   ['/debug/pprof/', 'root of various pprof endpoints. hit for help.'],
   ['/debug/pprof/profile', 'CPU profiling endpoint'],
+  ['/debug/rlqs', 'the live RLQS streams and buckets, and what each was last assigned'],
   ['/rlconfig', 'print out the currently loaded configuration for debugging'],
   ['/stats', 'print out stats'],
 ];
@@ -92,12 +97,26 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
         const q = new URL(req.url ?? '/', 'http://x').searchParams;
         const domain = q.get('domain') ?? '';
         const descriptors = q.getAll('descriptors');
+        const bucket = q.get('bucket');
+        if (bucket !== null) {
+          const explainBucket = opts.explainBucket;
+          if (explainBucket === undefined) plainError(res, 404, 'RLQS is not served here');
+          else if (domain === '' || bucket === '') plainError(res, 400, 'explain needs ?domain=D&bucket=k=v,k2=v2');
+          else answer(res, 'explain', () => explainBucket(domain, bucket), (text) => plainText(res, 200, text));
+          return;
+        }
         if (opts.explain === undefined) plainError(res, 404, 'explain is not available');
         else if (domain === '' || descriptors.length === 0) plainError(res, 400, 'explain needs ?domain=D&descriptors=k=v,k2=v2');
         else {
           const explain = opts.explain;
           answer(res, 'explain', () => explain(domain, descriptors), (text) => plainText(res, 200, text));
         }
+        return;
+      }
+      case '/debug/rlqs': {
+        const quotaBuckets = opts.quotaBuckets;
+        if (quotaBuckets === undefined) plainError(res, 404, 'RLQS is not served here');
+        else answer(res, 'rlqs', quotaBuckets, (text) => plainText(res, 200, text));
         return;
       }
       case '/debug/pprof/':

@@ -9,7 +9,8 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { RateLimitQuotaServiceClient, type RateLimitQuotaResponse } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
 import { openQuotaStream, tokensPerSecond } from '../support/rlqs-stream';
-import { baseEnv, runtimeDir, startService, type Service } from './harness';
+import { waitFor } from '../support/wait';
+import { baseEnv, httpGet, runtimeDir, startService, type Service } from './harness';
 
 const CONFIG = `domain: gw
 descriptors:
@@ -82,6 +83,7 @@ test('a config change that removes a rule abandons its buckets', async () => {
   const r = await s.next();
   expect(r.bucketAction).toEqual([{ bucketId: { bucket: { api: 'search' } }, abandonAction: {} }]);
   fs.writeFileSync(path.join(configDir, 'gw.yaml'), CONFIG);
+  await waitFor(async () => (await httpGet(svc.debug, '/rlconfig')).body.includes('gw.api_search'), 'the config to be back');
   s.call.end();
   await s.ended();
 });
@@ -92,4 +94,29 @@ test('a report without a domain ends the stream with INVALID_ARGUMENT and the re
   const st = await s.ended();
   expect(st.code).toBe(grpc.status.INVALID_ARGUMENT);
   expect(st.details).toBe('the first usage report of a stream must name its domain');
+});
+
+test('the debug port shows the live buckets and explains a bucket; /stats counts streams, assignments and what Envoy reported per rule', async () => {
+  const allowedSoFar = async () => Number(/ratelimit\.service\.rate_limit\.gw\.api_search\.rlqs_allowed: (\d+)/.exec((await httpGet(svc.debug, '/stats')).body)?.[1] ?? 0);
+  const before = await allowedSoFar();
+  const s = openQuotaStream(client);
+  s.report('search', 0, 1);
+  await s.next();
+  s.report('search', 1, 42);
+  await waitFor(async () => (await allowedSoFar()) === before + 43, 'the reported usage on the rule');
+  const live = (await httpGet(svc.debug, '/debug/rlqs')).body;
+  expect(live).toMatch(/stream \S+ domain 'gw': 1 buckets/);
+  expect(live).toContain('[["api","search"]]: demand 42.00/s');
+  const why = await httpGet(svc.debug, '/debug/explain?domain=gw&bucket=api=search');
+  expect(why.status).toBe(200);
+  expect(why.body).toContain('descriptor: api=search');
+  expect(why.body).toContain('rule gw.api_search: 100 per 1 s, divided among the streams that report it');
+  expect(why.body).toMatch(/stream \S+: \[\["api","search"\]\]: demand/);
+  expect((await httpGet(svc.debug, '/debug/explain?domain=gw&bucket=colour=red')).body).toContain('no descriptor takes it: allow-all for 10 s');
+  const stats = (await httpGet(svc.debug, '/stats')).body;
+  expect(stats).toMatch(/ratelimit\.rlqs\.streams: [1-9]/);
+  expect(stats).toMatch(/ratelimit\.rlqs\.assignments: [1-9]/);
+  expect(stats).toContain('ratelimit_server.StreamRateLimitQuotas.total_requests:');
+  s.call.end();
+  await s.ended();
 });
