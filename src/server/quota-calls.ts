@@ -58,6 +58,7 @@ export class QuotaCalls {
       if (t.unread() >= MAX_UNREAD_RESPONSES) {
         ended = true;
         stream.close();
+        this.quota.stats?.streamErrors.inc();
         this.logger.debug(`RLQS stream ${stream.id} reset: the client left ${MAX_UNREAD_RESPONSES} responses unread`);
         t.reset(`the client left ${MAX_UNREAD_RESPONSES} responses unread`);
         return;
@@ -68,6 +69,7 @@ export class QuotaCalls {
       if (ended) return;
       ended = true;
       stream.close();
+      this.quota.stats?.streamErrors.inc();
       this.logger.debug(`RLQS stream ${stream.id} ended: ${details}`);
       t.fail(code, details);
     };

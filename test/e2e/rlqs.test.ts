@@ -117,6 +117,7 @@ test('the debug port shows the live buckets and explains a bucket; /stats counts
   expect(stats).toMatch(/ratelimit\.rlqs\.streams: [1-9]/);
   expect(stats).toMatch(/ratelimit\.rlqs\.assignments: [1-9]/);
   expect(stats).toContain('ratelimit_server.StreamRateLimitQuotas.total_requests:');
+  expect(stats).toMatch(/ratelimit\.rlqs\.stream_errors: [1-9]/); // the stream without a domain, above
   s.call.end();
   await s.ended();
 });
