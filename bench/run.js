@@ -1327,7 +1327,7 @@ function markdown(scenarios, distinct, rss, allProblems) {
     lines.push(
       '**Redis commands per request** (INFO commandstats before/after the peak and half-load runs, summed over the nodes; ' +
         'divided by the gRPC calls the service counted over the same window; our INFO reads and ioredis bookkeeping such as CLUSTER SLOTS are left out). ' +
-        'Pipelines are not visible in commandstats: the service sends each request\'s commands as one pipeline (cluster: one per hash slot). ' +
+        'Pipelines are not visible in commandstats: the service sends each request\'s commands as one pipeline (cluster: one per master node). ' +
         'With REDIS_BATCH_SCRIPT the INCRBY/EXPIRE pairs of a pipeline (the requests decided in one event-loop turn) run inside one EVAL; commandstats counts the EVAL and the commands it calls.',
       '',
       '| Scenario | Nodes | Calls | Commands / request | INCRBY / request | EXPIRE / request | Other commands | Redis CPU at peak (sum) |',

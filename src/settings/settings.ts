@@ -316,7 +316,7 @@ export interface RedisConnectionSettings {
   readonly pipelineWindowMs: number;
   /** _PIPELINE_LIMIT (default 0 = no count limit): a batched pipeline is flushed once it holds this many commands */
   readonly pipelineLimit: number;
-  /** _CLUSTER_PIPELINE_PARALLELISM (default 1): cluster slot groups in flight at once; 0 or 1 = all in parallel, N > 1 caps it */
+  /** _CLUSTER_PIPELINE_PARALLELISM (default 1): cluster pipelines (one per node) of one flush in flight at once; 0 or 1 = all in parallel, N > 1 caps it */
   readonly clusterPipelineParallelism: number;
   /** _TIMEOUT in ms (default 10s): dial and I/O */
   readonly timeoutMs: number;

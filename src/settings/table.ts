@@ -235,7 +235,7 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   redis('REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', 'bool', 'false', 'verify the Redis certificate chain but not its host name'),
   ...redisTwin('PIPELINE_WINDOW', 'duration', '0', 'batch the commands of concurrent requests into one pipeline for this long (every mode); 0 = one pipeline per request'),
   ...redisTwin('PIPELINE_LIMIT', 'int', '0', 'flush a batched pipeline once it holds this many commands (INCRBY and EXPIRE count one each); 0 = no count limit'),
-  ...redisTwin('CLUSTER_PIPELINE_PARALLELISM', 'int', '1', 'cluster mode: slot groups of one request in flight at once; 0 or 1 = all in parallel, N > 1 caps it', { min: 0 }),
+  ...redisTwin('CLUSTER_PIPELINE_PARALLELISM', 'int', '1', 'cluster mode: pipelines (one per node) of one flush in flight at once; 0 or 1 = all in parallel, N > 1 caps it', { min: 0 }),
   ...redisTwin('TIMEOUT', 'duration', '10s', 'dial and I/O timeout'),
   ...redisTwin('POOL_ON_EMPTY_BEHAVIOR', 'string', 'WAIT', 'when the pool is exhausted: WAIT (CREATE and ERROR are rejected; others mean WAIT)'),
   redis('REDIS_PERSECOND', 'bool', 'false', 'use a second Redis (REDIS_PERSECOND_*) for per-second limits'),

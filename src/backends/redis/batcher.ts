@@ -1,12 +1,19 @@
 /**
  * Pipelines of the Redis store: the commands of one or many requests (REDIS_PIPELINE_WINDOW /
- * REDIS_PIPELINE_LIMIT, or one event-loop turn) queued per instance — one open batch, or one per
- * hash slot in cluster mode — sent as one RESP write (wire.ts) or one ioredis cluster pipeline,
- * each with one REDIS_TIMEOUT deadline, and each reply given back to the request it belongs to.
+ * REDIS_PIPELINE_LIMIT, or one event-loop turn) queued per instance, each batch sent with one
+ * REDIS_TIMEOUT deadline and each reply given back to the request it belongs to.
+ *
+ * - Single / sentinel: one open batch, written as one RESP text (wire.ts).
+ * - Cluster: one batch per master node, found through ioredis's slot map and written the same way
+ *   to that node's connection. A key whose node has no ready connection goes in an ioredis cluster
+ *   pipeline per hash slot instead, which routes it, waits for the connection and follows
+ *   redirects; so does every key with REDIS_BATCH_SCRIPT, whose EVAL takes the keys of one slot.
+ *   A node batch's command answered with MOVED, ASK, TRYAGAIN or CLUSTERDOWN (the slot map was
+ *   stale, or the cluster is changing) is sent again through the ioredis cluster.
  */
 import type { ChainableCommander, Redis } from 'ioredis';
 import type { StoreError, CounterOp } from '../../core/store';
-import type { RedisConnection } from './connection';
+import { canWrite, type RedisClient, type RedisConnection } from './connection';
 import { toStoreError } from './errors';
 import { ALGORITHM_SCRIPT, ALGORITHM_SCRIPT_SHA, INCREMENT_SCRIPT, scriptArgs } from './scripts';
 import { WirePipeline } from './wire';
@@ -14,6 +21,11 @@ import { WirePipeline } from './wire';
 // cluster-key-slot ships with ioredis and has no type declarations.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const calculateSlot = require('cluster-key-slot') as (key: string) => number;
+
+/** Errors after which a node batch's command is sent again through the ioredis cluster. */
+const REDIRECT = /^(?:MOVED|ASK|TRYAGAIN|CLUSTERDOWN)\b/;
+/** The reply of each command of a node batch found not writable when its turn came (nothing sent). */
+const NOT_SENT = new Error('not sent: the node connection is not ready');
 
 export const PHASE_GET = 0;
 export const PHASE_INCR = 1;
@@ -64,6 +76,7 @@ class Batch {
   readonly scripted: boolean[] = [];
   /** REDIS_BATCH_SCRIPT: the INCRBY/EXPIRE pairs, sent as one EVAL after the other commands. */
   readonly keys: string[] = [];
+  /** Per pair, in queue order: for REDIS_BATCH_SCRIPT's EVAL, or a node batch's resend after a redirect. */
   readonly addends: number[] = [];
   readonly ttls: number[] = [];
   commands = 0;
@@ -73,17 +86,19 @@ class Batch {
   flight: Flight | undefined = undefined;
 
   /**
-   * The commands: as RESP text for a single or sentinel connection (src/backends/redis/wire.ts),
-   * as an ioredis pipeline for a cluster (which routes it and follows redirects).
+   * The commands: as RESP text (src/backends/redis/wire.ts) for a single or sentinel connection or
+   * a cluster `node`'s connection, or as an ioredis cluster pipeline for one `slot` (which routes
+   * it and follows redirects).
    */
   constructor(
     readonly wire: WirePipeline | undefined,
     readonly pipeline: ChainableCommander | undefined,
+    readonly node: Redis | undefined,
     readonly slot: number,
   ) {}
 }
 
-/** Cluster batches of one flush, at most `cap` in flight (REDIS_CLUSTER_PIPELINE_PARALLELISM). */
+/** Cluster batches of one flush (per node or slot), at most `cap` in flight (REDIS_CLUSTER_PIPELINE_PARALLELISM). */
 class Flight {
   constructor(
     readonly batches: Batch[],
@@ -91,9 +106,10 @@ class Flight {
   ) {}
 }
 
-/** The queue of one instance (main or per-second): one open batch, or one per slot in cluster mode. */
+/** The queue of one instance (main or per-second): one open batch, or one per node or slot (cluster). */
 export class Batcher {
   private open: Batch | undefined = undefined;
+  private readonly byNode = new Map<Redis, Batch>();
   private readonly bySlot = new Map<number, Batch>();
   private dirty: Batch[] = [];
   private timer: NodeJS.Timeout | undefined = undefined;
@@ -123,6 +139,10 @@ export class Batcher {
       b.ttls.push(ttl);
     } else if (b.wire !== undefined) {
       b.wire.incrbyExpire(key, addend, ttl);
+      if (b.node !== undefined) {
+        b.addends.push(addend);
+        b.ttls.push(ttl);
+      }
     } else {
       b.pipeline!.incrby(key, addend).expire(key, ttl);
     }
@@ -162,7 +182,10 @@ export class Batcher {
           if (b.commands >= this.limit) (full ??= []).push(b);
         }
         if (full !== undefined) {
-          for (const b of full) this.bySlot.delete(b.slot);
+          for (const b of full) {
+            if (b.node !== undefined) this.byNode.delete(b.node);
+            else this.bySlot.delete(b.slot);
+          }
           this.dirty = this.dirty.filter((b) => b.commands < this.limit);
           this.launch(full);
         }
@@ -195,6 +218,7 @@ export class Batcher {
       if (this.dirty.length === 0) return;
       const list = this.dirty;
       this.dirty = [];
+      this.byNode.clear();
       this.bySlot.clear();
       this.launch(list);
     } else if (this.open !== undefined) {
@@ -209,16 +233,26 @@ export class Batcher {
     if (!this.cluster) {
       let b = this.open;
       if (b === undefined) {
-        b = new Batch(new WirePipeline(), undefined, -1);
+        b = new Batch(new WirePipeline(), undefined, undefined, -1);
         this.open = b;
         this.dirty.push(b);
       }
       return b;
     }
     const slot = calculateSlot(key);
+    const node = this.batchScript ? undefined : this.conn.readyMaster(slot);
+    if (node !== undefined) {
+      let b = this.byNode.get(node);
+      if (b === undefined) {
+        b = new Batch(new WirePipeline(), undefined, node, slot);
+        this.byNode.set(node, b);
+        this.dirty.push(b);
+      }
+      return b;
+    }
     let b = this.bySlot.get(slot);
     if (b === undefined) {
-      b = new Batch(undefined, this.conn.client().pipeline(), slot);
+      b = new Batch(undefined, this.conn.client().pipeline(), undefined, slot);
       this.bySlot.set(slot, b);
       this.dirty.push(b);
     }
@@ -253,9 +287,15 @@ export class Batcher {
     // commandTimeout would arm); in cluster mode it also bounds ioredis's redirects and resends.
     // Armed first: a connection that cannot take commands answers before sendPipeline returns.
     b.deadline = setTimeout(() => this.fail(b, new Error('Command timed out')), this.timeoutMs);
-    if (b.wire !== undefined) {
-      if (n > 0) b.wire.command('eval', [INCREMENT_SCRIPT, n, ...b.keys, ...b.addends, ...b.ttls]);
-      b.wire.send(this.conn.client() as Redis, (replies) => this.done(b, replies));
+    const wire = b.wire;
+    if (wire !== undefined) {
+      const node = b.node;
+      if (n > 0) wire.command('eval', [INCREMENT_SCRIPT, n, ...b.keys, ...b.addends, ...b.ttls]);
+      if (node === undefined) wire.send(this.conn.client() as Redis, (replies) => this.done(b, replies));
+      else if (canWrite(node)) wire.send(node, (replies) => this.done(b, replies));
+      // The node's connection was lost while the batch waited: nothing is written, each command
+      // goes through the cluster instead.
+      else this.done(b, new Array<unknown>(wire.commands).fill(NOT_SENT));
       return;
     }
     if (n > 0) b.pipeline!.eval(INCREMENT_SCRIPT, n, ...b.keys, ...b.addends, ...b.ttls);
@@ -296,7 +336,7 @@ export class Batcher {
       if (b.scripted[k] === true) {
         const r = replies[pos++];
         if (!(r instanceof Error)) req.counts[i] = Number(r);
-        else if (r.message.startsWith('NOSCRIPT')) this.evalFallback(req, i);
+        else if (r.message.startsWith('NOSCRIPT') || this.redirected(b, r)) this.evalFallback(req, i);
         else req.fail(r);
       } else if (i >= 0 && this.batchScript) {
         const c = counted?.[next++];
@@ -306,21 +346,94 @@ export class Batcher {
       } else if (i >= 0) {
         const incr = replies[pos];
         const expire = replies[pos + 1];
+        const pair = next++;
         pos += 2;
-        if (incr instanceof Error) req.fail(incr);
-        else if (expire instanceof Error) req.fail(expire);
-        else req.counts[i] = incr as number;
+        if (incr instanceof Error) {
+          if (this.redirected(b, incr)) this.resendPair(req, i, b.addends[pair]!, b.ttls[pair]!);
+          else req.fail(incr);
+        } else if (expire instanceof Error) {
+          // Counted; only the EXPIRE missed its key (moved away in between).
+          if (this.redirected(b, expire)) {
+            req.counts[i] = incr as number;
+            this.resendExpire(req, i, b.ttls[pair]!);
+          } else {
+            req.fail(expire);
+          }
+        } else {
+          req.counts[i] = incr as number;
+        }
       } else {
         const r = replies[pos++];
-        if (r instanceof Error) req.fail(r);
-        else req.current![~i] = toCount(r);
+        if (!(r instanceof Error)) req.current![~i] = toCount(r);
+        else if (this.redirected(b, r)) this.resendGet(req, ~i);
+        else req.fail(r);
       }
     }
     last?.batchDone();
   }
 
-  /** The script was not cached on that server: send that op again with EVAL (caches it). */
+  /**
+   * Whether a node batch's command goes through the cluster instead: it was not sent, or it was
+   * redirected. After MOVED ioredis's slot map is stale: have it reloaded. (ASK and TRYAGAIN come
+   * during a migration, when the map is still right; on CLUSTERDOWN ioredis reloads it itself.)
+   */
+  private redirected(b: Batch, err: Error): boolean {
+    if (b.node === undefined) return false;
+    if (err === NOT_SENT) return true;
+    if (!REDIRECT.test(err.message)) return false;
+    if (err.message.startsWith('MOVED')) this.conn.refreshSlots();
+    return true;
+  }
+
+  /** The script was not cached on that server, or the command was redirected: EVAL (caches it). */
   private evalFallback(req: Req, i: number): void {
+    const args = scriptArgs(req.ops[i]!, req.nowMs);
+    this.resend(
+      req,
+      (c) => c.eval(ALGORITHM_SCRIPT, ...args),
+      (v) => {
+        req.counts[i] = Number(v);
+      },
+    );
+  }
+
+  private resendPair(req: Req, i: number, addend: number, ttl: number): void {
+    const key = req.ops[i]!.key;
+    this.resend(
+      req,
+      (c) => c.pipeline().incrby(key, addend).expire(key, ttl).exec(),
+      (res) => {
+        req.counts[i] = pairCount(res);
+      },
+    );
+  }
+
+  private resendExpire(req: Req, i: number, ttl: number): void {
+    const key = req.ops[i]!.key;
+    this.resend(
+      req,
+      (c) => c.expire(key, ttl),
+      () => undefined,
+    );
+  }
+
+  private resendGet(req: Req, i: number): void {
+    const key = req.ops[i]!.key;
+    this.resend(
+      req,
+      (c) => c.get(key),
+      (v) => {
+        req.current![i] = toCount(v);
+      },
+    );
+  }
+
+  /**
+   * Sends one op of `req` again through the ioredis client (a cluster follows redirects and
+   * retries) within a REDIS_TIMEOUT deadline of its own; `take` stores the reply, or throws.
+   */
+  private resend(req: Req, send: (client: RedisClient) => Promise<unknown>, take: (reply: unknown) => void): void {
+    if (req.settled) return;
     req.pending++;
     let settled = false;
     const deadline = setTimeout(() => {
@@ -328,24 +441,26 @@ export class Batcher {
       settled = true;
       req.fail(new Error('Command timed out'));
     }, this.timeoutMs);
-    this.conn
-      .client()
-      .eval(ALGORITHM_SCRIPT, ...scriptArgs(req.ops[i]!, req.nowMs))
-      .then(
-        (v) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(deadline);
-          req.counts[i] = Number(v);
-          req.batchDone();
-        },
-        (err: unknown) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(deadline);
+    send(this.conn.client()).then(
+      (reply) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadline);
+        try {
+          take(reply);
+        } catch (err) {
           req.fail(err);
-        },
-      );
+          return;
+        }
+        req.batchDone();
+      },
+      (err: unknown) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadline);
+        req.fail(err);
+      },
+    );
   }
 
   private fail(b: Batch, err: unknown): void {
@@ -365,6 +480,15 @@ export class Batcher {
       this.send(nb);
     }
   }
+}
+
+/** The INCRBY reply of an ioredis pipeline `INCRBY`, `EXPIRE`; throws the error of either. */
+function pairCount(res: unknown): number {
+  const r = res as Array<[Error | null, unknown]> | null;
+  if (r === null) throw new Error('pipeline returned no replies');
+  const err = r[0]![0] ?? r[1]![0];
+  if (err !== null) throw err;
+  return r[0]![1] as number;
 }
 
 function toCount(v: unknown): number {

@@ -33,6 +33,22 @@ import { Backoff } from '../../core/backoff';
 
 export type RedisClient = Redis | Cluster;
 
+/**
+ * What `readyMaster` reads of ioredis's Cluster (the exact version is pinned in package.json;
+ * test/backends/redis/cluster.test.ts fails if these change): `slots`, slot → node keys
+ * (`host:port`, master first), and the private `connectionPool`, node key → that node's connection.
+ */
+interface ClusterInternals {
+  readonly status: string;
+  readonly slots: ReadonlyArray<readonly string[] | undefined>;
+  readonly connectionPool: { getInstanceByKey(key: string): Redis | undefined };
+}
+
+/** Whether a command written to `c` now goes on the wire (what ioredis checks before writing). */
+export function canWrite(c: Redis): boolean {
+  return c.status === 'ready' && c.stream.writable;
+}
+
 /** The TLS and start-up settings both instances share (REDIS_TLS_*, REDIS_STARTUP_*). */
 export type SharedRedisSettings = Pick<
   RedisSettings,
@@ -211,6 +227,24 @@ export class RedisConnection {
       if (c!.status === 'ready') return c!;
     }
     return pool[this.rr]!;
+  }
+
+  /**
+   * Cluster: the connection of the master serving `slot` in ioredis's slot map when it can take a
+   * write now; undefined when the map has no entry or that connection is not ready (connecting,
+   * lost, or the cluster itself not ready): the cluster's own routing is then used.
+   */
+  readyMaster(slot: number): Redis | undefined {
+    const c = this.cluster as unknown as ClusterInternals | undefined;
+    if (c === undefined || c.status !== 'ready') return undefined;
+    const key = c.slots[slot]?.[0];
+    const node = key === undefined ? undefined : c.connectionPool.getInstanceByKey(key);
+    return node !== undefined && canWrite(node) ? node : undefined;
+  }
+
+  /** Cluster: has ioredis reload its slot map (it runs one reload at a time). */
+  refreshSlots(): void {
+    this.cluster?.refreshSlotsCache();
   }
 
   /**

@@ -6,29 +6,33 @@
  *   jitter is `floor(random · EXPIRATION_JITTER_MAX_SECONDS)` (0..N-1, as Go's `rand.Int63n`).
  * - Ops with a one-second window go to the per-second instance when REDIS_PERSECOND is on.
  * - Single / sentinel: all the commands of one request in one pipeline (one round trip; with the
- *   per-second instance two pipelines, sent concurrently). Cluster: one pipeline per hash slot, all
- *   sent at once; REDIS_CLUSTER_PIPELINE_PARALLELISM > 1 caps how many are in flight at once, 0 or 1
- *   means no cap (a deliberate difference: upstream's default 1 sends the groups one after another).
+ *   per-second instance two pipelines, sent concurrently). Cluster: one pipeline per master node (per
+ *   hash slot while a node's connection is not ready, and with REDIS_BATCH_SCRIPT), all sent at
+ *   once; REDIS_CLUSTER_PIPELINE_PARALLELISM > 1 caps how many are in flight at once, 0 or 1 means
+ *   no cap (a deliberate difference: upstream's default 1 sends the groups one after another).
  * - STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when another key is already over (local cache) every
  *   INCRBY adds 0; otherwise a pipelined `GET` of every key first, then `stopIncrementAddends` picks
  *   each INCRBY argument (two round trips, as upstream).
  * - Cross-request batching (REDIS_PIPELINE_WINDOW > 0 or REDIS_PIPELINE_LIMIT > 0, every mode): the
- *   commands of concurrent requests are queued and sent as one pipeline (cluster: one per slot) when
+ *   commands of concurrent requests are queued and sent as one pipeline (cluster: one per node) when
  *   the window, started by the first queued request, elapses, or as soon as a queue holds
  *   REDIS_PIPELINE_LIMIT commands (INCRBY and EXPIRE count one each, as upstream counts pipeline
  *   length), whichever comes first; with a limit and no window the queue is also sent at the end of
  *   the current event-loop turn. Each request still gets exactly its own replies. With both 0 the
  *   requests decided in one event-loop turn share one pipeline write (one round trip each).
- * - Single / sentinel pipelines are written as one RESP text, replies collected without a promise
- *   per command (./wire.ts); a cluster's go through ioredis's pipeline, which routes them. The
- *   queues and pipelines are batcher.ts; the scripts, scripts.ts.
+ * - Pipelines are written as one RESP text, replies collected without a promise per command
+ *   (./wire.ts): to the connection, or in a cluster to the node that ioredis's slot map names. A
+ *   command redirected there (MOVED, ASK, TRYAGAIN, CLUSTERDOWN), and every key whose node has no
+ *   ready connection, goes through ioredis's cluster client, which routes it and follows redirects.
+ *   The queues and pipelines are batcher.ts; the scripts, scripts.ts.
  * - REDIS_BATCH_SCRIPT (extension, off by default): a pipeline's INCRBY/EXPIRE pairs go as one EVAL
  *   of INCREMENT_SCRIPT instead; the keys, counts and TTLs are the same.
  * - Any Redis error, timeout or lost connection rejects the request with a StoreError carrying the
  *   error text; `transient` tells connection-type failures (and CLUSTERDOWN, LOADING, TRYAGAIN,
  *   MOVED, READONLY…) from the others (WRONGTYPE, NOAUTH, ERR …). A request never waits longer than
- *   REDIS_TIMEOUT per round trip: each pipeline (and the EVAL fallback) carries one deadline of
- *   that length, which in cluster mode also bounds ioredis's redirects and resends.
+ *   REDIS_TIMEOUT per round trip: each pipeline (and each op sent again: the EVAL fallback, a
+ *   redirected command) carries one deadline of that length, which in cluster mode also bounds
+ *   ioredis's redirects and resends.
  */
 import type { RedisSettings } from '../../settings/settings';
 import type { StatsStore } from '../../stats/store';

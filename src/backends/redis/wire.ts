@@ -1,8 +1,9 @@
 /**
- * One pipeline written to an ioredis connection (single or sentinel) as one RESP text, its replies
- * collected without a Command object and a promise per command. ioredis's pipeline builds a
- * Command (with its promise, argument list and encoder) per INCRBY and per EXPIRE and settles
- * each; with five descriptors that was the service's largest cost, and most of what it allocated.
+ * One pipeline written to an ioredis connection (single, sentinel, or a cluster node's) as one
+ * RESP text, its replies collected without a Command object and a promise per command. ioredis's
+ * pipeline builds a Command (with its promise, argument list and encoder) per INCRBY and per
+ * EXPIRE and settles each; with five descriptors that was the service's largest cost, and most of
+ * what it allocated.
  *
  * The bytes on the wire are what ioredis's pipeline writes (lower-case names, the same
  * arguments, one write per pipeline). ioredis still owns the connection: its reply parser, its
@@ -59,7 +60,8 @@ export class WirePipeline {
   /**
    * Queues one reply per command on `redis` and writes the text in one write. When the connection
    * cannot take commands now, ioredis rejects each at once (no offline queue) and nothing is
-   * written: `onDone` has run before this returns.
+   * written: `onDone` has run before this returns. A cluster node's connection has an offline
+   * queue (ioredis sets it): send to it only when it can write (connection.ts `canWrite`).
    */
   send(redis: Redis, onDone: (replies: unknown[]) => void): void {
     this.onDone = onDone;
