@@ -21,7 +21,7 @@ import { unitToDivider } from '../core/rls';
 import type { RateLimitConfig } from '../config/types';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { DemandStore } from './demand';
-import { divide, tokenBucketFor } from './shares';
+import { divide, NOT_MEASURED, tokenBucketFor } from './shares';
 import { QuotaStreamError, type BucketAction, type BucketPairs, type QuotaStrategy, type UsageReports } from './types';
 
 export interface QuotaServiceOptions {
@@ -59,8 +59,10 @@ const NEWEST = 0.5;
 interface TrackedBucket {
   readonly key: string;
   readonly pairs: BucketPairs;
-  /** Requests per second (allowed + denied), smoothed. */
+  /** Requests per second (allowed + denied), smoothed; NOT_MEASURED before a report with a rate. */
   demand: number;
+  /** The streams (of all replicas) that shared the bucket at its last division, as one text. */
+  peers: string | undefined;
   /** Seconds between reports, smoothed. */
   intervalS: number;
   /** Whether a rule (or a whitelisting descriptor) took the bucket when last assigned. */
@@ -99,6 +101,11 @@ export class QuotaService {
     this.streams.add(s);
     this.stats?.streams.set(this.streams.size);
     return s;
+  }
+
+  /** Assigns `scopedKey` again on this replica's streams other than `except` (its sharers changed). */
+  redivide(scopedKey: string, except: QuotaStream): void {
+    for (const s of this.streams) if (s !== except) void s.reassignBucket(scopedKey);
   }
 
   /** The buckets of all streams changed in number. */
@@ -180,8 +187,9 @@ export class QuotaStream {
   async report(r: UsageReports): Promise<void> {
     if (this.closed) return;
     this.checkDomain(r.domain);
-    if (r.usages.length === 0) throw new QuotaStreamError(3, 'a usage report must hold at least one bucket_quota_usages entry');
     this.service.stats?.reports.inc();
+    // Envoy keeps reporting (the domain alone) when it has no bucket left, e.g. after abandons.
+    if (r.usages.length === 0) return;
     const now = this.service.opts.clock.nowMs();
     const touched: TrackedBucket[] = [];
     for (const u of r.usages) {
@@ -196,7 +204,7 @@ export class QuotaStream {
         if (this.buckets.size >= this.service.opts.maxBucketsPerStream) {
           throw new QuotaStreamError(8, `this stream reports more than ${this.service.opts.maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`);
         }
-        b = { key, pairs: u.bucket, demand: 0, intervalS: MIN_INTERVAL_S, matched: false, sentStrategy: undefined, sentAtMs: 0, sentTtlS: 0 };
+        b = { key, pairs: u.bucket, demand: NOT_MEASURED, peers: undefined, intervalS: MIN_INTERVAL_S, matched: false, sentStrategy: undefined, sentAtMs: 0, sentTtlS: 0 };
         this.buckets.set(key, b);
         this.service.bucketsChanged();
       }
@@ -205,8 +213,7 @@ export class QuotaStream {
       if (u.elapsedSeconds > 0) {
         const interval = Math.max(MIN_INTERVAL_S, u.elapsedSeconds);
         const rate = (u.allowed + u.denied) / interval;
-        const first = b.sentStrategy === undefined || b.demand === 0;
-        b.demand = first ? rate : NEWEST * rate + (1 - NEWEST) * b.demand;
+        b.demand = b.demand === NOT_MEASURED ? rate : NEWEST * rate + (1 - NEWEST) * b.demand;
         b.intervalS = NEWEST * interval + (1 - NEWEST) * b.intervalS;
       }
       if (!touched.includes(b)) touched.push(b);
@@ -223,10 +230,23 @@ export class QuotaStream {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    for (const b of this.buckets.values()) this.service.opts.demand.release(this.scoped(b.key), this.id);
+    const left = [...this.buckets.values()].map((b) => this.scoped(b.key));
+    for (const key of left) this.service.opts.demand.release(key, this.id);
     this.buckets.clear();
     this.onClose();
     this.service.bucketsChanged();
+    // Its shares go to the streams that remain, now.
+    for (const key of left) this.service.redivide(key, this);
+  }
+
+  /** Assigns one bucket again (another stream joined or left it), sending the change if any. */
+  async reassignBucket(scopedKey: string): Promise<void> {
+    const prefix = `${this.domain}|`;
+    if (this.closed || !scopedKey.startsWith(prefix)) return;
+    const b = this.buckets.get(scopedKey.slice(prefix.length));
+    if (b === undefined) return;
+    const a = await this.assign(b, this.service.opts.clock.nowMs(), false);
+    if (a !== undefined && !this.closed) this.send([a]);
   }
 
   /** After a config change: assign every bucket again, abandon those whose rule is gone. */
@@ -296,6 +316,13 @@ export class QuotaStream {
       const unitS = unitToDivider(rule.limit.unit);
       const live = await o.demand.report(this.scoped(b.key), this.id, b.demand, now, now + Math.ceil(2 * b.intervalS + 1) * 1000);
       const streams = [...live.keys()].sort();
+      const peers = streams.join(' ');
+      if (peers !== b.peers) {
+        b.peers = peers;
+        // Streams joined or left: this replica's other streams of the bucket are divided again
+        // now, not at their next report, so the shares do not add up to more than the limit.
+        if (!configChange) this.service.redivide(this.scoped(b.key), this);
+      }
       const shares = divide(rule.limit.requestsPerUnit, streams.map((s) => live.get(s)!));
       const share = shares[streams.indexOf(this.id)] ?? 0;
       const tb = unitS > 0 ? tokenBucketFor(share, unitS, b.intervalS) : undefined;
@@ -317,5 +344,6 @@ export function bucketKey(pairs: BucketPairs): string {
 }
 
 function bucketLine(b: TrackedBucket): string {
-  return `${b.key}: demand ${b.demand.toFixed(2)}/s, reports every ${b.intervalS.toFixed(1)} s, assigned ${b.sentStrategy ?? 'nothing yet'} for ${b.sentTtlS} s`;
+  const demand = b.demand === NOT_MEASURED ? 'not measured yet' : `${b.demand.toFixed(2)}/s`;
+  return `${b.key}: demand ${demand}, reports every ${b.intervalS.toFixed(1)} s, assigned ${b.sentStrategy ?? 'nothing yet'} for ${b.sentTtlS} s`;
 }

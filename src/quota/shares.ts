@@ -9,19 +9,34 @@
 /** Each Envoy gets at least this part of an equal split, so a new or quiet one is not starved. */
 export const FLOOR_OF_EQUAL_SPLIT = 0.1;
 
+/** The demand of a stream that has not reported a rate yet (its first report has time_elapsed 0). */
+export const NOT_MEASURED = -1;
+
 /**
  * Shares of `limit` for Envoys with these demands (requests per second, allowed + denied): a
- * floor each, the rest in proportion to demand (equally when nobody reported demand). The
- * shares add up to `limit`.
+ * floor each, the rest in proportion to demand (equally when nobody reported demand). A demand
+ * not measured yet ({@link NOT_MEASURED}) counts as the mean of the measured ones, so an Envoy
+ * that joins is neither starved nor handed the share of those already running; NaN and infinite
+ * figures count as none. The shares add up to `limit`.
  */
 export function divide(limit: number, demands: readonly number[]): number[] {
   const n = demands.length;
   if (n === 0) return [];
+  const clean = (d: number): number => (d > 0 && Number.isFinite(d) ? d : 0);
+  let measured = 0;
+  let measuredSum = 0;
+  for (const d of demands) {
+    if (d === NOT_MEASURED) continue;
+    measured++;
+    measuredSum += clean(d);
+  }
+  const mean = measured > 0 ? measuredSum / measured : 0;
+  const effective = demands.map((d) => (d === NOT_MEASURED ? mean : clean(d)));
   const floor = (limit * FLOOR_OF_EQUAL_SPLIT) / n;
   const rest = limit - floor * n;
   let total = 0;
-  for (const d of demands) total += d > 0 && Number.isFinite(d) ? d : 0;
-  return demands.map((d) => floor + rest * (total > 0 ? (d > 0 && Number.isFinite(d) ? d : 0) / total : 1 / n));
+  for (const d of effective) total += d;
+  return effective.map((d) => floor + rest * (total > 0 ? d / total : 1 / n));
 }
 
 export interface TokenBucketAssignment {

@@ -133,10 +133,47 @@ test('a config change re-assigns: a new limit is sent, a removed rule abandons i
   expect(a.s.bucketCount).toBe(0);
 });
 
+test('a report with the domain and no usage (Envoy with no bucket left) keeps the stream; it may even come first', async () => {
+  const { stream } = setup();
+  const a = stream();
+  await a.s.report({ domain: 'd', usages: [] });
+  await report(a.s, api('search'), 0, 1);
+  await a.s.report({ domain: '', usages: [] });
+  expect(rate(strategyOf(a.last()))).toBe(100);
+});
+
+test('streams that join a bucket: the ones already there are divided again at once, so the shares never add up to more than the limit', async () => {
+  const { stream } = setup();
+  const all = Array.from({ length: 10 }, () => stream());
+  const total = () => all.reduce((sum, x) => sum + (x.sent.length ? rate(strategyOf(x.last())) : 0), 0);
+  for (const x of all) {
+    await report(x.s, api('search'), 0, 1);
+    await new Promise((r) => setImmediate(r)); // the others' re-division runs in the next turns
+    await new Promise((r) => setImmediate(r));
+    expect(total()).toBeLessThanOrEqual(100);
+  }
+  // Ten first reports with no rate yet: an equal split.
+  expect(all.map((x) => rate(strategyOf(x.last())))).toEqual(Array(10).fill(10));
+  // One leaves: the nine left share its part at once.
+  all[9]!.s.close();
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+  expect(all.slice(0, 9).every((x) => rate(strategyOf(x.last())) === 11)).toBe(true);
+});
+
+test('a stream whose rate is not measured yet counts as the mean of the measured ones, not as zero', async () => {
+  const { stream } = setup();
+  const [a, b] = [stream(), stream()];
+  await report(a.s, api('search'), 0, 1);
+  await report(a.s, api('search'), 1, 80);
+  await report(b.s, api('search'), 0, 1); // b's first report: no rate yet
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+  expect(rate(strategyOf(b.last()))).toBe(50);
+  expect(rate(strategyOf(a.last()))).toBe(50);
+});
+
 describe('reports a stream ends on', () => {
   const cases: Array<[string, (s: QuotaStream) => Promise<void>, number, RegExp]> = [
     ['no domain in the first report', (s) => report(s, api('search'), 0, 1, 0, ''), 3, /must name its domain/],
-    ['no usage', (s) => s.report({ domain: 'd', usages: [] }), 3, /at least one bucket_quota_usages/],
     ['an empty bucket id', (s) => report(s, new Map(), 0, 1), 3, /at least one key\/value pair/],
     ['an empty key', (s) => report(s, new Map([['', 'x']]), 0, 1), 3, /must not be empty/],
     ['a negative time_elapsed', (s) => report(s, api('search'), -1, 1), 3, /zero or more, got -1 s/],

@@ -1,5 +1,5 @@
 /** RLQS: dividing a limit among Envoys by demand, and the token bucket each share goes out as. */
-import { FLOOR_OF_EQUAL_SPLIT, divide, tokenBucketFor } from '../../src/quota/shares';
+import { FLOOR_OF_EQUAL_SPLIT, NOT_MEASURED, divide, tokenBucketFor } from '../../src/quota/shares';
 
 const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
 
@@ -16,6 +16,13 @@ describe('divide', () => {
     expect(divide(90, [0, 0, 0])).toEqual([30, 30, 30]);
     expect(divide(7, [123])).toEqual([7]);
     expect(divide(7, [])).toEqual([]);
+  });
+
+  test('a demand not measured yet counts as the mean of the measured ones; all unmeasured: an equal split', () => {
+    const s = divide(100, [30, 10, NOT_MEASURED]);
+    expect(s[2]).toBeCloseTo(100 / 3, 9);
+    expect(sum(s)).toBeCloseTo(100, 9);
+    expect(divide(90, [NOT_MEASURED, NOT_MEASURED, NOT_MEASURED])).toEqual([30, 30, 30]);
   });
 
   test('bad demand figures count as none', () => {
