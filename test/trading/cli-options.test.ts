@@ -14,11 +14,19 @@ describe('simulator CLI options', () => {
     expect(parseSimulatorArgs(['--token', 'a']).isOpen).toBeUndefined();
   });
 
+  test('--volatility is a fraction (the daily standard deviation), not a whole number', () => {
+    expect(parseSimulatorArgs(['--token', 'a', '--volatility', '0.0075']).volatility).toBe(0.0075);
+    expect(parseSimulatorArgs(['--token', 'a'], { SIM_VOLATILITY: '0.002' }).volatility).toBe(0.002);
+    expect(parseSimulatorArgs(['--token', 'a']).volatility).toBeUndefined();
+  });
+
   test('unknown flags, positionals, missing values and bad numbers are errors that name them', () => {
     expect(() => parseSimulatorArgs(['--token', 'a', '--tick', '5'])).toThrow(/--tick/);
     expect(() => parseSimulatorArgs(['--token', 'a', 'extra'])).toThrow(/extra/);
     expect(() => parseSimulatorArgs(['--token'])).toThrow(/--token/);
     expect(() => parseSimulatorArgs(['--token', 'a', '--port', 'http'])).toThrow('--port: not a number: http');
+    expect(() => parseSimulatorArgs(['--token', 'a', '--port', '80.5'])).toThrow('--port: not a whole number: 80.5');
+    expect(() => parseSimulatorArgs(['--token', 'a', '--volatility', 'high'])).toThrow('--volatility: not a number: high');
     expect(() => parseSimulatorArgs(['--token', 'a', '--replay', 'nofile'])).toThrow('--replay SYMBOL=FILE expected, got nofile');
   });
 

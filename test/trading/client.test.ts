@@ -10,7 +10,7 @@ import {
   type FxcmClient,
   type PriceUpdate,
 } from '../../src/trading/fxcm';
-import type { BrokerSimulator } from '../../src/trading/simulator';
+import { UNAUTHORIZED, type BrokerSimulator } from '../../src/trading/simulator';
 import { TOKEN, newClient, once, startSim } from './helpers';
 import { waitFor } from '../support/wait';
 
@@ -202,12 +202,15 @@ describe.each([3, 4] as const)('FxcmClient over Engine.IO %i', (eio) => {
     }
   });
 
-  test('a second connection with the same token invalidates the first bearer', async () => {
+  test('a second connection with the same token invalidates the first bearer, and the error says why', async () => {
     await client.subscribeTables('Order');
     const second = newClient(sim, { engineIO: eio, reconnect: false });
     await second.connect();
     try {
-      await expect(client.getAccounts()).rejects.toBeInstanceOf(FxcmUnauthorizedError);
+      const refused = client.getAccounts();
+      await expect(refused).rejects.toBeInstanceOf(FxcmUnauthorizedError);
+      await expect(refused).rejects.toMatchObject({ httpStatus: 401, brokerMessage: UNAUTHORIZED.sessionTaken });
+      await expect(refused).rejects.toThrow(/token already has a streaming session .*use one token per runner/);
       expect((await second.getAccounts()).length).toBe(1);
     } finally {
       await second.close();

@@ -1,4 +1,4 @@
-/** Market unit tests: seeded random walk, replay, hours, manual clock; stream heartbeat. */
+/** Market unit tests: seeded prices, replay, hours, manual clock; stream heartbeat (the price path itself: simulator-market.test.ts). */
 import { Market, ManualClock, isFxMarketOpen, mulberry32 } from '../../src/trading/simulator';
 import type { BrokerSimulator } from '../../src/trading/simulator';
 import type { FxcmClient } from '../../src/trading/fxcm';
@@ -14,16 +14,20 @@ describe('market', () => {
     expect(isFxMarketOpen(Date.UTC(2024, 2, 17, 21, 1))).toBe(true); // Sun 17:01 EDT
   });
 
-  test('seeded random walk is reproducible and ticks on the manual clock', () => {
+  test('seeded prices are reproducible and tick on the manual clock', () => {
     const mk = () => new Market({ clock: new ManualClock(Date.UTC(2024, 2, 13)), seed: 42, tickIntervalMs: 1000, symbols: ['EUR/USD'] });
     const a = mk();
     const b = mk();
+    const first = a.quote('EUR/USD')!;
+    let ticks = 0;
+    a.on('price', () => ticks++);
     a.start();
     b.start();
     a.advance(10_000);
     b.advance(10_000);
+    expect(ticks).toBe(10);
     expect(a.quote('EUR/USD')).toEqual(b.quote('EUR/USD'));
-    expect(a.quote('EUR/USD')!.bid).not.toBe(1.1 - 0.00001);
+    expect(a.quote('EUR/USD')!.bid).not.toBe(first.bid);
     expect(a.quote('EUR/USD')!.ask).toBeGreaterThan(a.quote('EUR/USD')!.bid);
     a.stop();
     b.stop();

@@ -2,7 +2,8 @@
 import { io as ioV4 } from 'socket.io-client';
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const ioV2 = require('socket.io-client-v2') as (url: string, opts: Record<string, unknown>) => any;
-import { BrokerSimulator } from '../../src/trading/simulator';
+import { BrokerSimulator, UNAUTHORIZED } from '../../src/trading/simulator';
+import { waitFor } from '../support/wait';
 
 /** The broker's documented answer to a bad token. */
 const BAD_TOKEN = 'Your token is not valid, please contact admin@fxcm.com';
@@ -26,6 +27,12 @@ describe('simulator wire protocol', () => {
       headers: { Authorization: `Bearer ${bearer}`, 'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json', 'User-Agent': 'test' },
       body,
     }).then((r) => r.json() as Promise<any>);
+  /** The same POST, with the HTTP status. */
+  const postStatus = (path: string, bearer: string, body: string) =>
+    fetch(`${sim.url}${path}`, { method: 'POST', headers: { Authorization: `Bearer ${bearer}`, 'Content-Type': 'application/x-www-form-urlencoded' }, body }).then(async (r) => ({
+      status: r.status,
+      body: (await r.json()) as any,
+    }));
 
   test('EIO3 polling handshake with b64=1 is length-prefixed and carries the sid', async () => {
     const res = await fetch(`${sim.url}/socket.io/?access_token=${TOKEN}&EIO=3&transport=polling&t=abc&b64=1`);
@@ -80,8 +87,32 @@ describe('simulator wire protocol', () => {
     expect((await post('/trading/subscribe', `${socket.id}${TOKEN}`, 'models=Order')).response.executed).toBe(true);
     const byPath = await fetch(`${sim.url}/trading/get_model/Accounts`, { headers: { Authorization: `Bearer ${engineId}${TOKEN}` } }).then((r) => r.json() as Promise<any>);
     expect(byPath.accounts[0]).toMatchObject({ t: 6, accountId: '1537581', accountName: '01537581' });
-    const bad = await post('/trading/subscribe', `nope${TOKEN}`, 'models=Order');
-    expect(bad).toEqual({ response: { executed: false, error: 'Unauthorized' } });
+    const bad = await postStatus('/trading/subscribe', `nope${TOKEN}`, 'models=Order');
+    expect(bad).toEqual({ status: 401, body: { response: { executed: false, error: UNAUTHORIZED.noConnection } } });
+  });
+
+  test('a refused bearer keeps the broker envelope (HTTP 401) and names its cause', async () => {
+    const first = ioV4(sim.url, { query: { access_token: TOKEN }, reconnection: false, forceNew: true });
+    clients.push(first);
+    await once(first, 'connect');
+    const firstId = first.io.engine.id;
+    expect((await post('/subscribe', `${firstId}${TOKEN}`, 'pairs=EUR%2FUSD')).response.executed).toBe(true);
+    // a second runner on the same token takes the session over: the first one is told why
+    const second = ioV4(sim.url, { query: { access_token: TOKEN }, reconnection: false, forceNew: true });
+    clients.push(second);
+    await once(second, 'connect');
+    const secondId = second.io.engine.id;
+    expect(await postStatus('/subscribe', `${firstId}${TOKEN}`, 'pairs=EUR%2FUSD')).toEqual({
+      status: 401,
+      body: { response: { executed: false, error: 'Unauthorized: token already has a streaming session on another connection (one session per token; use one token per runner)' }, pairs: [] },
+    });
+    expect((await post('/subscribe', `${secondId}${TOKEN}`, 'pairs=EUR%2FUSD')).response.executed).toBe(true);
+    // the other causes: no bearer, a token the broker does not know, a connection that is gone
+    const noBearer = await fetch(`${sim.url}/trading/get_model?models=Offer`).then(async (r) => ({ status: r.status, body: await r.json() }));
+    expect(noBearer).toEqual({ status: 401, body: { response: { executed: false, error: UNAUTHORIZED.noBearer }, offers: [] } });
+    expect((await post('/subscribe', `${secondId}nottoken`, 'pairs=EUR%2FUSD')).response.error).toBe(UNAUTHORIZED.unknownToken);
+    second.close();
+    await waitFor(async () => (await post('/subscribe', `${secondId}${TOKEN}`, 'pairs=EUR%2FUSD')).response.error === UNAUTHORIZED.noConnection, 'the closed connection refused as gone');
   });
 });
 

@@ -3,7 +3,7 @@
  * checked against the broker's rules before they are sent, on an FxcmConnection (connection.ts:
  * the stream, reconnects, live tables and prices, order → trade ids).
  */
-import { mergeCandles, normalizePeriod, rowToCandle, splitCandleRange } from './candles';
+import { mergeCandles, normalizePeriod, rowToCandle, splitCandleRange, type CandleChunk } from './candles';
 import { FxcmError, FxcmRuleError } from './errors';
 import { checkAccountId, checkAmount, checkOrderRules, checkTrailingStep, type OrderRuleInput } from './rules';
 import type { AccountRecord, Candle, Envelope, Instrument, OfferRecord, OrderRecord, OrderResult, OrderType, Params, Period, TableRecord, TimeInForce } from './types';
@@ -354,17 +354,31 @@ export class FxcmClient extends FxcmConnection {
 
   /**
    * Downloads [fromSec, toSec] in as many requests as the per-period limits need (days back,
-   * 10000 candles), merged and deduplicated by timestamp (later row wins).
+   * 10000 candles), merged and deduplicated by timestamp (later row wins). `onChunk` sees each
+   * request's candles (within its window) as it is answered, e.g. to show progress or save them
+   * before the next request; `newestFirst` asks for the newest window first, so what is done
+   * always joins what lies after the range; an aborted `signal` stops before the next request.
    */
-  async downloadCandles(instrument: string | number, period: Period | string, fromSec: number, toSec: number): Promise<Candle[]> {
+  async downloadCandles(
+    instrument: string | number,
+    period: Period | string,
+    fromSec: number,
+    toSec: number,
+    opts: { newestFirst?: boolean; onChunk?: (candles: Candle[], chunk: CandleChunk) => void; signal?: AbortSignal } = {},
+  ): Promise<Candle[]> {
     const p = normalizePeriod(period);
     if (!p) throw new FxcmError(`unknown period ${period}`);
     const id = await this.offerId(instrument);
+    const chunks = splitCandleRange(p, fromSec, toSec);
+    if (opts.newestFirst) chunks.reverse();
     const parts: Candle[][] = [];
-    for (const chunk of splitCandleRange(p, fromSec, toSec)) {
-      parts.push(await this.getCandles(id, p, chunk));
+    for (const chunk of chunks) {
+      opts.signal?.throwIfAborted();
+      const got = (await this.getCandles(id, p, chunk)).filter((c) => c.ts >= chunk.from && c.ts <= chunk.to);
+      opts.onChunk?.(got, chunk);
+      parts.push(got);
     }
-    return mergeCandles(...parts).filter((c) => c.ts >= fromSec && c.ts <= toSec);
+    return mergeCandles(...parts);
   }
 }
 

@@ -77,13 +77,21 @@ export const RUN_OPTIONS: OptionSpecs = {
 
 export const REPLAY_OPTIONS: OptionSpecs = { param: repeated, quiet: bool, 'log-level': string, journal: string };
 
+/** `candles download`: --symbol and --timeframe repeat (or take comma lists). */
 export const CANDLES_OPTIONS: OptionSpecs = {
   ...BROKER_OPTIONS,
-  symbol: string,
-  timeframe: string,
+  symbol: repeated,
+  timeframe: repeated,
   from: string,
   to: string,
   out: string,
+  store: string,
+};
+
+/** `candles check`: the symbol and time frame of CSV files, which have none of their own. */
+export const CANDLES_CHECK_OPTIONS: OptionSpecs = {
+  symbol: string,
+  timeframe: string,
 };
 
 /** argv → positionals and option values; `-h`/`--help` is accepted by every command. */

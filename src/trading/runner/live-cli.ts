@@ -2,17 +2,21 @@
  * `ratelimit-runner paper|live|replay` and `ratelimit-runner candles download`.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { FxcmClient } from '../fxcm/client';
-import { normalizePeriod } from '../fxcm/candles';
+import { normalizePeriod, splitCandleRange } from '../fxcm/candles';
+import type { Period } from '../fxcm/types';
 import { systemClock } from '../../core/clock';
 import type { ConfigFile } from '../../limiter';
-import { writeCandleFile } from './candles-file';
-import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type LogLevel, type ParsedArgs } from './args';
+import { candlesCheckCommand } from './candles-check';
+import { isoTime, writeCandleFile } from './candles-file';
+import { bundledLimitsFile } from './limits-file';
+import { DownloadProgress } from './candles-progress';
+import { CANDLE_STORE_ENV, downloadIntoStore, type StoreDownload } from './candles-store';
+import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type LogLevel, type ParsedArgs } from './args';
 import { consoleLogger } from './cli';
 import { JournalFinishedError, StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { Journal, finishedRunOf, journalPath, readJournal } from './journal';
-import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider } from './limiter';
+import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, retryAfterS, type LimitDecider } from './limiter';
 import { LiveEngine, type LiveIntent, type LiveResult } from './live';
 import { loadStrategy } from './loader';
 import { buildReport, writeReport } from './report';
@@ -82,22 +86,30 @@ Exit status: 0 identical, 1 a decision differs (the first difference is printed)
 `;
 
 export const CANDLES_USAGE = `Usage: ratelimit-runner candles download --url URL --token TOKEN --symbol SYM --timeframe TF
-       --from TIME --to TIME --out FILE [--limits FILE] [--ratelimit HOST:PORT] [--account NAME]
+       --from TIME --to TIME (--out FILE | --store DIR) [--limits FILE] [--ratelimit HOST:PORT] [--account NAME]
+       ratelimit-runner candles check [FILE|DIR...] [--symbol SYM] [--timeframe TF]
 
-Downloads bid/ask candles (as many requests as the broker's per-request limits need, each one
-through the rate limiter) and writes them as JSON, or as CSV when FILE ends with .csv (a CSV file
-has no symbol or time frame: give 'backtest' --symbol and --timeframe with it).
+download: bid/ask candles of every symbol and time frame given (--symbol and --timeframe repeat,
+or take comma lists: --symbol EUR/USD,GBP/USD --timeframe m1,H1 downloads all four), in as many
+requests as the broker's per-request limits need, each one through the rate limiter (the bundled
+limits allow 2 candle requests a minute, so a long download mostly waits: on a terminal, a
+progress bar says for how long). One line per symbol and time frame on stdout when it is done.
+  --out FILE    one symbol and one time frame, written as JSON, or as CSV when FILE ends with
+                .csv (a CSV file has no symbol or time frame: give 'backtest' --symbol and
+                --timeframe with it)
+  --store DIR   a local candle store (default, when --out is not given: \$${CANDLE_STORE_ENV}):
+                DIR/EUR_USD/m1.json per symbol and time frame (the month, M1, is MN1.json), JSON
+                that 'backtest --candles' reads as it is. A download asks only for what the file
+                does not cover yet (before and after its range) and merges it in, saving after
+                every request: an interrupted download keeps what it fetched, and the same
+                command again completes it.
 TIME is ISO 8601 (2024-01-02T00:00:00Z) or epoch seconds.
-`;
+Exit status: 0 done, 1 a download failed (the others still ran), 2 usage, 130 or 143 stopped by
+SIGINT or SIGTERM.
 
-/** The bundled limits (examples/runner/broker-limits.yaml), from src/ or dist/. */
-export function bundledLimitsFile(): string {
-  for (const up of ['../../..', '../../../..']) {
-    const f = path.resolve(__dirname, up, 'examples/runner/broker-limits.yaml');
-    if (fs.existsSync(f)) return f;
-  }
-  throw new Error('the bundled examples/runner/broker-limits.yaml was not found; pass --limits FILE');
-}
+check: reads candle files and reports their contents, bad rows and gaps
+('ratelimit-runner candles check --help').
+`;
 
 function help(p: ParsedArgs, usage: string): boolean {
   if (wantsHelp(p)) {
@@ -128,17 +140,37 @@ interface Broker {
   limitsFile: string;
 }
 
-/** FxcmClient behind a BrokerLimiter; checks the limits config (returns its problems). */
-function makeBroker(p: ParsedArgs, url: string, token: string): { broker: Broker; problems: string[] } {
+/**
+ * FxcmClient behind a BrokerLimiter; checks the limits config (returns its problems).
+ * `onHeldBack` hears each over-limit answer: the endpoint and the seconds until it is asked again.
+ */
+function makeBroker(p: ParsedArgs, url: string, token: string, onHeldBack?: (endpoint: string, seconds: number) => void): { broker: Broker; problems: string[] } {
   const limitsFile = flag(p, 'limits') ?? bundledLimitsFile();
   if (!fs.existsSync(limitsFile)) throw new UsageError(`limits file not found: ${limitsFile}`);
   const files: ConfigFile[] = [{ name: limitsFile, content: fs.readFileSync(limitsFile, 'utf8') }];
   const local = inProcessDecider(files, systemClock);
   const remote = flag(p, 'ratelimit');
-  const decider = remote ? remoteDecider(remote) : local.decider;
+  const decider = watchHeldBack(remote ? remoteDecider(remote) : local.decider, onHeldBack);
   const limiter = new BrokerLimiter({ decider, account: flag(p, 'account') ?? accountKey(token), clock: systemClock });
   const client = new FxcmClient({ baseUrl: url, token, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 15000, requestMs: 15000, tradeIdsMs: 30000 } });
   return { broker: { client, limiter, config: local.config, limitsFile }, problems: checkBudget(local.config, limiter) };
+}
+
+/**
+ * The decider, telling `onHeldBack` of every over-limit answer (the BrokerLimiter then waits
+ * retryAfterS before asking again; it has no hook of its own for a wait that starts).
+ */
+function watchHeldBack(decider: LimitDecider, onHeldBack?: (endpoint: string, seconds: number) => void): LimitDecider {
+  if (!onHeldBack) return decider;
+  return {
+    shouldRateLimit: async (req) => {
+      const res = await decider.shouldRateLimit(req);
+      const endpoint = req.descriptors[0]?.entries.find((e) => e.key === 'endpoint')?.value;
+      if (res.overallCode === 2 && endpoint !== undefined) onHeldBack(endpoint, retryAfterS(res));
+      return res;
+    },
+    close: () => decider.close?.() ?? Promise.resolve(),
+  };
 }
 
 function budgetOf(b: Broker) {
@@ -290,40 +322,130 @@ function parseTime(v: string | undefined, name: string): number {
   return Math.floor(ms / 1000);
 }
 
+/** A repeatable option's values, comma lists split, repeats dropped: `--symbol A,B --symbol C`. */
+function listed(p: ParsedArgs, name: string): string[] {
+  return [...new Set(list(p, name).flatMap((v) => v.split(',').map((x) => x.trim()).filter(Boolean)))];
+}
+
+const EXIT_ON_SIGNAL: Record<string, number> = { SIGINT: 130, SIGTERM: 143 };
+
+/** "4320 candles in DIR/EUR_USD/m1.json, covering 2024-03-11T00:00:00Z to 2024-03-13T23:58:00Z" */
+function storeContents(s: StoreDownload): string {
+  return `${s.candles} candles in ${s.file}${s.covered ? `, covering ${isoTime(s.covered.from)} to ${isoTime(s.covered.to)}` : ''}`;
+}
+
+/** Where `candles download` writes: --out FILE, or a store (--store DIR, else $RATELIMIT_RUNNER_CANDLES). */
+function destinationOf(p: ParsedArgs): { out: string; store?: undefined } | { store: string; out?: undefined } {
+  const out = flag(p, 'out');
+  const store = flag(p, 'store');
+  if (out !== undefined && store !== undefined) throw new UsageError('give --out FILE or --store DIR, not both');
+  if (out !== undefined) return { out };
+  const dir = store ?? process.env[CANDLE_STORE_ENV];
+  if (!dir) throw new UsageError(`candles download needs --out FILE or --store DIR (or ${CANDLE_STORE_ENV}=DIR)`);
+  return { store: dir };
+}
+
 export async function candlesCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  const p = parseCommandArgs(rest, CANDLES_OPTIONS);
-  if (sub === '--help' || sub === '-h' || sub === undefined || help(p, CANDLES_USAGE)) {
-    process.stdout.write(sub === undefined || sub.startsWith('-') ? CANDLES_USAGE : '');
+  if (sub === undefined || sub === '--help' || sub === '-h') {
+    process.stdout.write(CANDLES_USAGE);
     return 0;
   }
-  if (sub !== 'download') throw new UsageError(`unknown candles command "${sub}" (only: download)`);
+  if (sub === 'check') return candlesCheckCommand(rest);
+  if (sub !== 'download') throw new UsageError(`unknown candles command "${sub}" (download, check)`);
+  const p = parseCommandArgs(rest, CANDLES_OPTIONS);
+  if (help(p, CANDLES_USAGE)) return 0;
   const url = flag(p, 'url') ?? process.env.FXCM_URL;
   if (!url) throw new UsageError('candles download needs --url URL');
   const token = tokenOf(p, 'candles download');
-  const symbol = flag(p, 'symbol');
-  if (!symbol) throw new UsageError('candles download needs --symbol SYM');
-  const tf = normalizePeriod(flag(p, 'timeframe') ?? '');
-  if (!tf) throw new UsageError('candles download needs --timeframe TF (m1 m5 m15 m30 H1 … D1 W1 M1)');
+  const symbols = listed(p, 'symbol');
+  if (!symbols.length) throw new UsageError('candles download needs --symbol SYM');
+  const periods: Period[] = [];
+  for (const tf of listed(p, 'timeframe')) {
+    const period = normalizePeriod(tf);
+    if (!period) throw new UsageError(`--timeframe ${tf}: not a time frame (m1 m5 m15 m30 H1 H2 H3 H4 H6 H8 D1 W1 M1)`);
+    if (!periods.includes(period)) periods.push(period);
+  }
+  if (!periods.length) throw new UsageError('candles download needs --timeframe TF (m1 m5 m15 m30 H1 … D1 W1 M1)');
   const from = parseTime(flag(p, 'from'), 'from');
   const to = parseTime(flag(p, 'to'), 'to');
   if (from > to) throw new UsageError('--from is after --to');
-  const out = flag(p, 'out');
-  if (!out) throw new UsageError('candles download needs --out FILE');
-  const { broker, problems } = makeBroker(p, url, token);
+  const dest = destinationOf(p);
+  const plan = symbols.flatMap((symbol) => periods.map((period) => ({ symbol, period })));
+  if (dest.out !== undefined && plan.length > 1) throw new UsageError(`--out FILE takes one symbol and one time frame, not ${plan.length}: use --store DIR for several`);
+
+  const progress = new DownloadProgress(process.stderr);
+  const { broker, problems } = makeBroker(p, url, token, (endpoint, seconds) => {
+    if (endpoint === 'candles') progress.waiting(seconds);
+  });
   for (const x of problems) process.stderr.write(`warning: ${x}\n`);
+  progress.budget = describeLimit(broker.config, broker.limiter, '/candles');
+  const stop = new AbortController();
+  let stoppedBy: NodeJS.Signals | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    stoppedBy = signal;
+    stop.abort();
+    void broker.limiter.close(); // a request waiting for the budget gives up now
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let failed = 0;
   try {
     await broker.client.connect();
-    const candles = await broker.client.downloadCandles(symbol, tf, from, to);
-    writeCandleFile(out, symbol, tf, candles);
-    const calls = broker.limiter.budget().find((b) => b.endpoint === 'candles');
-    process.stdout.write(`${candles.length} ${symbol} ${tf} candles written to ${out} (${calls?.sent ?? 0} candle requests)\n`);
-    return 0;
+    for (const { symbol, period } of plan) {
+      if (stoppedBy) break;
+      const label = `${symbol} ${period}`;
+      let stored: StoreDownload | undefined;
+      try {
+        if (dest.store !== undefined) {
+          stored = await downloadIntoStore(broker.client, {
+            dir: dest.store,
+            symbol,
+            period,
+            from,
+            to,
+            nowSec: () => Math.floor(systemClock.nowMs() / 1000),
+            signal: stop.signal,
+            onProgress: (s) => {
+              stored = s;
+              if (s.requests === 0) progress.start(label, s.planned, s.candles);
+              else progress.answered(s.candles);
+            },
+          });
+          progress.finish();
+          process.stdout.write(`${label}: ${storeContents(stored)} (${stored.requests} candle requests)\n`);
+        } else {
+          let got = 0;
+          progress.start(label, splitCandleRange(period, from, to).length, 0);
+          const candles = await broker.client.downloadCandles(symbol, period, from, to, {
+            signal: stop.signal,
+            onChunk: (c) => progress.answered((got += c.length)),
+          });
+          writeCandleFile(dest.out, symbol, period, candles);
+          progress.finish();
+          const calls = broker.limiter.budget().find((b) => b.endpoint === 'candles');
+          process.stdout.write(`${candles.length} ${symbol} ${period} candles written to ${dest.out} (${calls?.sent ?? 0} candle requests)\n`);
+        }
+      } catch (e) {
+        progress.finish();
+        const kept = stored ? `; the store keeps ${storeContents(stored)}: the same command again completes it` : '';
+        if (stoppedBy) {
+          process.stderr.write(`ratelimit-runner candles download: ${label}: stopped by ${stoppedBy}${kept}\n`);
+          break;
+        }
+        failed++;
+        process.stderr.write(`ratelimit-runner candles download: ${label}: ${(e as Error).message}${kept}\n`);
+      }
+    }
   } catch (e) {
     process.stderr.write(`ratelimit-runner candles download: ${(e as Error).message}\n`);
     return 1;
   } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     await broker.client.close();
     await broker.limiter.close();
   }
+  if (stoppedBy) return EXIT_ON_SIGNAL[stoppedBy] ?? 1;
+  return failed ? 1 : 0;
 }

@@ -8,11 +8,11 @@ import type { SimulatorStartOptions } from './server';
 export const SIMULATOR_USAGE = `ratelimit-runner sim [options]
   --host HOST                 listen address (SIM_HOST, default 127.0.0.1)
   --port PORT                 listen port, 0 = any free port (SIM_PORT, default 0)
-  --seed N                    random-walk / candle seed (SIM_SEED, default 1)
+  --seed N                    price path seed: live prices and candle history (SIM_SEED, default 1)
   --token TOKEN               accepted API token, repeatable (SIM_TOKENS, comma-separated; required)
   --symbols A/B,C/D           symbols from the broker's offer list (SIM_SYMBOLS, default EUR/USD,USD/JPY,GBP/USD)
-  --tick-ms MS                random-walk tick interval (SIM_TICK_MS, default 1000; 0 = no ticks)
-  --volatility X              relative step std-dev (SIM_VOLATILITY, default 0.0002)
+  --tick-ms MS                price tick interval (SIM_TICK_MS, default 1000; 0 = no ticks)
+  --volatility X              daily std-dev of the log price, a fraction (SIM_VOLATILITY, default 0.005 = 0.5 %)
   --replay SYMBOL=FILE        replay candles (JSON rows/objects or CSV) for SYMBOL, repeatable
   --always-open               ignore FX market hours (SIM_ALWAYS_OPEN=1)
   --ping-interval-ms MS       Engine.IO pingInterval (default 25000)
@@ -58,11 +58,16 @@ export function parseSimulatorArgs(argv: string[], env: NodeJS.ProcessEnv = {}):
     const v = values[name];
     return typeof v === 'string' ? v : envName ? env[envName] : undefined;
   };
-  const int = (name: keyof typeof values, envName?: string) => {
+  const number = (name: keyof typeof values, envName?: string) => {
     const v = one(name, envName);
     if (v === undefined) return undefined;
     const n = Number(v);
     if (!Number.isFinite(n) || n < 0) throw new Error(`--${name}: not a number: ${v}`);
+    return n;
+  };
+  const int = (name: keyof typeof values, envName?: string) => {
+    const n = number(name, envName);
+    if (n !== undefined && !Number.isInteger(n)) throw new Error(`--${name}: not a whole number: ${one(name, envName)}`);
     return n;
   };
   const tokens = values.token ?? (env.SIM_TOKENS ?? '').split(',').filter(Boolean);
@@ -84,7 +89,7 @@ export function parseSimulatorArgs(argv: string[], env: NodeJS.ProcessEnv = {}):
     tokens,
     symbols,
     tickIntervalMs: int('tick-ms', 'SIM_TICK_MS') ?? 1000,
-    volatility: int('volatility', 'SIM_VOLATILITY'),
+    volatility: number('volatility', 'SIM_VOLATILITY'),
     replay: Object.keys(replay).length ? replay : undefined,
     isOpen: alwaysOpen ? () => true : undefined,
     pingIntervalMs: int('ping-interval-ms'),

@@ -16,7 +16,7 @@ import { ORDER_STATUS, TABLE_ID, type ModelName, type TableRecord } from '../fxc
 import { entryFill, entryKind, exitFill, levelFromPips, openSide, tickMove, trailStop } from '../execution/fills';
 import type { AccountSpec, PushFn, SimAccount, SimOrder, SimTrade } from './book';
 import type { Faults } from './faults';
-import { SimRequestError, flagOf, listOf, numberOf, textOf, type Form } from './form';
+import { SimRequestError, UNAUTHORIZED, flagOf, listOf, numberOf, textOf, type Form } from './form';
 import type { Market, Quote, SymbolSpec } from './market';
 import { BrokerRecords } from './records';
 
@@ -59,7 +59,7 @@ export class TradingEngine {
 
   account(token: string): SimAccount {
     const a = this.accounts.get(token);
-    if (!a) throw new SimRequestError('Unauthorized');
+    if (!a) throw new SimRequestError(UNAUTHORIZED.unknownToken);
     return a;
   }
 

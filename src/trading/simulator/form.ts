@@ -14,6 +14,14 @@ export class SimRequestError extends Error {
   }
 }
 
+/** Why a bearer is refused: the broker's `Unauthorized`, then the cause, which the broker does not give. */
+export const UNAUTHORIZED = {
+  noBearer: 'Unauthorized: no bearer (send Authorization: Bearer <socket id><token>)',
+  unknownToken: 'Unauthorized: unknown token',
+  sessionTaken: 'Unauthorized: token already has a streaming session on another connection (one session per token; use one token per runner)',
+  noConnection: 'Unauthorized: the socket id in the bearer is not a live connection (connect, then send the new socket id)',
+} as const;
+
 export type Form = Record<string, string | string[] | undefined>;
 
 export const flagOf = (v: unknown): boolean => v === true || v === 'true' || v === '1';

@@ -1,20 +1,26 @@
 /**
- * The simulated market: quotes per symbol from a seeded random walk (or replayed from candles),
- * a bid/ask spread, market hours (FX closes Friday 16:55 and opens Sunday 17:00 US Eastern), and
- * deterministic historical candles (a pure function of seed, symbol, period and time).
+ * The simulated market: quotes per symbol, market hours, and candles. Live quotes and candle
+ * history both come from one seeded price path per symbol (price-path.ts), so history is exactly
+ * the past of the live stream; replayed candles can drive the live quotes instead.
  */
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { PERIOD_SECONDS, normalizePeriod, rowToCandle } from '../fxcm/candles';
+import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS, normalizePeriod, rowToCandle } from '../fxcm/candles';
 import type { Candle, CandleRow, Period } from '../fxcm/types';
 import type { Clock } from '../../core/clock';
+import { isFxMarketOpen } from '../fxcm/market-hours';
+import { MarketCalendar } from './calendar';
+import { DEFAULT_DAILY_VOLATILITY, PricePath } from './price-path';
+
+export { isFxMarketOpen } from '../fxcm/market-hours';
+export { mulberry32 } from './random';
 
 export interface SymbolSpec {
   symbol: string;
   offerId: number;
   pip: number;
   ratePrecision: number;
-  /** Starting mid price. */
+  /** Mid price at PATH_ANCHOR_MS (2026-01-01T00:00Z); the price path wanders from there, forwards and backwards. */
   price: number;
   spreadPips: number;
   instrumentType?: number;
@@ -43,47 +49,6 @@ export interface Quote {
   updatedMs: number;
 }
 
-/** Deterministic PRNG (mulberry32). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** Hash of integers to [0,1). */
-function hash01(...xs: number[]): number {
-  let h = 0x811c9dc5;
-  for (const x of xs) {
-    h ^= x | 0;
-    h = Math.imul(h, 0x01000193);
-    h ^= (x / 4294967296) | 0;
-    h = Math.imul(h, 0x01000193);
-  }
-  h ^= h >>> 13;
-  h = Math.imul(h, 0x5bd1e995);
-  h ^= h >>> 15;
-  return (h >>> 0) / 4294967296;
-}
-
-const etFormat = new Intl.DateTimeFormat('en-US', { timeZone: 'America/New_York', weekday: 'short', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
-
-/** FX hours: closed from Friday 16:55 to Sunday 17:00 US Eastern time. */
-export function isFxMarketOpen(ms: number): boolean {
-  const parts = etFormat.formatToParts(new Date(ms));
-  const get = (t: string) => parts.find((p) => p.type === t)?.value ?? '';
-  const wd = get('weekday');
-  const minutes = Number(get('hour')) * 60 + Number(get('minute'));
-  if (wd === 'Sat') return false;
-  if (wd === 'Fri' && minutes >= 16 * 60 + 55) return false;
-  if (wd === 'Sun' && minutes < 17 * 60) return false;
-  return true;
-}
-
 /** Reads a candle file: JSON (array of broker rows or Candle objects, or `{candles:[…]}`) or CSV rows. */
 export function loadCandleFile(path: string): Candle[] {
   const text = readFileSync(path, 'utf8');
@@ -103,9 +68,12 @@ export interface MarketOptions {
   clock: Clock;
   seed?: number;
   symbols?: (string | SymbolSpec)[];
-  /** Relative std-dev of one random-walk step (default 0.0002). */
+  /**
+   * Daily volatility: standard deviation of the log mid over 24 hours of average activity
+   * (default 0.005, so EUR/USD moves about 0.5 % a day; quiet and busy hours and spells vary around it).
+   */
   volatility?: number;
-  /** Auto-tick interval on the clock; 0/undefined = only manual ticks. */
+  /** Auto-tick interval on the clock; 0/undefined = only manual ticks. Ticks sample the path; they do not move it. */
   tickIntervalMs?: number;
   /** Replayed candles per symbol: each tick moves to the next candle's close. */
   replay?: Record<string, Candle[] | string>;
@@ -118,30 +86,26 @@ export class Market extends EventEmitter {
   readonly clock: Clock;
   readonly specs = new Map<string, SymbolSpec>();
   private readonly quotes = new Map<string, Quote>();
-  private readonly rand: () => number;
-  private readonly seed: number;
-  private readonly volatility: number;
+  private readonly paths = new Map<string, PricePath>();
   private readonly replay = new Map<string, { candles: Candle[]; i: number }>();
   private timer: unknown;
   private hoursOverride: boolean | undefined;
-  private readonly hours: (ms: number) => boolean;
+  private readonly calendar: MarketCalendar;
 
   constructor(private readonly opts: MarketOptions) {
     super();
     this.clock = opts.clock;
-    this.seed = opts.seed ?? 1;
-    this.rand = mulberry32(this.seed);
-    this.volatility = opts.volatility ?? 0.0002;
-    this.hours = opts.isOpen ?? isFxMarketOpen;
+    this.calendar = new MarketCalendar(opts.isOpen ?? isFxMarketOpen);
     const list = opts.symbols ?? ['EUR/USD', 'USD/JPY', 'GBP/USD'];
+    const now = this.clock.nowMs();
     for (const s of list) {
       const spec = typeof s === 'string' ? KNOWN_SYMBOLS.find((k) => k.symbol === s) : s;
       if (!spec) throw new Error(`unknown symbol ${String(s)}: pass a SymbolSpec`);
       this.specs.set(spec.symbol, { ...spec });
-      const half = (spec.spreadPips * spec.pip) / 2;
-      const bid = this.round(spec, spec.price - half);
-      const ask = this.round(spec, spec.price + half);
-      this.quotes.set(spec.symbol, { bid, ask, high: ask, low: bid, updatedMs: this.clock.nowMs() });
+      const path = new PricePath(opts.seed ?? 1, spec, opts.volatility ?? DEFAULT_DAILY_VOLATILITY, this.calendar);
+      this.paths.set(spec.symbol, path);
+      const [bid, ask] = path.quoteAt(now).map((v) => this.round(spec, v)) as [number, number];
+      this.quotes.set(spec.symbol, { bid, ask, high: ask, low: bid, updatedMs: now });
     }
     for (const [sym, src] of Object.entries(opts.replay ?? {})) {
       this.replay.set(sym, { candles: typeof src === 'string' ? loadCandleFile(src) : src, i: 0 });
@@ -176,7 +140,7 @@ export class Market extends EventEmitter {
 
   /** Is the market open (at `ms`, default now)? `forceOpen` overrides. */
   isOpen(ms = this.clock.nowMs()): boolean {
-    return this.hoursOverride ?? this.hours(ms);
+    return this.hoursOverride ?? this.calendar.isOpen(ms);
   }
 
   /** Force the market open/closed (undefined = back to market hours). */
@@ -184,7 +148,10 @@ export class Market extends EventEmitter {
     this.hoursOverride = open;
   }
 
-  /** Sets a quote (ask defaults to bid + spread) and runs everything that reacts to prices. */
+  /**
+   * Sets a quote (ask defaults to bid + spread) and runs everything that reacts to prices. Tests and
+   * fault injection force prices this way: the quote departs from the path until the next tick.
+   */
   setPrice(symbol: string, bid: number, ask?: number): Quote {
     const spec = this.specs.get(symbol);
     const q = this.quotes.get(symbol);
@@ -198,10 +165,10 @@ export class Market extends EventEmitter {
     return { ...q };
   }
 
-  /** One step for every symbol: the next replayed candle, or a random-walk move. No-op when closed. */
+  /** Every symbol's quote becomes the path's price now (or the next replayed candle). No-op when closed. */
   tick(): void {
     if (!this.isOpen()) return;
-    for (const [symbol, spec] of this.specs) {
+    for (const [symbol, path] of this.paths) {
       const r = this.replay.get(symbol);
       if (r && r.candles.length) {
         const c = r.candles[r.i % r.candles.length];
@@ -209,13 +176,8 @@ export class Market extends EventEmitter {
         this.setPrice(symbol, c.bidClose, c.askClose);
         continue;
       }
-      const q = this.quotes.get(symbol)!;
-      const mid = (q.bid + q.ask) / 2;
-      // sum of uniforms ≈ normal
-      const z = (this.rand() + this.rand() + this.rand() - 1.5) * 2;
-      const next = mid * (1 + z * this.volatility);
-      const half = (spec.spreadPips * spec.pip) / 2;
-      this.setPrice(symbol, next - half, next + half);
+      const [bid, ask] = path.quoteAt(this.clock.nowMs());
+      this.setPrice(symbol, bid, ask);
     }
   }
 
@@ -242,17 +204,6 @@ export class Market extends EventEmitter {
     c.advance(ms);
   }
 
-  /** Deterministic mid price of a symbol at time `sec` (historical candles). */
-  private historicalMid(spec: SymbolSpec, sec: number): number {
-    const s = this.seed + spec.offerId * 7919;
-    const day = 86400;
-    const slow = 0.03 * Math.sin((2 * Math.PI * sec) / (97 * day) + s);
-    const mid = 0.01 * Math.sin((2 * Math.PI * sec) / (9.3 * day) + 2 * s);
-    const fast = 0.002 * Math.sin((2 * Math.PI * sec) / (0.37 * day) + 3 * s);
-    const noise = 0.0004 * (hash01(s, Math.floor(sec / 60)) - 0.5);
-    return spec.price * (1 + slow + mid + fast + noise);
-  }
-
   private periodStart(period: Period, sec: number): number {
     if (period === 'M1') {
       const d = new Date(sec * 1000);
@@ -275,37 +226,33 @@ export class Market extends EventEmitter {
     return start + PERIOD_SECONDS[period];
   }
 
-  /** One candle starting at `start` (seconds). */
-  candleAt(symbol: string, period: Period, start: number): CandleRow {
-    const spec = this.specs.get(symbol)!;
-    const end = this.nextStart(period, start);
-    const o = this.historicalMid(spec, start);
-    const c = this.historicalMid(spec, end);
-    const width = Math.abs(c - o) + spec.price * 0.0002 * Math.sqrt((end - start) / 60) * hash01(this.seed, spec.offerId, start);
-    const hi = Math.max(o, c) + width / 2;
-    const lo = Math.min(o, c) - width / 2;
-    const sp = spec.spreadPips * spec.pip;
-    const r = (v: number) => this.round(spec, v);
-    const ticks = 1 + Math.floor(hash01(spec.offerId, start, 17) * 50 * Math.sqrt((end - start) / 60));
-    return [start, r(o), r(c), r(hi), r(lo), r(o + sp), r(c + sp), r(hi + sp), r(lo + sp), ticks];
-  }
-
   /**
-   * Candles whose start lies in [fromSec, toSec], ascending; candles wholly inside closed market
-   * hours are absent. At most `max` (the most recent ones).
+   * Candles whose start lies in [fromSec, toSec] and not after now, ascending; the current one
+   * closes at now. A candle covers the part of its period when the market trades (its open is the
+   * first traded price, its close the last), so longer candles are exactly their shorter ones
+   * joined; candles shorter than a week wholly inside closed hours are absent. At most `max` (the
+   * most recent ones).
    */
-  candles(symbol: string, periodId: string, fromSec: number, toSec: number, max = 10000): CandleRow[] {
+  candles(symbol: string, periodId: string, fromSec: number, toSec: number, max = MAX_CANDLES_PER_REQUEST): CandleRow[] {
     const period = normalizePeriod(periodId);
-    if (!period || !this.specs.has(symbol)) return [];
-    const out: CandleRow[] = [];
+    const spec = this.specs.get(symbol);
+    const path = this.paths.get(symbol);
+    if (!period || !spec || !path) return [];
+    const nowMs = this.clock.nowMs();
+    const last = Math.min(toSec, Math.floor(nowMs / 1000));
+    const intraday = PERIOD_SECONDS[period] < 86400 * 7;
+    const spans: [number, [number, number]][] = [];
     let start = this.periodStart(period, fromSec);
     if (start < fromSec) start = this.nextStart(period, start);
-    const intraday = PERIOD_SECONDS[period] < 86400 * 7;
-    while (start <= toSec) {
-      const end = this.nextStart(period, start);
-      if (!intraday || this.hours(start * 1000) || this.hours((end - 1) * 1000)) out.push(this.candleAt(symbol, period, start));
-      start = end;
+    for (; start <= last; start = this.nextStart(period, start)) {
+      const whole: [number, number] = [start * 1000, Math.min(this.nextStart(period, start) * 1000, nowMs)];
+      const traded = this.calendar.openSpan(whole[0], whole[1]);
+      if (traded || !intraday) spans.push([start, traded ?? whole]);
     }
-    return out.length > max ? out.slice(out.length - max) : out;
+    const r = (v: number) => this.round(spec, v);
+    return spans.slice(-max).map(([s, [from, to]]) => {
+      const c = path.candle(from, to);
+      return [s, r(c.bidOpen), r(c.bidClose), r(c.bidHigh), r(c.bidLow), r(c.askOpen), r(c.askClose), r(c.askHigh), r(c.askLow), c.ticks];
+    });
   }
 }

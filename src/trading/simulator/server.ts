@@ -10,7 +10,11 @@
  * `44"Your token is not valid, please contact admin@fxcm.com"`.
  *
  * Errors are HTTP 200 with `{"response":{"executed":false,"error":…}}` and the endpoint's payload
- * keys present but empty (`Unauthorized` included); the per-session request cap answers HTTP 403
+ * keys present but empty. A refused bearer has the same body with HTTP 401 (the status the broker's
+ * swagger declares) and an error that starts with the broker's `Unauthorized` and names the cause
+ * (UNAUTHORIZED in form.ts): when a second connection takes a token's session over, the first
+ * connection's bearer is refused with "token already has a streaming session". The per-session
+ * request cap answers HTTP 403
  * `{"Code":403,"Message":"The number of API requests per session has been exceeded."}`.
  * The broker's per-command limits (get_model OpenPosition 50/h, Order 1500/h,
  * update_subscriptions 500/h, on the market clock) fail with
@@ -25,9 +29,10 @@ import { MAX_CANDLES_PER_REQUEST, maxWindowSeconds, normalizePeriod, PERIOD_SECO
 import { MODEL_SNAPSHOT_KEY, MODELS, SUBSCRIBABLE_MODELS, isModelName, type ModelName, type TableRecord } from '../fxcm/types';
 import type { AccountSpec } from './book';
 import { TradingEngine } from './engine';
-import { SimRequestError, type Form } from './form';
+import { SimRequestError, UNAUTHORIZED, type Form } from './form';
 import { systemClock, type Clock } from '../../core/clock';
 import { Faults } from './faults';
+import { Lru } from './lru';
 import { Market, type MarketOptions, type Quote, type SymbolSpec } from './market';
 
 export const BAD_TOKEN_MESSAGE = 'Your token is not valid, please contact admin@fxcm.com';
@@ -49,7 +54,7 @@ export interface SimulatorStartOptions {
   port?: number;
   /** Default 127.0.0.1. */
   host?: string;
-  /** Seed of the random walk and of the historical candles. Default 1. */
+  /** Seed of the price path: the live quotes and the candle history. Default 1. */
   seed?: number;
   /** Accepted tokens (one account each), or token → account spec. */
   tokens: string[] | Record<string, AccountSpec>;
@@ -59,8 +64,9 @@ export interface SimulatorStartOptions {
   clock?: Clock;
   /** Auto-tick interval of the market on its clock (default none: ticks only by `market.tick()`/`setPrice`). */
   tickIntervalMs?: number;
+  /** Daily standard deviation of the log price (default 0.005): MarketOptions.volatility. */
   volatility?: number;
-  /** Replay candles (per symbol: a list or a file path) instead of the random walk. */
+  /** Replay candles (per symbol: a list or a file path) as the live quotes instead of the price path (candle history stays the path's). */
   replay?: MarketOptions['replay'];
   /** Override market hours (default FX hours: closed Fri 16:55 → Sun 17:00 US Eastern). */
   isOpen?: (ms: number) => boolean;
@@ -105,6 +111,8 @@ export class BrokerSimulator {
   private _engine: TradingEngine | undefined;
   readonly faults = new Faults();
   private readonly sessions = new Map<string, Session>();
+  /** Connection ids (engine sid, socket id) whose live session a later connection took over → their token. */
+  private readonly takenOver = new Lru<string, string>(1000);
   private readonly counts = new Map<string, number>();
   private readonly callLog = new Map<string, number[]>();
   private opts: SimulatorStartOptions | undefined;
@@ -229,6 +237,10 @@ export class BrokerSimulator {
   private onConnection(socket: Socket): void {
     const token = String(socket.handshake.query.access_token ?? '');
     // one live session per token: the new connection replaces the old one (subscriptions reset)
+    const previous = this.sessions.get(token);
+    if (previous?.socket?.connected) {
+      for (const id of [previous.sid, previous.socketId]) if (id) this.takenOver.set(id, token);
+    }
     const s: Session = { token, socket, sid: (socket.conn as unknown as { id: string }).id, socketId: socket.id, prices: new Set(), models: new Set(), requests: 0 };
     this.sessions.set(token, s);
     this.log.debug('simulator connection', { sid: s.sid, socketId: s.socketId, eio: socket.conn.protocol });
@@ -259,14 +271,18 @@ export class BrokerSimulator {
 
   // ---------------------------------------------------------------- REST
 
-  private authenticate(header: string | undefined): Session | undefined {
-    if (!header || !header.startsWith('Bearer ')) return undefined;
+  /** The session of a bearer, or why there is none. */
+  private authenticate(header: string | undefined): Session | string {
+    if (!header || !header.startsWith('Bearer ')) return UNAUTHORIZED.noBearer;
     const v = header.slice(7);
     for (const s of this.sessions.values()) {
       if (!s.socket?.connected) continue;
       if (v === `${s.sid}${s.token}` || v === `${s.socketId}${s.token}`) return s;
     }
-    return undefined;
+    const token = [...this.engine.accounts.keys()].find((t) => v.endsWith(t));
+    if (token === undefined) return UNAUTHORIZED.unknownToken;
+    // a connection that was live when another one took its token, or a stale id (after a reconnect, say)
+    return this.takenOver.get(v.slice(0, v.length - token.length)) === token ? UNAUTHORIZED.sessionTaken : UNAUTHORIZED.noConnection;
   }
 
   private emptyPayload(path: string, form: Form): Payload {
@@ -323,13 +339,13 @@ export class BrokerSimulator {
       res.writeHead(status, { 'Content-Type': 'application/json' });
       res.end(JSON.stringify(body));
     };
-    const fail = (error: string, extra: Payload = this.emptyPayload(path, form)) => send(200, { response: { executed: false, error }, ...extra });
+    const fail = (error: string, extra: Payload = this.emptyPayload(path, form), status = 200) => send(status, { response: { executed: false, error }, ...extra });
 
     const delay = this.faults.takeDelay(endpoint);
     if (delay > 0) await new Promise((r) => setTimeout(r, delay).unref());
 
     const session = this.authenticate(req.headers.authorization);
-    if (!session) return fail('Unauthorized');
+    if (typeof session === 'string') return fail(session, undefined, 401);
     session.requests++;
     const cap = this.opts?.limits?.requestsPerSession;
     if (cap !== undefined && session.requests > cap) return send(403, { Code: 403, Message: SESSION_LIMIT_MESSAGE });

@@ -1,0 +1,61 @@
+/**
+ * FX market hours as the broker keeps them: closed from Friday 16:55 to Sunday 17:00 US Eastern
+ * time (New York, daylight saving included), open the rest of the week. Holidays are not known.
+ */
+
+const MINUTE_MS = 60_000;
+const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
+
+const etHour = new Intl.DateTimeFormat('en-US', { timeZone: 'America/New_York', hour: '2-digit', hourCycle: 'h23' });
+/** US Eastern offset from UTC per UTC day (Intl is slow and the offset rarely changes). */
+const easternOffsets = new Map<number, number>();
+
+/**
+ * US Eastern offset (ms, negative) on the UTC day holding `ms`, read at 12:00 UTC. The clocks change
+ * on Sundays at 02:00 local time, before 12:00 UTC and while the FX market is closed anyway.
+ */
+function easternOffsetMs(ms: number): number {
+  const day = Math.floor(ms / DAY_MS);
+  let offset = easternOffsets.get(day);
+  if (offset === undefined) {
+    offset = (Number(etHour.format(new Date(day * DAY_MS + 12 * HOUR_MS))) - 12) * HOUR_MS;
+    easternOffsets.set(day, offset);
+  }
+  return offset;
+}
+
+const SUNDAY = 0;
+const FRIDAY = 5;
+const SATURDAY = 6;
+const FX_CLOSE_MINUTES = 16 * 60 + 55;
+const FX_OPEN_MINUTES = 17 * 60;
+
+/** Is the FX market open at `ms` (epoch milliseconds)? */
+export function isFxMarketOpen(ms: number): boolean {
+  const local = ms + easternOffsetMs(ms);
+  const day = Math.floor(local / DAY_MS);
+  const weekday = (day + 4) % 7; // 1970-01-01 was a Thursday
+  const minutes = Math.floor((local - day * DAY_MS) / MINUTE_MS);
+  if (weekday === SATURDAY) return false;
+  if (weekday === FRIDAY && minutes >= FX_CLOSE_MINUTES) return false;
+  if (weekday === SUNDAY && minutes < FX_OPEN_MINUTES) return false;
+  return true;
+}
+
+/**
+ * The market opens and closes on whole 5 minutes of US Eastern time, whose offset is whole hours,
+ * so it is open or closed for the whole of every 5-minute step of UTC.
+ */
+const STEP_S = 300;
+
+/** Seconds of [fromSec, toSec) during which the FX market is open. */
+export function fxOpenSeconds(fromSec: number, toSec: number): number {
+  let open = 0;
+  for (let t = fromSec; t < toSec; ) {
+    const next = Math.min(toSec, (Math.floor(t / STEP_S) + 1) * STEP_S);
+    if (isFxMarketOpen(t * 1000)) open += next - t;
+    t = next;
+  }
+  return open;
+}
