@@ -18,7 +18,7 @@ Commands:
   paper     run a strategy against the simulated broker (every call through the rate limiter)
   live      run a strategy against a real broker account (--token or FXCM_TOKEN)
   replay    replay a paper/live journal and check the decisions are identical
-  candles   'candles download': bid/ask candles from the broker to a file
+  candles   'candles download' (to a file or a local store) and 'candles check' (validate files)
   sim       run the simulated broker (the FXCM-style REST + socket.io API) on loopback
   new       write a strategy to start from, with its test (node --test)
 
