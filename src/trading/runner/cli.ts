@@ -8,7 +8,7 @@ import { readCandleFile } from './candles-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { bundledLimitsFile } from './limits-file';
 import { loadStrategy } from './loader';
-import { BACKTEST_OPTIONS, LOG_LEVELS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type LogLevel } from './args';
+import { BACKTEST_OPTIONS, LOG_LEVELS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type LogLevel, type ParsedArgs } from './args';
 import { buildReport, writeReport } from './report';
 import type { StrategyLogger } from './strategy';
 
@@ -63,17 +63,23 @@ export function progressBar(stream: NodeJS.WriteStream): (done: number, total: n
   };
 }
 
+/** The strategy file and the candle files a backtest or a sweep runs (usage errors when missing). */
+export function strategyAndCandles(p: ParsedArgs, command: string): { file: string; candleFiles: string[] } {
+  const file = p.positional[0];
+  if (!file) throw new UsageError(`${command} needs a strategy file`);
+  const candleFiles = list(p, 'candles');
+  if (!candleFiles.length) throw new UsageError(`${command} needs --candles FILE`);
+  for (const f of candleFiles) if (!fs.existsSync(f)) throw new UsageError(`candle file not found: ${f}`);
+  return { file, candleFiles };
+}
+
 export async function backtestCommand(argv: string[]): Promise<number> {
   const p = parseCommandArgs(argv, BACKTEST_OPTIONS);
   if (wantsHelp(p)) {
     process.stdout.write(BACKTEST_USAGE);
     return 0;
   }
-  const file = p.positional[0];
-  if (!file) throw new UsageError('backtest needs a strategy file');
-  const candleFiles = list(p, 'candles');
-  if (!candleFiles.length) throw new UsageError('backtest needs --candles FILE');
-  for (const f of candleFiles) if (!fs.existsSync(f)) throw new UsageError(`candle file not found: ${f}`);
+  const { file, candleFiles } = strategyAndCandles(p, 'backtest');
   const quiet = isSet(p, 'quiet');
   const data = candleFiles.map((f) => readCandleFile(f, { symbol: flag(p, 'symbol'), timeframe: flag(p, 'timeframe') }));
   let strategy;

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { SWEEP_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type ParsedArgs } from './args';
 import { readCandleFile } from './candles-file';
-import { progressBar } from './cli';
+import { progressBar, strategyAndCandles } from './cli';
 import { StrategyError, describeStrategyError } from './errors';
 import { loadStrategy } from './loader';
 import { MIN_DAILY_RETURNS, writeReport } from './report';
@@ -230,11 +230,7 @@ export async function sweepCommand(argv: string[]): Promise<number> {
     process.stdout.write(SWEEP_USAGE);
     return 0;
   }
-  const file = p.positional[0];
-  if (!file) throw new UsageError('sweep needs a strategy file');
-  const candleFiles = list(p, 'candles');
-  if (!candleFiles.length) throw new UsageError('sweep needs --candles FILE');
-  for (const f of candleFiles) if (!fs.existsSync(f)) throw new UsageError(`candle file not found: ${f}`);
+  const { file, candleFiles } = strategyAndCandles(p, 'sweep');
   const axes = [...list(p, 'grid').map(parseGrid), ...list(p, 'range').map(parseRange)];
   const fixed = parseParams(p);
   checkAxes(axes, fixed);

@@ -16,6 +16,7 @@
  * happen at hashed instants and are part of the path. The spread widens around the daily rollover,
  * after a jump, and mildly with volatility.
  */
+import type { Candle } from '../fxcm/types';
 import type { SymbolSpec } from './market';
 import { DAY_MS, GRID_MS, HOUR_MS, MINUTE_MS, STEPS_PER_HOUR, type MarketCalendar, type OpenSteps } from './calendar';
 import { Lru } from './lru';
@@ -140,18 +141,8 @@ interface HourGrid extends HourExtremes {
   end: [number, number];
 }
 
-/** Unrounded bid/ask OHLC of a span and its tick count. */
-export interface PathCandle {
-  bidOpen: number;
-  bidClose: number;
-  bidHigh: number;
-  bidLow: number;
-  askOpen: number;
-  askClose: number;
-  askHigh: number;
-  askLow: number;
-  ticks: number;
-}
+/** Unrounded bid/ask OHLC of a span (a candle's prices) and its tick count. */
+export type PathCandle = Omit<Candle, 'ts' | 'tickQty'> & { ticks: number };
 
 export class PricePath {
   private readonly key: number;
