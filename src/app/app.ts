@@ -206,6 +206,7 @@ export class RateLimitApp {
   private flusher: StatsFlusher | undefined;
   private readonly tracing: Tracing;
   private demand: DemandStore | undefined;
+  private quota: QuotaService | undefined;
 
   constructor(private readonly opts: AppOptions) {
     const { settings, logger } = opts;
@@ -302,14 +303,14 @@ export class RateLimitApp {
     // limit together; otherwise each process divides it among the streams it serves.
     const demand = await this.openDemandStore();
     this.demand = demand;
-    const quota = new QuotaService({
+    const quota = (this.quota = new QuotaService({
       config: () => this.configStore.current()?.config,
       demand,
       clock: this.clock,
       unmatched: settings.server.rlqsUnmatched,
       maxBucketsPerStream: settings.server.rlqsMaxBucketsPerStream,
       stats: this.stats,
-    });
+    }));
     this.configStore.onUpdate(() => void quota.configChanged());
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
     if (settings.config.type === 'GRPC_XDS_SOTW') {
@@ -402,8 +403,8 @@ export class RateLimitApp {
         dumpConfig: () => this.dumpConfig(),
         refreshGauges: () => this.localCache?.publish(this.stats),
         explain: (domain, texts) => this.explain(domain, texts),
-        explainBucket: (domain, text) => this.explainBucket(quota, domain, text),
-        quotaBuckets: () => quota.describe(),
+        explainBucket: (domain, text) => this.explainBucket(domain, text),
+        quotaBuckets: () => this.quotaBuckets(),
       }),
       extra.debugTls,
     );
@@ -437,8 +438,15 @@ export class RateLimitApp {
     });
   }
 
+  /** /debug/rlqs: the live RLQS streams and buckets of this process. */
+  quotaBuckets(): string {
+    return this.quota?.describe() ?? 'RLQS is not started yet\n';
+  }
+
   /** The /debug/explain report for an RLQS bucket in `k=v,k2=v2` form, or an error text. */
-  explainBucket(quota: QuotaService, domain: string, text: string): string {
+  explainBucket(domain: string, text: string): string {
+    const quota = this.quota;
+    if (quota === undefined) return 'RLQS is not started yet\n';
     let pairs: Map<string, string>;
     try {
       pairs = new Map(parseDescriptor(text).entries.map((e) => [e.key, e.value]));

@@ -8,6 +8,9 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { RateLimitQuotaServiceClient } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
+import { openQuotaStream } from '../support/rlqs-stream';
 import { incrementsProcessed, MemcachedServer } from '../support/memcached';
 import { freePort } from '../support/ports';
 import { type RedisServer, startRedis } from '../support/redis';
@@ -147,6 +150,29 @@ describe('worker mode on Redis', () => {
     expect(await portIsFree(svc.http)).toBe(true);
     expect(await portIsFree(svc.grpc)).toBe(true);
     expect(await portIsFree(svc.debug)).toBe(true);
+  });
+
+  test('RLQS in worker mode: a stream is served by a worker; the primary\'s /debug/rlqs and bucket explanation gather every worker', async () => {
+    const svc = await startService(env());
+    services.push(svc);
+    const client = new RateLimitQuotaServiceClient(svc.grpc, grpc.credentials.createInsecure());
+    const s = openQuotaStream(client);
+    try {
+      s.report('alice', 0, 1, 'wk');
+      const first = await s.next();
+      expect(first.bucketAction[0]!.quotaAssignmentAction).toBeDefined();
+      const live = (await httpGet(svc.debug, '/debug/rlqs')).body;
+      expect(live).toMatch(/^worker 1:\n/);
+      expect(live).toContain('worker 2:\n');
+      expect(live).toMatch(/stream \S+ domain 'wk': 1 buckets/);
+      const why = (await httpGet(svc.debug, '/debug/explain?domain=wk&bucket=api=alice')).body;
+      expect(why.match(/^worker \d:$/gm)).toHaveLength(2);
+      expect(why).toContain("bucket [[\"api\",\"alice\"]] in domain 'wk'");
+    } finally {
+      s.call.end();
+      await s.ended();
+      client.close();
+    }
   });
 
   test('Prometheus on the primary shows the sum; gRPC over GRPC_UDS; a profile names its worker', async () => {

@@ -1,7 +1,8 @@
 /**
  * The primary's debug page in worker mode: the same handler as a single process (`../debug.ts`),
- * with /stats read from the summed store after a fresh flush of every worker, and /rlconfig,
- * /debug/explain and CPU profiles answered by one worker over IPC (503 when none answers).
+ * with /stats read from the summed store after a fresh flush of every worker, /rlconfig,
+ * /debug/explain and CPU profiles answered by one worker over IPC (503 when none answers), and
+ * the RLQS pages (/debug/rlqs, /debug/explain?bucket=) gathered from every worker.
  */
 import { WORKER_HEADER } from '../app';
 import { DebugHttpError, type DebugServerOptions } from '../../server/debug';
@@ -17,6 +18,15 @@ export const REFRESH_TIMEOUT_MS = 2_000;
 /** What the debug page needs of the workers. */
 export type WorkerQueries = Pick<WorkerPool, 'query' | 'flushAll'>;
 
+/**
+ * Each worker's answer under its number: RLQS streams are spread over the workers, so a page
+ * about them is the pages of all of them. A worker that does not answer is said so.
+ */
+async function fromEveryWorker(pool: WorkerQueries, query: WorkerQuery, workers: number): Promise<string> {
+  const answers = await Promise.allSettled(Array.from({ length: workers }, (_, i) => pool.query(query, QUERY_TIMEOUT_MS, i + 1)));
+  return answers.map((a, i) => `worker ${i + 1}:\n${a.status === 'fulfilled' ? a.value.value : `  no answer (${(a.reason as Error)?.message ?? String(a.reason)})\n`}`).join('');
+}
+
 export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, workers: number): DebugServerOptions {
   const ask = (query: WorkerQuery, timeoutMs: number, slot?: number): Promise<{ slot: number; value: string }> =>
     pool.query(query, timeoutMs, slot).catch((err: unknown) => {
@@ -27,6 +37,8 @@ export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, work
     dumpConfig: async () => (await ask({ op: 'rlconfig' }, QUERY_TIMEOUT_MS)).value,
     refreshGauges: () => pool.flushAll(REFRESH_TIMEOUT_MS),
     explain: async (domain, descriptors) => (await ask({ op: 'explain', domain, descriptors }, QUERY_TIMEOUT_MS)).value,
+    quotaBuckets: () => fromEveryWorker(pool, { op: 'rlqs' }, workers),
+    explainBucket: (domain, bucket) => fromEveryWorker(pool, { op: 'explain-bucket', domain, bucket }, workers),
     profile: async (ms, query) => {
       const slot = workerParam(query.get('worker'), workers);
       const answer = await ask({ op: 'profile', ms }, ms + QUERY_TIMEOUT_MS, slot);

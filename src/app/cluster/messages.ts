@@ -9,6 +9,10 @@ export type WorkerQuery =
   | { readonly op: 'rlconfig' }
   | { readonly op: 'explain'; readonly domain: string; readonly descriptors: string[] }
   | { readonly op: 'profile'; readonly ms: number }
+  /** The worker's live RLQS streams and buckets (/debug/rlqs). */
+  | { readonly op: 'rlqs' }
+  /** How the worker places, limits and divides one RLQS bucket (`k=v,k2=v2`). */
+  | { readonly op: 'explain-bucket'; readonly domain: string; readonly bucket: string }
   /** Flush the stats now; the batch is sent before the reply, on the same ordered channel. */
   | { readonly op: 'flush' };
 

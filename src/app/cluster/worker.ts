@@ -43,6 +43,10 @@ function answer(app: RateLimitApp, query: WorkerQuery): Promise<string> {
       return app.explain(query.domain, query.descriptors);
     case 'profile':
       return cpuProfile(query.ms);
+    case 'rlqs':
+      return Promise.resolve(app.quotaBuckets());
+    case 'explain-bucket':
+      return Promise.resolve(app.explainBucket(query.domain, query.bucket));
     case 'flush':
       app.flushStats();
       return Promise.resolve('');

@@ -85,3 +85,29 @@ test('/stats waits for the workers\' fresh flush', async () => {
     s.close();
   }
 });
+
+test('the RLQS pages gather every worker\'s streams (they are spread over the workers); a worker that does not answer is named', async () => {
+  const asked: Array<[WorkerQuery, number | undefined]> = [];
+  const pool: WorkerQueries = {
+    query: async (q, _timeout, slot) => {
+      asked.push([q, slot]);
+      if (slot === 2) throw new WorkerUnavailableError('worker 2 is restarting');
+      return { slot: slot!, value: q.op === 'rlqs' ? 'stream a domain \'d\': 1 buckets\n' : `bucket of worker ${slot}\n` };
+    },
+    flushAll: async () => undefined,
+  };
+  const s = await serve(pool);
+  try {
+    const live = await s.get('/debug/rlqs');
+    expect(live.status).toBe(200);
+    expect(live.body).toBe("worker 1:\nstream a domain 'd': 1 buckets\nworker 2:\n  no answer (worker 2 is restarting)\n");
+    const why = await s.get('/debug/explain?domain=d&bucket=api=search');
+    expect(why.body).toBe('worker 1:\nbucket of worker 1\nworker 2:\n  no answer (worker 2 is restarting)\n');
+    expect(asked.filter(([q]) => q.op === 'explain-bucket').map(([q, slot]) => [q, slot])).toEqual([
+      [{ op: 'explain-bucket', domain: 'd', bucket: 'api=search' }, 1],
+      [{ op: 'explain-bucket', domain: 'd', bucket: 'api=search' }, 2],
+    ]);
+  } finally {
+    s.close();
+  }
+});
