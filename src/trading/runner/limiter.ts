@@ -101,6 +101,8 @@ export interface BrokerLimiterOptions {
   marginMs?: number;
   /** Called for every call sent (after the limiter allowed it), e.g. to journal it. */
   onSent?: (endpoint: string, waitedMs: number) => void;
+  /** Called when a call is held back: its endpoint and the seconds until it is asked again. */
+  onWait?: (endpoint: string, seconds: number) => void;
 }
 
 interface Item {
@@ -251,7 +253,9 @@ export class BrokerLimiter {
           continue;
         }
         item.waited = true;
-        this.blocked.set(item.key, this.opts.clock.nowMs() + retryAfterS(res) * 1000 + (this.opts.marginMs ?? 5));
+        const waitS = retryAfterS(res);
+        this.blocked.set(item.key, this.opts.clock.nowMs() + waitS * 1000 + (this.opts.marginMs ?? 5));
+        this.opts.onWait?.(item.endpoint, waitS);
       }
     } finally {
       this.pumping = false;

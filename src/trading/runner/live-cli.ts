@@ -16,7 +16,7 @@ import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, 
 import { consoleLogger } from './cli';
 import { JournalFinishedError, StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { Journal, finishedRunOf, journalPath, readJournal } from './journal';
-import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, retryAfterS, type LimitDecider } from './limiter';
+import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider } from './limiter';
 import { LiveEngine, type LiveIntent, type LiveResult } from './live';
 import { loadStrategy } from './loader';
 import { buildReport, writeReport } from './report';
@@ -150,27 +150,10 @@ function makeBroker(p: ParsedArgs, url: string, token: string, onHeldBack?: (end
   const files: ConfigFile[] = [{ name: limitsFile, content: fs.readFileSync(limitsFile, 'utf8') }];
   const local = inProcessDecider(files, systemClock);
   const remote = flag(p, 'ratelimit');
-  const decider = watchHeldBack(remote ? remoteDecider(remote) : local.decider, onHeldBack);
-  const limiter = new BrokerLimiter({ decider, account: flag(p, 'account') ?? accountKey(token), clock: systemClock });
+  const decider = remote ? remoteDecider(remote) : local.decider;
+  const limiter = new BrokerLimiter({ decider, account: flag(p, 'account') ?? accountKey(token), clock: systemClock, onWait: onHeldBack });
   const client = new FxcmClient({ baseUrl: url, token, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 15000, requestMs: 15000, tradeIdsMs: 30000 } });
   return { broker: { client, limiter, config: local.config, limitsFile }, problems: checkBudget(local.config, limiter) };
-}
-
-/**
- * The decider, telling `onHeldBack` of every over-limit answer (the BrokerLimiter then waits
- * retryAfterS before asking again; it has no hook of its own for a wait that starts).
- */
-function watchHeldBack(decider: LimitDecider, onHeldBack?: (endpoint: string, seconds: number) => void): LimitDecider {
-  if (!onHeldBack) return decider;
-  return {
-    shouldRateLimit: async (req) => {
-      const res = await decider.shouldRateLimit(req);
-      const endpoint = req.descriptors[0]?.entries.find((e) => e.key === 'endpoint')?.value;
-      if (res.overallCode === 2 && endpoint !== undefined) onHeldBack(endpoint, retryAfterS(res));
-      return res;
-    },
-    close: () => decider.close?.() ?? Promise.resolve(),
-  };
 }
 
 function budgetOf(b: Broker) {

@@ -303,6 +303,19 @@ describe('waiting for budget', () => {
     expect(sent[3]! - sent[2]!).toBeLessThan(31_000);
   });
 
+  test('onWait hears each call held back, with its endpoint and the seconds until it is asked again', async () => {
+    const clock = new ManualClock(AT_11_27);
+    const { decider } = inProcessDecider([{ name: BUNDLED_FILE, content: BUNDLED }], clock);
+    const waits: Array<[string, number]> = [];
+    const limiter = new BrokerLimiter({ decider, account: 'A1', clock, sleep: () => new Promise(() => undefined), onWait: (e, s) => waits.push([e, s]) });
+    await limiter.acquire('/candles/1/m1', {});
+    await limiter.acquire('/candles/1/m1', {});
+    void limiter.acquire('/candles/1/m1', {}).catch(() => undefined); // the third waits
+    for (let i = 0; i < 5 && waits.length === 0; i++) await new Promise((r) => setImmediate(r));
+    expect(waits).toEqual([['candles', 30]]);
+    await limiter.close();
+  });
+
   test('retryAfterS: the earliest useful retry of each refusing limit, the latest of them, at least 1 s', () => {
     const over = (unit: number, requestsPerUnit: number, durationUntilReset: number) => ({ code: 2, currentLimit: { name: '', unit, requestsPerUnit }, limitRemaining: 0, durationUntilReset });
     const res = (...statuses: ReturnType<typeof over>[]) => ({ overallCode: 2, statuses, responseHeadersToAdd: [] });
