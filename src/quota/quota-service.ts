@@ -19,6 +19,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../core/clock';
 import { unitToDivider } from '../core/rls';
 import type { RateLimitConfig } from '../config/types';
+import type { RateLimitRule } from '../core/rule';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { DemandStore } from './demand';
 import { divide, NOT_MEASURED, tokenBucketFor } from './shares';
@@ -61,6 +62,9 @@ interface TrackedBucket {
   readonly pairs: BucketPairs;
   /** Requests per second (allowed + denied), smoothed; NOT_MEASURED before a report with a rate. */
   demand: number;
+  /** Reported since the bucket was last assigned: counted on its rule's stats then. */
+  allowedSinceAssign: number;
+  deniedSinceAssign: number;
   /** The streams (of all replicas) that shared the bucket at its last division, as one text. */
   peers: string | undefined;
   /** Seconds between reports, smoothed. */
@@ -204,11 +208,12 @@ export class QuotaStream {
         if (this.buckets.size >= this.service.opts.maxBucketsPerStream) {
           throw new QuotaStreamError(8, `this stream reports more than ${this.service.opts.maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`);
         }
-        b = { key, pairs: u.bucket, demand: NOT_MEASURED, peers: undefined, intervalS: MIN_INTERVAL_S, matched: false, sentStrategy: undefined, sentAtMs: 0, sentTtlS: 0 };
+        b = { key, pairs: u.bucket, demand: NOT_MEASURED, allowedSinceAssign: 0, deniedSinceAssign: 0, peers: undefined, intervalS: MIN_INTERVAL_S, matched: false, sentStrategy: undefined, sentAtMs: 0, sentTtlS: 0 };
         this.buckets.set(key, b);
         this.service.bucketsChanged();
       }
-      this.countUsage(u.bucket, u.allowed, u.denied);
+      b.allowedSinceAssign += u.allowed;
+      b.deniedSinceAssign += u.denied;
       // Envoy's first report of a bucket has time_elapsed 0: a subscription, no rate yet.
       if (u.elapsedSeconds > 0) {
         const interval = Math.max(MIN_INTERVAL_S, u.elapsedSeconds);
@@ -261,17 +266,16 @@ export class QuotaStream {
     if (actions.length > 0 && !this.closed) this.send(actions);
   }
 
-  /** What Envoy reported for a bucket, on its rule's `rlqs_allowed` / `rlqs_denied`. */
-  private countUsage(pairs: BucketPairs, allowed: number, denied: number): void {
+  /** What Envoy reported for a bucket since it was last assigned, on its rule's `rlqs_allowed` / `rlqs_denied`. */
+  private countUsage(b: TrackedBucket, rule: RateLimitRule | undefined): void {
     const stats = this.service.opts.stats;
-    if (stats === undefined || (allowed === 0 && denied === 0)) return;
-    const config = this.service.opts.config();
-    const descriptor = config?.bucketDescriptor(this.domain, pairs);
-    const rule = descriptor !== undefined ? config!.getLimit(this.domain, descriptor) : undefined;
-    if (rule === undefined) return;
-    const prefix = `ratelimit.service.rate_limit.${rule.stats.key}`;
-    if (allowed > 0) stats.counter(`${prefix}.rlqs_allowed`).inc(allowed);
-    if (denied > 0) stats.counter(`${prefix}.rlqs_denied`).inc(denied);
+    if (stats !== undefined && rule !== undefined) {
+      const prefix = `ratelimit.service.rate_limit.${rule.stats.key}`;
+      if (b.allowedSinceAssign > 0) stats.counter(`${prefix}.rlqs_allowed`).inc(b.allowedSinceAssign);
+      if (b.deniedSinceAssign > 0) stats.counter(`${prefix}.rlqs_denied`).inc(b.deniedSinceAssign);
+    }
+    b.allowedSinceAssign = 0;
+    b.deniedSinceAssign = 0;
   }
 
   private checkDomain(domain: string): void {
@@ -299,6 +303,7 @@ export class QuotaStream {
     const descriptor = config?.bucketDescriptor(this.domain, b.pairs);
     const rule = descriptor !== undefined ? config!.getLimit(this.domain, descriptor) : undefined;
     const matched = descriptor !== undefined;
+    this.countUsage(b, rule);
     if (configChange && b.matched && !matched) {
       this.buckets.delete(b.key);
       o.demand.release(this.scoped(b.key), this.id);
