@@ -30,9 +30,4 @@ export class MemoryDemandStore implements DemandStore {
     streams.delete(stream);
     if (streams.size === 0) this.buckets.delete(bucketKey);
   }
-
-  /** Buckets with at least one stream entry (expired ones included until next touched). */
-  get size(): number {
-    return this.buckets.size;
-  }
 }

@@ -15,6 +15,7 @@ import type { Params } from '../fxcm/types';
 import type { Intent } from './backtest';
 import { IntentExpiredError } from './errors';
 import { BrokerLimiter, DOCUMENTED_LIMITS, inProcessDecider, worstCaseOfLimit, type DocumentedLimit, type LimitDecider } from './limiter';
+import { LIVE_DEFAULT_TIMEFRAME, LIVE_SNAPSHOT, LIVE_TABLES } from './live';
 import type { BudgetProjection, ProjectedLimitUse } from './report';
 import type { ClosedTrade } from './results';
 import type { Strategy } from './strategy';
@@ -41,11 +42,6 @@ const CALL_OF_INTENT: Readonly<Record<string, string>> = {
   deleteOrder: '/trading/delete_order',
 };
 
-/** The tables and snapshot models live.ts's run() subscribes and asks for at the start. */
-const START_TABLES = ['Order', 'OpenPosition', 'ClosedPosition', 'Account'];
-const START_SNAPSHOT = ['Account', 'OpenPosition', 'Order'];
-/** live.ts's time frame when a strategy names none. */
-const LIVE_DEFAULT_TIMEFRAME = 'm1';
 /** The limiter's default domain and a stand-in for the account descriptor (the bundled rules match any account). */
 const DOMAIN = 'fxcm';
 const ACCOUNT = 'backtest';
@@ -78,8 +74,8 @@ const PROJECTION_METHOD =
 export function projectedCalls(run: BacktestRun): ProjectedCall[] {
   const at = run.startTime;
   const calls: ProjectedCall[] = [
-    { ts: at, path: '/trading/subscribe', params: { models: START_TABLES } },
-    { ts: at, path: '/trading/get_model', params: { models: START_SNAPSHOT } },
+    { ts: at, path: '/trading/subscribe', params: { models: LIVE_TABLES } },
+    { ts: at, path: '/trading/get_model', params: { models: LIVE_SNAPSHOT } },
   ];
   const s = run.strategy;
   if (s.warmup && s.warmup > 0) {

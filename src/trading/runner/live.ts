@@ -77,7 +77,11 @@ type InEvent =
   | { k: 'stop'; t: number };
 
 const IN_KINDS = new Set(['snapshot', 'history', 'start', 'price', 'table', 'timer', 'stop']);
-const TABLES: ModelName[] = ['Order', 'OpenPosition', 'ClosedPosition', 'Account'];
+/** The tables a run subscribes to, and the models of its start-up snapshot (a restart adds ClosedPosition). */
+export const LIVE_TABLES: ModelName[] = ['Order', 'OpenPosition', 'ClosedPosition', 'Account'];
+export const LIVE_SNAPSHOT: ModelName[] = ['Account', 'OpenPosition', 'Order'];
+/** The time frame of a strategy that names none. */
+export const LIVE_DEFAULT_TIMEFRAME: Period = 'm1';
 const plain = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
 
 export class LiveEngine {
@@ -117,7 +121,7 @@ export class LiveEngine {
     this.o = opts;
     this.log = opts.logger ?? silentLogger;
     this.guard = new SafetyGuard(opts.safety ?? {});
-    this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : ['m1'];
+    this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : [LIVE_DEFAULT_TIMEFRAME];
     this.tickBars = new TickBars(this.timeframes);
     this.ctx = this.makeContext();
     this.done = new Promise((r) => (this.finish = r));
@@ -624,7 +628,7 @@ export class LiveEngine {
     // pushes are queued from now on and handled after the snapshot
     const onPrice = (p: PriceUpdate) => this.queue.push({ k: 'price', t: this.wallNow(), p });
     const onTable = (model: ModelName, action: TableAction, rec: TableRecord) => {
-      if (TABLES.includes(model)) this.queue.push({ k: 'table', t: this.wallNow(), model, action, rec: { ...rec } });
+      if (LIVE_TABLES.includes(model)) this.queue.push({ k: 'table', t: this.wallNow(), model, action, rec: { ...rec } });
     };
     const kick = () => {
       if (!this.holding) void (ending ? this.pumpStateOnly() : this.pump());
@@ -636,9 +640,9 @@ export class LiveEngine {
     this.listeners.push(() => c.off('price', price), () => c.off('table', table));
     this.holding = true;
     try {
-      await c.subscribeTables(TABLES);
+      await c.subscribeTables(LIVE_TABLES);
       // A restart also asks for the trades closed while it was away (their close and P/L).
-      const snap = await c.getModel(this.resumed ? ['Account', 'OpenPosition', 'Order', 'ClosedPosition'] : ['Account', 'OpenPosition', 'Order']);
+      const snap = await c.getModel(this.resumed ? [...LIVE_SNAPSHOT, 'ClosedPosition'] : LIVE_SNAPSHOT);
       if (this.resumed) {
         this.journalLine({ k: 'resume', t: this.wallNow() }, true);
         this.settleOrphans(snap);
