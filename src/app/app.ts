@@ -43,7 +43,7 @@ import { createGrpcHttp2Listener } from '../server/grpc-http2';
 import { createGrpcSocketListener } from '../server/grpc-socket';
 import { Health } from '../server/health';
 import { createHttpHandler } from '../server/http';
-import { pathOf } from '../server/http-util';
+import { type HttpSocketServer, httpSocketServer } from '../server/http-socket';
 import { CertificateSource } from '../server/tls';
 import { MemoryDemandStore, type DemandStore } from '../quota/demand';
 import { QuotaService } from '../quota/quota-service';
@@ -198,7 +198,7 @@ export class RateLimitApp {
   private readonly localCache: LocalCache | undefined;
   private provider: FileProvider<ServiceFlags> | XdsProvider<ServiceFlags> | undefined;
   private grpc: GrpcListener | undefined;
-  private httpServer: http.Server | undefined;
+  private httpServer: HttpSocketServer | undefined;
   private debugServer: http.Server | undefined;
   private stopping: Promise<void> | undefined;
   private certificates: CertificateSource | undefined;
@@ -389,15 +389,25 @@ export class RateLimitApp {
       throw new StartupError(`cannot listen for gRPC on ${grpcTarget}: ${err.message}`);
     });
 
-    const serve = (handler: http.RequestListener, useTls: boolean): http.Server =>
-      httpListener(handler, useTls ? certs : undefined, tlsFiles.clientSan, logger, settings.server.requestBodyTimeoutMs);
     const worker = this.opts.worker;
-    const httpHandler = createHttpHandler({ service, health: this.health, logger, maxBodyBytes: extra.maxRequestBytes, tracing: this.tracing });
-    this.httpServer = serve(worker === undefined ? httpHandler : withWorkerHeader(httpHandler, worker.slot), extra.httpTls);
-    const httpAddr = await listen(this.httpServer, settings.http.host, settings.http.port, 'HTTP');
+    this.httpServer = httpSocketServer(
+      createHttpHandler({
+        service,
+        health: this.health,
+        logger,
+        maxBodyBytes: extra.maxRequestBytes,
+        tracing: this.tracing,
+        worker: worker === undefined ? undefined : { header: WORKER_HEADER, slot: worker.slot },
+      }),
+      extra.httpTls ? certs : undefined,
+      tlsFiles.clientSan,
+      logger,
+      settings.server.requestBodyTimeoutMs,
+    );
+    const httpAddr = await listen(this.httpServer.server, settings.http.host, settings.http.port, 'HTTP');
     const grpcAddr = settings.grpc.uds !== '' ? grpcTarget : hostPort(settings.grpc.host, grpcPort);
     if (worker !== undefined) return { grpc: grpcAddr, http: httpAddr, debug: undefined };
-    this.debugServer = serve(
+    this.debugServer = httpListener(
       createDebugHandler({
         stats: this.stats,
         dumpConfig: () => this.dumpConfig(),
@@ -406,7 +416,10 @@ export class RateLimitApp {
         explainBucket: (domain, text) => this.explainBucket(domain, text),
         quotaBuckets: () => this.quotaBuckets(),
       }),
-      extra.debugTls,
+      extra.debugTls ? certs : undefined,
+      tlsFiles.clientSan,
+      logger,
+      settings.server.requestBodyTimeoutMs,
     );
     const debugAddr = await listen(this.debugServer, settings.debug.host, settings.debug.port, 'debug');
     logger.info(`listening: gRPC ${grpcAddr}, HTTP ${httpAddr}, debug ${debugAddr}`);
@@ -488,11 +501,11 @@ export class RateLimitApp {
     logger.info('shutting down: draining in-flight calls');
     // Watchers have seen NOT_SERVING by now; their streams must not hold the drain.
     this.grpc?.endWatches();
-    const drained = Promise.all([this.grpc?.drain(), closeHttp(this.httpServer), closeHttp(this.debugServer)]);
+    const drained = Promise.all([this.grpc?.drain(), this.httpServer?.drain(), closeHttp(this.debugServer)]);
     if (!(await settleWithin(drained, drainTimeoutMs))) {
       logger.warn(`in-flight calls did not finish within ${drainTimeoutMs} ms; closing them`);
       this.grpc?.forceClose();
-      this.httpServer?.closeAllConnections();
+      this.httpServer?.forceClose();
       this.debugServer?.closeAllConnections();
     }
     this.provider?.stop();
@@ -506,11 +519,3 @@ export class RateLimitApp {
   }
 }
 
-/** Names the answering worker on /healthcheck, so a client can tell the workers apart. */
-function withWorkerHeader(handler: http.RequestListener, slot: number): http.RequestListener {
-  const value = String(slot);
-  return (req, res) => {
-    if (pathOf(req.url) === '/healthcheck') res.setHeader(WORKER_HEADER, value);
-    handler(req, res);
-  };
-}

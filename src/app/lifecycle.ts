@@ -1,6 +1,6 @@
 /** Starting, stopping and signals: the process lifecycle shared by the single process and the workers. */
 import type http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import type { Logger } from '../telemetry/logger';
 
 /** A start-up problem that is the operator's to fix (printed as one line, exit 1). */
@@ -51,7 +51,7 @@ export function hostPort(host: string, port: number): string {
 }
 
 /** Listens; resolves to `host:port` as bound, rejects with a StartupError naming the listener. */
-export function listen(server: http.Server, host: string, port: number, what: string): Promise<string> {
+export function listen(server: NetServer, host: string, port: number, what: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => reject(new StartupError(`cannot listen for ${what} on ${hostPort(host, port)}: ${err.message}`));
     server.once('error', onError);

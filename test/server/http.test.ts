@@ -2,7 +2,6 @@
  * The /json listener over a real socket: bodies in several chunks, a declared length over the
  * limit refused before reading, and a client that leaves mid-body costing nothing.
  */
-import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { MemoryStore } from '../../src/backends/memory';
@@ -11,13 +10,14 @@ import { ManualClock } from '../../src/core/clock';
 import { RateLimitService } from '../../src/limiter/service';
 import { Health } from '../../src/server/health';
 import { createHttpHandler } from '../../src/server/http';
+import { type HttpSocketServer, httpSocketServer } from '../../src/server/http-socket';
 import { StatsStore } from '../../src/stats/store';
 import type { Logger } from '../../src/telemetry/logger';
 
 const quiet: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {}, enabled: () => false };
 const BODY = JSON.stringify({ domain: 'd', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] });
 
-let server: http.Server;
+let server: HttpSocketServer;
 let port: number;
 
 beforeAll(async () => {
@@ -35,14 +35,14 @@ beforeAll(async () => {
     nearLimitRatio: 0.8,
     cacheKeyPrefix: '',
   });
-  server = http.createServer(createHttpHandler({ service, health: new Health(), logger: quiet, maxBodyBytes: 1024 }));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  port = (server.address() as AddressInfo).port;
+  server = httpSocketServer(createHttpHandler({ service, health: new Health(), logger: quiet, maxBodyBytes: 1024 }), undefined, '', quiet);
+  await new Promise<void>((resolve) => server.server.listen(0, '127.0.0.1', resolve));
+  port = (server.server.address() as AddressInfo).port;
 });
 
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  server.forceClose();
+  await server.drain();
 });
 
 /** Writes `parts` on a raw socket with a pause between them; resolves with the whole reply. */

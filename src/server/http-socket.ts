@@ -1,0 +1,105 @@
+/**
+ * The HTTP port's server: our HTTP/1.1 connection handler (http1/) straight on each socket,
+ * plain or TLS (checking GRPC_CLIENT_TLS_SAN). One periodic sweep applies the time bounds to
+ * every connection, so there is no timer per request or per connection.
+ */
+import net from 'node:net';
+import tls from 'node:tls';
+import type { Logger } from '../telemetry/logger';
+import { type CertificateSource, enforceClientSan, httpsOptions } from './tls';
+import { type ConnectionLimits, type ExchangeHandler, Http1Connection } from './http1/connection';
+
+export interface HttpSocketServer {
+  /** The listening server (listen, close, address). */
+  readonly server: net.Server;
+  /** Stops taking connections and requests; resolves once every connection has closed. */
+  drain(): Promise<void>;
+  /** Closes every connection now. */
+  forceClose(): void;
+}
+
+/** node:http's keep-alive bound, kept so that idle clients are treated as before. */
+export const KEEP_ALIVE_TIMEOUT_MS = 5000;
+/** node:http's bound on the headers when HTTP_REQUEST_BODY_TIMEOUT is 0. */
+const HEADERS_TIMEOUT_MS = 60_000;
+
+/**
+ * A request whose headers and body have not all arrived within `requestTimeoutMs` (0 = no
+ * bound; headers still within 60 s) is answered 408 and its connection closed.
+ */
+export function httpSocketServer(
+  handler: ExchangeHandler,
+  certs: CertificateSource | undefined,
+  clientSan: string,
+  logger: Logger,
+  requestTimeoutMs = 0,
+): HttpSocketServer {
+  const limits: ConnectionLimits = {
+    requestTimeoutMs,
+    headersTimeoutMs: requestTimeoutMs > 0 ? Math.min(requestTimeoutMs, HEADERS_TIMEOUT_MS) : HEADERS_TIMEOUT_MS,
+    keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+  };
+  const connections = new Set<Http1Connection>();
+  let draining = false;
+
+  const serve = (socket: net.Socket): void => {
+    if (draining) {
+      socket.destroy();
+      return;
+    }
+    // Answers go out at once (no Nagle delay behind the client's delayed ACK).
+    socket.setNoDelay(true);
+    const connection = new Http1Connection(socket, handler);
+    connections.add(connection);
+    socket.once('close', () => connections.delete(connection));
+  };
+
+  // A tenth of the shortest bound, within 50 ms..1 s.
+  const shortest = Math.min(...[limits.requestTimeoutMs, limits.headersTimeoutMs, limits.keepAliveTimeoutMs].filter((t) => t > 0));
+  const sweepEveryMs = Math.min(1000, Math.max(50, shortest / 10));
+  let sweeper: NodeJS.Timeout | undefined;
+  const startSweeping = (): void => {
+    sweeper ??= setInterval(() => {
+      const now = Date.now();
+      for (const c of connections) c.sweep(now, limits);
+    }, sweepEveryMs);
+    sweeper.unref();
+  };
+
+  let server: net.Server;
+  if (certs !== undefined) {
+    const secure = tls.createServer({ ...httpsOptions(certs.current), ALPNProtocols: ['http/1.1'], allowHalfOpen: true });
+    certs.subscribe((m) => secure.setSecureContext(httpsOptions(m)));
+    // The SAN check runs first: a refused client never gets a connection.
+    if (clientSan !== '') enforceClientSan(secure, clientSan, logger);
+    secure.on('secureConnection', (socket: tls.TLSSocket) => {
+      if (!socket.destroyed) serve(socket);
+    });
+    // A failed handshake or a reset socket is the client's problem, not the server's.
+    secure.on('tlsClientError', () => {});
+    server = secure;
+  } else server = net.createServer({ allowHalfOpen: true }, serve);
+  server.on('listening', startSweeping);
+  server.on('close', () => {
+    clearInterval(sweeper);
+    sweeper = undefined;
+  });
+
+  return {
+    server,
+    drain: () =>
+      new Promise<void>((resolve) => {
+        draining = true;
+        if (!server.listening) {
+          resolve();
+          return;
+        }
+        // Resolves once every connection has closed; each closes when its last answer is out.
+        server.close(() => resolve());
+        for (const c of connections) c.drain();
+      }),
+    forceClose: () => {
+      for (const c of connections) c.destroy();
+    },
+  };
+}

@@ -1,0 +1,286 @@
+/**
+ * One HTTP/1.1 connection of the HTTP port, straight on its socket: requests are read by
+ * RequestReader, answered by the handler now or later, and written back in request order
+ * (pipelining), all the answers of one socket read in one write. Keep-alive as HTTP/1.1 says
+ * (HTTP/1.0 only when asked), `100 Continue` when a client waits for it, and the time bounds the
+ * server's sweep applies (request, headers, keep-alive idle).
+ */
+import type net from 'node:net';
+import { sanitizeHeader } from '../http-util';
+import { type BodyPlan, type RequestHead, RequestReader } from './parser';
+
+/** What the server does with requests. */
+export interface ExchangeHandler {
+  /** How to read the body of the request with this head. */
+  plan(head: RequestHead): BodyPlan;
+  /** Answers a complete request, now or later, through `exchange.answer`. */
+  handle(head: RequestHead, body: Buffer, exchange: Exchange): void;
+}
+
+/** Time bounds, each 0 for none. */
+export interface ConnectionLimits {
+  /** Headers and body of a request must all arrive within this. */
+  readonly requestTimeoutMs: number;
+  /** The headers of a request must arrive within this. */
+  readonly headersTimeoutMs: number;
+  /** A connection with nothing to do is closed after this. */
+  readonly keepAliveTimeoutMs: number;
+}
+
+/** Requests read and not yet answered beyond which the connection stops reading until some are. */
+const MAX_UNANSWERED = 64;
+/** Bytes waiting to be sent beyond which the connection stops reading until the client takes them. */
+const MAX_UNSENT_BYTES = 256 * 1024;
+
+export const STATUS_TEXT: Readonly<Record<number, string>> = {
+  100: 'Continue',
+  200: 'OK',
+  400: 'Bad Request',
+  404: 'Not Found',
+  408: 'Request Timeout',
+  413: 'Request Entity Too Large',
+  417: 'Expectation Failed',
+  429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large',
+  500: 'Internal Server Error',
+  501: 'Not Implemented',
+  503: 'Service Unavailable',
+  505: 'HTTP Version Not Supported',
+};
+
+let dateSecond = -1;
+let dateLine = '';
+/** `Date: …\r\n`, built once per second. */
+function dateHeader(nowMs: number): string {
+  const s = Math.floor(nowMs / 1000);
+  if (s !== dateSecond) {
+    dateSecond = s;
+    dateLine = `Date: ${new Date(s * 1000).toUTCString()}\r\n`;
+  }
+  return dateLine;
+}
+
+/** One request's answer slot, in the connection's order. */
+export class Exchange {
+  /** The answer's bytes once given. */
+  text: string | undefined = undefined;
+  /** The connection closes after this answer. */
+  close: boolean;
+
+  constructor(
+    private readonly connection: Http1Connection,
+    readonly head: RequestHead | undefined,
+  ) {
+    this.close = head === undefined || !head.keepAlive;
+  }
+
+  /**
+   * The answer: `headers` are complete header lines (each ending in CRLF) other than Date,
+   * Content-Length and Connection, which are added here. A second answer is ignored.
+   */
+  answer(status: number, headers: string, body: string): void {
+    if (this.text !== undefined) return;
+    const head = this.head;
+    const close = this.close;
+    this.text =
+      `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Unknown'}\r\n${headers}${dateHeader(Date.now())}` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      (close ? 'Connection: close\r\n' : head !== undefined && head.minor === 0 ? 'Connection: keep-alive\r\n' : '') +
+      '\r\n' +
+      (head !== undefined && head.method === 'HEAD' ? '' : body);
+    this.connection.answered();
+  }
+}
+
+export class Http1Connection {
+  private readonly reader: RequestReader;
+  /** Exchanges read and not yet written, oldest first. */
+  private readonly queue: Exchange[] = [];
+  /** Answers ready to write, gathered while a socket read is handled. */
+  private out = '';
+  private inRead = false;
+  /** A request was completed during the current socket read. */
+  private completedInRead = false;
+  private paused = false;
+  private ended = false;
+  /** No more requests are taken: a drain, or an answer that closes the connection. */
+  closing = false;
+  /** When the bytes of the request being read began to arrive (0: none being read). */
+  private requestStartMs = 0;
+  private lastActiveMs: number;
+
+  constructor(
+    readonly socket: net.Socket,
+    private readonly handler: ExchangeHandler,
+  ) {
+    this.lastActiveMs = Date.now();
+    this.reader = new RequestReader({
+      head: (head) => this.handler.plan(head),
+      bodyWanted: () => {
+        // An interim answer may only go out when no earlier answer is still owed.
+        if (this.queue.length === 0) this.out += 'HTTP/1.1 100 Continue\r\n\r\n';
+      },
+      complete: (head, body) => this.complete(head, body),
+      fail: (status, reason) => this.refuse(status, reason),
+    });
+    socket.on('data', (chunk: Buffer) => this.read(chunk));
+    socket.on('drain', () => this.maybeResume());
+    // The server allows half-open sockets, so that a client that sends its last request and
+    // then ends its side still gets the answers owed.
+    socket.on('end', () => this.closeWhenAnswered(true));
+    // A reset or failed socket is the client's problem; 'close' follows.
+    socket.on('error', () => {});
+  }
+
+  /** True when the connection has no request in progress and no answer owed. */
+  get idle(): boolean {
+    return this.queue.length === 0 && !this.reader.midRequest;
+  }
+
+  private read(chunk: Buffer): void {
+    const now = Date.now();
+    this.lastActiveMs = now;
+    const wasMidRequest = this.reader.midRequest;
+    this.inRead = true;
+    this.completedInRead = false;
+    this.reader.push(chunk);
+    this.inRead = false;
+    if (!this.reader.midRequest) this.requestStartMs = 0;
+    else if (!wasMidRequest || this.completedInRead || this.requestStartMs === 0) this.requestStartMs = now;
+    this.flush();
+    if (!this.ended && (this.queue.length >= MAX_UNANSWERED || this.socket.writableLength > MAX_UNSENT_BYTES)) {
+      this.paused = true;
+      this.socket.pause();
+    }
+  }
+
+  private complete(head: RequestHead, body: Buffer): void {
+    this.completedInRead = true;
+    const exchange = new Exchange(this, head);
+    if (this.closing || exchange.close) {
+      // Nothing after this request is read.
+      exchange.close = true;
+      this.reader.stop();
+    }
+    this.queue.push(exchange);
+    this.handler.handle(head, body, exchange);
+  }
+
+  /** Answers input the reader refused (after any answers still owed) and closes. */
+  private refuse(status: number, reason: string): void {
+    const exchange = new Exchange(this, undefined);
+    this.queue.push(exchange);
+    errorAnswer(exchange, status, reason);
+  }
+
+  /** Called by an exchange when its answer is ready: writes every ready answer at the front. */
+  answered(): void {
+    const queue = this.queue;
+    let closeAfter = false;
+    while (queue.length > 0 && queue[0]!.text !== undefined) {
+      const e = queue.shift()!;
+      this.out += e.text!;
+      if (e.close) {
+        closeAfter = true;
+        queue.length = 0;
+        break;
+      }
+    }
+    if (closeAfter) {
+      this.reader.stop();
+      this.flush();
+      this.end();
+      return;
+    }
+    if (!this.inRead) {
+      this.flush();
+      this.maybeResume();
+    }
+  }
+
+  private flush(): void {
+    if (this.out === '' || this.ended) {
+      this.out = '';
+      return;
+    }
+    this.socket.write(this.out);
+    this.out = '';
+    this.lastActiveMs = Date.now();
+  }
+
+  private maybeResume(): void {
+    if (this.paused && !this.ended && this.queue.length < MAX_UNANSWERED && this.socket.writableLength <= MAX_UNSENT_BYTES) {
+      this.paused = false;
+      this.socket.resume();
+    }
+  }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.socket.end();
+  }
+
+  /**
+   * Applies the time bounds at `nowMs` (called by the server's sweep): a request that has not
+   * all arrived in time is answered 408 and the connection closed; an idle one past the
+   * keep-alive bound is closed; a closed one the client keeps open is destroyed.
+   */
+  sweep(nowMs: number, limits: ConnectionLimits): void {
+    if (this.ended) {
+      if (nowMs - this.lastActiveMs > CLOSED_LINGER_MS) this.socket.destroy();
+      return;
+    }
+    const start = this.requestStartMs;
+    if (start > 0 && this.reader.midRequest) {
+      const bound = this.reader.readingBody ? limits.requestTimeoutMs : minPositive(limits.headersTimeoutMs, limits.requestTimeoutMs);
+      if (bound > 0 && nowMs - start > bound) {
+        this.reader.stop();
+        this.refuse(408, 'the request did not arrive in time');
+      }
+      return;
+    }
+    if (this.idle && limits.keepAliveTimeoutMs > 0 && nowMs - this.lastActiveMs > limits.keepAliveTimeoutMs) this.end();
+  }
+
+  /** Takes no more requests: closes now when idle, else after the request being read is answered. */
+  drain(): void {
+    this.closeWhenAnswered(false);
+  }
+
+  /**
+   * Closes once every answer owed is written. `now`: the request being read is dropped too (the
+   * client has ended its side, so it cannot finish); otherwise it is still read and answered.
+   */
+  private closeWhenAnswered(now: boolean): void {
+    this.closing = true;
+    if (now || !this.reader.midRequest) this.reader.stop();
+    const queue = this.queue;
+    if (queue.length > 0) queue[queue.length - 1]!.close = true;
+    else if (!this.reader.midRequest) this.end();
+  }
+
+  destroy(): void {
+    this.ended = true;
+    this.socket.destroy();
+  }
+}
+
+/** How long a connection we ended may wait for the client to close its side before it is destroyed. */
+const CLOSED_LINGER_MS = 5000;
+
+function minPositive(a: number, b: number): number {
+  if (a <= 0) return b;
+  if (b <= 0) return a;
+  return Math.min(a, b);
+}
+
+/** Go's http.Error form: text/plain, nosniff, the status text and a newline, the reason in X-Error-Detail. */
+export function errorAnswer(exchange: Exchange, status: number, detail?: string, text = STATUS_TEXT[status] ?? 'Error'): void {
+  exchange.answer(
+    status,
+    'Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n' +
+      (detail === undefined ? '' : `X-Error-Detail: ${sanitizeHeader(detail)}\r\n`),
+    text + '\n',
+  );
+}
