@@ -128,6 +128,12 @@ export class Http1Connection {
     // The server allows half-open sockets, so that a client that sends its last request and
     // then ends its side still gets the answers owed.
     socket.on('end', () => this.closeWhenAnswered(true));
+    socket.on('close', () => {
+      // Answers still to come have nowhere to go.
+      this.ended = true;
+      this.queue.length = 0;
+      this.reader.stop();
+    });
     // A reset or failed socket is the client's problem; 'close' follows.
     socket.on('error', () => {});
   }
@@ -163,7 +169,12 @@ export class Http1Connection {
       this.reader.stop();
     }
     this.queue.push(exchange);
-    this.handler.handle(head, body, exchange);
+    try {
+      this.handler.handle(head, body, exchange);
+    } catch (err) {
+      // A handler's defect costs its own request an answer, not the process.
+      errorAnswer(exchange, 500, String((err as Error)?.message ?? err));
+    }
   }
 
   /** Answers input the reader refused (after any answers still owed) and closes. */

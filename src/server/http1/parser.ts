@@ -159,7 +159,8 @@ export class RequestReader {
     let at = start;
     // Empty lines before a request line are ignored (RFC 9112 2.2).
     while (at + 1 < buf.length && buf[at] === 13 && buf[at + 1] === 10) at += 2;
-    if (at >= buf.length || (at + 1 === buf.length && buf[at] === 13)) return -1;
+    if (at >= buf.length) return at;
+    if (at + 1 === buf.length && buf[at] === 13) return -1;
     const from = Math.max(at, this.searchFrom - 3);
     const end = buf.indexOf('\r\n\r\n', from, 'latin1');
     if (end < 0) {
