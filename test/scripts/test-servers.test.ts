@@ -11,8 +11,8 @@ import * as path from 'node:path';
 
 const SCRIPT = path.resolve(__dirname, '../../scripts/test-servers.sh');
 const SERVERS = ['redis-server', 'redis-sentinel', 'redis-cli', 'memcached', 'openssl'];
-/** The commands of the HTTP/2 interop clients (besides Python and the grpc-go sources). */
-const CLIENTS = ['go', 'h2load', 'nghttp'];
+/** The commands of the interop clients (besides Python and the grpc-go sources). */
+const CLIENTS = ['go', 'h2load', 'nghttp', 'curl', 'wrk'];
 const bash = spawnSync('sh', ['-c', 'command -v bash'], { encoding: 'utf8' }).stdout.trim();
 
 let bin: string;
@@ -72,16 +72,16 @@ test('as another user, stops at once with the exact command to run', () => {
   expect(aptCalls()).toEqual([]);
 });
 
-describe('the HTTP/2 interop clients', () => {
+describe('the interop clients', () => {
   beforeEach(() => {
     for (const s of SERVERS) stub(s, 'exit 0');
   });
 
-  test('as root, installs python3-grpcio, golang-go, golang-google-grpc-dev and nghttp2-client (once)', () => {
+  test('as root, installs python3-grpcio, golang-go, golang-google-grpc-dev, nghttp2-client (once), curl and wrk', () => {
     fs.rmSync(grpcGoDir, { recursive: true });
     // No python3 at all: the package brings it.
     expect(run(0).code).toBe(0);
-    expect(aptCalls()).toEqual(['update -qq', 'install -y -qq python3-grpcio golang-go golang-google-grpc-dev nghttp2-client']);
+    expect(aptCalls()).toEqual(['update -qq', 'install -y -qq python3-grpcio golang-go golang-google-grpc-dev nghttp2-client curl wrk']);
   });
 
   test('a Python without the grpc module needs python3-grpcio', () => {
@@ -106,6 +106,14 @@ describe('the HTTP/2 interop clients', () => {
     const r = run(1000);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('  sudo apt-get install -y nghttp2-client\n');
+  });
+
+  test('the HTTP/1.1 interop clients: curl and wrk', () => {
+    clientsInstalled();
+    fs.rmSync(path.join(bin, 'wrk'));
+    const r = run(1000);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('  sudo apt-get install -y wrk\n');
   });
 });
 

@@ -27,6 +27,7 @@ export interface ConnectionLimits {
   readonly keepAliveTimeoutMs: number;
 }
 
+const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
 /** Requests read and not yet answered beyond which the connection stops reading until some are. */
 const MAX_UNANSWERED = 64;
 /** Bytes waiting to be sent beyond which the connection stops reading until the client takes them. */
@@ -62,9 +63,11 @@ function dateHeader(nowMs: number): string {
 
 /** One request's answer slot, in the connection's order. */
 export class Exchange {
-  /** The answer's bytes once given. */
-  text: string | undefined = undefined;
-  /** The connection closes after this answer. */
+  /** The answer, once given (0 before); its text is built when it is written. */
+  status = 0;
+  private headers = '';
+  private body = '';
+  /** The connection closes after this answer (decided up to the moment it is written). */
   close: boolean;
 
   constructor(
@@ -79,16 +82,24 @@ export class Exchange {
    * Content-Length and Connection, which are added here. A second answer is ignored.
    */
   answer(status: number, headers: string, body: string): void {
-    if (this.text !== undefined) return;
-    const head = this.head;
-    const close = this.close;
-    this.text =
-      `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Unknown'}\r\n${headers}${dateHeader(Date.now())}` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-      (close ? 'Connection: close\r\n' : head !== undefined && head.minor === 0 ? 'Connection: keep-alive\r\n' : '') +
-      '\r\n' +
-      (head !== undefined && head.method === 'HEAD' ? '' : body);
+    if (this.status !== 0) return;
+    this.status = status;
+    this.headers = headers;
+    this.body = body;
     this.connection.answered();
+  }
+
+  /** The answer's bytes. */
+  text(): string {
+    const head = this.head;
+    const body = this.body;
+    return (
+      `HTTP/1.1 ${this.status} ${STATUS_TEXT[this.status] ?? 'Unknown'}\r\n${this.headers}${dateHeader(Date.now())}` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      (this.close ? 'Connection: close\r\n' : head !== undefined && head.minor === 0 ? 'Connection: keep-alive\r\n' : '') +
+      '\r\n' +
+      (head !== undefined && head.method === 'HEAD' ? '' : body)
+    );
   }
 }
 
@@ -101,6 +112,8 @@ export class Http1Connection {
   private inRead = false;
   /** A request was completed during the current socket read. */
   private completedInRead = false;
+  /** A `100 Continue` waits for the answers owed before it. */
+  private continueOwed = false;
   private paused = false;
   private ended = false;
   /** No more requests are taken: a drain, or an answer that closes the connection. */
@@ -117,8 +130,10 @@ export class Http1Connection {
     this.reader = new RequestReader({
       head: (head) => this.handler.plan(head),
       bodyWanted: () => {
-        // An interim answer may only go out when no earlier answer is still owed.
-        if (this.queue.length === 0) this.out += 'HTTP/1.1 100 Continue\r\n\r\n';
+        // An interim answer may only go out when no earlier answer is still owed; else it
+        // follows the last of them.
+        if (this.queue.length === 0) this.out += CONTINUE;
+        else this.continueOwed = true;
       },
       complete: (head, body) => this.complete(head, body),
       fail: (status, reason) => this.refuse(status, reason),
@@ -162,6 +177,8 @@ export class Http1Connection {
 
   private complete(head: RequestHead, body: Buffer): void {
     this.completedInRead = true;
+    // A body that came without waiting for `100 Continue` needs it no more.
+    this.continueOwed = false;
     const exchange = new Exchange(this, head);
     if (this.closing || exchange.close) {
       // Nothing after this request is read.
@@ -188,14 +205,19 @@ export class Http1Connection {
   answered(): void {
     const queue = this.queue;
     let closeAfter = false;
-    while (queue.length > 0 && queue[0]!.text !== undefined) {
+    while (queue.length > 0 && queue[0]!.status !== 0) {
       const e = queue.shift()!;
-      this.out += e.text!;
+      this.out += e.text();
       if (e.close) {
         closeAfter = true;
         queue.length = 0;
         break;
       }
+    }
+    if (queue.length === 0 && this.continueOwed) {
+      // The interim answer held back behind earlier ones (see bodyWanted).
+      this.continueOwed = false;
+      this.out += CONTINUE;
     }
     if (closeAfter) {
       this.reader.stop();

@@ -16,7 +16,7 @@ export interface RequestHead {
   readonly target: string;
   /** The target's path: no query, and an absolute-form target reduced to its path. */
   readonly path: string;
-  /** 0 for HTTP/1.0, 1 for HTTP/1.1. */
+  /** 0 for HTTP/1.0, 1 for HTTP/1.1 (and for HTTP/1.2 to 1.9, as Go reads them). */
   readonly minor: number;
   /** Header names (as sent) and values (without surrounding blanks), alternating. */
   readonly rawHeaders: readonly string[];
@@ -67,6 +67,7 @@ const BAD_VALUE = /[\x00-\x08\x0a-\x1f\x7f]/;
 /** Characters a request target may not hold. */
 const BAD_TARGET = /[\x00-\x20\x7f]/;
 const DIGITS = /^[0-9]+$/;
+const BARE_CR_OR_LF = /\r(?!\n)|(?<!\r)\n/;
 const HEX = /^[0-9a-fA-F]{1,15}$/;
 
 export class RequestReader {
@@ -82,12 +83,14 @@ export class RequestReader {
   private bodySize = 0;
   private parts: Buffer[] = [];
   private trailerBytes = 0;
+  /** Empty lines were read where a request line was due: a request has begun, for the time bounds. */
+  private blankLines = false;
 
   constructor(private readonly events: RequestEvents) {}
 
   /** True while a request has begun and not yet completed (for the request timeout). */
   get midRequest(): boolean {
-    return this.state === State.Head ? this.pending.length > 0 : this.state !== State.Failed;
+    return this.state === State.Head ? this.pending.length > 0 || this.blankLines : this.state !== State.Failed;
   }
 
   /** True once a head is complete and its body is still being read. */
@@ -159,6 +162,7 @@ export class RequestReader {
     let at = start;
     // Empty lines before a request line are ignored (RFC 9112 2.2).
     while (at + 1 < buf.length && buf[at] === 13 && buf[at + 1] === 10) at += 2;
+    if (at > start) this.blankLines = true;
     if (at >= buf.length) return at;
     if (at + 1 === buf.length && buf[at] === 13) return -1;
     const from = Math.max(at, this.searchFrom - 3);
@@ -167,19 +171,24 @@ export class RequestReader {
       if (buf.indexOf('\n\n', from, 'latin1') >= 0 || buf.indexOf('\n\r\n', from, 'latin1') >= 0) {
         return this.refuse(400, 'malformed request: lines must end with CRLF');
       }
-      if (buf.length - at > MAX_HEAD_BYTES) return this.refuse(431, 'Request Header Fields Too Large');
+      // Up to 3 bytes of the unfinished CRLFCRLF do not count.
+      if (buf.length - at > MAX_HEAD_BYTES + 3) return this.refuse(431, 'Request Header Fields Too Large');
       // push keeps the bytes from `start` on, so the resume point is relative to it.
       this.searchFrom = buf.length - start;
       return -1;
     }
     if (end - at > MAX_HEAD_BYTES) return this.refuse(431, 'Request Header Fields Too Large');
     this.searchFrom = 0;
+    this.blankLines = false;
     const text = buf.toString('latin1', at, end);
     return this.parseHead(text) ? end + 4 : -1;
   }
 
   /** Parses a complete head; false when it was refused. */
   private parseHead(text: string): boolean {
+    // First, so that the answer does not depend on how the bytes were split (an unfinished head
+    // with a bare LF is refused before its end arrives).
+    if (BARE_CR_OR_LF.test(text)) return this.refused(400, 'malformed request: lines must end with CRLF');
     let lineEnd = text.indexOf('\r\n');
     if (lineEnd < 0) lineEnd = text.length;
     const line = text.slice(0, lineEnd);
@@ -193,15 +202,17 @@ export class RequestReader {
     if (target === '' || BAD_TARGET.test(target)) return this.refused(400, 'malformed request target');
     if (version.length !== 8 || !version.startsWith('HTTP/') || version[6] !== '.') return this.refused(400, 'malformed HTTP version');
     const major = version.charCodeAt(5) - 48;
-    const minor = version.charCodeAt(7) - 48;
-    if (major < 0 || major > 9 || minor < 0 || minor > 9) return this.refused(400, 'malformed HTTP version');
+    const minorDigit = version.charCodeAt(7) - 48;
+    if (major < 0 || major > 9 || minorDigit < 0 || minorDigit > 9) return this.refused(400, 'malformed HTTP version');
+    const minor = minorDigit === 0 ? 0 : 1;
     if (major !== 1) return this.refused(505, 'HTTP Version Not Supported');
 
     const rawHeaders: string[] = [];
     let contentLength = -2; // none yet
     let chunked = false;
     let transferEncoding = false;
-    let close = minor === 0;
+    let closeAsked = false;
+    let keepAliveAsked = false;
     let host = false;
     let expect = '';
     let start = lineEnd + 2;
@@ -232,8 +243,8 @@ export class RequestReader {
           if (name.toLowerCase() === 'connection') {
             for (const token of value.toLowerCase().split(',')) {
               const t = trimBlanks(token);
-              if (t === 'close') close = true;
-              else if (t === 'keep-alive' && minor === 0) close = false;
+              if (t === 'close') closeAsked = true;
+              else if (t === 'keep-alive') keepAliveAsked = true;
             }
           }
           break;
@@ -265,7 +276,8 @@ export class RequestReader {
       path: pathOfTarget(target),
       minor,
       rawHeaders,
-      keepAlive: !close,
+      // `close` wins over `keep-alive`, as in Go; HTTP/1.0 keeps the connection only when asked.
+      keepAlive: !closeAsked && (minor === 1 || keepAliveAsked),
       expectContinue: expect !== '' && minor === 1 && length !== 0,
       contentLength: length,
     };
@@ -293,7 +305,8 @@ export class RequestReader {
   private readChunkSize(buf: Buffer, at: number): number {
     const end = buf.indexOf('\r\n', at, 'latin1');
     if (end < 0) {
-      if (buf.length - at > MAX_CHUNK_LINE_BYTES) return this.refuse(400, 'chunk size line too long');
+      // The CR of an unfinished CRLF does not count.
+      if (buf.length - at > MAX_CHUNK_LINE_BYTES + 1) return this.refuse(400, 'chunk size line too long');
       return -1;
     }
     if (end - at > MAX_CHUNK_LINE_BYTES) return this.refuse(400, 'chunk size line too long');
@@ -321,7 +334,7 @@ export class RequestReader {
   private readTrailer(buf: Buffer, at: number): number {
     const end = buf.indexOf('\r\n', at, 'latin1');
     if (end < 0) {
-      if (this.trailerBytes + buf.length - at > MAX_HEAD_BYTES) return this.refuse(431, 'Request Header Fields Too Large');
+      if (this.trailerBytes + buf.length - at > MAX_HEAD_BYTES + 1) return this.refuse(431, 'Request Header Fields Too Large');
       return -1;
     }
     if (end === at) {
