@@ -9,7 +9,6 @@
  * limit, and killed after each test. A missing tool fails the tests with the Debian package to
  * install (scripts/test-servers.sh installs them all).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,6 +23,7 @@ import type { RateLimitRequest, RateLimitResponse } from '../../src/core/rls';
 import type { Decider } from '../../src/server/http';
 import { StatsStore } from '../../src/stats/store';
 import { NOOP_SPAN, type Tracing } from '../../src/telemetry/tracing';
+import { killChildren, runOk, run } from '../support/child-run';
 import { memoryRateLimitService } from '../support/grpc-service';
 import { type FrameCountingProxy, type TestListener, type TestListenerOptions, rateLimitRequest, startFrameCountingProxy, startGrpcListener } from '../support/h2-server';
 
@@ -41,88 +41,8 @@ const TOTAL_REQUESTS = 'ratelimit_server.ShouldRateLimit.total_requests';
 const INTEROP_DIR = path.resolve(__dirname, '../support/interop');
 const PYTHON = '/usr/bin/python3';
 const GRPC_GO_SOURCE = '/usr/share/gocode/src/google.golang.org/grpc';
-/** The Debian package of each program the tests run. */
-const PACKAGE_OF: Readonly<Record<string, string>> = {
-  [PYTHON]: 'python3-grpcio',
-  go: 'golang-go',
-  h2load: 'nghttp2-client',
-  nghttp: 'nghttp2-client',
-};
-
-/** Longest a client may run: far above what each needs (a second), below Jest's test timeout. */
-const CHILD_TIMEOUT_MS = 20_000;
 /** Longest the Go client's build may take (about 6 s with a cold cache here). */
 const GO_BUILD_TIMEOUT_MS = 170_000;
-
-// ---- child processes ----
-
-const children = new Set<ChildProcess>();
-
-function killChildren(): void {
-  for (const child of children) child.kill('SIGKILL');
-  children.clear();
-}
-
-interface Finished {
-  code: number | null;
-  stdout: string;
-  /** stdout as it came, for binary output. */
-  stdoutBytes: Buffer;
-  stderr: string;
-}
-
-interface RunOptions {
-  input?: string;
-  env?: NodeJS.ProcessEnv;
-  timeoutMs?: number;
-}
-
-/**
- * Runs a program to its end without blocking this process; rejects when it cannot start (with
- * the Debian package that provides it) or outlives its time limit (it is then killed).
- */
-function run(command: string, args: string[], options: RunOptions = {}): Promise<Finished> {
-  const timeoutMs = options.timeoutMs ?? CHILD_TIMEOUT_MS;
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
-    children.add(child);
-    const stdout: Buffer[] = [];
-    const stderr: Buffer[] = [];
-    child.stdout!.on('data', (c: Buffer) => stdout.push(c));
-    child.stderr!.on('data', (c: Buffer) => stderr.push(c));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`${command} ${args.join(' ')} still running after ${timeoutMs} ms; stderr: ${Buffer.concat(stderr).toString()}`));
-    }, timeoutMs);
-    child.on('error', (err: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      children.delete(child);
-      const pkg = PACKAGE_OF[command];
-      reject(
-        err.code === 'ENOENT' && pkg !== undefined
-          ? new Error(`${command} is not installed: install the Debian package ${pkg} (bash scripts/test-servers.sh does)`)
-          : err,
-      );
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      children.delete(child);
-      const stdoutBytes = Buffer.concat(stdout);
-      resolve({ code, stdout: stdoutBytes.toString(), stdoutBytes, stderr: Buffer.concat(stderr).toString() });
-    });
-    child.stdin!.on('error', () => undefined); // a child that exits without reading its input
-    child.stdin!.end(options.input ?? '');
-  });
-}
-
-/** Runs and expects exit status 0, or fails with the child's output. */
-async function runOk(command: string, args: string[], options: RunOptions = {}): Promise<Finished> {
-  const finished = await run(command, args, options);
-  if (finished.code !== 0) {
-    throw new Error(`${command} ${args.join(' ')} exited with ${finished.code}\nstdout: ${finished.stdout}\nstderr: ${finished.stderr}`);
-  }
-  return finished;
-}
 
 // ---- the server ----
 

@@ -6,7 +6,7 @@
  *
  * A missing tool fails its test when CI=true; otherwise that one test is skipped, saying so.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -19,6 +19,7 @@ import type { ExchangeHandler } from '../../src/server/http1/connection';
 import { type HttpSocketServer, httpSocketServer } from '../../src/server/http-socket';
 import { StatsStore } from '../../src/stats/store';
 import type { Logger } from '../../src/telemetry/logger';
+import { killChildren, runOk } from '../support/child-run';
 import { memoryRateLimitService } from '../support/grpc-service';
 
 const quiet: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {}, enabled: () => false };
@@ -71,49 +72,6 @@ function testWith(tool: string, title: string, fn: () => Promise<void>): void {
   } else test.skip(`${title} [skipped: ${tool} is not installed; ${INSTALL[tool]}]`, () => {});
 }
 
-// ---- child processes ----
-
-const children = new Set<ChildProcess>();
-/** Longest a client may run: far above what each needs (wrk 1 s), below Jest's test timeout. */
-const CHILD_TIMEOUT_MS = 20_000;
-
-interface Finished {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Finished> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    children.add(child);
-    const stdout: Buffer[] = [];
-    const stderr: Buffer[] = [];
-    child.stdout!.on('data', (c: Buffer) => stdout.push(c));
-    child.stderr!.on('data', (c: Buffer) => stderr.push(c));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`${command} ${args.join(' ')} still running after ${CHILD_TIMEOUT_MS} ms; stderr: ${Buffer.concat(stderr).toString()}`));
-    }, CHILD_TIMEOUT_MS);
-    child.on('error', (err) => {
-      clearTimeout(timer);
-      children.delete(child);
-      reject(err);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      children.delete(child);
-      resolve({ code, stdout: Buffer.concat(stdout).toString(), stderr: Buffer.concat(stderr).toString() });
-    });
-  });
-}
-
-async function runOk(command: string, args: string[], env?: NodeJS.ProcessEnv): Promise<Finished> {
-  const finished = await run(command, args, env);
-  if (finished.code !== 0) throw new Error(`${command} ${args.join(' ')} exited with ${finished.code}\nstdout: ${finished.stdout}\nstderr: ${finished.stderr}`);
-  return finished;
-}
-
 // ---- the server ----
 
 interface Seen {
@@ -161,8 +119,7 @@ beforeEach(() => {
 });
 
 afterEach(() => {
-  for (const child of children) child.kill('SIGKILL');
-  children.clear();
+  killChildren();
 });
 
 afterAll(async () => {
@@ -390,7 +347,7 @@ describe("Node's clients", () => {
 describe('wrk', () => {
   testWith('wrk', 'wrk for 1 s on 10 connections with bench/post.lua: no socket errors, no answer other than 200 and 429', async () => {
     const file = writeTemp('wrk.json', bodyFor('wrk', 'w'));
-    const { stdout } = await runOk('wrk', ['-t1', '-c10', '-d1s', '-s', path.join(ROOT, 'bench/post.lua'), `${base}/json`], { ...process.env, BENCH_BODY_FILE: file });
+    const { stdout } = await runOk('wrk', ['-t1', '-c10', '-d1s', '-s', path.join(ROOT, 'bench/post.lua'), `${base}/json`], { env: { ...process.env, BENCH_BODY_FILE: file } });
     const total = Number(/(\d+) requests in /.exec(stdout)?.[1] ?? NaN);
     expect(total).toBeGreaterThan(WRK_LIMIT);
     expect(stdout).not.toMatch(/Socket errors/);

@@ -1,5 +1,14 @@
 /**
  * The seeded PRNG of the tests (mulberry32, the simulator's own), so that a failing random case can
- * be replayed from its seed.
+ * be replayed from its seed, and the small draws the fuzz tests make with it.
  */
 export { mulberry32 as prng } from '../../src/trading/simulator/market';
+
+/** A generator of numbers in [0, 1). */
+export type Rng = () => number;
+
+/** An integer in [0, n). */
+export const int = (rng: Rng, n: number): number => Math.floor(rng() * n);
+
+/** One of `items`. */
+export const pick = <T>(rng: Rng, items: readonly T[]): T => items[int(rng, items.length)]!;

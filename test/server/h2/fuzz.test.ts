@@ -30,13 +30,9 @@ import {
   windowUpdateFrame,
 } from '../../support/h2-frames';
 import { expectServed, rateLimitClient, startSocketServer, stopSocketServers } from '../../support/h2-server';
-import { prng } from '../../support/prng';
+import { int, pick, prng, type Rng } from '../../support/prng';
 
-type Rng = () => number;
-
-const int = (rng: Rng, n: number): number => Math.floor(rng() * n);
 const chance = (rng: Rng, p: number): boolean => rng() < p;
-const pick = <T>(rng: Rng, items: readonly T[]): T => items[int(rng, items.length)]!;
 const randomBytes = (rng: Rng, n: number): Buffer => Buffer.from(Array.from({ length: n }, () => int(rng, 256)));
 const text = (rng: Rng, n: number): string => String.fromCharCode(...Array.from({ length: n }, () => 0x20 + int(rng, 95)));
 

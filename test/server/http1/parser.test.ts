@@ -8,9 +8,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import { type BodyPlan, MAX_HEAD_BYTES, pathOfTarget, type RequestHead, RequestReader } from '../../../src/server/http1/parser';
-import { prng } from '../../support/prng';
-
-type Rng = () => number;
+import { int, pick, prng, type Rng } from '../../support/prng';
 
 /** What the reader reported, in a form two runs can be compared by. */
 type Event =
@@ -634,8 +632,6 @@ describe('pipelining and stopping', () => {
 // ---------------------------------------------------------------------------------------------
 // Fuzz
 
-const int = (rng: Rng, n: number): number => Math.floor(rng() * n);
-const pick = <T>(rng: Rng, items: readonly T[]): T => items[int(rng, items.length)]!;
 
 const VALID_REQUESTS = [
   GET,
