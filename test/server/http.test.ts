@@ -13,12 +13,24 @@ import { createHttpHandler } from '../../src/server/http';
 import { type HttpSocketServer, httpSocketServer } from '../../src/server/http-socket';
 import { StatsStore } from '../../src/stats/store';
 import type { Logger } from '../../src/telemetry/logger';
+import { NOOP_SPAN, type TraceCarrier, type Tracing } from '../../src/telemetry/tracing';
 
 const quiet: Logger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {}, enabled: () => false };
 const BODY = JSON.stringify({ domain: 'd', descriptors: [{ entries: [{ key: 'k', value: 'v' }] }] });
 
 let server: HttpSocketServer;
 let port: number;
+/** The trace carriers the handler gave the tracing, one per /json request. */
+const carriers: TraceCarrier[] = [];
+const recordingTracing: Tracing = {
+  enabled: true,
+  startCallSpan: (carrier) => {
+    carriers.push(carrier);
+    return NOOP_SPAN;
+  },
+  startChildSpan: () => NOOP_SPAN,
+  shutdown: () => Promise.resolve(),
+};
 
 beforeAll(async () => {
   const stats = new StatsStore();
@@ -35,7 +47,7 @@ beforeAll(async () => {
     nearLimitRatio: 0.8,
     cacheKeyPrefix: '',
   });
-  server = httpSocketServer(createHttpHandler({ service, health: new Health(), logger: quiet, maxBodyBytes: 1024 }), undefined, '', quiet);
+  server = httpSocketServer(createHttpHandler({ service, health: new Health(), logger: quiet, maxBodyBytes: 1024, tracing: recordingTracing }), undefined, '', quiet);
   await new Promise<void>((resolve) => server.server.listen(0, '127.0.0.1', resolve));
   port = (server.server.address() as AddressInfo).port;
 });
@@ -103,5 +115,16 @@ describe('POST /json', () => {
     expect(await raw([head(BODY.length), BODY.slice(0, 20)], false)).toBe('');
     const res = await fetch(`http://127.0.0.1:${port}/json`, { method: 'POST', body: BODY });
     expect(res.status).toBe(200);
+  });
+
+  test('the caller\'s trace headers reach the tracing, by lower-case name, repeated ones joined', async () => {
+    carriers.length = 0;
+    const reply = await raw([
+      `POST /json HTTP/1.1\r\nHost: x\r\nTraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n` +
+        `baggage: a=1\r\nBaggage: b=2\r\nContent-Length: ${BODY.length}\r\nConnection: close\r\n\r\n${BODY}`,
+    ]);
+    expect(reply).toMatch(/^HTTP\/1.1 200/);
+    expect(carriers).toHaveLength(1);
+    expect(carriers[0]).toMatchObject({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', baggage: 'a=1, b=2', host: 'x' });
   });
 });
