@@ -117,7 +117,7 @@ export class Http1Connection {
   private paused = false;
   private ended = false;
   /** No more requests are taken: a drain, or an answer that closes the connection. */
-  closing = false;
+  private closing = false;
   /** When the bytes of the request being read began to arrive (0: none being read). */
   private requestStartMs = 0;
   private lastActiveMs: number;
