@@ -1,4 +1,8 @@
 /** Market unit tests: seeded prices, replay, hours, manual clock; stream heartbeat (the price path itself: simulator-market.test.ts). */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { writeCandleFile } from '../../src/trading/fxcm/candle-file';
 import { Market, ManualClock, isFxMarketOpen, mulberry32 } from '../../src/trading/simulator';
 import type { BrokerSimulator } from '../../src/trading/simulator';
 import type { FxcmClient } from '../../src/trading/fxcm';
@@ -47,6 +51,24 @@ describe('market', () => {
     m.setPrice('EUR/USD', 1.3);
     m.tick();
     expect(m.quote('EUR/USD')!.bid).toBe(1.3);
+  });
+
+  test('a replay file is read as backtests read it: a candle file replays, a bad row is refused by its place', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-replay-'));
+    try {
+      const good = path.join(dir, 'eurusd.csv');
+      const candle = { ts: 60, bidOpen: 1.1, bidClose: 1.2, bidHigh: 1.21, bidLow: 1.09, askOpen: 1.1002, askClose: 1.2002, askHigh: 1.2102, askLow: 1.0902, tickQty: 5 };
+      writeCandleFile(good, 'EUR/USD', 'm1', [candle]);
+      const clock = new ManualClock(Date.UTC(2024, 2, 13));
+      const m = new Market({ clock, symbols: ['EUR/USD'], replay: { 'EUR/USD': good } });
+      m.tick();
+      expect(m.quote('EUR/USD')).toMatchObject({ bid: 1.2, ask: 1.2002 });
+      const bad = path.join(dir, 'bad.csv');
+      fs.writeFileSync(bad, 'ts,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow\n60,1.1,1.2,1.21,1.09,1.1002,1.2002,1.2102,oops\n');
+      expect(() => new Market({ clock, symbols: ['EUR/USD'], replay: { 'EUR/USD': bad } })).toThrow(`${bad}:2: asklow is "oops", not a number`);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -16,6 +16,7 @@
 import { checkAmount, checkTrailingStep } from '../fxcm/rules';
 import { silentLogger } from '../../telemetry/logger';
 import { PERIOD_SECONDS } from '../fxcm/candles';
+import type { CandleSeries } from '../fxcm/candle-file';
 import type { Candle, Period } from '../fxcm/types';
 import { SafetyError, OrderGoneError, OrderRejectedError, runErrorOf, runHook } from './errors';
 import { clean, exactConversion, notionalInAccount, pipOf, plInAccount } from '../execution/instruments';
@@ -39,12 +40,6 @@ import type {
   Tick,
   TradeEvent,
 } from './strategy';
-
-export interface CandleSeries {
-  symbol: string;
-  timeframe: Period;
-  candles: Candle[];
-}
 
 export interface BacktestOptions {
   strategy: Strategy<Record<string, unknown>>;

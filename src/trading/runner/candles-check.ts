@@ -1,6 +1,6 @@
 /**
  * `ratelimit-runner candles check FILE|DIR...`: reads every row of each candle file with the
- * validation of candles-file.ts (what `backtest --candles` would refuse) and reports per file its
+ * validation of fxcm/candle-file.ts (what `backtest --candles` would refuse) and reports per file its
  * symbol, time frame, count, first and last candle, a store file's covered range, the bad rows
  * (each with its line or row) and the gaps: candles missing while the FX market was open
  * (fxcm/market-hours.ts; the weekend close is not a gap). A file with a bad row is invalid, and
@@ -12,7 +12,7 @@ import { PERIOD_SECONDS, normalizePeriod } from '../fxcm/candles';
 import { fxOpenSeconds } from '../fxcm/market-hours';
 import type { Candle, Period } from '../fxcm/types';
 import { CANDLES_CHECK_OPTIONS, UsageError, flag, parseCommandArgs, wantsHelp } from './args';
-import { CandleFileError, inspectCandleFile, isoTime, type CandleProblem, type CandleProblemKind, type Coverage } from './candles-file';
+import { CandleFileError, inspectCandleFile, isoTime, type CandleProblem, type CandleProblemKind, type Coverage } from '../fxcm/candle-file';
 import { CANDLE_STORE_ENV } from './candles-store';
 
 export const CANDLES_CHECK_USAGE = `Usage: ratelimit-runner candles check [FILE|DIR...] [--symbol SYM] [--timeframe TF]

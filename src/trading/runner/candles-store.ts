@@ -7,7 +7,7 @@
  * (the symbol with every character other than a letter or digit as `_`; the time frame as the
  * broker spells it, except the month, M1, which is MN1 so that it never shares a name with m1 on a
  * case-insensitive file system, macOS's or Windows'). Each file is an ordinary JSON candle file
- * (candles-file.ts), symbol and time frame included, so `backtest --candles DIR/EUR_USD/m1.json`
+ * (fxcm/candle-file.ts), symbol and time frame included, so `backtest --candles DIR/EUR_USD/m1.json`
  * reads it as it is; CSV would need --symbol and --timeframe, and a store file with a symbol of
  * its own also catches two symbols that map to one directory name.
  *
@@ -25,7 +25,7 @@ import path from 'node:path';
 import { PERIOD_SECONDS, mergeCandles, normalizePeriod, splitCandleRange } from '../fxcm/candles';
 import type { FxcmClient } from '../fxcm/client';
 import type { Candle, Period } from '../fxcm/types';
-import { CandleFileError, candleProblems, inspectCandleFile, isoTime, writeCandleFile, type Coverage } from './candles-file';
+import { CandleFileError, candleProblems, inspectCandleFile, isoTime, writeCandleFile, type Coverage } from '../fxcm/candle-file';
 
 /** The store used when `candles download` has neither --out nor --store. */
 export const CANDLE_STORE_ENV = 'RATELIMIT_RUNNER_CANDLES';

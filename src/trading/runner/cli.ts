@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import { runBacktest } from './backtest';
 import { projectBudget } from './budget-projection';
-import { readCandleFile } from './candles-file';
+import { readCandleFile } from '../fxcm/candle-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { bundledLimitsFile } from './limits-file';
 import { loadStrategy } from './loader';

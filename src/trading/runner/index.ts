@@ -4,7 +4,7 @@ export * from '../execution/instruments';
 export * from './safety';
 export * from './backtest';
 export * from './results';
-export * from './candles-file';
+export * from '../fxcm/candle-file';
 export * from './loader';
 export * from './report';
 export * from './limiter';

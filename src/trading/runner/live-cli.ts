@@ -8,7 +8,7 @@ import type { Period } from '../fxcm/types';
 import { systemClock } from '../../core/clock';
 import type { ConfigFile } from '../../limiter';
 import { candlesCheckCommand } from './candles-check';
-import { isoTime, writeCandleFile } from './candles-file';
+import { isoTime, writeCandleFile } from '../fxcm/candle-file';
 import { bundledLimitsFile } from './limits-file';
 import { DownloadProgress } from './candles-progress';
 import { CANDLE_STORE_ENV, downloadIntoStore, type StoreDownload } from './candles-store';

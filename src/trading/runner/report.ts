@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { PERIOD_SECONDS } from '../fxcm/candles';
-import type { CandleSeries } from './backtest';
+import type { CandleSeries } from '../fxcm/candle-file';
 import { flattenOutcome } from './errors';
 import { MAX_POINTS, downsample, drawdownSvg, equitySvg, esc, priceSvg, utc, type PriceSeries, type TimeDomain } from './report-charts';
 import { computeMetrics, drawdownSeries, type Metrics } from './report-metrics';

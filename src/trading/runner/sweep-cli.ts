@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SWEEP_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type ParsedArgs } from './args';
-import { readCandleFile } from './candles-file';
+import { readCandleFile } from '../fxcm/candle-file';
 import { progressBar, strategyAndCandles } from './cli';
 import { StrategyError, describeStrategyError } from './errors';
 import { loadStrategy } from './loader';

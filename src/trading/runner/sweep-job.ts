@@ -4,7 +4,8 @@
  * refuses, is an error in the outcome, and the sweep goes on with the other sets.
  */
 import path from 'node:path';
-import { runBacktest, type CandleSeries } from './backtest';
+import type { CandleSeries } from '../fxcm/candle-file';
+import { runBacktest } from './backtest';
 import { runErrorOf } from './errors';
 import { loadStrategy } from './loader';
 import { computeMetrics, type Metrics } from './report';
@@ -38,7 +39,7 @@ export interface JobOutcome {
   error?: RunError;
 }
 
-/** Index of the first candle at or after `ts` (candle files are in time order: candles-file.ts checks it). */
+/** Index of the first candle at or after `ts` (candle files are in time order: fxcm/candle-file.ts checks it). */
 function firstAtOrAfter(candles: CandleSeries['candles'], ts: number): number {
   let lo = 0;
   let hi = candles.length;

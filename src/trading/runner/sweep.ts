@@ -8,7 +8,7 @@
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import { clean } from '../execution/instruments';
 import { UsageError, paramValue } from './args';
-import type { CandleSeries } from './backtest';
+import type { CandleSeries } from '../fxcm/candle-file';
 import { RATIO_METHOD, buildReport, type Metrics, type RunReport } from './report';
 import type { EquityPoint, RunError, RunResult } from './results';
 import { windowOf, type JobOutcome, type SweepJob, type SweepSetup } from './sweep-job';

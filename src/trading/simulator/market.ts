@@ -4,8 +4,8 @@
  * the past of the live stream; replayed candles can drive the live quotes instead.
  */
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
-import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS, normalizePeriod, rowToCandle } from '../fxcm/candles';
+import { readCandles } from '../fxcm/candle-file';
+import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS, normalizePeriod } from '../fxcm/candles';
 import type { Candle, CandleRow, Period } from '../fxcm/types';
 import type { Clock } from '../../core/clock';
 import { isFxMarketOpen } from '../fxcm/market-hours';
@@ -49,21 +49,6 @@ export interface Quote {
   updatedMs: number;
 }
 
-/** Reads a candle file: JSON (array of broker rows or Candle objects, or `{candles:[…]}`) or CSV rows. */
-export function loadCandleFile(path: string): Candle[] {
-  const text = readFileSync(path, 'utf8');
-  const t = text.trim();
-  if (t.startsWith('[') || t.startsWith('{')) {
-    const v = JSON.parse(t) as unknown;
-    const arr = (Array.isArray(v) ? v : ((v as { candles?: unknown[] }).candles ?? [])) as unknown[];
-    return arr.map((r) => (Array.isArray(r) ? rowToCandle(r as number[]) : (r as Candle)));
-  }
-  return t
-    .split(/\r?\n/)
-    .filter((l) => /^\d/.test(l))
-    .map((l) => rowToCandle(l.split(',').map(Number)));
-}
-
 export interface MarketOptions {
   clock: Clock;
   seed?: number;
@@ -75,7 +60,7 @@ export interface MarketOptions {
   volatility?: number;
   /** Auto-tick interval on the clock; 0/undefined = only manual ticks. Ticks sample the path; they do not move it. */
   tickIntervalMs?: number;
-  /** Replayed candles per symbol: each tick moves to the next candle's close. */
+  /** Replayed candles per symbol (or a candle file's path, read as backtests read it): each tick moves to the next candle's close. */
   replay?: Record<string, Candle[] | string>;
   /** Override market hours (default: FX hours). */
   isOpen?: (ms: number) => boolean;
@@ -108,7 +93,7 @@ export class Market extends EventEmitter {
       this.quotes.set(spec.symbol, { bid, ask, high: ask, low: bid, updatedMs: now });
     }
     for (const [sym, src] of Object.entries(opts.replay ?? {})) {
-      this.replay.set(sym, { candles: typeof src === 'string' ? loadCandleFile(src) : src, i: 0 });
+      this.replay.set(sym, { candles: typeof src === 'string' ? readCandles(src) : src, i: 0 });
     }
   }
 

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runBacktest, type CandleSeries } from '../../../src/trading/runner/backtest';
+import type { CandleSeries } from '../../../src/trading/fxcm/candle-file';
+import { runBacktest } from '../../../src/trading/runner/backtest';
 import { loadStrategy } from '../../../src/trading/runner/loader';
 import { buildReport, computeMetrics, renderHtml, writeReport } from '../../../src/trading/runner/report';
 import type { Strategy } from '../../../src/trading/runner/strategy';

@@ -5,7 +5,8 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { runBacktest, type CandleSeries, type Intent } from '../../../src/trading/runner/backtest';
+import type { CandleSeries } from '../../../src/trading/fxcm/candle-file';
+import { runBacktest, type Intent } from '../../../src/trading/runner/backtest';
 import { busiestWindow, projectBudget, projectedCalls } from '../../../src/trading/runner/budget-projection';
 import { buildReport, renderHtml, type ProjectedLimitUse } from '../../../src/trading/runner/report';
 import type { ClosedTrade } from '../../../src/trading/runner/results';

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Candle } from '../../../src/trading/fxcm/types';
 import { checkCandleFile, findGaps, formatCheck, isValid } from '../../../src/trading/runner/candles-check';
-import { writeCandleFile } from '../../../src/trading/runner/candles-file';
+import { writeCandleFile } from '../../../src/trading/fxcm/candle-file';
 import { candle, flat } from './helpers';
 
 const at = (ms: number) => ms / 1000;

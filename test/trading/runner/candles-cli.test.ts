@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { readCandleFile } from '../../../src/trading/runner/candles-file';
+import { readCandleFile } from '../../../src/trading/fxcm/candle-file';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { startSim, TOKEN } from '../helpers';
 import { tightBrokerLimits } from './helpers';

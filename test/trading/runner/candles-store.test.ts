@@ -10,7 +10,7 @@ import path from 'node:path';
 import { ManualClock } from '../../../src/core/clock';
 import type { FxcmClient } from '../../../src/trading/fxcm';
 import type { Params, Period } from '../../../src/trading/fxcm/types';
-import { readCandleFile, writeCandleFile } from '../../../src/trading/runner/candles-file';
+import { readCandleFile, writeCandleFile } from '../../../src/trading/fxcm/candle-file';
 import { completeUntil, downloadIntoStore, missingRanges, readStore, storeFile, type StoreDownload } from '../../../src/trading/runner/candles-store';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { newClient, startSim } from '../helpers';

@@ -3,7 +3,8 @@
  * where the day changes, days, months, years), value ticks, thinning that keeps extremes, and the
  * price chart's entry and exit markers at their trade's time and price on the chart's own axes.
  */
-import { runBacktest, type CandleSeries } from '../../../src/trading/runner/backtest';
+import type { CandleSeries } from '../../../src/trading/fxcm/candle-file';
+import { runBacktest } from '../../../src/trading/runner/backtest';
 import { CHART, MAX_POINTS, downsample, equitySvg, priceSvg, timeTicks, valueTicks, type PriceSeries } from '../../../src/trading/runner/report-charts';
 import { buildReport, renderHtml } from '../../../src/trading/runner/report';
 import type { ClosedTrade, EquityPoint } from '../../../src/trading/runner/results';

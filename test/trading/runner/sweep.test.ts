@@ -9,7 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { candleToRow } from '../../../src/trading/fxcm/candles';
 import { UsageError } from '../../../src/trading/runner/args';
-import { runBacktest, type CandleSeries } from '../../../src/trading/runner/backtest';
+import type { CandleSeries } from '../../../src/trading/fxcm/candle-file';
+import { runBacktest } from '../../../src/trading/runner/backtest';
 import { loadStrategy } from '../../../src/trading/runner/loader';
 import {
   MAX_PARAMETER_SETS,

@@ -1,5 +1,5 @@
 /**
- * Candle files for backtests. Two formats:
+ * Candle files, for backtests and for the simulator's replay. Two formats:
  * - JSON: `{"symbol":"EUR/USD","timeframe":"m1","candles":[[ts,bidopen,bidclose,bidhigh,bidlow,askopen,askclose,askhigh,asklow,tickqty],…]}`
  *   (the broker's row order; `ts` in epoch seconds; also what `candles download` writes), or a bare
  *   array of such rows (then --symbol and --timeframe are required);
@@ -9,16 +9,22 @@
  * below them, an ask below the bid, a time not after the row before (the file must be in time
  * order, without repeats: a backtest over shuffled data would be wrong without a sign of it).
  * readCandleFile refuses the first bad row, naming the file and the line (CSV) or the row (JSON);
- * inspectCandleFile lists them all (`candles check`). A candle store's files (candles-store.ts)
+ * inspectCandleFile lists them all (`candles check`). A candle store's files (runner/candles-store.ts)
  * are JSON files with one more field, `covered`.
  */
 import fs from 'node:fs';
-import { candleToRow, normalizePeriod, rowToCandle } from '../fxcm/candles';
-import type { Candle, Period } from '../fxcm/types';
-import type { CandleSeries } from './backtest';
+import { candleToRow, normalizePeriod, rowToCandle } from './candles';
+import type { Candle, Period } from './types';
 
 const COLS = ['ts', 'bidopen', 'bidclose', 'bidhigh', 'bidlow', 'askopen', 'askclose', 'askhigh', 'asklow', 'tickqty'];
 const PRICES = ['bidOpen', 'bidClose', 'bidHigh', 'bidLow', 'askOpen', 'askClose', 'askHigh', 'askLow'] as const;
+
+/** One symbol's candles in one time frame, in time order. */
+export interface CandleSeries {
+  symbol: string;
+  timeframe: Period;
+  candles: Candle[];
+}
 
 /** A candle file that cannot be used as it is; the message names the file and the line or row. */
 export class CandleFileError extends Error {
@@ -45,7 +51,7 @@ export interface CandleFileContents {
   symbol?: string;
   /** As written (normalizePeriod gives the period, when valid). */
   timeframe?: string;
-  /** Written by the candle store (candles-store.ts); absent in other files. */
+  /** Written by the candle store (runner/candles-store.ts); absent in other files. */
   covered?: Coverage;
   /** Every row that parsed as numbers, bad prices and order included. */
   candles: Candle[];
@@ -205,7 +211,14 @@ export function inspectCandleFile(file: string, opts: { symbol?: string; timefra
   return { symbol: opts.symbol ?? o.symbol, timeframe: opts.timeframe ?? o.timeframe ?? o.period_id, covered: coverageOf(o.covered), candles: rows.candles, problems: rows.problems };
 }
 
-/** A candle file for a backtest: the first bad row is an error (CandleFileError naming its place). */
+/** A candle file's candles: the first bad row is an error (CandleFileError naming its place). */
+export function readCandles(file: string): Candle[] {
+  const read = inspectCandleFile(file);
+  firstProblem(read);
+  return read.candles;
+}
+
+/** A candle file for a backtest: as readCandles, and its symbol and time frame must be known. */
 export function readCandleFile(file: string, opts: { symbol?: string; timeframe?: string } = {}): CandleSeries {
   const read = inspectCandleFile(file, opts);
   firstProblem(read);

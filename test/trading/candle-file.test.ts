@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Candle } from '../../../src/trading/fxcm/types';
-import { parseCandlesCsv, readCandleFile, writeCandleFile } from '../../../src/trading/runner/candles-file';
+import type { Candle } from '../../src/trading/fxcm/types';
+import { parseCandlesCsv, readCandleFile, writeCandleFile } from '../../src/trading/fxcm/candle-file';
 
 // 2024-03-05T09:30:00Z and the next two minutes, in epoch seconds
 const TS = [1709631000, 1709631060, 1709631120];
