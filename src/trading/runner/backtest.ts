@@ -12,6 +12,9 @@
  *     then due timers.
  * Market orders and closes from a hook fill at the current quote (the close the decision saw):
  * buy at the ask, sell at the bid. Commission is charged per side per 1K units.
+ *
+ * Candles before `tradeFromTs` are history only, like the warm-up bars paper and live load before
+ * onStart: they fill ctx.candles (every time frame) and nothing else.
  */
 import { checkAmount, checkTrailingStep } from '../fxcm/rules';
 import { silentLogger } from '../../telemetry/logger';
@@ -62,6 +65,11 @@ export interface BacktestOptions {
   progressEvery?: number;
   /** Completed bars kept per symbol and time frame for ctx.candles (default 5000). */
   historyLimit?: number;
+  /**
+   * Epoch seconds: the candles before it are history only (ctx.candles, longer time frames; no
+   * hook, order, equity point or progress). onStart runs at the first candle from it on.
+   */
+  tradeFromTs?: number;
 }
 
 /** One strategy decision (the input of a replay comparison). */
@@ -492,22 +500,43 @@ export class BacktestEngine {
     while (this.events.length) await this.events.shift()!();
   }
 
+  /** Adds a candle of `series` to its `tf` bar; returns that bar when this candle completes it. */
+  private closedBar(series: CandleSeries, c: Candle, tf: Period): Bar | undefined {
+    if (tf === series.timeframe) return { symbol: series.symbol, timeframe: tf, ...c };
+    const start = bucketStart(c.ts, tf);
+    const k = `${series.symbol}|${tf}`;
+    let b = this.building.get(k);
+    if (!b || b.ts !== start) {
+      b = openBar(series.symbol, tf, start, c, c.tickQty);
+      this.building.set(k, b);
+    } else extendBar(b, c, c.tickQty);
+    if (c.ts + PERIOD_SECONDS[series.timeframe] < start + PERIOD_SECONDS[tf]) return undefined;
+    this.building.delete(k);
+    return b;
+  }
+
   /** Runs the whole backtest. A strategy error flattens every position and ends the run. */
   async run(): Promise<BacktestResult> {
     const s = this.opts.strategy;
     const base = this.opts.data;
     for (const d of base) if (!PERIOD_SECONDS[d.timeframe]) throw new Error(`unknown time frame ${d.timeframe}`);
+    const tradeFromTs = this.opts.tradeFromTs ?? -Infinity;
     // A symbol without candles would trade nothing and end "successfully" with 0 trades.
-    const withData = new Set(base.filter((d) => d.candles.length > 0).map((d) => d.symbol));
+    const withData = new Set(base.filter((d) => d.candles.some((c) => c.ts >= tradeFromTs)).map((d) => d.symbol));
     const missing = s.symbols.filter((sym) => !withData.has(sym));
     if (missing.length > 0) {
-      throw new Error(`no candles for ${missing.join(', ')}, which the strategy trades (candles given for: ${[...withData].join(', ') || 'nothing'})`);
+      const after = this.opts.tradeFromTs === undefined ? '' : ` from ${new Date(tradeFromTs * 1000).toISOString()} on`;
+      throw new Error(`no candles for ${missing.join(', ')}${after}, which the strategy trades (candles given for: ${[...withData].join(', ') || 'nothing'})`);
     }
     // merge all candles by time (stable: data order within one time)
-    const all: { series: CandleSeries; c: Candle }[] = [];
-    for (const series of base) for (const c of series.candles) all.push({ series, c });
-    all.sort((a, b) => a.c.ts - b.c.ts || base.indexOf(a.series) - base.indexOf(b.series));
-    const total = all.length;
+    const merged: { series: CandleSeries; c: Candle }[] = [];
+    for (const series of base) for (const c of series.candles) merged.push({ series, c });
+    merged.sort((a, b) => a.c.ts - b.c.ts || base.indexOf(a.series) - base.indexOf(b.series));
+    let firstTraded = 0;
+    while (firstTraded < merged.length && merged[firstTraded]!.c.ts < tradeFromTs) firstTraded++;
+    const warmup = merged.slice(0, firstTraded);
+    const traded = merged.slice(firstTraded);
+    const total = traded.length;
     const startBalance = this.balance;
     const tfs = (sym: string, baseTf: Period): Period[] => {
       const want = s.timeframes && s.timeframes.length ? s.timeframes : [baseTf];
@@ -524,18 +553,25 @@ export class BacktestEngine {
       if (!s.symbols.includes(d.symbol)) this.log.warn(`candles of ${d.symbol} are not in the strategy's symbols`);
       tfBySeries.set(d, tfs(d.symbol, d.timeframe));
     }
+    // bars before onStart, as paper and live load the strategy's warm-up
+    for (const { series, c } of warmup) {
+      for (const tf of tfBySeries.get(series) ?? []) {
+        const bar = this.closedBar(series, c, tf);
+        if (bar) this.history.push(bar);
+      }
+    }
     let error: BacktestResult['error'];
     const every = this.opts.progressEvery ?? 1000;
     try {
-      if (all.length) this.nowMs = all[0]!.c.ts * 1000;
+      if (traded.length) this.nowMs = traded[0]!.c.ts * 1000;
       if (s.onStart) await this.call('onStart', () => s.onStart!.call(s, this.ctx));
       await this.drain();
       let i = 0;
-      while (i < all.length) {
-        const ts = all[i]!.c.ts;
+      while (i < traded.length) {
+        const ts = traded[i]!.c.ts;
         let j = i;
-        while (j < all.length && all[j]!.c.ts === ts) j++;
-        const group = all.slice(i, j);
+        while (j < traded.length && traded[j]!.c.ts === ts) j++;
+        const group = traded.slice(i, j);
         for (const { series, c } of group) this.processTriggers(series.symbol, c, PERIOD_SECONDS[series.timeframe]);
         await this.drain();
         const endMs = Math.max(...group.map((g) => (g.c.ts + PERIOD_SECONDS[g.series.timeframe]) * 1000));
@@ -555,27 +591,11 @@ export class BacktestEngine {
             await this.drain();
           }
           for (const tf of tfBySeries.get(series) ?? []) {
-            let bar: Bar | undefined;
-            if (tf === series.timeframe) bar = { symbol: sym, timeframe: tf, ...c };
-            else {
-              const sec = PERIOD_SECONDS[tf];
-              const start = bucketStart(c.ts, tf);
-              const k = `${sym}|${tf}`;
-              let b = this.building.get(k);
-              if (!b || b.ts !== start) {
-                b = openBar(sym, tf, start, c, c.tickQty);
-                this.building.set(k, b);
-              } else extendBar(b, c, c.tickQty);
-              if (c.ts + PERIOD_SECONDS[series.timeframe] >= start + sec) {
-                bar = b;
-                this.building.delete(k);
-              }
-            }
+            const bar = this.closedBar(series, c, tf);
             if (!bar) continue;
             this.history.push(bar);
             if (s.onBar) {
-              const b2 = bar;
-              await this.call('onBar', () => s.onBar!.call(s, this.ctx, b2));
+              await this.call('onBar', () => s.onBar!.call(s, this.ctx, bar));
               await this.drain();
             }
           }
@@ -609,7 +629,7 @@ export class BacktestEngine {
       mode: 'backtest',
       currency: this.currency,
       startBalance,
-      startTime: all.length ? all[0]!.c.ts * 1000 : undefined,
+      startTime: traded.length ? traded[0]!.c.ts * 1000 : undefined,
       trades: this.closed,
       equity: this.equity,
       account: this.accountInfo(),

@@ -194,7 +194,10 @@ export interface Strategy<P = Record<string, unknown>> {
   timeframes?: Period[];
   /** Defaults of the parameters (overridden by `--param k=v`). */
   params?: P;
-  /** Bars of history loaded before `onStart` in paper/live (default 0). */
+  /**
+   * Bars of history of each time frame loaded before `onStart` in paper/live; each window of a
+   * sweep is warmed up the same way from the candles before it (default 0).
+   */
   warmup?: number;
   onStart?(ctx: StrategyContext<P>): Awaitable;
   onTick?(ctx: StrategyContext<P>, tick: Tick): Awaitable;

@@ -72,10 +72,11 @@ Output:
   --quiet                   no progress bar
   -h, --help                this help
 
-Every window starts from the same balance with no position and no history: the backtest engine
-has no warm-up, so a strategy sees only the window's own bars, and an indicator over N bars trades
-only from the window's (N+1)th bar; make the windows long against the longest lookback. Each run
-loads a fresh copy of the strategy module; ctx.log is silent in a sweep.
+Every window starts from the same balance with no position, warmed up like paper and live: the
+candles before the window that make warmup bars of each of the strategy's time frames (fewer where
+the data starts later) are in ctx.candles at onStart, so an indicator over N bars can trade from
+the window's first bar when warmup is at least N. Trades and figures count the window alone. Each
+run loads a fresh copy of the strategy module; ctx.log is silent in a sweep.
 Exit status: 0 ok (sets that failed are in the table and PATH.json), 1 the strategy failed to load
 or every backtest failed, 2 usage.
 `;

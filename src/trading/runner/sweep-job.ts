@@ -1,10 +1,13 @@
 /**
- * One backtest of a parameter sweep: a parameter set over one window of the candles. It runs in a
- * worker thread (sweep-worker.ts) and never throws: a strategy that throws, or a run the engine
- * refuses, is an error in the outcome, and the sweep goes on with the other sets.
+ * One backtest of a parameter sweep: a parameter set over one window of the candles, warmed up
+ * with the strategy's `warmup` candles before the window. It runs in a worker thread
+ * (sweep-worker.ts) and never throws: a strategy that throws, or a run the engine refuses, is an
+ * error in the outcome, and the sweep goes on with the other sets.
  */
 import path from 'node:path';
 import type { CandleSeries } from '../fxcm/candle-file';
+import { PERIOD_SECONDS } from '../fxcm/candles';
+import type { Period } from '../fxcm/types';
 import { runBacktest } from './backtest';
 import { runErrorOf } from './errors';
 import { loadStrategy } from './loader';
@@ -51,9 +54,18 @@ function firstAtOrAfter(candles: CandleSeries['candles'], ts: number): number {
   return lo;
 }
 
-/** The candles of the window [from, to) (epoch seconds), every series cut at the same times. */
-export function windowOf(data: readonly CandleSeries[], from: number, to: number): CandleSeries[] {
-  return data.map((s) => ({ ...s, candles: s.candles.slice(firstAtOrAfter(s.candles, from), firstAtOrAfter(s.candles, to)) }));
+/**
+ * The candles of the window [from, to) (epoch seconds), every series cut at the same times, each
+ * with the candles before `from` that make `warmup` bars of every time frame in `timeframes`
+ * (default: the series' own), as paper and live load them; fewer where the series starts later.
+ */
+export function windowOf(data: readonly CandleSeries[], from: number, to: number, warmup = 0, timeframes: readonly Period[] = []): CandleSeries[] {
+  return data.map((s) => {
+    const base = PERIOD_SECONDS[s.timeframe];
+    const longest = Math.max(base, ...timeframes.map((tf) => PERIOD_SECONDS[tf]));
+    const before = warmup * Math.ceil(longest / base);
+    return { ...s, candles: s.candles.slice(Math.max(0, firstAtOrAfter(s.candles, from) - before), firstAtOrAfter(s.candles, to)) };
+  });
 }
 
 /**
@@ -68,10 +80,13 @@ function freshStrategy(file: string): ReturnType<typeof loadStrategy> {
 
 export async function runSweepJob(setup: SweepSetup, job: SweepJob): Promise<JobOutcome> {
   try {
+    const strategyModule = freshStrategy(setup.strategyFile);
+    // The window starts warm, as paper and live do: its trades and metrics start at `from`.
     const result = await runBacktest({
-      strategy: freshStrategy(setup.strategyFile),
+      strategy: strategyModule,
       strategyFile: setup.strategyFile,
-      data: windowOf(setup.data, job.from, job.to),
+      data: windowOf(setup.data, job.from, job.to, strategyModule.warmup ?? 0, strategyModule.timeframes ?? []),
+      tradeFromTs: job.from,
       params: job.params,
       balance: setup.balance,
       currency: setup.currency,

@@ -5,7 +5,7 @@ import type { CandleSeries } from '../../../src/trading/fxcm/candle-file';
 import { runBacktest } from '../../../src/trading/runner/backtest';
 import { loadStrategy } from '../../../src/trading/runner/loader';
 import { buildReport, computeMetrics, renderHtml, writeReport } from '../../../src/trading/runner/report';
-import type { Strategy } from '../../../src/trading/runner/strategy';
+import type { Strategy, StrategyContext } from '../../../src/trading/runner/strategy';
 import { candle, flat, wave } from './helpers';
 
 const T0 = 1_700_000_040; // a whole minute
@@ -243,6 +243,127 @@ describe('backtest engine: known answers', () => {
     expect(JSON.stringify(a.trades)).toBe(JSON.stringify(c.trades));
     // every trade after the first reversal alternates side
     for (let i = 1; i < a.trades.length; i++) expect(a.trades[i]!.isBuy).toBe(!a.trades[i - 1]!.isBuy);
+  });
+});
+
+describe('backtest engine: history before tradeFromTs', () => {
+  const t0 = 1_700_000_100; // a multiple of 300: m5 bars start at t0 and t0 + 300
+  const closes = [1.1, 1.101, 1.099, 1.102, 1.1005, 1.1, 1.104, 1.098, 1.1, 1.103, 1.1, 1.1];
+  const from = t0 + 7 * 60; // inside the second m5 bar
+
+  /** Records what it sees: ctx at onStart, every hook with its time; buys at its first bar, closes at the end. */
+  function recorder(): { s: S; seen: string[] } {
+    const seen: string[] = [];
+    let bought = false;
+    const held = (ctx: StrategyContext<Record<string, unknown>>) => `m1 ${ctx.candles('EUR/USD', 'm1').length}, m5 ${ctx.candles('EUR/USD', 'm5').length}`;
+    const s: S = {
+      symbols: ['EUR/USD'],
+      timeframes: ['m1', 'm5'],
+      onStart(ctx) {
+        seen.push(`start ${ctx.now() / 1000 - t0}: ${held(ctx)}, price ${ctx.price('EUR/USD') === undefined ? 'none' : 'some'}`);
+        ctx.setTimer('t', 120_000);
+      },
+      onTick(_ctx, tick) {
+        seen.push(`tick ${tick.ts / 1000 - t0}`);
+      },
+      async onBar(ctx, bar) {
+        seen.push(`${bar.timeframe} ${bar.ts - t0}: ${held(ctx)}`);
+        if (bar.timeframe === 'm5') seen.push(`m5 ${bar.bidOpen}/${bar.bidHigh}/${bar.bidLow}/${bar.bidClose}`);
+        else if (!bought) {
+          bought = true;
+          await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
+        }
+      },
+      onTimer(ctx) {
+        seen.push(`timer ${ctx.now() / 1000 - t0}`);
+      },
+      async onStop(ctx) {
+        await ctx.closeAll();
+      },
+    };
+    return { s, seen };
+  }
+
+  test('history fills ctx.candles of every time frame; no hook, trade, equity point or progress before tradeFromTs', async () => {
+    const { s, seen } = recorder();
+    const progress: [number, number][] = [];
+    const r = await runBacktest({ strategy: s, data: eur(flat(t0, closes)), tradeFromTs: from, onProgress: (done, total) => progress.push([done, total]), progressEvery: 1 });
+    expect(seen).toEqual([
+      'start 420: m1 7, m5 1, price none',
+      'tick 480',
+      'm1 420: m1 8, m5 1',
+      'tick 540',
+      'm1 480: m1 9, m5 1',
+      'timer 540',
+      'tick 600',
+      'm1 540: m1 10, m5 1',
+      // the m5 bar begun in the history closes whole, as in a run over all the candles
+      'm5 300: m1 10, m5 2',
+      'm5 1.1/1.104/1.098/1.103',
+      'tick 660',
+      'm1 600: m1 11, m5 2',
+      'timer 660',
+      'tick 720',
+      'm1 660: m1 12, m5 2',
+    ]);
+    expect(r.trades[0]!.openTime).toBe((from + 60) * 1000);
+    expect(r.startTime).toBe(from * 1000);
+    expect(r.equity.map((p) => p.ts / 1000 - t0)).toEqual([480, 540, 600, 660, 720]);
+    expect(r.candles).toBe(5);
+    expect(progress).toEqual([[1, 5], [2, 5], [3, 5], [4, 5], [5, 5], [5, 5]]);
+  });
+
+  test('without tradeFromTs every candle trades, from an empty history', async () => {
+    const { s, seen } = recorder();
+    const r = await runBacktest({ strategy: s, data: eur(flat(t0, closes)) });
+    expect(seen.slice(0, 3)).toEqual(['start 0: m1 0, m5 0, price none', 'tick 60', 'm1 0: m1 1, m5 0']);
+    expect(r.trades[0]!.openTime).toBe((t0 + 60) * 1000);
+    expect(r.startTime).toBe(t0 * 1000);
+    expect(r.equity).toHaveLength(closes.length);
+    expect(r.candles).toBe(closes.length);
+  });
+
+  test('trades, equity and metrics are those of the whole run from tradeFromTs on, for a strategy that waits for it', async () => {
+    const data = eur(wave(T0, 300));
+    const start = T0 + 60 * 100; // the fifth minute of an m5 bar
+    const sma = (bars: { bidClose: number }[]) => bars.reduce((x, b) => x + b.bidClose, 0) / bars.length;
+    const run = async (tradeFromTs?: number) => {
+      const m5: string[] = [];
+      const s: S = {
+        symbols: ['EUR/USD'],
+        timeframes: ['m1', 'm5'],
+        async onBar(ctx, bar) {
+          if (ctx.now() <= start * 1000) return;
+          if (bar.timeframe === 'm5') return void m5.push(JSON.stringify(bar));
+          const bars = ctx.candles('EUR/USD', 'm1', 8);
+          const up = sma(bars.slice(-3)) > sma(bars);
+          const held = ctx.positions()[0];
+          if (held?.isBuy === up) return;
+          await ctx.closeAll();
+          await ctx.openTrade({ symbol: 'EUR/USD', isBuy: up, amount: 10 });
+        },
+        async onStop(ctx) {
+          await ctx.closeAll();
+        },
+      };
+      return { r: await runBacktest({ strategy: s, data, commissionPerK: 0.04, tradeFromTs }), m5 };
+    };
+    const whole = await run();
+    const warm = await run(start);
+    expect(warm.r.trades.length).toBeGreaterThan(3);
+    expect(warm.r.trades[0]!.openTime).toBe((start + 60) * 1000);
+    expect(warm.r.trades).toEqual(whole.r.trades);
+    expect(warm.r.intents).toEqual(whole.r.intents);
+    expect(warm.m5).toEqual(whole.m5);
+    const fromStart = whole.r.equity.filter((p) => p.ts > start * 1000);
+    expect(warm.r.equity).toEqual(fromStart);
+    expect(computeMetrics(warm.r.trades, warm.r.equity, warm.r.startBalance, warm.r.startTime)).toEqual(computeMetrics(whole.r.trades, fromStart, 10_000, start * 1000));
+  });
+
+  test('a traded symbol with candles only before tradeFromTs is an error that says so', async () => {
+    await expect(runBacktest({ strategy: { symbols: ['EUR/USD'], onBar() {} }, data: eur(flat(T0, [1.1, 1.1])), tradeFromTs: T0 + 120 })).rejects.toThrow(
+      `no candles for EUR/USD from ${new Date((T0 + 120) * 1000).toISOString()} on, which the strategy trades`,
+    );
   });
 });
 

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { candleToRow } from '../../../src/trading/fxcm/candles';
 import { UsageError } from '../../../src/trading/runner/args';
 import type { CandleSeries } from '../../../src/trading/fxcm/candle-file';
+import type { Period } from '../../../src/trading/fxcm/types';
 import { runBacktest } from '../../../src/trading/runner/backtest';
 import { loadStrategy } from '../../../src/trading/runner/loader';
 import {
@@ -58,6 +59,40 @@ fs.writeFileSync(
 `,
 );
 
+/**
+ * Declares `warmup`; records how many EUR/USD and GBP/USD bars ctx.candles holds at onStart and
+ * at its first EUR/USD bar, where it buys `amount`; closes at the end: its P/L is the window's move.
+ */
+function warmStrategy(warmup: number): string {
+  const file = path.join(dir, `warm-${warmup}.js`);
+  fs.writeFileSync(
+    file,
+    `let traded;
+const held = (ctx) => ctx.candles('EUR/USD', 'm1').length + '/' + ctx.candles('GBP/USD', 'm1').length;
+module.exports = {
+  name: 'warm',
+  symbols: ['EUR/USD'],
+  warmup: ${warmup},
+  params: { amount: 10 },
+  onStart(ctx) {
+    traded = false; // the in-thread runs share the module (jest keeps it)
+    (globalThis.sweepSeen ??= []).push('start ' + held(ctx));
+  },
+  async onBar(ctx, bar) {
+    if (bar.symbol !== 'EUR/USD' || traded) return;
+    traded = true;
+    globalThis.sweepSeen.push('first bar ' + bar.ts + ' ' + held(ctx));
+    await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: ctx.params.amount });
+  },
+  async onStop(ctx) {
+    await ctx.closeAll();
+  },
+};
+`,
+  );
+  return file;
+}
+
 /** 70 bars rising a pip each, then 30 falling a pip each (bid closes; the spread is 2 pips). */
 const RISE_THEN_FALL = Array.from({ length: 100 }, (_, i) => Math.round((i < 70 ? 1.1 + 0.0001 * i : 1.1069 - 0.0001 * (i - 69)) * 1e5) / 1e5);
 const eur = (closes: number[]): CandleSeries[] => [{ symbol: 'EUR/USD', timeframe: 'm1', candles: flat(T0, closes) }];
@@ -78,11 +113,11 @@ function inThread(setup: SweepSetup, saw: { job: SweepJob; bars: string[] }[] = 
   };
 }
 
-function plan(data: CandleSeries[], grids: string[], o: { folds?: number; inSamplePct?: number; objective?: Objective; minTrades?: number } = {}): SweepPlan {
+function plan(data: CandleSeries[], grids: string[], o: { folds?: number; inSamplePct?: number; objective?: Objective; minTrades?: number; strategyFile?: string } = {}): SweepPlan {
   const axes = grids.map(parseGrid);
   return {
     strategy: 'trend',
-    setup: { strategyFile: TREND, data, safety: {} },
+    setup: { strategyFile: o.strategyFile ?? TREND, data, safety: {} },
     axes,
     fixed: {},
     folds: splitTimeline(data, o.folds ?? 1, o.inSamplePct ?? 70, ['EUR/USD']),
@@ -159,6 +194,17 @@ describe('walk-forward windows', () => {
     ]);
   });
 
+  test('the warm-up gives `warmup` bars of the longest time frame the strategy asks for, as live loads them', () => {
+    const from = eurAt(60);
+    const to = eurAt(80);
+    const cut = (warmup: number, timeframes: Period[] = []) => windowOf(two, from, to, warmup, timeframes).map((s) => s.candles[0]!.ts);
+    expect(cut(0)).toEqual([eurAt(60), gbpAt(60)]);
+    expect(cut(3)).toEqual([eurAt(57), gbpAt(57)]);
+    // m5 bars from m1 candles: three m5 bars are fifteen candles.
+    expect(cut(3, ['m1', 'm5'])).toEqual([eurAt(45), gbpAt(45)]);
+    expect(windowOf(two, from, to, 3, ['m5']).map((s) => s.candles.length)).toEqual([35, 35]);
+  });
+
   test('each run sees exactly its window: in-sample runs the first part, the chosen set the rest', async () => {
     const saw: { job: SweepJob; bars: string[] }[] = [];
     const p = plan(two, ['amount=10,20'], { folds: 2 });
@@ -182,6 +228,24 @@ describe('walk-forward windows', () => {
     expect(outOfSampleReport!.trades.map((t) => t.tradeId)).toEqual([...alone[0]!.trades.map((t) => `F1-${t.tradeId}`), ...alone[1]!.trades.map((t) => `F2-${t.tradeId}`)]);
     expect(outOfSampleReport!.metrics.netPL).toBeCloseTo(alone[0]!.trades[0]!.pl + alone[1]!.trades[0]!.pl, 9);
     expect(result.summary.outOfSample).toMatchObject({ trades: 2, bars: 60 });
+  });
+
+  test('every window, in and out of sample, starts with the warmup candles of each series before it as history', async () => {
+    const saw: { job: SweepJob; bars: string[] }[] = [];
+    const p = plan(two, ['amount=10,20'], { folds: 2, strategyFile: warmStrategy(5) });
+    const { result, outOfSampleReport } = await runSweep(p, inThread(p.setup, saw));
+    const warm = (i: number) => ['start 5/5', `first bar ${eurAt(i)} 6/5`];
+    // in sample: fold 1 (the data's first window: nothing before it), fold 2; then out of sample
+    expect(saw.map((s) => s.bars)).toEqual([['start 0/0', `first bar ${eurAt(0)} 1/0`], ['start 0/0', `first bar ${eurAt(0)} 1/0`], warm(50), warm(50), warm(35), warm(85)]);
+    // the warm-up neither trades nor counts: each run buys at its window's first bar
+    const firstBuy = outOfSampleReport!.trades.map((t) => t.openTime / 1000 - 60);
+    expect(firstBuy).toEqual([eurAt(35), eurAt(85)]);
+    expect(outOfSampleReport!.startTime).toBe(eurAt(35) * 1000);
+    expect(outOfSampleReport!.equity[0]!.ts).toBe((eurAt(35) + 60) * 1000);
+    expect(result.folds.map((f) => f.results[0]!.metrics!.netPL)).toEqual([
+      expect.closeTo((RISE_THEN_FALL[34]! - (RISE_THEN_FALL[0]! + 0.0002)) * 10_000, 6),
+      expect.closeTo((RISE_THEN_FALL[84]! - (RISE_THEN_FALL[50]! + 0.0002)) * 10_000, 6),
+    ]);
   });
 
   test('too few candle times for the folds, or a traded symbol missing from a window, is a usage error', () => {
@@ -219,6 +283,19 @@ describe('sweep: known answers', () => {
     const alone = await runBacktest({ strategy: loadStrategy(TREND), data: windowOf(p.setup.data, p.folds[0]!.outOfSample.from, p.folds[0]!.outOfSample.to), params: result.sets[3]!.params });
     expect(outOfSampleReport!.trades).toEqual(alone.trades.map((t) => ({ ...t, tradeId: `F1-${t.tradeId}` })));
     expect(outOfSampleReport!.equity.map((e) => e.equity)).toEqual(alone.equity.map((e) => e.equity));
+  });
+
+  test('a warmup longer than the data before a window gives the candles there are', async () => {
+    const saw: { job: SweepJob; bars: string[] }[] = [];
+    const p = plan(eur(RISE_THEN_FALL), ['amount=10,20'], { strategyFile: warmStrategy(100) });
+    const { result } = await runSweep(p, inThread(p.setup, saw));
+    expect(saw.map((s) => s.bars)).toEqual([
+      ['start 0/0', `first bar ${T0} 1/0`],
+      ['start 0/0', `first bar ${T0} 1/0`],
+      ['start 70/0', `first bar ${T0 + 60 * 70} 71/0`],
+    ]);
+    expect(result.folds[0]!.results[1]!.metrics!.netPL).toBeCloseTo(moveIn * 20_000, 6);
+    expect(result.folds[0]!.outOfSampleRun!.metrics!.netPL).toBeCloseTo(moveOut * 20_000, 6);
   });
 
   test('a trend that goes on holds up out of sample', async () => {
@@ -296,7 +373,7 @@ module.exports = {
     const h = run(['sweep', '--help']);
     expect(h.status).toBe(0);
     expect(h.stdout).toContain('--range KEY=FROM:TO:STEP');
-    expect(h.stdout).toContain('no warm-up');
+    expect(h.stdout).toContain("warmed up like paper and live: the\ncandles before the window that make warmup bars of each of the strategy's time frames");
   });
 
   test('the example: a table, each fold\'s choice, the summary, PATH.json and the out-of-sample report', () => {
