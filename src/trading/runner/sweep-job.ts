@@ -71,7 +71,7 @@ export function windowOf(data: readonly CandleSeries[], from: number, to: number
 /**
  * A fresh copy of the strategy module for every run: what a module keeps between hooks (counters,
  * caches) must not leak from one parameter set into the next, or a result would depend on which
- * runs its worker did before. (.ts strategies are compiled afresh by the loader anyway.)
+ * runs its worker did before. (A .ts strategy is transpiled once; each load runs it afresh.)
  */
 function freshStrategy(file: string): ReturnType<typeof loadStrategy> {
   delete require.cache[require.resolve(path.resolve(file))];
