@@ -4,9 +4,8 @@
  * keep-alive Agent, fetch, and wrk. Each client is a child process (spawned asynchronously, so
  * the server in this process keeps serving) with a time limit, killed after each test.
  *
- * A missing tool fails its test when CI=true; otherwise that one test is skipped, saying so.
+ * A missing tool fails its test, naming the Debian package (`make test` installs them).
  */
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -41,36 +40,7 @@ const BODY = bodyFor('k');
 
 // ---- tools ----
 
-const CI = process.env.CI === 'true';
 const ROOT = path.resolve(__dirname, '../..');
-/** How to get each tool. */
-const INSTALL: Readonly<Record<string, string>> = {
-  curl: 'apt-get install curl',
-  python3: 'apt-get install python3',
-  wrk: 'apt-get install wrk',
-};
-
-/** Whether `tool` is on the PATH (checked once, before any server runs, so a sync spawn is fine). */
-function installed(tool: string): boolean {
-  return spawnSync('sh', ['-c', 'command -v "$1" >/dev/null 2>&1', 'sh', tool]).status === 0;
-}
-
-const available = new Map<string, boolean>();
-/** A test that needs `tool`: run when it is installed, failed when it is not and CI=true, else skipped with the reason. */
-function testWith(tool: string, title: string, fn: () => Promise<void>): void {
-  let ok = available.get(tool);
-  if (ok === undefined) {
-    ok = installed(tool);
-    available.set(tool, ok);
-    if (!ok && !CI) console.warn(`${tool} is not installed: skipping its tests in ${path.basename(__filename)} (install: ${INSTALL[tool]})`);
-  }
-  if (ok) test(title, fn);
-  else if (CI) {
-    test(title, () => {
-      throw new Error(`${tool} is not installed (CI=true, so this is a failure): ${INSTALL[tool]}`);
-    });
-  } else test.skip(`${title} [skipped: ${tool} is not installed; ${INSTALL[tool]}]`, () => {});
-}
 
 // ---- the server ----
 
@@ -137,7 +107,7 @@ function writeTemp(name: string, content: string): string {
 // ---------------------------------------------------------------------------------------------
 
 describe('curl', () => {
-  testWith('curl', 'two URLs in one invocation reuse one keep-alive connection (200, 200, then 429 over the limit)', async () => {
+  test('two URLs in one invocation reuse one keep-alive connection (200, 200, then 429 over the limit)', async () => {
     const { stdout, stderr } = await runOk('curl', [
       '-sS',
       '-v',
@@ -162,7 +132,7 @@ describe('curl', () => {
     expect(seen.map((s) => s.status)).toEqual([200, 200, 429]);
   });
 
-  testWith('curl', 'a chunked request body (-H "Transfer-Encoding: chunked")', async () => {
+  test('a chunked request body (-H "Transfer-Encoding: chunked")', async () => {
     const { stdout } = await runOk('curl', [
       '-sS',
       '-H',
@@ -179,7 +149,7 @@ describe('curl', () => {
     expect(seen).toEqual([expect.objectContaining({ method: 'POST', path: '/json', contentLength: -1, status: 200 })]);
   });
 
-  testWith('curl', 'a body over 1 KiB with "Expect: 100-continue": the 100 comes, then the answer', async () => {
+  test('a body over 1 KiB with "Expect: 100-continue": the 100 comes, then the answer', async () => {
     // Valid JSON padded with blanks to 2000 bytes.
     const body = BODY + ' '.repeat(2000 - BODY.length);
     const file = writeTemp('expect.json', body);
@@ -202,7 +172,7 @@ describe('curl', () => {
     expect(seen).toEqual([expect.objectContaining({ contentLength: 2000, expectContinue: true, status: 200 })]);
   });
 
-  testWith('curl', '--http1.0: answered, and the connection closed after', async () => {
+  test('--http1.0: answered, and the connection closed after', async () => {
     const { stdout } = await runOk('curl', ['-sS', '-i', '--http1.0', '-H', 'Content-Type: application/json', '--data-binary', BODY, `${base}/json`]);
     expect(stdout).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
     expect(stdout).toMatch(/\r\nConnection: close\r\n/i);
@@ -210,7 +180,7 @@ describe('curl', () => {
     expect(seen).toEqual([expect.objectContaining({ minor: 0, status: 200 })]);
   });
 
-  testWith('curl', '-I: a HEAD answer with the Content-Length and no body', async () => {
+  test('-I: a HEAD answer with the Content-Length and no body', async () => {
     const { stdout } = await runOk('curl', ['-sS', '-I', `${base}/healthcheck`]);
     expect(stdout).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
     expect(stdout).toMatch(/\r\nContent-Length: 2\r\n/i);
@@ -244,7 +214,7 @@ c.close()
 `;
 
 describe('python3 http.client', () => {
-  testWith('python3', 'several requests on one keep-alive connection, one with a chunked body', async () => {
+  test('several requests on one keep-alive connection, one with a chunked body', async () => {
     const { stdout } = await runOk('python3', ['-c', PYTHON_CLIENT, String(new URL(base).port), BODY]);
     const result = JSON.parse(stdout) as { answers: Array<[number, string | null, string]>; same_socket: boolean };
     expect(result.same_socket).toBe(true);
@@ -345,7 +315,7 @@ describe("Node's clients", () => {
 });
 
 describe('wrk', () => {
-  testWith('wrk', 'wrk for 1 s on 10 connections with bench/post.lua: no socket errors, no answer other than 200 and 429', async () => {
+  test('wrk for 1 s on 10 connections with bench/post.lua: no socket errors, no answer other than 200 and 429', async () => {
     const file = writeTemp('wrk.json', bodyFor('wrk', 'w'));
     const { stdout } = await runOk('wrk', ['-t1', '-c10', '-d1s', '-s', path.join(ROOT, 'bench/post.lua'), `${base}/json`], { env: { ...process.env, BENCH_BODY_FILE: file } });
     const total = Number(/(\d+) requests in /.exec(stdout)?.[1] ?? NaN);

@@ -7,6 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 /** The Debian package of each program the tests run, for the message when one is missing. */
 const PACKAGE_OF: Readonly<Record<string, string>> = {
   '/usr/bin/python3': 'python3-grpcio',
+  python3: 'python3',
   go: 'golang-go',
   h2load: 'nghttp2-client',
   nghttp: 'nghttp2-client',
