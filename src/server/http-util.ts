@@ -22,9 +22,21 @@ export function sanitizeHeader(s: string): string {
   return clean.length > 512 ? clean.slice(0, 509) + '...' : clean;
 }
 
-/** The path of a request URL without its query string. */
-export function pathOf(url: string | undefined): string {
-  if (url === undefined) return '/';
-  const q = url.indexOf('?');
-  return q < 0 ? url : url.slice(0, q);
+/**
+ * The path of a request target (node:http's `req.url`, or our HTTP/1.1 reader's): origin-form
+ * without its query, absolute-form without scheme and authority.
+ */
+export function pathOf(target: string | undefined): string {
+  if (target === undefined) return '/';
+  let start = 0;
+  if (target.charCodeAt(0) !== 47 /* / */) {
+    const scheme = target.indexOf('://');
+    if (scheme > 0) {
+      const slash = target.indexOf('/', scheme + 3);
+      if (slash < 0) return '/';
+      start = slash;
+    }
+  }
+  const q = target.indexOf('?', start);
+  return q < 0 ? (start === 0 ? target : target.slice(start)) : target.slice(start, q);
 }

@@ -9,6 +9,8 @@
  * 417, 431, 501, 505. After an error the reader accepts nothing more: the connection closes.
  */
 
+import { pathOf } from '../http-util';
+
 /** A request's head, as read. */
 export interface RequestHead {
   readonly method: string;
@@ -273,7 +275,7 @@ export class RequestReader {
     const head: RequestHead = {
       method,
       target,
-      path: pathOfTarget(target),
+      path: pathOf(target),
       minor,
       rawHeaders,
       // `close` wins over `keep-alive`, as in Go; HTTP/1.0 keeps the connection only when asked.
@@ -387,19 +389,4 @@ function trimBlanks(s: string): string {
   while (a < b && (s.charCodeAt(a) === 32 || s.charCodeAt(a) === 9)) a++;
   while (b > a && (s.charCodeAt(b - 1) === 32 || s.charCodeAt(b - 1) === 9)) b--;
   return a === 0 && b === s.length ? s : s.slice(a, b);
-}
-
-/** The path of a request target: origin-form without its query, absolute-form without scheme and authority. */
-export function pathOfTarget(target: string): string {
-  let start = 0;
-  if (target.charCodeAt(0) !== 47 /* / */) {
-    const scheme = target.indexOf('://');
-    if (scheme > 0) {
-      const slash = target.indexOf('/', scheme + 3);
-      if (slash < 0) return '/';
-      start = slash;
-    }
-  }
-  const q = target.indexOf('?', start);
-  return q < 0 ? (start === 0 ? target : target.slice(start)) : target.slice(start, q);
 }

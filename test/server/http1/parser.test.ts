@@ -7,7 +7,8 @@
  * section that never ends is refused before the reader holds more than its bound plus one piece.
  */
 import { isDeepStrictEqual } from 'node:util';
-import { type BodyPlan, MAX_HEAD_BYTES, pathOfTarget, type RequestHead, RequestReader } from '../../../src/server/http1/parser';
+import { pathOf } from '../../../src/server/http-util';
+import { type BodyPlan, MAX_HEAD_BYTES, type RequestHead, RequestReader } from '../../../src/server/http1/parser';
 import { int, pick, prng, type Rng } from '../../support/prng';
 
 /** What the reader reported, in a form two runs can be compared by. */
@@ -215,12 +216,12 @@ describe('request line', () => {
     expect(headOf(sameForEverySplit('GET https://h:8080/healthcheck HTTP/1.1\r\nHost: h\r\n\r\n')).path).toBe('/healthcheck');
     expect(headOf(sameForEverySplit('GET http://example.com HTTP/1.1\r\nHost: h\r\n\r\n')).path).toBe('/');
     expect(headOf(sameForEverySplit('OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n')).path).toBe('*');
-    expect(pathOfTarget('/json')).toBe('/json');
-    expect(pathOfTarget('/json?a=b?c')).toBe('/json');
-    expect(pathOfTarget('/a/b/')).toBe('/a/b/');
-    expect(pathOfTarget('http://h/json?x')).toBe('/json');
-    expect(pathOfTarget('HTTP://H:1/p/q?r')).toBe('/p/q');
-    expect(pathOfTarget('http://h')).toBe('/');
+    expect(pathOf('/json')).toBe('/json');
+    expect(pathOf('/json?a=b?c')).toBe('/json');
+    expect(pathOf('/a/b/')).toBe('/a/b/');
+    expect(pathOf('http://h/json?x')).toBe('/json');
+    expect(pathOf('HTTP://H:1/p/q?r')).toBe('/p/q');
+    expect(pathOf('http://h')).toBe('/');
   });
 
   test('empty lines before a request line are ignored, at the start and between requests', () => {
