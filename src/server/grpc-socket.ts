@@ -4,8 +4,7 @@
  * holding many calls costs one pass over its frames and one write of all their answers. Same
  * status codes, texts and stats as the other transports (grpc-common.ts).
  */
-import net from 'node:net';
-import tls from 'node:tls';
+import type net from 'node:net';
 import { status } from '@grpc/grpc-js';
 import { HealthCheckResponse } from '../../generated/grpc/health/v1/health';
 import { RateLimitQuotaResponse } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
@@ -15,7 +14,7 @@ import { type LeanReply, LeanServices, type MessageHandler } from './grpc-lean';
 import { type ConnectionOptions, H2Connection, type H2Stream, type StreamHandler } from './h2/connection';
 import { encodeHeaderBlock } from './h2/hpack';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
-import { enforceClientSan, httpsOptions } from './tls';
+import { socketServer } from './tls';
 
 /** Node's timers cannot wait longer: a longer connection age or grace is never reached. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -229,23 +228,9 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
     });
   };
 
+  // HTTP/2 over TLS only (RFC 9113 3.2): a client that did not choose h2 is closed.
   const tlsOn = settings.tls.enabled && certificates !== undefined;
-  let server: net.Server;
-  if (tlsOn) {
-    const secure = tls.createServer({ ...httpsOptions(certificates.current), ALPNProtocols: ['h2'] });
-    certificates.subscribe((m) => secure.setSecureContext(httpsOptions(m)));
-    // The SAN check runs first: a refused client never gets a connection.
-    if (settings.tls.clientSan !== '') enforceClientSan(secure, settings.tls.clientSan, logger);
-    secure.on('secureConnection', (socket: tls.TLSSocket) => {
-      if (socket.destroyed) return;
-      // HTTP/2 over TLS only (RFC 9113 3.2): a client that did not choose h2 is closed.
-      if (socket.alpnProtocol !== 'h2') socket.destroy();
-      else serve(socket);
-    });
-    server = secure;
-  } else server = net.createServer(serve);
-  // A failed handshake or a reset socket is the client's problem, not the server's.
-  server.on('tlsClientError', () => {});
+  const server = socketServer(serve, tlsOn ? { certs: certificates, protocol: 'h2', protocolRequired: true, clientSan: settings.tls.clientSan, logger } : undefined);
 
   return {
     listen: () => listenOn(server, settings),

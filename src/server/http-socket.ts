@@ -3,10 +3,9 @@
  * plain or TLS (checking GRPC_CLIENT_TLS_SAN). One periodic sweep applies the time bounds to
  * every connection, so there is no timer per request or per connection.
  */
-import net from 'node:net';
-import tls from 'node:tls';
+import type net from 'node:net';
 import type { Logger } from '../telemetry/logger';
-import { type CertificateSource, enforceClientSan, httpsOptions } from './tls';
+import { type CertificateSource, socketServer } from './tls';
 import { type ConnectionLimits, type ExchangeHandler, Http1Connection } from './http1/connection';
 
 export interface HttpSocketServer {
@@ -66,19 +65,8 @@ export function httpSocketServer(
     sweeper.unref();
   };
 
-  let server: net.Server;
-  if (certs !== undefined) {
-    const secure = tls.createServer({ ...httpsOptions(certs.current), ALPNProtocols: ['http/1.1'], allowHalfOpen: true });
-    certs.subscribe((m) => secure.setSecureContext(httpsOptions(m)));
-    // The SAN check runs first: a refused client never gets a connection.
-    if (clientSan !== '') enforceClientSan(secure, clientSan, logger);
-    secure.on('secureConnection', (socket: tls.TLSSocket) => {
-      if (!socket.destroyed) serve(socket);
-    });
-    // A failed handshake or a reset socket is the client's problem, not the server's.
-    secure.on('tlsClientError', () => {});
-    server = secure;
-  } else server = net.createServer({ allowHalfOpen: true }, serve);
+  // Half-open sockets: a client that sends its last request and ends its side still gets its answers.
+  const server = socketServer(serve, certs === undefined ? undefined : { certs, protocol: 'http/1.1', protocolRequired: false, clientSan, logger }, true);
   server.on('listening', startSweeping);
   server.on('close', () => {
     clearInterval(sweeper);

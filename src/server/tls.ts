@@ -5,6 +5,7 @@
  * certificate must carry that DNS name and allow client authentication).
  */
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
@@ -201,4 +202,33 @@ export function enforceClientSanOnGrpc(server: grpc.Server, san: string, logger:
     throw new Error('GRPC_CLIENT_TLS_SAN: cannot attach the client certificate check to the gRPC server');
   }
   for (const s of servers.keys()) enforceClientSan(s, san, logger);
+}
+
+/**
+ * A server for our own protocol handlers on each socket: plain, or TLS on the reloading
+ * `certs` with ALPN `protocol` and the GRPC_CLIENT_TLS_SAN check when `clientSan` is set. A
+ * client that chose another protocol is closed, and so is one that chose none when
+ * `protocolRequired` (HTTP/2 over TLS needs ALPN; HTTP/1.1 clients often send none).
+ * `serve` gets each usable connection.
+ */
+export function socketServer(
+  serve: (socket: net.Socket) => void,
+  tlsOptions: { certs: CertificateSource; protocol: string; protocolRequired: boolean; clientSan: string; logger: Logger } | undefined,
+  allowHalfOpen = false,
+): net.Server {
+  if (tlsOptions === undefined) return net.createServer({ allowHalfOpen }, serve);
+  const { certs, protocol, protocolRequired, clientSan, logger } = tlsOptions;
+  const secure = tls.createServer({ ...httpsOptions(certs.current), ALPNProtocols: [protocol], allowHalfOpen });
+  certs.subscribe((m) => secure.setSecureContext(httpsOptions(m)));
+  // The SAN check runs first: a refused client never gets a connection.
+  if (clientSan !== '') enforceClientSan(secure, clientSan, logger);
+  secure.on('secureConnection', (socket: tls.TLSSocket) => {
+    if (socket.destroyed) return;
+    const chosen = socket.alpnProtocol;
+    if (chosen === protocol || (chosen === false && !protocolRequired)) serve(socket);
+    else socket.destroy();
+  });
+  // A failed handshake or a reset socket is the client's problem, not the server's.
+  secure.on('tlsClientError', () => {});
+  return secure;
 }

@@ -10,6 +10,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import nodeTls from 'node:tls';
 import zlib from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
 import { ExportResultCode } from '@opentelemetry/core';
@@ -652,6 +653,17 @@ describe.each(['socket', 'http2'] as const)('GRPC_TRANSPORT=%s', (lean) => {
         { 'grpc.ssl_target_name_override': 'localhost' },
       );
 
+    /** A TLS client that negotiates no ALPN protocol: resolves when the server has closed it. */
+    async function closedWithoutAlpn(address: string): Promise<void> {
+      const port = Number(address.slice(address.lastIndexOf(':') + 1));
+      const noAlpn = nodeTls.connect({ port, host: '127.0.0.1', ca: fs.readFileSync(certs.ca.cert), servername: 'localhost' });
+      const handshake = new Promise<void>((resolve) => noAlpn.once('secureConnect', () => resolve()));
+      const closed = new Promise<void>((resolve) => noAlpn.once('close', () => resolve()));
+      noAlpn.on('error', () => undefined);
+      await handshake;
+      await closed;
+    }
+
     test('TLS, with certificate reload', async () => {
       const dir = serverFiles();
       try {
@@ -661,6 +673,9 @@ describe.each(['socket', 'http2'] as const)('GRPC_TRANSPORT=%s', (lean) => {
         expect(await call(tlsClient(h2.address, undefined), request({ user: 'tls' }))).toHaveProperty('response');
         // Plaintext is refused.
         expect(await call(rlClient(h2.address), request({ user: 'plain' }))).toMatchObject({ code: grpc.status.UNAVAILABLE });
+        // Our socket server closes a TLS client that chose no ALPN protocol (so not HTTP/2) after
+        // its handshake; node:http2 leaves such a client to its unknownProtocol handling.
+        if (lean === 'socket') await closedWithoutAlpn(h2.address);
         // A rotated certificate (another CA) is served to new connections.
         fs.copyFileSync(certs.rogueServer.cert, path.join(dir, 'tls.crt'));
         fs.copyFileSync(certs.rogueServer.key, path.join(dir, 'tls.key'));
