@@ -1012,9 +1012,9 @@ async function main() {
       await srv.stop();
     }
   }
-  // The other gRPC transports on the memory store, for comparison with the default (socket):
-  // node:http2 (the default before) and grpc-js (the gRPC library's server).
-  for (const [transport, short] of [['http2', 'http2'], ['grpc-js', 'grpcjs']]) {
+  // The other gRPC transport on the memory store, for comparison with the default (socket):
+  // grpc-js (the gRPC library's server).
+  for (const [transport, short] of [['grpc-js', 'grpcjs']]) {
     const srv = await startService(`memory-${short}`, SERVICE_CONFIG, { GRPC_TRANSPORT: transport });
     try {
       for (const [n, req, frame] of [[1, req1, frame1], [5, req5, frame5]]) {

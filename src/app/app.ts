@@ -39,7 +39,6 @@ import { httpListener } from '../server/http-listener';
 import { closeHttp, hostPort, listen, settleWithin, StartupError } from './lifecycle';
 import { createGrpcJsListener } from '../server/grpc';
 import type { GrpcListener, GrpcListenerOptions } from '../server/grpc-common';
-import { createGrpcHttp2Listener } from '../server/grpc-http2';
 import { createGrpcSocketListener } from '../server/grpc-socket';
 import { Health } from '../server/health';
 import { createHttpHandler } from '../server/http';
@@ -99,10 +98,9 @@ interface StoreOpener {
 /** The gRPC server of each GRPC_TRANSPORT, and its name in the start-up log. */
 const GRPC_LISTENERS: Readonly<Record<GrpcTransport, (opts: GrpcListenerOptions) => GrpcListener>> = {
   socket: createGrpcSocketListener,
-  http2: createGrpcHttp2Listener,
   'grpc-js': createGrpcJsListener,
 };
-const TRANSPORT_NAMES: Readonly<Record<GrpcTransport, string>> = { socket: 'HTTP/2 on the socket', http2: 'node:http2', 'grpc-js': 'grpc-js' };
+const TRANSPORT_NAMES: Readonly<Record<GrpcTransport, string>> = { socket: 'HTTP/2 on the socket', 'grpc-js': 'grpc-js' };
 
 function storeOpener(settings: Settings, stats: StatsStore, logger: Logger, clock: Clock): StoreOpener {
   const cache = settings.cache;

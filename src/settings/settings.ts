@@ -37,7 +37,7 @@ export type BackendSource = 'explicit' | 'redis-url' | 'default';
 export type RedisType = 'single' | 'sentinel' | 'cluster';
 export type RedisSocketType = 'tcp' | 'unix';
 export type TracingExporterProtocol = 'http' | 'grpc';
-export type GrpcTransport = 'socket' | 'http2' | 'grpc-js';
+export type GrpcTransport = 'socket' | 'grpc-js';
 /** The one stats sink in use, derived from DISABLE_STATS / USE_DOG_STATSD / USE_PROMETHEUS / USE_STATSD. */
 export type StatsSink = 'disabled' | 'dogstatsd' | 'prometheus' | 'statsd' | 'logging';
 
@@ -73,7 +73,7 @@ export interface GrpcSettings {
   /** GRPC_MAX_CONNECTION_AGE_GRACE in ms (default 1h) */
   readonly maxConnectionAgeGraceMs: number;
   readonly tls: GrpcServerTlsSettings;
-  /** GRPC_TRANSPORT (not in upstream; default `socket`, our HTTP/2 handler on the socket; `http2` on node:http2; `grpc-js` the library's server) */
+  /** GRPC_TRANSPORT (not in upstream; default `socket`, our HTTP/2 handler on the socket; `grpc-js` the library's server) */
   readonly transport: GrpcTransport;
   /** GRPC_KEEPALIVE_TIME (default 2h, grpc-go's): a connection with no activity for this long is pinged */
   readonly keepaliveTimeMs: number;

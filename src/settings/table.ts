@@ -110,8 +110,8 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   listen('GRPC_SERVER_TLS_KEY', 'string', '', 'server private key file'),
   listen('GRPC_CLIENT_TLS_CACERT', 'string', '', 'client CA file; when set, client certificates are required and verified (mTLS)'),
   listen('GRPC_CLIENT_TLS_SAN', 'string', '', 'when set, the client certificate must also verify for this DNS SAN with client-auth usage'),
-  listen('GRPC_TRANSPORT', 'enum', 'socket', 'gRPC server: `socket`, our HTTP/2 handler straight on each connection, serving ShouldRateLimit and health; `http2`, the same services on node:http2; or `grpc-js`, the gRPC library\'s server (response compression, several addresses for one host name)', {
-    choices: ['socket', 'http2', 'grpc-js'],
+  listen('GRPC_TRANSPORT', 'enum', 'socket', 'gRPC server: `socket`, our HTTP/2 handler straight on each connection, serving ShouldRateLimit, RLQS and health; or `grpc-js`, the gRPC library\'s server (response compression, several addresses for one host name)', {
+    choices: ['socket', 'grpc-js'],
     extension: true,
   }),
   listen('GRPC_KEEPALIVE_TIME', 'duration', '2h', 'a gRPC connection with no activity for this long is pinged (grpc-go\'s default)', { extension: true }),

@@ -66,7 +66,7 @@ export const ATTR_KEYS_TO_GET_LENGTH = 'keysToGet length';
 /**
  * Where the caller's trace context is read from: gRPC metadata (pass `call.metadata`, or
  * `call.metadata.getMap()`), HTTP request headers (`req.headers`) or the headers of an HTTP/2
- * stream (the node:http2 gRPC transport passes them as they come). Keys are matched lower-case.
+ * stream. Keys are matched lower-case.
  */
 export type TraceCarrier =
   | Readonly<Record<string, string | readonly string[] | Buffer | undefined>>

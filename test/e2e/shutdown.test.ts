@@ -49,7 +49,7 @@ describe('a stop takes at most SHUTDOWN_DRAIN_TIMEOUT + 1 s, whatever the store 
     SHUTDOWN_DRAIN_TIMEOUT: `${DRAIN_MS}ms`,
   });
 
-  test.each(['grpc-js', 'http2'])('Redis hung (SIGSTOP) with REDIS_TIMEOUT=30s, GRPC_TRANSPORT=%s', async (transport) => {
+  test.each(['grpc-js', 'socket'])('Redis hung (SIGSTOP) with REDIS_TIMEOUT=30s, GRPC_TRANSPORT=%s', async (transport) => {
     const dir = runtimeDir({ 'a.yaml': CONFIG });
     const svc = await startService({ ...onHungRedis(dir.root), GRPC_TRANSPORT: transport });
     try {
@@ -106,7 +106,7 @@ describe('a stop takes at most SHUTDOWN_DRAIN_TIMEOUT + 1 s, whatever the store 
 });
 
 describe('SHUTDOWN_DELAY', () => {
-  test.each(['grpc-js', 'http2'])('health answers 500 / NOT_SERVING while /json and gRPC keep serving, then it drains and exits (%s)', async (transport) => {
+  test.each(['grpc-js', 'socket'])('health answers 500 / NOT_SERVING while /json and gRPC keep serving, then it drains and exits (%s)', async (transport) => {
     const dir = runtimeDir({ 'a.yaml': CONFIG });
     const svc = await startService({ ...baseEnv(dir.root), SHUTDOWN_DELAY: '3s', GRPC_TRANSPORT: transport });
     try {

@@ -385,7 +385,8 @@ describe('enumerations', () => {
     ['LOG_LEVEL', 'verbose', 'trace, debug, info, warn, warning, error, fatal, panic'],
     ['LOG_FORMAT', 'yaml', 'text, json'],
     ['TRACING_EXPORTER_PROTOCOL', 'zipkin', 'http, grpc'],
-    ['GRPC_TRANSPORT', 'netty', 'socket, http2, grpc-js'],
+    ['GRPC_TRANSPORT', 'netty', 'socket, grpc-js'],
+    ['GRPC_TRANSPORT', 'http2', 'socket, grpc-js'],
   ])('%s=%s is rejected', (name, value, accepted) => {
     expect(errorOf({ [name]: value }).message).toBe(`invalid value "${value}" for ${name}: expected one of ${accepted}`);
   });

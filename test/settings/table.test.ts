@@ -134,7 +134,7 @@ const OWN: ReadonlyArray<readonly [string, string]> = [
   ['RLQS_UNMATCHED_ACTION', 'allow'],
   ['RLQS_UNMATCHED_TTL', '10s'],
   ['RLQS_MAX_BUCKETS_PER_STREAM', '10000'],
-  ['GRPC_TRANSPORT', 'http2'],
+  ['GRPC_TRANSPORT', 'grpc-js'],
   ['GRPC_KEEPALIVE_TIME', '2h'],
   ['GRPC_KEEPALIVE_TIMEOUT', '20s'],
   ['GRPC_MAX_CONNECTION_IDLE', '0s'],

@@ -17,7 +17,6 @@ import {
 import type { ServiceFlags } from '../../src/limiter/service';
 import { createGrpcJsListener } from '../../src/server/grpc';
 import type { GrpcListener, GrpcListenerOptions } from '../../src/server/grpc-common';
-import { createGrpcHttp2Listener } from '../../src/server/grpc-http2';
 import { createGrpcSocketListener } from '../../src/server/grpc-socket';
 import { Health } from '../../src/server/health';
 import type { GrpcSettings } from '../../src/settings';
@@ -25,10 +24,10 @@ import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
 import { FULL_ANSWER_FLAGS, grpcTestSettings, memoryRateLimitService } from './grpc-service';
 
-/** GRPC_TRANSPORT: our socket handler (the program's default), node:http2, or grpc-js. */
-export type GrpcTransport = 'socket' | 'http2' | 'grpc-js';
+/** GRPC_TRANSPORT: our socket handler (the program's default) or grpc-js. */
+export type GrpcTransport = 'socket' | 'grpc-js';
 
-const LISTENERS = { socket: createGrpcSocketListener, http2: createGrpcHttp2Listener, 'grpc-js': createGrpcJsListener } as const;
+const LISTENERS = { socket: createGrpcSocketListener, 'grpc-js': createGrpcJsListener } as const;
 
 /** Listener options over the test defaults; `stats`, `health` and `service` replace the made ones. */
 export interface TestListenerOptions extends Partial<Omit<GrpcListenerOptions, 'grpc'>> {
