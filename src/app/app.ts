@@ -43,6 +43,7 @@ import { createGrpcSocketListener } from '../server/grpc-socket';
 import { Health } from '../server/health';
 import { createHttpHandler } from '../server/http';
 import { type HttpSocketServer, httpSocketServer } from '../server/http-socket';
+import { serverBudgets } from '../server/byte-budget';
 import { CertificateSource } from '../server/tls';
 import { MemoryDemandStore, type DemandStore } from '../quota/demand';
 import { QuotaService } from '../quota/quota-service';
@@ -367,6 +368,8 @@ export class RateLimitApp {
     }
     const certs = this.certificates;
 
+    // One process's bounds on what both ports hold for their clients.
+    const budgets = serverBudgets(extra.maxBufferedRequestBytes);
     const grpcTarget = settings.grpc.uds !== '' ? `unix:${settings.grpc.uds}` : hostPort(settings.grpc.host, settings.grpc.port);
     const transport = settings.grpc.transport;
     const createGrpc = GRPC_LISTENERS[transport];
@@ -382,6 +385,7 @@ export class RateLimitApp {
       target: grpcTarget,
       maxRequestBytes: extra.maxRequestBytes,
       certificates: certs,
+      budgets,
     });
     const grpcPort = await this.grpc.listen().catch((err: Error) => {
       throw new StartupError(`cannot listen for gRPC on ${grpcTarget}: ${err.message}`);
@@ -397,10 +401,14 @@ export class RateLimitApp {
         tracing: this.tracing,
         worker: worker === undefined ? undefined : { header: WORKER_HEADER, slot: worker.slot },
       }),
-      extra.httpTls ? certs : undefined,
-      tlsFiles.clientSan,
-      logger,
-      settings.server.requestBodyTimeoutMs,
+      {
+        certs: extra.httpTls ? certs : undefined,
+        clientSan: tlsFiles.clientSan,
+        logger,
+        requestTimeoutMs: settings.server.requestBodyTimeoutMs,
+        maxConnections: extra.httpMaxConnections,
+        budgets,
+      },
     );
     const httpAddr = await listen(this.httpServer.server, settings.http.host, settings.http.port, 'HTTP');
     const grpcAddr = settings.grpc.uds !== '' ? grpcTarget : hostPort(settings.grpc.host, grpcPort);

@@ -1,6 +1,5 @@
 /**
- * What every gRPC transport shares (grpc-js in grpc.ts; the lean ones, socket and node:http2,
- * through grpc-lean.ts): the ShouldRateLimit call (stats, span, decision, error codes), the health
+ * What both gRPC transports share (grpc-js in grpc.ts; ours, socket, through grpc-lean.ts): the ShouldRateLimit call (stats, span, decision, error codes), the health
  * service's answers, the gRPC wire helpers, and the listener contract app.ts starts and stops.
  */
 import type { AddressInfo, Server } from 'node:net';
@@ -17,6 +16,7 @@ import type { Health } from './health';
 import type { Decider } from './http';
 import { decodeRateLimitRequest, GRPC_PREFIX_BYTES, ProtoDecodeError } from './proto-codec';
 import { requestText } from './request-text';
+import type { ServerBudgets } from './byte-budget';
 import type { CertificateSource } from './tls';
 
 /** The health service name whose status follows the components (upstream's "ratelimit"). */
@@ -45,6 +45,8 @@ export interface GrpcListenerOptions extends GrpcServicesOptions {
   maxRequestBytes: number;
   /** The TLS material when GRPC_SERVER_USE_TLS. */
   certificates: CertificateSource | undefined;
+  /** The process's bounds on what the servers hold for clients (shared with the HTTP port). */
+  budgets: ServerBudgets;
 }
 
 /** A gRPC server as app.ts drives it, whichever transport serves it. */

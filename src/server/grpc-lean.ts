@@ -1,8 +1,8 @@
 /**
- * What the two lean gRPC transports share (our socket server in grpc-socket.ts, node:http2 in
- * grpc-http2.ts): routing a call from its request headers, the checks on its one request message
- * while it arrives and once it is complete, and the ShouldRateLimit and health answers. Each
- * transport says how it answers ({@link LeanReply}) and streams health Watch itself.
+ * The gRPC calls of our own transport (grpc-socket.ts), apart from how it writes them: routing a
+ * call from its request headers, the checks on its one request message while it arrives and once
+ * it is complete, and the ShouldRateLimit and health answers. The transport says how it answers
+ * ({@link LeanReply}) and streams health Watch and RLQS itself.
  *
  * Wire format (gRPC over HTTP/2): a POST with `content-type: application/grpc[+proto]` whose DATA is
  * length-prefixed messages (1 byte compressed flag, 4 bytes big-endian length). A success is

@@ -1,8 +1,10 @@
 /**
- * The default gRPC listener (GRPC_TRANSPORT=socket): ShouldRateLimit and grpc.health.v1.Health
- * served by our own HTTP/2 connection handler (h2/) straight on each socket, so a socket read
- * holding many calls costs one pass over its frames and one write of all their answers. Same
- * status codes, texts and stats as the other transports (grpc-common.ts).
+ * The default gRPC listener (GRPC_TRANSPORT=socket): ShouldRateLimit, StreamRateLimitQuotas and
+ * grpc.health.v1.Health served by our own HTTP/2 connection handler (h2/) straight on each socket,
+ * so a socket read holding many calls costs one pass over its frames and one write of all their
+ * answers. Same status codes, texts and stats as the grpc-js transport (grpc-common.ts). Each
+ * stream's call is one of three kinds: a call with one request message, an RLQS stream, and a
+ * health Watch once its request has arrived.
  */
 import type net from 'node:net';
 import { status } from '@grpc/grpc-js';
@@ -11,7 +13,9 @@ import { RateLimitQuotaResponse } from '../../generated/envoy/service/rate_limit
 import { checkQuotaLength, decodeQuotaMessage, isQuotaReadError, type QuotaCalls, type QuotaStreamHandle } from './quota-calls';
 import { grpcMessage, type GrpcListener, type GrpcListenerOptions, listenOn, percentEncode } from './grpc-common';
 import { type LeanReply, LeanServices, type MessageHandler } from './grpc-lean';
-import { type ConnectionOptions, H2Connection, type H2Stream, type StreamHandler } from './h2/connection';
+import { type ConnectionOptions, H2Connection, type StreamHandler } from './h2/connection';
+import { DEFAULT_WINDOW } from './h2/frames';
+import type { AbortReason, H2Stream, StreamCall } from './h2/stream';
 import { encodeHeaderBlock } from './h2/hpack';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
 import { socketServer } from './tls';
@@ -30,25 +34,82 @@ const OK_HEADERS = encodeHeaderBlock([
 ]);
 const OK_TRAILERS = encodeHeaderBlock([['grpc-status', '0']]);
 
-/** The state of a health Watch stream: how to stop following the health. */
-class Watching {
-  constructor(readonly stop: () => void) {}
+/** How a stream that must end unanswered is answered (see StreamCall.abort). */
+function abortStatus(reason: AbortReason, bodyTimeoutMs: number): { code: status; details: string } {
+  if (reason === 'deadline') return { code: status.DEADLINE_EXCEEDED, details: 'Deadline exceeded' };
+  if (reason === 'body-timeout') {
+    return { code: status.DEADLINE_EXCEEDED, details: `the request message did not arrive whole within ${bodyTimeoutMs / 1000}s (GRPC_REQUEST_BODY_TIMEOUT)` };
+  }
+  return { code: status.RESOURCE_EXHAUSTED, details: 'the server holds too many incomplete requests (REQUEST_MAX_BUFFERED_BYTES); retry' };
 }
 
+/** A call with one request message (ShouldRateLimit, health Check, List and Watch). */
+class UnaryCall implements StreamCall {
+  private declared = -1;
+
+  constructor(
+    private readonly stream: H2Stream,
+    private readonly handle: MessageHandler<H2Stream>,
+    private readonly services: LeanServices<H2Stream>,
+    private readonly bodyTimeoutMs: number,
+  ) {}
+
+  data(): void {
+    const s = this.stream;
+    if (!s.open || s.received < GRPC_PREFIX_BYTES) return;
+    const declared = this.declared >= 0 ? this.declared : s.body.bytes().readUInt32BE(1);
+    if (!this.services.bodySoFar(s, s.headers, s.received, declared) || this.declared >= 0) return;
+    // The stream's window opens as far as the message it declared, and no further.
+    this.declared = declared;
+    s.acceptBody(GRPC_PREFIX_BYTES + declared);
+  }
+
+  ended(): void {
+    const s = this.stream;
+    if (!s.open) return;
+    this.services.bodyEnded(s, s.headers, s.received === 0 ? undefined : s.body.bytes(), this.handle);
+  }
+
+  abort(reason: AbortReason): void {
+    const { code, details } = abortStatus(reason, this.bodyTimeoutMs);
+    REPLY.status(this.stream, code, details);
+  }
+
+  closed(): void {}
+}
+
+/** A health Watch stream once its request has arrived: how to stop following the health. */
+class Watching implements StreamCall {
+  constructor(private readonly stop: () => void) {}
+  data(): void {}
+  ended(): void {}
+  abort(): void {}
+  closed(): void {
+    this.stop();
+  }
+}
+
+/** Reports handed to the quota engine and not yet handled beyond which the stream's window stays shut. */
+const MAX_PENDING_REPORTS = 16;
+
 /**
- * The state of an RLQS stream (StreamRateLimitQuotas): each request message goes to the quota
- * calls as soon as it is complete; responses are DATA on the open stream; the client's end of
- * stream ends it with OK.
+ * An RLQS stream (StreamRateLimitQuotas): each request message goes to the quota calls as soon as
+ * it is complete; responses are DATA on the open stream; the client's end of stream ends it with
+ * OK. The stream's window opens as reports are handled, so a client that reports faster than the
+ * engine handles them waits.
  */
-class QuotaStreaming {
+class QuotaStreaming implements StreamCall {
   readonly handle: QuotaStreamHandle;
   private headersSent = false;
+  private pending = 0;
 
   constructor(
     private readonly stream: H2Stream,
     calls: QuotaCalls,
     private readonly maxRequestBytes: number,
+    private readonly bodyTimeoutMs: number,
   ) {
+    stream.longLived = true;
     this.handle = calls.open({
       write: (response) => {
         if (stream.closed) return;
@@ -67,21 +128,31 @@ class QuotaStreaming {
   /** Hands over every complete message received so far. */
   data(): void {
     const s = this.stream;
-    while (!s.closed && s.received >= GRPC_PREFIX_BYTES) {
-      const head = s.body[0]!.length >= GRPC_PREFIX_BYTES ? s.body[0]! : s.bodyBuffer();
-      const length = head.readUInt32BE(1);
+    while (!s.closed && s.body.length >= GRPC_PREFIX_BYTES) {
+      const length = s.body.bytes().readUInt32BE(1);
       const tooLarge = checkQuotaLength(length, this.maxRequestBytes);
       if (tooLarge !== undefined) {
         this.finish(tooLarge.code, tooLarge.details);
         return;
       }
-      if (s.received < GRPC_PREFIX_BYTES + length) return;
+      if (s.body.length < GRPC_PREFIX_BYTES + length) {
+        // A message under way: the window opens for all of it.
+        s.acceptBody(Math.max(DEFAULT_WINDOW, GRPC_PREFIX_BYTES + length));
+        return;
+      }
       const m = decodeQuotaMessage(s.take(GRPC_PREFIX_BYTES + length));
       if (isQuotaReadError(m)) {
         this.finish(m.code, m.details);
         return;
       }
       this.handle.message(m);
+      if (++this.pending === MAX_PENDING_REPORTS) {
+        s.acceptBody(s.body.length);
+        void this.handle.settled().then(() => {
+          this.pending = 0;
+          if (!s.closed) s.acceptBody(DEFAULT_WINDOW);
+        });
+      }
     }
   }
 
@@ -90,14 +161,24 @@ class QuotaStreaming {
    * message left incomplete, INTERNAL).
    */
   ended(): void {
-    if (this.stream.received > 0) this.finish(status.INTERNAL, `Received an incomplete request message (${this.stream.received} bytes)`);
+    const held = this.stream.body.length;
+    if (held > 0) this.finish(status.INTERNAL, `Received an incomplete request message (${held} bytes)`);
     else void this.handle.settled().then(() => this.finish(status.OK, ''));
+  }
+
+  abort(reason: AbortReason): void {
+    const { code, details } = abortStatus(reason, this.bodyTimeoutMs);
+    this.finish(code, details);
+  }
+
+  closed(): void {
+    this.handle.close();
   }
 
   private finish(code: status, details: string): void {
     this.handle.close();
     const s = this.stream;
-    if (s.closed || s.localEnded) return;
+    if (s.closed) return;
     if (!this.headersSent) {
       REPLY.status(s, code, details);
       return;
@@ -135,12 +216,6 @@ const REPLY: LeanReply<H2Stream> = {
   },
 };
 
-/** The length the request's first message declares (its prefix may span chunks). */
-function declaredLength(stream: H2Stream): number {
-  const first = stream.body[0]!;
-  return first.length >= GRPC_PREFIX_BYTES ? first.readUInt32BE(1) : stream.bodyBuffer().readUInt32BE(1);
-}
-
 /** The socket gRPC server with the services, GRPC_MAX_CONNECTION_AGE(_GRACE), REQUEST_MAX_BYTES and TLS. */
 export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListener {
   const { grpc: settings, certificates, logger } = opts;
@@ -153,39 +228,16 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
       () => stream.end(OK_TRAILERS),
     );
     if (stream.closed) stop();
-    else stream.state = new Watching(stop);
+    else stream.call = new Watching(stop);
   });
 
-  // stream.state: the call's message handler until its message is handled, then Watching for a
-  // Watch; QuotaStreaming for an RLQS stream.
+  const bodyTimeoutMs = settings.requestBodyTimeoutMs;
   const handler: StreamHandler = {
-    opened(stream) {
+    open(stream) {
       const handle = services.route(stream, stream.headers);
-      stream.state = handle === services.onQuotaStream ? new QuotaStreaming(stream, services.quota!, opts.maxRequestBytes) : handle;
-    },
-    data(stream) {
-      if (stream.state instanceof QuotaStreaming) {
-        stream.state.data();
-        return;
-      }
-      if (typeof stream.state !== 'function' || !stream.open || stream.received < GRPC_PREFIX_BYTES) return;
-      services.bodySoFar(stream, stream.headers, stream.received, declaredLength(stream));
-    },
-    ended(stream) {
-      if (stream.state instanceof QuotaStreaming) {
-        stream.state.ended();
-        return;
-      }
-      const handle = stream.state;
-      if (typeof handle !== 'function' || !stream.open) return;
-      services.bodyEnded(stream, stream.headers, stream.received === 0 ? undefined : stream.bodyBuffer(), handle as MessageHandler<H2Stream>);
-    },
-    deadline(stream) {
-      REPLY.status(stream, status.DEADLINE_EXCEEDED, 'Deadline exceeded');
-    },
-    closed(stream) {
-      if (stream.state instanceof Watching) stream.state.stop();
-      else if (stream.state instanceof QuotaStreaming) stream.state.handle.close();
+      if (handle === undefined) return undefined;
+      if (handle === services.onQuotaStream) return new QuotaStreaming(stream, services.quota!, opts.maxRequestBytes, bodyTimeoutMs);
+      return new UnaryCall(stream, handle, services, bodyTimeoutMs);
     },
   };
 
@@ -196,6 +248,10 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
     keepaliveTimeoutMs: settings.keepaliveTimeoutMs,
     maxIdleMs: settings.maxConnectionIdleMs,
     handshakeTimeoutMs: HANDSHAKE_TIMEOUT_MS,
+    bodyTimeoutMs,
+    // A connection holds one largest message and one window more, as Go holds 1 MiB.
+    maxHeldBodyBytes: Math.max(1 << 20, opts.maxRequestBytes + GRPC_PREFIX_BYTES),
+    budgets: opts.budgets,
   };
   const connections = new Set<H2Connection>();
   const ageMs = settings.maxConnectionAgeMs;
@@ -231,6 +287,7 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
   // HTTP/2 over TLS only (RFC 9113 3.2): a client that did not choose h2 is closed.
   const tlsOn = settings.tls.enabled && certificates !== undefined;
   const server = socketServer(serve, tlsOn ? { certs: certificates, protocol: 'h2', protocolRequired: true, clientSan: settings.tls.clientSan, logger } : undefined);
+  server.maxConnections = settings.maxConnections;
 
   return {
     listen: () => listenOn(server, settings),

@@ -31,7 +31,7 @@ import {
   type RateLimitQuotaResponse,
   type RateLimitQuotaUsageReports,
 } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
-import { enforceClientSanOnGrpc, grpcServerCredentials } from './tls';
+import { enforceClientSanOnGrpc, grpcJsListeners, grpcServerCredentials } from './tls';
 
 /**
  * RateLimitService with the hand-written codec (proto-codec.ts): requests decode straight into
@@ -149,6 +149,7 @@ export function createGrpcJsListener(opts: GrpcListenerOptions): GrpcListener {
         server.bindAsync(opts.target, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
       );
       if (tls && settings.tls.clientSan !== '') enforceClientSanOnGrpc(server, settings.tls.clientSan, opts.logger);
+      for (const listener of grpcJsListeners(server, 'GRPC_MAX_CONNECTIONS')) listener.maxConnections = settings.maxConnections;
       if (tls) {
         // grpc-js applies the certificates on a later tick; announce nothing before they are live.
         for (let i = 0; i < 3; i++) await new Promise<void>((resolve) => setImmediate(resolve));

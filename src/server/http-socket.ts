@@ -5,6 +5,7 @@
  */
 import type net from 'node:net';
 import type { Logger } from '../telemetry/logger';
+import { type ServerBudgets, serverBudgets } from './byte-budget';
 import { type CertificateSource, socketServer } from './tls';
 import { type ConnectionLimits, type ExchangeHandler, Http1Connection } from './http1/connection';
 
@@ -22,17 +23,25 @@ export const KEEP_ALIVE_TIMEOUT_MS = 5000;
 /** node:http's bound on the headers when HTTP_REQUEST_BODY_TIMEOUT is 0. */
 const HEADERS_TIMEOUT_MS = 60_000;
 
-/**
- * A request whose headers and body have not all arrived within `requestTimeoutMs` (0 = no
- * bound; headers still within 60 s) is answered 408 and its connection closed.
- */
-export function httpSocketServer(
-  handler: ExchangeHandler,
-  certs: CertificateSource | undefined,
-  clientSan: string,
-  logger: Logger,
-  requestTimeoutMs = 0,
-): HttpSocketServer {
+export interface HttpSocketOptions {
+  /** TLS (HTTP_SERVER_USE_TLS) on these certificates; plain when undefined. */
+  certs?: CertificateSource;
+  /** GRPC_CLIENT_TLS_SAN, for TLS clients. */
+  clientSan?: string;
+  logger: Logger;
+  /**
+   * A request whose headers and body have not all arrived within this (0 = no bound; headers
+   * still within 60 s) is answered 408 and its connection closed.
+   */
+  requestTimeoutMs?: number;
+  /** HTTP_MAX_CONNECTIONS: more are closed as they arrive (default: no cap). */
+  maxConnections?: number;
+  /** The process's bounds on request and answer bytes (default: a set of this server's own, unbounded). */
+  budgets?: ServerBudgets;
+}
+
+export function httpSocketServer(handler: ExchangeHandler, options: HttpSocketOptions): HttpSocketServer {
+  const { certs, clientSan = '', logger, requestTimeoutMs = 0, maxConnections, budgets = serverBudgets(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER) } = options;
   const limits: ConnectionLimits = {
     requestTimeoutMs,
     headersTimeoutMs: requestTimeoutMs > 0 ? Math.min(requestTimeoutMs, HEADERS_TIMEOUT_MS) : HEADERS_TIMEOUT_MS,
@@ -48,7 +57,7 @@ export function httpSocketServer(
     }
     // Answers go out at once (no Nagle delay behind the client's delayed ACK).
     socket.setNoDelay(true);
-    const connection = new Http1Connection(socket, handler);
+    const connection = new Http1Connection(socket, handler, budgets);
     connections.add(connection);
     socket.once('close', () => connections.delete(connection));
   };
@@ -67,6 +76,7 @@ export function httpSocketServer(
 
   // Half-open sockets: a client that sends its last request and ends its side still gets its answers.
   const server = socketServer(serve, certs === undefined ? undefined : { certs, protocol: 'http/1.1', protocolRequired: false, clientSan, logger }, true);
+  if (maxConnections !== undefined) server.maxConnections = maxConnections;
   server.on('listening', startSweeping);
   server.on('close', () => {
     clearInterval(sweeper);

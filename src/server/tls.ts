@@ -193,15 +193,19 @@ export function enforceClientSan(server: tls.Server, san: string, logger: Logger
 }
 
 /**
- * grpc-js gives no handshake hook, so the SAN rule is attached to the HTTP/2 servers it created
- * (a private field). Throws when they cannot be found: the check must never be skipped silently.
+ * The listening servers a bound grpc-js server made (a private field): grpc-js gives no hook for
+ * a handshake check or a connection cap. Throws when they cannot be found, naming `what` needed
+ * them: such a setting must never be skipped silently.
  */
+export function grpcJsListeners(server: grpc.Server, what: string): net.Server[] {
+  const servers = (server as unknown as { http2Servers?: Map<net.Server, unknown> }).http2Servers;
+  if (!(servers instanceof Map) || servers.size === 0) throw new Error(`${what}: cannot reach the listeners of the grpc-js server`);
+  return [...servers.keys()];
+}
+
+/** The SAN rule on the HTTP/2 servers grpc-js created. */
 export function enforceClientSanOnGrpc(server: grpc.Server, san: string, logger: Logger): void {
-  const servers = (server as unknown as { http2Servers?: Map<tls.Server, unknown> }).http2Servers;
-  if (!(servers instanceof Map) || servers.size === 0) {
-    throw new Error('GRPC_CLIENT_TLS_SAN: cannot attach the client certificate check to the gRPC server');
-  }
-  for (const s of servers.keys()) enforceClientSan(s, san, logger);
+  for (const s of grpcJsListeners(server, 'GRPC_CLIENT_TLS_SAN')) enforceClientSan(s as tls.Server, san, logger);
 }
 
 /**

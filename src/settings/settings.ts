@@ -83,6 +83,10 @@ export interface GrpcSettings {
   readonly maxConnectionIdleMs: number;
   /** GRPC_MAX_CONCURRENT_STREAMS (default 1000): calls in flight per connection */
   readonly maxConcurrentStreams: number;
+  /** GRPC_MAX_CONNECTIONS (default 10000): open connections per process; more are closed */
+  readonly maxConnections: number;
+  /** GRPC_REQUEST_BODY_TIMEOUT (default 10 s; 0 = none): a call's request (a stream's message) must arrive whole within it */
+  readonly requestBodyTimeoutMs: number;
 }
 
 /** Not in upstream: TLS for the HTTP and debug ports, certificate reloading, request limits. */
@@ -95,6 +99,10 @@ export interface ServerExtraSettings {
   readonly tlsReloadIntervalMs: number;
   /** REQUEST_MAX_BYTES (default 1 MiB): /json body and gRPC message size limit */
   readonly maxRequestBytes: number;
+  /** REQUEST_MAX_BUFFERED_BYTES (default 32 MiB): request bytes held at once by all connections while requests arrive */
+  readonly maxBufferedRequestBytes: number;
+  /** HTTP_MAX_CONNECTIONS (default 10000): open connections of the HTTP port per process; more are closed */
+  readonly httpMaxConnections: number;
   /** REQUEST_MAX_DESCRIPTORS (default 1000) */
   readonly maxDescriptors: number;
   /** REQUEST_MAX_ENTRIES (default 100) per descriptor */
@@ -817,12 +825,16 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT'),
       maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE'),
       maxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS'),
+      maxConnections: r.int('GRPC_MAX_CONNECTIONS'),
+      requestBodyTimeoutMs: r.duration('GRPC_REQUEST_BODY_TIMEOUT'),
     },
     server: {
       httpTls: r.bool('HTTP_SERVER_USE_TLS'),
       debugTls: r.bool('DEBUG_SERVER_USE_TLS'),
       tlsReloadIntervalMs: r.duration('TLS_RELOAD_INTERVAL'),
       maxRequestBytes: r.int('REQUEST_MAX_BYTES'),
+      maxBufferedRequestBytes: r.int('REQUEST_MAX_BUFFERED_BYTES'),
+      httpMaxConnections: r.int('HTTP_MAX_CONNECTIONS'),
       maxDescriptors: r.int('REQUEST_MAX_DESCRIPTORS'),
       maxEntries: r.int('REQUEST_MAX_ENTRIES'),
       maxEntryLength: r.int('REQUEST_MAX_ENTRY_LENGTH'),

@@ -77,7 +77,7 @@ beforeAll(async () => {
       inner.handle(head, body, exchange);
     },
   };
-  srv = httpSocketServer(recording, undefined, '', quiet);
+  srv = httpSocketServer(recording, { logger: quiet });
   srv.server.on('connection', (_s: net.Socket) => connections++);
   await new Promise<void>((resolve) => srv.server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(srv.server.address() as AddressInfo).port}`;

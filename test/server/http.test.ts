@@ -47,7 +47,7 @@ beforeAll(async () => {
     nearLimitRatio: 0.8,
     cacheKeyPrefix: '',
   });
-  server = httpSocketServer(createHttpHandler({ service, health: new Health(), logger: quiet, maxBodyBytes: 1024, tracing: recordingTracing }), undefined, '', quiet);
+  server = httpSocketServer(createHttpHandler({ service, health: new Health(), logger: quiet, maxBodyBytes: 1024, tracing: recordingTracing }), { logger: quiet });
   await new Promise<void>((resolve) => server.server.listen(0, '127.0.0.1', resolve));
   port = (server.server.address() as AddressInfo).port;
 });

@@ -59,6 +59,8 @@ export function grpcTestSettings(over: Partial<GrpcSettings> = {}): GrpcSettings
     keepaliveTimeoutMs: 20_000,
     maxConnectionIdleMs: 0,
     maxConcurrentStreams: 1000,
+    maxConnections: 10_000,
+    requestBodyTimeoutMs: 10_000,
     ...over,
   };
 }

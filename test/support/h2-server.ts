@@ -17,6 +17,7 @@ import {
 import type { ServiceFlags } from '../../src/limiter/service';
 import { createGrpcJsListener } from '../../src/server/grpc';
 import type { GrpcListener, GrpcListenerOptions } from '../../src/server/grpc-common';
+import { type ServerBudgets, serverBudgets } from '../../src/server/byte-budget';
 import { createGrpcSocketListener } from '../../src/server/grpc-socket';
 import { Health } from '../../src/server/health';
 import type { GrpcSettings } from '../../src/settings';
@@ -47,6 +48,8 @@ export interface TestListener {
   listener: GrpcListener;
   health: Health;
   stats: StatsStore;
+  /** The process budgets the listener was given (a test's own unless passed in). */
+  budgets: ServerBudgets;
 }
 
 /** A listener made but not yet bound: startSocketServer has to watch the making alone. */
@@ -56,6 +59,7 @@ function createTestListener(options: TestListenerOptions): UnboundListener {
   const { config, transport = 'socket', flags, grpc: grpcOver, ...over } = options;
   const stats = over.stats ?? new StatsStore();
   const health = over.health ?? new Health();
+  const budgets = over.budgets ?? serverBudgets(32 << 20);
   health.add('store', true);
   const listener = LISTENERS[transport]({
     service: memoryRateLimitService(stats, config, { flags }),
@@ -64,11 +68,12 @@ function createTestListener(options: TestListenerOptions): UnboundListener {
     maxRequestBytes: 1 << 20,
     certificates: undefined,
     ...over,
+    budgets,
     grpc: grpcTestSettings({ transport, ...grpcOver }),
     health,
     stats,
   });
-  return { listener, health, stats };
+  return { listener, health, stats, budgets };
 }
 
 async function listen(made: UnboundListener): Promise<TestListener> {
@@ -103,10 +108,11 @@ const running = new Set<SocketServer>();
 const clients = new Set<grpc.Client>();
 
 /**
- * Starts the socket listener. Its net.Server is made by net.createServer inside
- * createGrpcSocketListener; wrapping that one call is how the test sees the accepted sockets.
+ * Starts the socket listener (`over`: its settings; `options`: the rest of its options). Its
+ * net.Server is made by net.createServer inside createGrpcSocketListener; wrapping that one call
+ * is how the test sees the accepted sockets.
  */
-export async function startSocketServer(over: Partial<GrpcSettings> = {}): Promise<SocketServer> {
+export async function startSocketServer(over: Partial<GrpcSettings> = {}, options: Partial<TestListenerOptions> = {}): Promise<SocketServer> {
   const serverSockets: net.Socket[] = [];
   const createServer = net.createServer;
   const spy = jest.spyOn(net, 'createServer').mockImplementation(((...args: Parameters<typeof net.createServer>) => {
@@ -116,7 +122,7 @@ export async function startSocketServer(over: Partial<GrpcSettings> = {}): Promi
   }) as typeof net.createServer);
   let made: UnboundListener;
   try {
-    made = createTestListener({ config: CONFIG, flags: PLAIN_FLAGS, grpc: over });
+    made = createTestListener({ config: CONFIG, flags: PLAIN_FLAGS, ...options, grpc: over });
   } finally {
     spy.mockRestore();
   }

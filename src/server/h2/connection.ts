@@ -1,15 +1,31 @@
 /**
- * The server side of one HTTP/2 connection (RFC 9113) on a socket, for request/response calls such
- * as unary gRPC: frames parsed straight from each socket read, header blocks decoded with HPACK,
- * and every frame the read produced written back in one socket write.
+ * The server side of one HTTP/2 connection (RFC 9113) on a socket, for gRPC calls: frames parsed
+ * straight from each socket read, header blocks decoded with HPACK, and every frame a read
+ * produced written back in one socket write. The parts live beside it: the stream and its states
+ * (stream.ts), the stream table (streams.ts), receive flow control (flow.ts), the output buffer
+ * (writer.ts), request header rules (request-headers.ts) and the abuse budgets (budgets.ts).
  *
- * What it defends against, since a default server faces any client: frames larger than announced,
- * header blocks past a size (CONTINUATION floods, HPACK bombs), streams beyond the concurrency
- * cap (refused), rapid resets (a token bucket of stream resets, nghttp2's defaults), floods of empty
- * frames, and peers that do not read (reading stops while the socket's write buffer is full; a
- * peer that never opens its flow-control window only holds its own streams).
+ * Every cost a client can cause is bounded, per stream, per connection and per process:
+ * - request bodies: a stream's window opens only as far as the application accepts (a unary
+ *   message: its declared length), a connection holds at most `maxHeldBodyBytes` (its window is
+ *   not given back past that), the process at most the request budget (past it new streams are
+ *   refused and a stream that would grow it is aborted), and a request must arrive whole within
+ *   `bodyTimeoutMs`;
+ * - header blocks: frames above 16 KiB and blocks above the header list limit end the connection,
+ *   a larger decoded list is answered 431, and decoding work beyond what requests need comes out
+ *   of a budget (HPACK bombs);
+ * - frames that carry no request, and resets a client sends or provokes, come out of budgets
+ *   (floods, rapid reset);
+ * - output: a client that does not read stops being read, is closed once it leaves 1000
+ *   acknowledgements unread (as nghttp2) or takes nothing for 30 s, and the process holds a
+ *   bounded total of unsent answers (byte-budget.ts);
+ * - the event loop: a connection handles at most 64 KiB of frames per loop turn, then waits for
+ *   the next turn, so one client's flood cannot hold the others' answers back.
  */
 import type { Socket } from 'node:net';
+import { PEER_BACKLOG_HIGH, PeerBacklog, type ServerBudgets } from '../byte-budget';
+import { CONTROL_FRAMES, HEADER_WORK, RESETS, TokenBucket } from './budgets';
+import { ConnectionInflow, WINDOW_UPDATE_THRESHOLD } from './flow';
 import {
   CONNECTION_PREFACE,
   DEFAULT_MAX_FRAME_SIZE,
@@ -21,22 +37,17 @@ import {
   MAX_FRAME_SIZE_LIMIT,
   MAX_WINDOW,
   Setting,
-  writeFrameHeader,
 } from './frames';
 import { encodeHeaderBlock, HpackDecoder, HpackError } from './hpack';
+import { requestHeaders } from './request-headers';
+import { type AbortReason, H2Stream, NO_CALL, ResponseState, type StreamCall, type StreamOwner, StreamState } from './stream';
+import { StreamTable } from './streams';
+import { FrameWriter } from './writer';
 
 /** What the application does with the streams of a connection. */
 export interface StreamHandler {
-  /** The request's headers have arrived (`stream.headers`). */
-  opened(stream: H2Stream): void;
-  /** Request body bytes were added to `stream.body`. */
-  data(stream: H2Stream): void;
-  /** The client has sent its whole request. */
-  ended(stream: H2Stream): void;
-  /** `stream.deadlineAt` has passed and the stream is not answered. */
-  deadline(stream: H2Stream): void;
-  /** The stream is over: answered and ended, reset, or its connection closed. */
-  closed(stream: H2Stream): void;
+  /** A request's headers have arrived: the call that handles the stream (undefined when it was answered at once). */
+  open(stream: H2Stream): StreamCall | undefined;
 }
 
 export interface ConnectionOptions {
@@ -52,21 +63,20 @@ export interface ConnectionOptions {
   maxIdleMs: number;
   /** The preface and the first SETTINGS must arrive within this. */
   handshakeTimeoutMs: number;
+  /** A request must arrive whole within this (a long-lived stream: each message); 0 = no limit. */
+  bodyTimeoutMs: number;
+  /** Request body bytes one connection holds before the window of more is not given back. */
+  maxHeldBodyBytes: number;
+  /** The process's budgets, shared by every connection. */
+  budgets: ServerBudgets;
 }
 
 /** Node's timers cannot wait longer. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
-/** Stream resets a client may cause: a burst, then a rate per second (nghttp2's defaults). */
-const RESET_BURST = 1000;
-const RESETS_PER_SECOND = 33;
-/** Frames that carry nothing (empty DATA or CONTINUATION) a connection may send. */
-const MAX_EMPTY_FRAMES = 1000;
-/** Reading stops while more than this waits in the socket's write buffer. */
-const WRITE_BUFFER_HIGH = 1 << 20;
-/** Request body bytes a connection may hold before its window is no longer replenished. */
-const MAX_BUFFERED_BODY = 16 << 20;
-/** Window granted back once this much was consumed (half the default window). */
-const WINDOW_UPDATE_THRESHOLD = DEFAULT_WINDOW >> 1;
+/** Frame bytes one connection may handle in a loop turn before it lets the others run. */
+const TURN_BYTES = 64 * 1024;
+/** Acknowledgements (of SETTINGS and PING) left unread before the connection is closed: nghttp2's bound. */
+const MAX_QUEUED_ACKS = 1000;
 
 /** The answer to a request whose header list is too large. */
 const HEADERS_TOO_LARGE = encodeHeaderBlock([
@@ -76,127 +86,80 @@ const HEADERS_TOO_LARGE = encodeHeaderBlock([
   ['grpc-message', 'request header list too large'],
 ]);
 
-/** One request/response exchange. */
-export class H2Stream {
-  /** The request headers, names in lower case; repeated fields joined with ", ". */
-  headers: Record<string, string> = {};
-  /** The request body received so far, in order, and its length. */
-  body: Buffer[] = [];
-  received = 0;
-  /** When the application must have answered (ms on `performance.now()`); 0 = no deadline. */
-  deadlineAt = 0;
-  timer: NodeJS.Timeout | undefined = undefined;
-  /** The application's state of this stream. */
-  state: unknown = undefined;
-  remoteEnded = false;
-  headersSent = false;
-  localEnded = false;
-  closed = false;
-  sendWindow: number;
-  recvWindow = DEFAULT_WINDOW;
-  /** DATA waiting for flow-control window, and the trailers to send after it. */
-  queued: Buffer[] | undefined = undefined;
-  queuedTrailers: Buffer | undefined = undefined;
+const EMPTY = Buffer.alloc(0);
 
-  constructor(
-    readonly connection: H2Connection,
-    readonly id: number,
-  ) {
-    this.sendWindow = connection.peerInitialWindow;
-  }
+/** Why reading is paused: bits, so that one reason ending does not resume what another paused. */
+const enum Paused {
+  Backlog = 1,
+  Turn = 2,
+}
 
-  /** Live and not answered yet. */
-  get open(): boolean {
-    return !this.closed && !this.headersSent;
+// One loop turn is the time between two setImmediate callbacks: libuv reads a socket up to 32
+// times in a turn, so a connection counts what it handled in the current turn, not per read.
+let turnNumber = 0;
+let turnCounting = false;
+function currentTurn(): number {
+  if (!turnCounting) {
+    turnCounting = true;
+    setImmediate(nextTurn);
   }
-
-  /** The whole request body as one buffer. */
-  bodyBuffer(): Buffer {
-    return this.body.length === 1 ? this.body[0]! : Buffer.concat(this.body, this.received);
-  }
-
-  /**
-   * Takes the first `n` bytes of the body (a streaming call's message, once it is complete) and
-   * gives their room back to the connection's bound on buffered bodies.
-   */
-  take(n: number): Buffer {
-    const all = this.bodyBuffer();
-    const out = all.subarray(0, n);
-    this.body = all.length > n ? [all.subarray(n)] : [];
-    this.received -= n;
-    this.connection.released(n);
-    return out;
-  }
-
-  /** Ends the stream with RST_STREAM ENHANCE_YOUR_CALM: for a peer that cannot take trailers (it does not read). */
-  reset(): void {
-    this.connection.resetStream(this, ErrorCode.ENHANCE_YOUR_CALM);
-  }
-
-  /** Response DATA written but not yet sent for lack of flow-control window. */
-  get unsent(): number {
-    return this.queued?.length ?? 0;
-  }
-
-  /** Response headers (an HPACK block); `endStream` makes it a headers-only answer. */
-  respond(block: Buffer, endStream: boolean): void {
-    this.connection.writeHeaders(this, block, endStream);
-  }
-
-  /** One whole answer: headers, one DATA payload, trailers, in one write. */
-  answer(headers: Buffer, payload: Buffer, trailers: Buffer): void {
-    this.connection.writeAnswer(this, headers, payload, trailers);
-  }
-
-  /** More response body (after {@link respond}). */
-  write(payload: Buffer): void {
-    this.connection.writeData(this, payload, undefined);
-  }
-
-  /** The trailers that end the response. */
-  end(trailers: Buffer): void {
-    this.connection.writeData(this, undefined, trailers);
-  }
+  return turnNumber;
+}
+function nextTurn(): void {
+  turnNumber++;
+  turnCounting = false;
 }
 
 /** One HTTP/2 connection. */
-export class H2Connection {
-  private readonly streams = new Map<number, H2Stream>();
+export class H2Connection implements StreamOwner {
+  private readonly streams = new StreamTable();
   private readonly decoder = new HpackDecoder();
   private readonly fields: string[] = [];
-  private stash: Buffer | undefined;
+  private readonly writer = new FrameWriter();
+  private readonly inflow: ConnectionInflow;
+  private readonly backlog: PeerBacklog;
+  /** Bytes received and not yet handled (an incomplete frame, or the rest of a turn). */
+  private input: Buffer = EMPTY;
   private prefaceSeen = false;
   private settingsSeen = false;
-  private lastStreamId = 0;
   /** A header block being received in CONTINUATION frames. */
   private continuationOf = 0;
   private headerParts: Buffer[] = [];
   private headerBytes = 0;
   private headerEndStream = false;
-  /** Flow control: what we may send, what the peer may still send, what we have yet to grant. */
+  private headerDependency = 0;
+  /** What we may still send on the connection. */
   private sendWindow = DEFAULT_WINDOW;
-  private recvConsumed = 0;
-  private bufferedBody = 0;
   private readonly blocked = new Set<H2Stream>();
   peerInitialWindow = DEFAULT_WINDOW;
   private peerMaxFrameSize = DEFAULT_MAX_FRAME_SIZE;
-  /** The reset budget (tokens) and when it was last refilled. */
-  private resetTokens = RESET_BURST;
-  private resetRefilledAt = performance.now();
-  private emptyFrames = 0;
-  /** Output of the current turn, written in one piece. */
-  private out = Buffer.allocUnsafe(16 * 1024);
-  private outLength = 0;
+  private readonly resets = new TokenBucket(RESETS.burst, RESETS.perSecond);
+  private readonly controlFrames = new TokenBucket(CONTROL_FRAMES.burst, CONTROL_FRAMES.perSecond);
+  private readonly headerWork = new TokenBucket(HEADER_WORK.burst, HEADER_WORK.perSecond);
+  /** Bytes charged to the request budget for what one read left to the next. */
+  private carried = 0;
+  private turn = -1;
+  private turnBytes = 0;
+  private paused = 0;
+  /** Acknowledgements gathered for the next write, and those written that the client has not taken. */
+  private acksGathered = 0;
+  private queuedAcks = 0;
   private flushQueued = false;
   private reading = false;
-  private awaitingDeadline: H2Stream[] = [];
+  /** When the current read began (performance.now()). */
+  private readAt = 0;
+  /** The stream whose DATA is being handled (its held bytes are settled afterwards). */
+  private inData: H2Stream | undefined;
+  /** Streams that may need a timer, gathered while a read is handled. */
+  private touched: H2Stream[] = [];
   /** GOAWAY sent: no new streams; the connection ends when the last one does. */
   private closing = false;
   private dead = false;
   private activity = false;
   private readonly timers: NodeJS.Timeout[] = [];
   private idleTimer: NodeJS.Timeout | undefined;
-  /** The keepalive PING in flight: the connection is destroyed when its ACK does not come. */
+  /** The keepalive PING in flight: its payload, and the timer that destroys the connection without its ACK. */
+  private pingPayload: Buffer | undefined;
   private pingDeadline: NodeJS.Timeout | undefined;
 
   constructor(
@@ -204,10 +167,16 @@ export class H2Connection {
     private readonly handler: StreamHandler,
     private readonly options: ConnectionOptions,
   ) {
+    this.inflow = new ConnectionInflow(options.maxHeldBodyBytes);
+    this.backlog = new PeerBacklog(socket, options.budgets.answers);
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('drain', () => {
+      this.queuedAcks = 0;
+      this.unpause(Paused.Backlog);
+    });
     socket.on('close', () => this.onClose());
     socket.on('error', () => socket.destroy());
-    this.writeSettings();
+    this.writer.settings(options.maxConcurrentStreams, options.maxHeaderListBytes);
     const handshake = setTimeout(() => {
       if (!this.settingsSeen) this.destroy();
     }, Math.min(options.handshakeTimeoutMs, MAX_TIMER_MS));
@@ -223,8 +192,13 @@ export class H2Connection {
   private onData(chunk: Buffer): void {
     if (this.dead) return;
     this.activity = true;
-    const buf = this.stash === undefined ? chunk : Buffer.concat([this.stash, chunk]);
-    this.stash = undefined;
+    this.input = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
+    if ((this.paused & Paused.Turn) === 0) this.readFrames();
+  }
+
+  /** Handles the frames of `input`, up to this turn's share; the rest waits for the next turn. */
+  private readFrames(): void {
+    let buf = this.input;
     let pos = 0;
     if (!this.prefaceSeen) {
       const n = Math.min(buf.length, CONNECTION_PREFACE.length);
@@ -232,16 +206,24 @@ export class H2Connection {
         this.fail(ErrorCode.PROTOCOL_ERROR, 'not an HTTP/2 connection preface');
         return;
       }
-      if (n < CONNECTION_PREFACE.length) {
-        this.stash = buf;
-        return;
-      }
+      if (n < CONNECTION_PREFACE.length) return;
       this.prefaceSeen = true;
-      pos = n;
+      buf = buf.subarray(n);
+    }
+    const turn = currentTurn();
+    if (turn !== this.turn) {
+      this.turn = turn;
+      this.turnBytes = 0;
     }
     this.reading = true;
+    this.readAt = performance.now();
     const end = buf.length;
     while (end - pos >= FRAME_HEADER_BYTES) {
+      if (this.turnBytes >= TURN_BYTES) {
+        this.pause(Paused.Turn);
+        setImmediate(continueReading, this);
+        break;
+      }
       const length = (buf[pos]! << 16) | (buf[pos + 1]! << 8) | buf[pos + 2]!;
       if (length > DEFAULT_MAX_FRAME_SIZE) {
         this.fail(ErrorCode.FRAME_SIZE_ERROR, `a frame of ${length} bytes, above SETTINGS_MAX_FRAME_SIZE`);
@@ -249,6 +231,7 @@ export class H2Connection {
       }
       const payload = pos + FRAME_HEADER_BYTES;
       if (end - payload < length) break;
+      this.turnBytes += FRAME_HEADER_BYTES + length;
       const type = buf[pos + 3]!;
       const flags = buf[pos + 4]!;
       const id = buf.readUInt32BE(pos + 5) & 0x7fffffff;
@@ -256,10 +239,48 @@ export class H2Connection {
       if (this.dead) return;
       pos = payload + length;
     }
-    if (pos < end) this.stash = pos === 0 ? buf : buf.subarray(pos);
+    this.input = pos === end ? EMPTY : buf.subarray(pos);
     this.reading = false;
-    this.armDeadlines();
+    if (!this.chargeCarried()) return;
+    this.armTimers();
     this.flush();
+  }
+
+  /**
+   * What a read leaves for the next (an unfinished frame, a header block in CONTINUATIONs, the
+   * rest of a turn) is request bytes held too: copied, so it does not pin the socket read, and
+   * charged to the process's budget. False when the budget cannot hold it (the connection ends).
+   */
+  private chargeCarried(): boolean {
+    if (this.input.length > 0 && this.input.length < FRAME_HEADER_BYTES + DEFAULT_MAX_FRAME_SIZE) this.input = Buffer.from(this.input);
+    const carried = this.input.length + (this.continuationOf !== 0 ? this.headerBytes : 0);
+    const more = carried - this.carried;
+    if (more > 0 && !this.options.budgets.requests.tryTake(more)) {
+      this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'the server holds too many incomplete requests');
+      return false;
+    }
+    if (more < 0) this.options.budgets.requests.give(-more);
+    this.carried = carried;
+    return true;
+  }
+
+  /** The next turn: the rest of the input, then the socket again. */
+  continueReading(): void {
+    if (this.dead) return;
+    this.paused &= ~Paused.Turn;
+    if (this.input.length > 0) this.readFrames();
+    if (this.paused === 0 && !this.dead) this.socket.resume();
+  }
+
+  private pause(reason: Paused): void {
+    if (this.paused === 0) this.socket.pause();
+    this.paused |= reason;
+  }
+
+  private unpause(reason: Paused): void {
+    if ((this.paused & reason) === 0) return;
+    this.paused &= ~reason;
+    if (this.paused === 0 && !this.dead) this.socket.resume();
   }
 
   private onFrame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number): void {
@@ -282,31 +303,38 @@ export class H2Connection {
         this.onContinuation(flags, id, buf, start, end);
         break;
       case FrameType.PRIORITY:
-        if (id === 0) this.fail(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
-        else if (end - start !== 5) this.streamError(id, ErrorCode.FRAME_SIZE_ERROR);
+        if (this.spendControl()) this.onPriority(id, buf, start, end);
         break;
       case FrameType.RST_STREAM:
-        this.onResetFrame(id, buf, start, end);
+        this.onResetFrame(id, start, end);
         break;
       case FrameType.SETTINGS:
-        this.onSettings(flags, id, buf, start, end);
+        if (this.spendControl()) this.onSettings(flags, id, buf, start, end);
         break;
       case FrameType.PUSH_PROMISE:
         this.fail(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
         break;
       case FrameType.PING:
-        this.onPing(flags, id, buf, start, end);
+        if (this.spendControl()) this.onPing(flags, id, buf, start, end);
         break;
       case FrameType.GOAWAY:
         if (id !== 0) this.fail(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
         else this.close();
         break;
       case FrameType.WINDOW_UPDATE:
-        this.onWindowUpdate(id, buf, start, end);
+        if (this.spendControl()) this.onWindowUpdate(id, buf, start, end);
         break;
       default:
-        break; // unknown frame types are ignored (RFC 9113 4.1)
+        this.spendControl(); // unknown frame types are ignored (RFC 9113 4.1), but not for free
+        break;
     }
+  }
+
+  /** One frame that carries no request; false (the connection is ending) past the budget. */
+  private spendControl(): boolean {
+    if (this.controlFrames.spend(1, this.readAt)) return true;
+    this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too many frames without requests');
+    return false;
   }
 
   /** The payload of a padded frame, or undefined after a protocol error. */
@@ -331,8 +359,7 @@ export class H2Connection {
     }
     const length = end - start;
     // The whole frame counts against the connection's window, whatever becomes of the stream.
-    this.recvConsumed += length;
-    if (this.recvConsumed > DEFAULT_WINDOW) {
+    if (!this.inflow.receive(length)) {
       this.fail(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
       return;
     }
@@ -340,55 +367,68 @@ export class H2Connection {
     if (dataEnd === undefined) return;
     const dataStart = (flags & Flag.PADDED) !== 0 ? start + 1 : start;
     const stream = this.streams.get(id);
-    if (stream === undefined) {
-      if (id > this.lastStreamId) this.fail(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
-      // A stream already closed (answered early or reset): its data is dropped.
-      this.grantConnectionWindow();
-      return;
-    }
-    if (stream.remoteEnded) {
-      this.streamError(id, ErrorCode.STREAM_CLOSED);
+    if (stream === undefined || stream.remoteEnded) {
+      this.inflow.settle(length, 0);
+      if (stream === undefined && this.streams.isIdle(id)) this.fail(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+      // A stream we reset lately: the client sent this before it knew. Any other: closed (RFC 9113 5.1).
+      else if (stream !== undefined || !this.streams.wasReset(id)) this.streamError(id, ErrorCode.STREAM_CLOSED);
       return;
     }
     stream.recvWindow -= length;
     if (stream.recvWindow < 0) {
+      this.inflow.settle(length, 0);
       this.streamError(id, ErrorCode.FLOW_CONTROL_ERROR);
       return;
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
-    if (dataEnd > dataStart) {
-      // A copy: a slice would keep the whole socket read (up to 64 KiB) alive while the call runs.
-      stream.body.push(Buffer.from(buf.subarray(dataStart, dataEnd)));
-      stream.received += dataEnd - dataStart;
-      this.bufferedBody += dataEnd - dataStart;
-      this.handler.data(stream);
-    } else if (!endStream && ++this.emptyFrames > MAX_EMPTY_FRAMES) {
-      this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too many empty frames');
-      return;
+    const n = dataEnd - dataStart;
+    if (n === 0 && !endStream && !this.spendControl()) return;
+    const body = stream.body;
+    const wasHolding = body.length > 0;
+    this.inData = stream;
+    if (n > 0) {
+      stream.received += n;
+      if (!wasHolding) body.lend(buf, dataStart, dataEnd);
+      else if (!body.append(buf, dataStart, dataEnd, stream.bodyLimit)) this.abortStream(stream, 'buffer-full');
+      if (!stream.closed) stream.call.data();
     }
-    if (endStream) {
-      stream.remoteEnded = true;
-      this.handler.ended(stream);
-      this.finishIfDone(stream);
-    } else if (!stream.closed && DEFAULT_WINDOW - stream.recvWindow >= WINDOW_UPDATE_THRESHOLD) {
-      this.writeWindowUpdate(id, DEFAULT_WINDOW - stream.recvWindow);
-      stream.recvWindow = DEFAULT_WINDOW;
+    if (endStream && !stream.closed) this.remoteEnd(stream);
+    if (!stream.closed && !body.keep(stream.bodyLimit)) this.abortStream(stream, 'buffer-full');
+    this.inData = undefined;
+    this.settleHeld(stream, length);
+    if (stream.closed) return;
+    if (stream.longLived && !wasHolding && body.length > 0) {
+      // A message began: the body timeout counts from here.
+      stream.waitingSince = this.readAt;
+      this.touched.push(stream);
     }
-    this.grantConnectionWindow();
+    this.openStreamWindow(stream);
   }
 
-  /** A stream handed `n` bytes of its body to the application: they are no longer held here. */
-  released(n: number): void {
-    this.bufferedBody -= n;
-    this.grantConnectionWindow();
+  /** Tells the connection's flow control how the stream's held bytes changed, `n` octets having arrived. */
+  private settleHeld(stream: H2Stream, n: number): void {
+    const held = stream.closed ? 0 : stream.body.length;
+    const delta = held - stream.heldCounted;
+    stream.heldCounted = held;
+    this.inflow.settle(n, delta);
   }
 
-  /** Gives the connection's window back once half is used, unless too much body is held. */
-  private grantConnectionWindow(): void {
-    if (this.recvConsumed >= WINDOW_UPDATE_THRESHOLD && this.bufferedBody < MAX_BUFFERED_BODY) {
-      this.writeWindowUpdate(0, this.recvConsumed);
-      this.recvConsumed = 0;
-    }
+  /** The application took held bytes, or accepts a different amount: flow control follows. */
+  bodyChanged(stream: H2Stream): void {
+    if (stream === this.inData || stream.closed) return;
+    this.settleHeld(stream, 0);
+    this.openStreamWindow(stream);
+    this.scheduleFlush();
+  }
+
+  /** Opens the stream's window up to what the application accepts, in updates worth a frame. */
+  private openStreamWindow(stream: H2Stream): void {
+    if (stream.remoteEnded) return;
+    const room = stream.bodyLimit - stream.body.length - stream.recvWindow;
+    if (room <= 0 || (room < WINDOW_UPDATE_THRESHOLD && stream.recvWindow >= WINDOW_UPDATE_THRESHOLD)) return;
+    stream.recvWindow += room;
+    this.writer.windowUpdate(stream.id, room);
+    this.scheduleFlush();
   }
 
   private onHeadersFrame(flags: number, id: number, buf: Buffer, start: number, end: number): void {
@@ -399,19 +439,25 @@ export class H2Connection {
     const fragmentEnd = this.unpadded(flags, buf, start, end);
     if (fragmentEnd === undefined) return;
     let fragmentStart = (flags & Flag.PADDED) !== 0 ? start + 1 : start;
-    if ((flags & Flag.PRIORITY) !== 0) fragmentStart += 5;
-    if (fragmentStart > fragmentEnd) {
-      this.fail(ErrorCode.FRAME_SIZE_ERROR, 'HEADERS shorter than its priority fields');
-      return;
+    let dependency = 0;
+    if ((flags & Flag.PRIORITY) !== 0) {
+      if (fragmentStart + 5 > fragmentEnd) {
+        this.fail(ErrorCode.FRAME_SIZE_ERROR, 'HEADERS shorter than its priority fields');
+        return;
+      }
+      dependency = buf.readUInt32BE(fragmentStart) & 0x7fffffff;
+      fragmentStart += 5;
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
     if ((flags & Flag.END_HEADERS) !== 0) {
-      this.onHeaderBlock(id, endStream, buf, fragmentStart, fragmentEnd);
+      this.onHeaderBlock(id, endStream, dependency, buf, fragmentStart, fragmentEnd);
       return;
     }
     this.continuationOf = id;
     this.headerEndStream = endStream;
-    this.headerParts = [buf.subarray(fragmentStart, fragmentEnd)];
+    this.headerDependency = dependency;
+    // Copies: the block may span reads, and must not pin them.
+    this.headerParts = [Buffer.from(buf.subarray(fragmentStart, fragmentEnd))];
     this.headerBytes = fragmentEnd - fragmentStart;
   }
 
@@ -425,19 +471,16 @@ export class H2Connection {
       this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'a header block larger than the header list limit');
       return;
     }
-    if (end === start && (flags & Flag.END_HEADERS) === 0 && ++this.emptyFrames > MAX_EMPTY_FRAMES) {
-      this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too many empty frames');
-      return;
-    }
-    this.headerParts.push(buf.subarray(start, end));
+    if (end === start && (flags & Flag.END_HEADERS) === 0 && !this.spendControl()) return;
+    this.headerParts.push(Buffer.from(buf.subarray(start, end)));
     if ((flags & Flag.END_HEADERS) === 0) return;
     this.continuationOf = 0;
     const block = Buffer.concat(this.headerParts, this.headerBytes);
     this.headerParts = [];
-    this.onHeaderBlock(id, this.headerEndStream, block, 0, block.length);
+    this.onHeaderBlock(id, this.headerEndStream, this.headerDependency, block, 0, block.length);
   }
 
-  private onHeaderBlock(id: number, endStream: boolean, buf: Buffer, start: number, end: number): void {
+  private onHeaderBlock(id: number, endStream: boolean, dependency: number, buf: Buffer, start: number, end: number): void {
     // Every block is decoded, even a refused stream's: the dynamic table is the connection's.
     try {
       this.decoder.decode(buf, start, end, this.fields, this.options.maxHeaderListBytes);
@@ -448,84 +491,82 @@ export class H2Connection {
       }
       throw err;
     }
+    const work = this.decoder.representations - HEADER_WORK.freePerBlock;
+    if (work > 0 && !this.headerWork.spend(work, this.readAt)) {
+      this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too much header decoding work');
+      return;
+    }
     const existing = this.streams.get(id);
     if (existing !== undefined) {
       // Trailers from the client: they must end the stream.
       if (existing.remoteEnded) this.streamError(id, ErrorCode.STREAM_CLOSED);
       else if (!endStream) this.streamError(id, ErrorCode.PROTOCOL_ERROR);
-      else {
-        existing.remoteEnded = true;
-        this.handler.ended(existing);
-        this.finishIfDone(existing);
-      }
+      else this.remoteEnd(existing);
       return;
     }
-    if (id <= this.lastStreamId) return; // a stream already closed by us: dropped
-    this.lastStreamId = id;
+    if (!this.streams.isIdle(id)) {
+      // A stream id at or below one already used, and not open (RFC 9113 5.1.1): a connection
+      // error, as nghttp2 and Go answer; unless we reset that stream lately and the client sent
+      // this before it knew (5.4.2).
+      if (!this.streams.wasReset(id)) this.fail(ErrorCode.PROTOCOL_ERROR, `HEADERS on closed stream ${id}`);
+      return;
+    }
+    this.streams.lastId = id;
     if (this.closing) return; // after GOAWAY: the client retries elsewhere
-    if (this.streams.size >= this.options.maxConcurrentStreams) {
+    if (dependency === id) {
+      this.refuse(id, ErrorCode.PROTOCOL_ERROR); // a stream cannot depend on itself (5.3.1)
+      return;
+    }
+    // Past the process's request budget, new streams are refused (the client retries) rather than grown.
+    if (this.streams.size >= this.options.maxConcurrentStreams || this.options.budgets.requests.exhausted) {
       this.refuse(id, ErrorCode.REFUSED_STREAM);
       return;
     }
     if (this.decoder.tooLarge) {
-      this.writeHeaderFrame(id, HEADERS_TOO_LARGE, true);
-      if (!endStream) this.refuse(id, ErrorCode.NO_ERROR);
+      this.writer.headerBlock(id, HEADERS_TOO_LARGE, true, this.peerMaxFrameSize);
+      if (endStream) this.spendReset();
+      else this.refuse(id, ErrorCode.NO_ERROR);
       return;
     }
-    const stream = new H2Stream(this, id);
-    if (!this.readHeaders(stream.headers)) {
+    const headers = requestHeaders(this.fields);
+    if (headers === undefined) {
       this.refuse(id, ErrorCode.PROTOCOL_ERROR);
       return;
     }
-    this.streams.set(id, stream);
+    const stream = new H2Stream(this, id, this.options.budgets.requests);
+    stream.headers = headers;
+    stream.waitingSince = this.readAt;
+    this.streams.add(stream);
+    this.controlFrames.earn(CONTROL_FRAMES.perStream);
     if (this.streams.size === 1) this.disarmIdle();
-    stream.remoteEnded = endStream;
-    this.handler.opened(stream);
-    if (endStream && !stream.closed) {
-      this.handler.ended(stream);
-      this.finishIfDone(stream);
+    if (endStream) stream.state = StreamState.HalfClosedRemote;
+    stream.call = this.handler.open(stream) ?? NO_CALL;
+    if (stream.closed) return;
+    if (endStream) {
+      stream.call.ended();
+      if (stream.closed) return;
     }
-    if (!stream.closed && stream.deadlineAt !== 0) this.awaitingDeadline.push(stream);
+    this.touched.push(stream);
   }
 
-  /** Fills `headers` from the decoded fields; false when the request is malformed (RFC 9113 8.2, 8.3). */
-  private readHeaders(headers: Record<string, string>): boolean {
-    const fields = this.fields;
-    let regular = false;
-    for (let i = 0; i < fields.length; i += 2) {
-      const name = fields[i]!;
-      const value = fields[i + 1]!;
-      if (name.charCodeAt(0) === 0x3a /* : */) {
-        if (regular) return false;
-        if (name !== ':method' && name !== ':path' && name !== ':scheme' && name !== ':authority') return false;
-        if (headers[name] !== undefined) return false;
-        headers[name] = value;
-        continue;
-      }
-      regular = true;
-      if (name.length === 0 || name === '__proto__') return false;
-      for (let c = 0; c < name.length; c++) {
-        const code = name.charCodeAt(c);
-        if (code >= 0x41 && code <= 0x5a) return false; // upper case
-      }
-      if (name === 'connection' || name === 'keep-alive' || name === 'proxy-connection' || name === 'transfer-encoding' || name === 'upgrade') {
-        return false;
-      }
-      if (name === 'te' && value !== 'trailers') return false;
-      const before = headers[name];
-      headers[name] = before === undefined ? value : `${before}${name === 'cookie' ? '; ' : ', '}${value}`;
-    }
-    const method = headers[':method'];
-    if (method === undefined) return false;
-    return method === 'CONNECT' || (headers[':scheme'] !== undefined && headers[':path'] !== undefined && headers[':path'] !== '');
+  /** The client ended its side of an open stream. */
+  private remoteEnd(stream: H2Stream): void {
+    stream.state = StreamState.HalfClosedRemote;
+    stream.call.ended();
   }
 
-  private onResetFrame(id: number, _buf: Buffer, start: number, end: number): void {
+  private onPriority(id: number, buf: Buffer, start: number, end: number): void {
+    if (id === 0) this.fail(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+    else if (end - start !== 5) this.streamError(id, ErrorCode.FRAME_SIZE_ERROR);
+    else if ((buf.readUInt32BE(start) & 0x7fffffff) === id) this.streamError(id, ErrorCode.PROTOCOL_ERROR); // 5.3.1
+  }
+
+  private onResetFrame(id: number, start: number, end: number): void {
     if (end - start !== 4) {
       this.fail(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM of the wrong size');
       return;
     }
-    if (id === 0 || id > this.lastStreamId) {
+    if (id === 0 || this.streams.isIdle(id)) {
       this.fail(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
       return;
     }
@@ -537,14 +578,7 @@ export class H2Connection {
 
   /** Takes one reset from the budget; an empty budget ends the connection (rapid reset). */
   private spendReset(): void {
-    const now = performance.now();
-    this.resetTokens = Math.min(RESET_BURST, this.resetTokens + ((now - this.resetRefilledAt) / 1000) * RESETS_PER_SECOND);
-    this.resetRefilledAt = now;
-    if (this.resetTokens < 1) {
-      this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too many stream resets');
-      return;
-    }
-    this.resetTokens -= 1;
+    if (!this.resets.spend(1)) this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too many stream resets');
   }
 
   private onSettings(flags: number, id: number, buf: Buffer, start: number, end: number): void {
@@ -597,7 +631,7 @@ export class H2Connection {
         }
       }
     }
-    this.writeFrame(FrameType.SETTINGS, Flag.ACK, 0, undefined);
+    this.writeAck(FrameType.SETTINGS, undefined);
     this.sendBlocked();
   }
 
@@ -610,12 +644,17 @@ export class H2Connection {
       this.fail(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
       return;
     }
-    if ((flags & Flag.ACK) !== 0) {
-      clearTimeout(this.pingDeadline);
-      this.pingDeadline = undefined;
+    if ((flags & Flag.ACK) === 0) {
+      this.writeAck(FrameType.PING, buf.subarray(start, end));
       return;
     }
-    this.writeFrame(FrameType.PING, Flag.ACK, 0, buf.subarray(start, end));
+    // Only the acknowledgement of our own PING answers it; any other is ignored.
+    const ours = this.pingPayload;
+    if (ours !== undefined && buf.compare(ours, 0, 8, start, end) === 0) {
+      clearTimeout(this.pingDeadline);
+      this.pingDeadline = undefined;
+      this.pingPayload = undefined;
+    }
   }
 
   private onWindowUpdate(id: number, buf: Buffer, start: number, end: number): void {
@@ -632,7 +671,7 @@ export class H2Connection {
     }
     const stream = this.streams.get(id);
     if (stream === undefined) {
-      if (id > this.lastStreamId) this.fail(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
+      if (this.streams.isIdle(id)) this.fail(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
       return;
     }
     if (increment === 0) this.streamError(id, ErrorCode.PROTOCOL_ERROR);
@@ -641,28 +680,6 @@ export class H2Connection {
   }
 
   // ---- writing ----
-
-  /** Room for `bytes` more output; returns the position to write at. */
-  private reserve(bytes: number): number {
-    const pos = this.outLength;
-    if (pos + bytes > this.out.length) {
-      const bigger = Buffer.allocUnsafe(Math.max(this.out.length * 2, pos + bytes));
-      this.out.copy(bigger, 0, 0, pos);
-      this.out = bigger;
-    }
-    this.outLength = pos + bytes;
-    this.scheduleFlush();
-    return pos;
-  }
-
-  /**
-   * Reserves a frame of `length` payload bytes and writes its header; returns where the payload
-   * goes. (Reserving first matters: it may replace `this.out`.)
-   */
-  private frameHeader(length: number, type: FrameType, flags: number, id: number): number {
-    const pos = this.reserve(FRAME_HEADER_BYTES + length);
-    return writeFrameHeader(this.out, pos, length, type, flags, id);
-  }
 
   private scheduleFlush(): void {
     if (this.reading || this.flushQueued) return;
@@ -673,113 +690,71 @@ export class H2Connection {
   /** Writes what this turn produced in one piece. */
   flush(): void {
     this.flushQueued = false;
-    if (this.closing && this.streams.size === 0 && !this.dead) {
+    if (this.dead) return;
+    if (this.closing && this.streams.size === 0) {
       this.end();
       return;
     }
-    const length = this.outLength;
-    if (length === 0) return;
-    if (!this.socket.writable) {
-      this.outLength = 0; // the peer is gone: nothing can be written any more
+    const increment = this.inflow.takeUpdate();
+    if (increment > 0) this.writer.windowUpdate(0, increment);
+    if (this.writer.length === 0) return;
+    const socket = this.socket;
+    if (!socket.writable) {
+      this.writer.clear(); // the peer is gone: nothing can be written any more
       return;
     }
-    const chunk = Buffer.allocUnsafe(length);
-    this.out.copy(chunk, 0, 0, length);
-    this.outLength = 0;
-    this.socket.write(chunk);
-    if (this.socket.writableLength > WRITE_BUFFER_HIGH && !this.socket.isPaused()) {
-      // A peer that does not read: stop reading its requests until it does.
-      this.socket.pause();
-      this.socket.once('drain', () => this.socket.resume());
-    }
-  }
-
-  private writeFrame(type: FrameType, flags: number, id: number, payload: Buffer | undefined): void {
-    const length = payload === undefined ? 0 : payload.length;
-    const pos = this.frameHeader(length, type, flags, id);
-    if (payload !== undefined) payload.copy(this.out, pos);
-  }
-
-  private writeSettings(): void {
-    const payload = Buffer.allocUnsafe(12);
-    payload.writeUInt16BE(Setting.MAX_CONCURRENT_STREAMS, 0);
-    payload.writeUInt32BE(this.options.maxConcurrentStreams, 2);
-    payload.writeUInt16BE(Setting.MAX_HEADER_LIST_SIZE, 6);
-    payload.writeUInt32BE(this.options.maxHeaderListBytes, 8);
-    this.writeFrame(FrameType.SETTINGS, 0, 0, payload);
-  }
-
-  private writeWindowUpdate(id: number, increment: number): void {
-    const pos = this.frameHeader(4, FrameType.WINDOW_UPDATE, 0, id);
-    this.out.writeUInt32BE(increment, pos);
-  }
-
-  private writeRstStream(id: number, code: ErrorCode): void {
-    const pos = this.frameHeader(4, FrameType.RST_STREAM, 0, id);
-    this.out.writeUInt32BE(code, pos);
-  }
-
-  private writeGoaway(lastId: number, code: ErrorCode, debug: string): void {
-    const text = Buffer.from(debug, 'utf8');
-    const pos = this.frameHeader(8 + text.length, FrameType.GOAWAY, 0, 0);
-    this.out.writeUInt32BE(lastId, pos);
-    this.out.writeUInt32BE(code, pos + 4);
-    text.copy(this.out, pos + 8);
-  }
-
-  /** A header block in one HEADERS frame, or HEADERS and CONTINUATIONs past the peer's frame size. */
-  private writeHeaderFrame(id: number, block: Buffer, endStream: boolean): void {
-    const max = this.peerMaxFrameSize;
-    const endFlag = endStream ? Flag.END_STREAM : 0;
-    if (block.length <= max) {
-      const pos = this.frameHeader(block.length, FrameType.HEADERS, endFlag | Flag.END_HEADERS, id);
-      block.copy(this.out, pos);
+    const accepted = socket.write(this.writer.take());
+    // Acknowledgements in a write the client is not keeping up with wait unread (until 'drain').
+    if (!accepted || this.backlog.behind) this.queuedAcks += this.acksGathered;
+    this.acksGathered = 0;
+    if (!this.backlog.wrote(accepted) || this.queuedAcks > MAX_QUEUED_ACKS) {
+      // The process holds too many unsent answers, or the client does not read its acknowledgements.
+      this.destroy();
       return;
     }
-    for (let from = 0; from < block.length; from += max) {
-      const to = Math.min(from + max, block.length);
-      const type = from === 0 ? FrameType.HEADERS : FrameType.CONTINUATION;
-      const flags = (from === 0 ? endFlag : 0) | (to === block.length ? Flag.END_HEADERS : 0);
-      const pos = this.frameHeader(to - from, type, flags, id);
-      block.copy(this.out, pos, from, to);
-    }
+    // A client that does not read: stop reading its requests until it does.
+    if (socket.writableLength > PEER_BACKLOG_HIGH) this.pause(Paused.Backlog);
+  }
+
+  /** A SETTINGS or PING acknowledgement (counted: a client that does not read them is closed). */
+  private writeAck(type: FrameType, payload: Buffer | undefined): void {
+    this.writer.frame(type, Flag.ACK, 0, payload);
+    this.acksGathered++;
   }
 
   writeHeaders(stream: H2Stream, block: Buffer, endStream: boolean): void {
-    if (stream.closed || stream.headersSent) return;
-    stream.headersSent = true;
-    this.writeHeaderFrame(stream.id, block, endStream);
+    if (stream.closed || stream.response !== ResponseState.None) return;
+    stream.response = ResponseState.Started;
+    this.writer.headerBlock(stream.id, block, endStream, this.peerMaxFrameSize);
+    this.scheduleFlush();
     if (endStream) this.endedLocally(stream);
   }
 
-  /** The common answer: all three frames in one reserve when the window allows. */
+  /** The common answer: all three frames in one reserve when the windows allow. */
   writeAnswer(stream: H2Stream, headers: Buffer, payload: Buffer, trailers: Buffer): void {
-    if (stream.closed || stream.headersSent) return;
+    if (stream.closed || stream.response !== ResponseState.None) return;
     const length = payload.length;
     if (length > this.sendWindow || length > stream.sendWindow || length > this.peerMaxFrameSize) {
       this.writeHeaders(stream, headers, false);
       this.writeData(stream, payload, trailers);
       return;
     }
-    stream.headersSent = true;
+    stream.response = ResponseState.Started;
     this.sendWindow -= length;
     stream.sendWindow -= length;
-    const id = stream.id;
-    let pos = this.reserve(3 * FRAME_HEADER_BYTES + headers.length + length + trailers.length);
-    pos = writeFrameHeader(this.out, pos, headers.length, FrameType.HEADERS, Flag.END_HEADERS, id);
-    headers.copy(this.out, pos);
-    pos = writeFrameHeader(this.out, pos + headers.length, length, FrameType.DATA, 0, id);
-    payload.copy(this.out, pos);
-    pos = writeFrameHeader(this.out, pos + length, trailers.length, FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, id);
-    trailers.copy(this.out, pos);
+    this.writer.answer(stream.id, headers, payload, trailers);
+    this.scheduleFlush();
     this.endedLocally(stream);
   }
 
   /** Response DATA (queued behind flow control), then optionally the trailers that end it. */
   writeData(stream: H2Stream, payload: Buffer | undefined, trailers: Buffer | undefined): void {
-    if (stream.closed || stream.localEnded || stream.queuedTrailers !== undefined) return;
+    if (stream.closed || stream.response === ResponseState.Ending) return;
     if (payload !== undefined && payload.length > 0) (stream.queued ??= []).push(payload);
-    if (trailers !== undefined) stream.queuedTrailers = trailers;
+    if (trailers !== undefined) {
+      stream.queuedTrailers = trailers;
+      stream.response = ResponseState.Ending;
+    }
     this.sendQueued(stream);
   }
 
@@ -794,18 +769,18 @@ export class H2Connection {
         return;
       }
       const take = Math.min(room, next.length);
-      const pos = this.frameHeader(take, FrameType.DATA, 0, stream.id);
-      next.copy(this.out, pos, 0, take);
+      this.writer.data(stream.id, next, 0, take);
       this.sendWindow -= take;
       stream.sendWindow -= take;
       if (take === next.length) queued.shift();
       else queued[0] = next.subarray(take);
     }
     this.blocked.delete(stream);
+    this.scheduleFlush();
     const trailers = stream.queuedTrailers;
     if (trailers !== undefined) {
       stream.queuedTrailers = undefined;
-      this.writeHeaderFrame(stream.id, trailers, true);
+      this.writer.headerBlock(stream.id, trailers, true, this.peerMaxFrameSize);
       this.endedLocally(stream);
     }
   }
@@ -820,7 +795,8 @@ export class H2Connection {
   /** A stream error on `id`: RST_STREAM, and the stream (if open) is over. */
   private streamError(id: number, code: ErrorCode): void {
     const stream = this.streams.get(id);
-    this.writeRstStream(id, code);
+    this.writer.rstStream(id, code);
+    this.streams.noteReset(id);
     if (stream !== undefined) this.closeStream(stream);
     this.spendReset(); // provoked resets count too ("MadeYouReset")
   }
@@ -828,64 +804,99 @@ export class H2Connection {
   /** The application ends a stream it will not answer further (not a reset the peer provoked). */
   resetStream(stream: H2Stream, code: ErrorCode): void {
     if (stream.closed) return;
-    this.writeRstStream(stream.id, code);
+    this.writer.rstStream(stream.id, code);
+    this.streams.noteReset(stream.id);
+    this.scheduleFlush();
     this.closeStream(stream);
   }
 
   /** Refuses a stream that was never opened. */
   private refuse(id: number, code: ErrorCode): void {
-    this.writeRstStream(id, code);
+    this.writer.rstStream(id, code);
+    this.streams.noteReset(id);
     this.spendReset();
   }
 
-  /** We sent END_STREAM: the stream is over once the client has too; an early answer cuts the rest. */
+  /** We sent END_STREAM: an answer before the whole request (an error) cuts the rest (RFC 9113 8.1). */
   private endedLocally(stream: H2Stream): void {
-    stream.localEnded = true;
-    // An answer before the whole request (an error): the client need not send the rest.
-    if (!stream.remoteEnded) this.writeRstStream(stream.id, ErrorCode.NO_ERROR);
+    if (stream.state === StreamState.Open) {
+      this.writer.rstStream(stream.id, ErrorCode.NO_ERROR);
+      this.streams.noteReset(stream.id);
+    }
     this.closeStream(stream);
-  }
-
-  private finishIfDone(stream: H2Stream): void {
-    if (stream.localEnded && stream.remoteEnded) this.closeStream(stream);
   }
 
   private closeStream(stream: H2Stream): void {
     if (stream.closed) return;
-    stream.closed = true;
+    stream.state = StreamState.Closed;
     this.streams.delete(stream.id);
     this.blocked.delete(stream);
     stream.queued = undefined;
     stream.queuedTrailers = undefined;
-    this.bufferedBody -= stream.received;
-    stream.body = [];
+    stream.body.free();
+    if (stream.heldCounted > 0) {
+      this.inflow.release(stream.heldCounted);
+      stream.heldCounted = 0;
+      this.scheduleFlush();
+    }
     if (stream.timer !== undefined) clearTimeout(stream.timer);
-    this.handler.closed(stream);
-    if (this.recvConsumed >= WINDOW_UPDATE_THRESHOLD) this.grantConnectionWindow();
+    stream.call.closed();
     if (this.streams.size === 0) {
       this.armIdle();
       if (this.closing) this.scheduleFlush();
     }
   }
 
-  // ---- deadlines ----
-
-  /** Streams opened in this read with a deadline and still unanswered get a timer. */
-  private armDeadlines(): void {
-    if (this.awaitingDeadline.length === 0) return;
-    const now = performance.now();
-    for (const stream of this.awaitingDeadline) {
-      if (stream.closed || stream.headersSent) continue;
-      stream.timer = setTimeout(deadlinePassed, Math.min(Math.max(0, stream.deadlineAt - now), MAX_TIMER_MS), stream);
-    }
-    this.awaitingDeadline = [];
+  /** The stream must end unanswered: the application answers it, or it is reset. */
+  private abortStream(stream: H2Stream, reason: AbortReason): void {
+    if (stream.closed) return;
+    stream.body.free();
+    stream.call.abort(reason);
+    if (!stream.closed) this.resetStream(stream, reason === 'buffer-full' ? ErrorCode.ENHANCE_YOUR_CALM : ErrorCode.CANCEL);
   }
 
-  /** Called by the deadline timer. */
-  deadlinePassed(stream: H2Stream): void {
+  // ---- stream timers: the deadline, and the time the request may take to arrive ----
+
+  /** When the stream must be answered or aborted; 0 for never. */
+  private dueAt(stream: H2Stream): number {
+    let due = stream.deadlineAt;
+    const timeout = this.options.bodyTimeoutMs;
+    if (timeout > 0 && (stream.longLived ? stream.body.length > 0 : !stream.remoteEnded)) {
+      const bodyDue = stream.waitingSince + timeout;
+      if (due === 0 || bodyDue < due) due = bodyDue;
+    }
+    return due;
+  }
+
+  /** The streams of this read still waiting get a timer for their next due time. */
+  private armTimers(): void {
+    const touched = this.touched;
+    if (touched.length === 0) return;
+    this.touched = [];
+    for (const stream of touched) this.armTimer(stream, this.readAt);
+  }
+
+  private armTimer(stream: H2Stream, now: number): void {
+    if (stream.closed || stream.response !== ResponseState.None) return;
+    const due = this.dueAt(stream);
+    if (due === 0 || (stream.timer !== undefined && stream.timerAt <= due)) return;
+    clearTimeout(stream.timer);
+    stream.timerAt = due;
+    stream.timer = setTimeout(() => this.streamTimerFired(stream), Math.min(Math.max(0, due - now), MAX_TIMER_MS));
+  }
+
+  private streamTimerFired(stream: H2Stream): void {
     stream.timer = undefined;
-    if (stream.closed || stream.headersSent) return;
-    this.handler.deadline(stream);
+    if (stream.closed || stream.response !== ResponseState.None) return;
+    const now = performance.now();
+    const due = this.dueAt(stream);
+    if (due === 0) return;
+    if (due > now) {
+      this.armTimer(stream, now);
+      return;
+    }
+    this.abortStream(stream, stream.deadlineAt !== 0 && stream.deadlineAt <= now ? 'deadline' : 'body-timeout');
+    this.scheduleFlush();
   }
 
   // ---- connection lifecycle ----
@@ -894,14 +905,14 @@ export class H2Connection {
   close(debug = ''): void {
     if (this.closing || this.dead) return;
     this.closing = true;
-    this.writeGoaway(this.lastStreamId, ErrorCode.NO_ERROR, debug);
+    this.writer.goaway(this.streams.lastId, ErrorCode.NO_ERROR, debug);
     this.scheduleFlush();
   }
 
   /** A connection error: GOAWAY with the code, then the socket ends. */
   fail(code: ErrorCode, debug: string): void {
     if (this.dead) return;
-    this.writeGoaway(this.lastStreamId, code, debug);
+    this.writer.goaway(this.streams.lastId, code, debug);
     this.reading = false;
     this.end();
   }
@@ -909,32 +920,39 @@ export class H2Connection {
   private end(): void {
     this.dead = true;
     this.flushQueued = true; // nothing more is written
-    const length = this.outLength;
-    this.outLength = 0;
-    if (!this.socket.destroyed) {
-      if (length > 0) this.socket.end(Buffer.from(this.out.subarray(0, length)));
-      else this.socket.end();
-      const kill = setTimeout(() => this.socket.destroy(), 1000);
+    this.input = EMPTY;
+    const socket = this.socket;
+    if (!socket.destroyed) {
+      if (this.writer.length > 0 && socket.writable) socket.end(this.writer.take());
+      else socket.end();
+      const kill = setTimeout(() => socket.destroy(), 1000);
       kill.unref();
       this.timers.push(kill);
     }
+    this.writer.clear();
     this.closeAll();
   }
 
   /** Closes the socket at once. */
   destroy(): void {
     this.dead = true;
+    this.input = EMPTY;
+    this.writer.clear();
     this.socket.destroy();
     this.closeAll();
   }
 
   private onClose(): void {
     this.dead = true;
+    this.input = EMPTY;
     this.closeAll();
   }
 
   private closeAll(): void {
     for (const stream of [...this.streams.values()]) this.closeStream(stream);
+    this.options.budgets.requests.give(this.carried);
+    this.carried = 0;
+    this.headerParts = [];
     for (const timer of this.timers) clearTimeout(timer);
     clearTimeout(this.idleTimer);
     clearTimeout(this.pingDeadline);
@@ -947,7 +965,9 @@ export class H2Connection {
     this.pingDeadline.unref();
     const payload = Buffer.alloc(8);
     payload.writeDoubleBE(performance.now());
-    this.writeFrame(FrameType.PING, 0, 0, payload);
+    this.pingPayload = payload;
+    this.writer.frame(FrameType.PING, 0, 0, payload);
+    this.scheduleFlush();
   }
 
   /** grpc-go's keepalive: ping a connection silent for keepaliveTimeMs; no answer closes it. */
@@ -985,6 +1005,6 @@ function flushConnection(connection: H2Connection): void {
   connection.flush();
 }
 
-function deadlinePassed(stream: H2Stream): void {
-  stream.connection.deadlinePassed(stream);
+function continueReading(connection: H2Connection): void {
+  connection.continueReading();
 }

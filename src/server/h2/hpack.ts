@@ -94,6 +94,8 @@ export class HpackDecoder {
   private maxSize: number;
   /** True when the last decoded block's header list went over the limit (its fields were cut). */
   tooLarge = false;
+  /** How many representations the last block held: the work its decoding took. */
+  representations = 0;
 
   /** `tableSizeLimit` is our SETTINGS_HEADER_TABLE_SIZE (4096 unless announced otherwise). */
   constructor(private readonly tableSizeLimit = 4096) {
@@ -114,7 +116,9 @@ export class HpackDecoder {
     let listBytes = 0;
     let pos = start;
     let sizeUpdateAllowed = true;
+    let representations = 0;
     while (pos < end) {
+      representations++;
       const first = block[pos]!;
       let name: string;
       let value: string;
@@ -154,6 +158,7 @@ export class HpackDecoder {
       if (listBytes > maxListBytes) this.tooLarge = true;
       else fields.push(name, value);
     }
+    this.representations = representations;
   }
 
   private nameAt(index: number): string {

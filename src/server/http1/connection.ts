@@ -4,8 +4,14 @@
  * (pipelining), all the answers of one socket read in one write. Keep-alive as HTTP/1.1 says
  * (HTTP/1.0 only when asked), `100 Continue` when a client waits for it, and the time bounds the
  * server's sweep applies (request, headers, keep-alive idle).
+ *
+ * Bounded per connection and per process: at most 64 requests read and not answered (the reader
+ * holds the rest back, even within one socket read), request bytes held between reads charged to
+ * the process's request budget, and a client that does not take its answers stops being read,
+ * counts against the process's answer budget and is closed once it takes nothing for 30 s.
  */
 import type net from 'node:net';
+import { PEER_BACKLOG_HIGH, PeerBacklog, type ServerBudgets, serverBudgets } from '../byte-budget';
 import { sanitizeHeader } from '../http-util';
 import { type BodyPlan, type RequestHead, RequestReader } from './parser';
 
@@ -13,7 +19,10 @@ import { type BodyPlan, type RequestHead, RequestReader } from './parser';
 export interface ExchangeHandler {
   /** How to read the body of the request with this head. */
   plan(head: RequestHead): BodyPlan;
-  /** Answers a complete request, now or later, through `exchange.answer`. */
+  /**
+   * Answers a complete request, now or later, through `exchange.answer`. `body` is valid until
+   * this returns (it may be a view of a socket read): copy what must outlive it.
+   */
   handle(head: RequestHead, body: Buffer, exchange: Exchange): void;
 }
 
@@ -29,9 +38,7 @@ export interface ConnectionLimits {
 
 const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
 /** Requests read and not yet answered beyond which the connection stops reading until some are. */
-const MAX_UNANSWERED = 64;
-/** Bytes waiting to be sent beyond which the connection stops reading until the client takes them. */
-const MAX_UNSENT_BYTES = 256 * 1024;
+export const MAX_UNANSWERED = 64;
 
 export const STATUS_TEXT: Readonly<Record<number, string>> = {
   100: 'Continue',
@@ -105,6 +112,7 @@ export class Exchange {
 
 export class Http1Connection {
   private readonly reader: RequestReader;
+  private readonly backlog: PeerBacklog;
   /** Exchanges read and not yet written, oldest first. */
   private readonly queue: Exchange[] = [];
   /** Answers ready to write, gathered while a socket read is handled. */
@@ -125,8 +133,10 @@ export class Http1Connection {
   constructor(
     readonly socket: net.Socket,
     private readonly handler: ExchangeHandler,
+    budgets: ServerBudgets = serverBudgets(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
   ) {
     this.lastActiveMs = Date.now();
+    this.backlog = new PeerBacklog(socket, budgets.answers);
     this.reader = new RequestReader({
       head: (head) => this.handler.plan(head),
       bodyWanted: () => {
@@ -137,7 +147,7 @@ export class Http1Connection {
       },
       complete: (head, body) => this.complete(head, body),
       fail: (status, reason) => this.refuse(status, reason),
-    });
+    }, budgets.requests);
     socket.on('data', (chunk: Buffer) => this.read(chunk));
     socket.on('drain', () => this.maybeResume());
     // The server allows half-open sockets, so that a client that sends its last request and
@@ -169,7 +179,11 @@ export class Http1Connection {
     if (!this.reader.midRequest) this.requestStartMs = 0;
     else if (!wasMidRequest || this.completedInRead || this.requestStartMs === 0) this.requestStartMs = now;
     this.flush();
-    if (!this.ended && (this.queue.length >= MAX_UNANSWERED || this.socket.writableLength > MAX_UNSENT_BYTES)) {
+    this.maybePause();
+  }
+
+  private maybePause(): void {
+    if (!this.ended && !this.paused && (this.reader.held || this.socket.writableLength > PEER_BACKLOG_HIGH)) {
       this.paused = true;
       this.socket.pause();
     }
@@ -186,6 +200,8 @@ export class Http1Connection {
       this.reader.stop();
     }
     this.queue.push(exchange);
+    // Enough unanswered: the reader reads no further request, even from the bytes it has.
+    if (this.queue.length >= MAX_UNANSWERED) this.reader.hold();
     try {
       this.handler.handle(head, body, exchange);
     } catch (err) {
@@ -236,13 +252,23 @@ export class Http1Connection {
       this.out = '';
       return;
     }
-    this.socket.write(this.out);
+    const accepted = this.socket.write(this.out);
     this.out = '';
     this.lastActiveMs = Date.now();
+    // The process holds too many unsent answers: this client, which is not taking its own, goes.
+    if (!this.backlog.wrote(accepted)) this.destroy();
   }
 
   private maybeResume(): void {
-    if (this.paused && !this.ended && this.queue.length < MAX_UNANSWERED && this.socket.writableLength <= MAX_UNSENT_BYTES) {
+    if (this.ended) return;
+    if (this.reader.held && this.queue.length < MAX_UNANSWERED) {
+      // The requests held back are read now, their answers gathered into one write.
+      this.inRead = true;
+      this.reader.release();
+      this.inRead = false;
+      this.flush();
+    }
+    if (this.paused && !this.ended && !this.reader.held && this.socket.writableLength <= PEER_BACKLOG_HIGH) {
       this.paused = false;
       this.socket.resume();
     }
@@ -265,7 +291,8 @@ export class Http1Connection {
       return;
     }
     const start = this.requestStartMs;
-    if (start > 0 && this.reader.midRequest) {
+    // Requests the reader holds back wait for the server, not for the client: no bound.
+    if (start > 0 && this.reader.midRequest && !this.reader.held) {
       const bound = this.reader.readingBody ? limits.requestTimeoutMs : minPositive(limits.headersTimeoutMs, limits.requestTimeoutMs);
       if (bound > 0 && nowMs - start > bound) {
         this.reader.stop();

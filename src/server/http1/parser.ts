@@ -6,10 +6,16 @@
  * different lengths, a coding other than chunked, bare LF line ends, folded header lines.
  *
  * Errors carry the status Go's net/http answers for them (upstream's HTTP server): 400, 413,
- * 417, 431, 501, 505. After an error the reader accepts nothing more: the connection closes.
+ * 417, 431, 501, 505, and 503 when the process cannot hold more request bytes. After an error
+ * the reader accepts nothing more: the connection closes.
+ *
+ * What it holds between reads (an unfinished head, a body still arriving, requests it was told to
+ * hold back) is copied out of the socket reads and charged to the process's request budget.
  */
 
+import { ByteBudget } from '../byte-budget';
 import { pathOf } from '../http-util';
+import { HeldBody } from '../held-body';
 
 /** A request's head, as read. */
 export interface RequestHead {
@@ -41,7 +47,10 @@ export interface RequestEvents {
   head(head: RequestHead): BodyPlan | undefined;
   /** The client waits for `100 Continue` before it sends the body (which is wanted). */
   bodyWanted(head: RequestHead): void;
-  /** The whole request has arrived (an empty buffer when the body was dropped or empty). */
+  /**
+   * The whole request has arrived (an empty buffer when the body was dropped or empty). The body
+   * may be a view of a socket read, valid until this returns: copy what must outlive it.
+   */
   complete(head: RequestHead, body: Buffer): void;
   /** The input is not a request this server accepts; nothing more is read. */
   fail(status: number, reason: string): void;
@@ -63,6 +72,7 @@ const enum State {
 }
 
 const EMPTY = Buffer.alloc(0);
+const OUT_OF_BUFFER = 'the server holds too many incomplete requests (REQUEST_MAX_BUFFERED_BYTES)';
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Characters a header value may not hold (controls other than HTAB, and DEL). */
 const BAD_VALUE = /[\x00-\x08\x0a-\x1f\x7f]/;
@@ -83,12 +93,21 @@ export class RequestReader {
   /** Body bytes still to come: of the Content-Length, or of the current chunk. */
   private remaining = 0;
   private bodySize = 0;
-  private parts: Buffer[] = [];
+  private readonly body: HeldBody;
   private trailerBytes = 0;
   /** Empty lines were read where a request line was due: a request has begun, for the time bounds. */
   private blankLines = false;
+  /** Told to read no further request for now (the connection has too many unanswered). */
+  private holding = false;
+  /** Bytes of `pending` charged to the budget. */
+  private pendingCharged = 0;
 
-  constructor(private readonly events: RequestEvents) {}
+  constructor(
+    private readonly events: RequestEvents,
+    private readonly budget: ByteBudget = new ByteBudget(Number.MAX_SAFE_INTEGER),
+  ) {
+    this.body = new HeldBody(budget);
+  }
 
   /** True while a request has begun and not yet completed (for the request timeout). */
   get midRequest(): boolean {
@@ -104,27 +123,55 @@ export class RequestReader {
     return this.state === State.Failed;
   }
 
+  /** True while told to read no further request (see {@link hold}). */
+  get held(): boolean {
+    return this.holding;
+  }
+
   /** Stops reading: what is buffered and what comes later is ignored. */
   stop(): void {
     this.state = State.Failed;
     this.pending = EMPTY;
-    this.parts = [];
+    this.budget.give(this.pendingCharged);
+    this.pendingCharged = 0;
+    this.body.free();
+  }
+
+  /** Reads no further request after the one being completed; later bytes wait in the reader. */
+  hold(): void {
+    this.holding = true;
+  }
+
+  /** Reads on: the requests that waited are read now. */
+  release(): void {
+    if (!this.holding) return;
+    this.holding = false;
+    this.push(EMPTY);
   }
 
   /** Consumes `chunk`, calling the events for every head, request and error it completes. */
   push(chunk: Buffer): void {
     if (this.failed) return;
-    const buf = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
+    const buf = this.pending.length === 0 ? chunk : chunk.length === 0 ? this.pending : Buffer.concat([this.pending, chunk]);
     let at = 0;
-    while (at < buf.length && !this.failed) {
+    while (at < buf.length && !this.failed && !this.holding) {
       const next = this.step(buf, at);
       if (next < 0) break; // needs more bytes
       at = next;
     }
     if (this.failed) return;
-    // Only an unfinished head, chunk line or trailer is left over (bodies are always consumed);
-    // a copy, so that it does not pin a whole socket read.
-    this.pending = at === buf.length ? EMPTY : Buffer.from(buf.subarray(at));
+    // Left over: an unfinished head, chunk line or trailer, or requests held back; a copy, so that
+    // it does not pin a whole socket read. A body being read is kept as it arrives.
+    this.pending = at === buf.length ? EMPTY : at === 0 && buf !== chunk ? buf : Buffer.from(buf.subarray(at));
+    const more = this.pending.length - this.pendingCharged;
+    if (more > 0 && !this.budget.tryTake(more)) {
+      this.pending = EMPTY;
+      this.refuse(503, OUT_OF_BUFFER);
+      return;
+    }
+    if (more < 0) this.budget.give(-more);
+    this.pendingCharged = this.pending.length;
+    if (this.plan.keep && !this.body.keep(this.plan.limit)) this.refuse(503, OUT_OF_BUFFER);
   }
 
   /** One step from `at`: returns where the next starts, or -1 when more bytes are needed. */
@@ -134,7 +181,7 @@ export class RequestReader {
         return this.readHead(buf, at);
       case State.Length: {
         const n = Math.min(this.remaining, buf.length - at);
-        this.take(buf, at, n);
+        if (!this.take(buf, at, n)) return -1;
         this.remaining -= n;
         if (this.remaining === 0) this.finish();
         return at + n;
@@ -143,7 +190,7 @@ export class RequestReader {
         return this.readChunkSize(buf, at);
       case State.ChunkData: {
         const n = Math.min(this.remaining, buf.length - at);
-        this.take(buf, at, n);
+        if (!this.take(buf, at, n)) return -1;
         this.remaining -= n;
         if (this.remaining === 0) this.state = State.ChunkDataEnd;
         return at + n;
@@ -351,20 +398,24 @@ export class RequestReader {
     return end + 2;
   }
 
-  private take(buf: Buffer, at: number, n: number): void {
-    if (n === 0) return;
+  /** Body bytes: kept or counted. False when they cannot be held (the request is refused). */
+  private take(buf: Buffer, at: number, n: number): boolean {
+    if (n === 0) return true;
     this.bodySize += n;
-    if (this.plan.keep) this.parts.push(buf.subarray(at, at + n));
+    if (!this.plan.keep) return true;
+    const body = this.body;
+    if (body.length === 0) body.lend(buf, at, at + n);
+    else if (!body.append(buf, at, at + n, this.plan.limit)) return this.refused(503, OUT_OF_BUFFER);
+    return true;
   }
 
   private finish(): void {
     const head = this.head!;
-    const parts = this.parts;
-    const body = parts.length === 0 ? EMPTY : parts.length === 1 ? parts[0]! : Buffer.concat(parts);
-    this.parts = [];
+    const body = this.body.bytes();
     this.head = undefined;
     this.state = State.Head;
     this.events.complete(head, body);
+    this.body.free();
   }
 
   private refuse(status: number, reason: string): number {

@@ -132,7 +132,7 @@ const clients: Client[] = [];
 
 async function start(requestTimeoutMs = 0): Promise<Started> {
   const handler = new TestHandler();
-  const srv = httpSocketServer(handler, undefined, '', quiet, requestTimeoutMs);
+  const srv = httpSocketServer(handler, { logger: quiet, requestTimeoutMs });
   const sockets: net.Socket[] = [];
   const serverSide = new Watched();
   srv.server.on('connection', (s: net.Socket) => {

@@ -1,0 +1,48 @@
+/**
+ * What one connection may make the server do beyond answering requests, each a token bucket: a
+ * burst, then a rate per second. A client past one is ended with GOAWAY ENHANCE_YOUR_CALM, as
+ * nghttp2 and Go end the abusive peers of the known HTTP/2 attacks.
+ */
+
+/** Stream resets a client sends or provokes (rapid reset): nghttp2's defaults. */
+export const RESETS = { burst: 1000, perSecond: 33 } as const;
+/**
+ * Frames that carry no request (SETTINGS, PING, PRIORITY, WINDOW_UPDATE, empty DATA and
+ * CONTINUATION, unknown types): a flood of them costs the server for nothing. Each request stream
+ * earns `perStream` more, for the window updates and pings that come with real traffic.
+ */
+export const CONTROL_FRAMES = { burst: 5000, perSecond: 500, perStream: 10 } as const;
+/**
+ * Header field representations decoded (the work of HPACK decoding): a block's first `freePerBlock`
+ * are free, so requests never touch the bucket; an HPACK bomb (one large table entry referenced
+ * tens of thousands of times) spends it at once.
+ */
+export const HEADER_WORK = { burst: 200_000, perSecond: 100_000, freePerBlock: 256 } as const;
+
+export class TokenBucket {
+  private tokens: number;
+  private refilledAt: number;
+
+  constructor(
+    private readonly burst: number,
+    private readonly perSecond: number,
+    now = performance.now(),
+  ) {
+    this.tokens = burst;
+    this.refilledAt = now;
+  }
+
+  /** Spends `n` tokens; false when there are not enough (the caller ends the connection). */
+  spend(n = 1, now = performance.now()): boolean {
+    this.tokens = Math.min(this.burst, this.tokens + ((now - this.refilledAt) / 1000) * this.perSecond);
+    this.refilledAt = now;
+    if (this.tokens < n) return false;
+    this.tokens -= n;
+    return true;
+  }
+
+  /** Adds `n` tokens (up to the burst). */
+  earn(n: number): void {
+    this.tokens = Math.min(this.burst, this.tokens + n);
+  }
+}
