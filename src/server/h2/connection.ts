@@ -196,6 +196,12 @@ export class H2Connection implements StreamOwner {
     if ((this.paused & Paused.Turn) === 0) this.readFrames();
   }
 
+  /** What the last read left is being read now: not held any more (chargeCarried counts what is left after). */
+  private uncharge(): void {
+    this.options.budgets.requests.give(this.carried);
+    this.carried = 0;
+  }
+
   /** Handles the frames of `input`, up to this turn's share; the rest waits for the next turn. */
   private readFrames(): void {
     let buf = this.input;
@@ -210,6 +216,7 @@ export class H2Connection implements StreamOwner {
       this.prefaceSeen = true;
       buf = buf.subarray(n);
     }
+    this.uncharge();
     const turn = currentTurn();
     if (turn !== this.turn) {
       this.turn = turn;
@@ -254,12 +261,10 @@ export class H2Connection implements StreamOwner {
   private chargeCarried(): boolean {
     if (this.input.length > 0 && this.input.length < FRAME_HEADER_BYTES + DEFAULT_MAX_FRAME_SIZE) this.input = Buffer.from(this.input);
     const carried = this.input.length + (this.continuationOf !== 0 ? this.headerBytes : 0);
-    const more = carried - this.carried;
-    if (more > 0 && !this.options.budgets.requests.tryTake(more)) {
+    if (!this.options.budgets.requests.tryTake(carried)) {
       this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'the server holds too many incomplete requests');
       return false;
     }
-    if (more < 0) this.options.budgets.requests.give(-more);
     this.carried = carried;
     return true;
   }
@@ -950,8 +955,7 @@ export class H2Connection implements StreamOwner {
 
   private closeAll(): void {
     for (const stream of [...this.streams.values()]) this.closeStream(stream);
-    this.options.budgets.requests.give(this.carried);
-    this.carried = 0;
+    this.uncharge();
     this.headerParts = [];
     for (const timer of this.timers) clearTimeout(timer);
     clearTimeout(this.idleTimer);

@@ -1,0 +1,239 @@
+/**
+ * What a client can make our HTTP/2 server hold, and for how long: unfinished request bodies (per
+ * stream, per connection, per process), requests that never finish arriving, connections beyond
+ * the cap, and a flood of calls on one connection while another waits. Each test watches what the
+ * server lets through (windows it grants, frames it sends, bytes its budgets hold) and waits for
+ * events; none measures time.
+ */
+import net from 'node:net';
+import type { RateLimitRequest } from '../../../src/core/rls';
+import { serverBudgets } from '../../../src/server/byte-budget';
+import { ErrorCode, FrameType } from '../../../src/server/h2/frames';
+import type { Decider } from '../../../src/server/http';
+import { StatsStore } from '../../../src/stats/store';
+import {
+  closeRawClients,
+  dataFrame,
+  grpcMessage,
+  grpcStatusOf,
+  headersFrame,
+  RawH2Client,
+  rateLimitCall,
+  rateLimitMessage,
+  requestBlock,
+  rstStreamFrame,
+  windowUpdateFrame,
+} from '../../support/h2-frames';
+import { memoryRateLimitService } from '../../support/grpc-service';
+import { expectServed, rateLimitClient, startSocketServer, stopSocketServers } from '../../support/h2-server';
+
+afterEach(async () => {
+  closeRawClients();
+  await stopSocketServers();
+});
+
+const WINDOW = 65_535;
+const MAX_FRAME = 16_384;
+
+/** The window the server has granted on `streamId` (0: the connection) beyond the initial one. */
+function granted(client: RawH2Client, streamId: number): number {
+  let sum = 0;
+  for (const f of client.frames) if (f.type === FrameType.WINDOW_UPDATE && f.streamId === streamId) sum += f.payload.readUInt32BE(0) & 0x7fffffff;
+  return sum;
+}
+
+/**
+ * Sends `bytes[from...]` on `streamId` as far as the windows the server granted allow (in frames of
+ * at most 16 KiB), then waits for a round trip so that the updates that answer it are in. Returns
+ * how many bytes were sent. `sent` counts what this client sent per stream and in all (key 0).
+ */
+async function sendWithinWindows(client: RawH2Client, streamId: number, bytes: Buffer, from: number, sent: Map<number, number>): Promise<number> {
+  const room = Math.min(WINDOW + granted(client, 0) - (sent.get(0) ?? 0), WINDOW + granted(client, streamId) - (sent.get(streamId) ?? 0), bytes.length - from);
+  let n = 0;
+  while (n < room) {
+    const size = Math.min(MAX_FRAME, room - n);
+    client.send(dataFrame(streamId, bytes.subarray(from + n, from + n + size)));
+    n += size;
+  }
+  sent.set(0, (sent.get(0) ?? 0) + n);
+  sent.set(streamId, (sent.get(streamId) ?? 0) + n);
+  await client.roundTrip();
+  return n;
+}
+
+/** A valid RateLimitRequest message of about `size` bytes: an unknown field (number 15) pads it. */
+function paddedMessage(size: number): Buffer {
+  const base = rateLimitMessage().subarray(5);
+  const padLength = size - base.length - 5;
+  const pad = Buffer.alloc(padLength, 0x61);
+  const header = Buffer.from([0x7a, 0x80 | (padLength & 0x7f), 0x80 | ((padLength >> 7) & 0x7f), (padLength >> 14) & 0x7f]);
+  return grpcMessage(Buffer.concat([base, header, pad]));
+}
+
+describe('request bodies', () => {
+  test("a stream's window opens only as far as the message it declares, and the whole message is answered", async () => {
+    const server = await startSocketServer();
+    const client = await RawH2Client.connect(server.port);
+    const message = paddedMessage(200_000);
+    const declared = message.length;
+    client.send(headersFrame(1, requestBlock()));
+    const sent = new Map<number, number>();
+    let at = 0;
+    while (at < message.length) {
+      const n = await sendWithinWindows(client, 1, message, at, sent);
+      expect(n).toBeGreaterThan(0);
+      at += n;
+    }
+    // Exactly the message: the initial window and the updates add up to its length, no more.
+    expect(WINDOW + granted(client, 1)).toBe(declared);
+    client.send(dataFrame(1, Buffer.alloc(0), true));
+    const answer = await client.answer(1);
+    expect(grpcStatusOf(answer)).toBe('0');
+
+    // A small message needs no update at all.
+    client.send(rateLimitCall(3));
+    expect(grpcStatusOf(await client.answer(3))).toBe('0');
+    expect(granted(client, 3)).toBe(0);
+    expect(server.budgets.requests.held).toBe(0);
+  });
+
+  test('a connection holds at most 1 MiB and one window of unfinished bodies, however many streams it opens', async () => {
+    const server = await startSocketServer();
+    const client = await RawH2Client.connect(server.port);
+    const message = paddedMessage(1 << 20);
+    const streams = Array.from({ length: 32 }, (_, i) => 1 + 2 * i);
+    for (const id of streams) client.send(headersFrame(id, requestBlock()));
+    const sent = new Map<number, number>();
+    // Round robin over the streams until the server grants nothing more (at most 64 rounds).
+    for (let round = 0; round < 64; round++) {
+      let progress = 0;
+      for (const id of streams) progress += await sendWithinWindows(client, id, message, sent.get(id) ?? 0, sent);
+      if (progress === 0) break;
+    }
+    const total = sent.get(0)!;
+    // The connection's held bytes: REQUEST_MAX_BYTES + 5 (the listener's 1 MiB), then one window.
+    expect(total).toBeLessThanOrEqual((1 << 20) + 5 + WINDOW);
+    expect(total).toBeGreaterThan(1 << 20);
+    expect(server.budgets.requests.held).toBeGreaterThan(0);
+    // The streams end: every byte goes back to the process.
+    client.send(...streams.map((id) => rstStreamFrame(id, ErrorCode.CANCEL)));
+    await client.roundTrip();
+    expect(server.budgets.requests.held).toBe(0);
+  });
+
+  test('the process budget: past it new streams are refused, a stream that would grow it is answered RESOURCE_EXHAUSTED, and a good client is served', async () => {
+    const server = await startSocketServer({}, { budgets: serverBudgets(64 * 1024) });
+    const good = rateLimitClient(server.address);
+    await expectServed(good);
+    const abuser = await RawH2Client.connect(server.port);
+    const message = paddedMessage(1 << 20);
+    // Two streams hold 32 KiB each (two full frames): 64 KiB of storage, the whole budget. Each
+    // write is read whole before the next (a frame cut by a read would be held, and charged, too).
+    abuser.send(headersFrame(1, requestBlock()), headersFrame(3, requestBlock()));
+    for (const [id, from] of [[1, 0], [3, 0], [1, MAX_FRAME], [3, MAX_FRAME]] as const) {
+      abuser.send(dataFrame(id, message.subarray(from, from + MAX_FRAME)));
+      await abuser.roundTrip();
+    }
+    expect(server.budgets.requests.held).toBe(64 * 1024);
+    // A new stream is refused for the client to retry.
+    abuser.send(rateLimitCall(5));
+    expect((await abuser.answer(5)).reset).toBe(ErrorCode.REFUSED_STREAM);
+    // One more byte on stream 1 would grow the budget: its call is answered, the bytes dropped.
+    abuser.send(dataFrame(1, message.subarray(2 * MAX_FRAME, 2 * MAX_FRAME + 100)));
+    const refused = await abuser.answer(1);
+    expect(grpcStatusOf(refused)).toBe('8');
+    expect(refused.headers?.['grpc-message']).toContain('REQUEST_MAX_BUFFERED_BYTES');
+    expect(server.budgets.requests.held).toBe(32 * 1024);
+    // Room again: new streams are admitted, and a good client (whole calls in one read) is served.
+    abuser.send(rateLimitCall(7));
+    expect(grpcStatusOf(await abuser.answer(7))).toBe('0');
+    await expectServed(good);
+    abuser.close();
+  });
+
+  test('GRPC_REQUEST_BODY_TIMEOUT: a request that stops arriving is answered DEADLINE_EXCEEDED whatever its deadline, its bytes released', async () => {
+    const server = await startSocketServer({ requestBodyTimeoutMs: 200 });
+    const client = await RawH2Client.connect(server.port);
+    const message = rateLimitMessage();
+    // Half a message, and a deadline of an hour.
+    client.send(headersFrame(1, requestBlock([['grpc-timeout', '1H']])), dataFrame(1, message.subarray(0, 8)));
+    // Headers alone.
+    client.send(headersFrame(3, requestBlock()));
+    // A whole call on the same connection is not affected.
+    client.send(rateLimitCall(5));
+    expect(grpcStatusOf(await client.answer(5))).toBe('0');
+    for (const id of [1, 3]) {
+      const answer = await client.answer(id);
+      expect(grpcStatusOf(answer)).toBe('4');
+      expect(answer.headers?.['grpc-message']).toContain('GRPC_REQUEST_BODY_TIMEOUT');
+    }
+    await client.roundTrip();
+    expect(server.budgets.requests.held).toBe(0);
+    expect(client.goaway()).toBeUndefined();
+  });
+
+  test('GRPC_MAX_CONNECTIONS: connections beyond the cap are closed as they arrive; one leaving makes room', async () => {
+    const server = await startSocketServer({ maxConnections: 2 });
+    const first = await RawH2Client.connect(server.port);
+    const second = await RawH2Client.connect(server.port);
+    const third = await RawH2Client.connect(server.port, { handshake: false });
+    await third.waitForClose();
+    first.close();
+    await waitForServerSockets(server.serverSockets, 1);
+    const fourth = await RawH2Client.connect(server.port);
+    fourth.send(rateLimitCall(1));
+    expect(grpcStatusOf(await fourth.answer(1))).toBe('0');
+    second.send(rateLimitCall(1));
+    expect(grpcStatusOf(await second.answer(1))).toBe('0');
+  });
+});
+
+/** Resolves once at most `open` of the server's sockets are still open. */
+async function waitForServerSockets(sockets: net.Socket[], open: number): Promise<void> {
+  const live = sockets.filter((s) => !s.destroyed);
+  if (live.length <= open) return;
+  await Promise.race(live.map((s) => new Promise((resolve) => s.once('close', resolve))));
+  await waitForServerSockets(sockets, open);
+}
+
+/**
+ * One connection sending calls as fast as it can must not hold another's call back: the server
+ * handles at most 64 KiB of a connection's frames per loop turn, then lets the others run. The
+ * proof is the order of decisions: the good call, sent when the flood's first call is decided,
+ * is decided after at most a few turns' worth of the flood, not after all of it.
+ */
+test('a flood of calls on one connection: another connection\'s call is decided within a few turns, not after the flood', async () => {
+  const stats = new StatsStore();
+  const inner = memoryRateLimitService(stats, 'domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n');
+  const decided: string[] = [];
+  let onFirstFlood: (() => void) | undefined;
+  const service: Decider = {
+    decideNow(request: RateLimitRequest) {
+      const user = request.descriptors[0]?.entries[0]?.value ?? '';
+      decided.push(user);
+      if (user === 'flood' && onFirstFlood !== undefined) {
+        const send = onFirstFlood;
+        onFirstFlood = undefined;
+        send();
+      }
+      return inner.decideNow(request);
+    },
+  };
+  const server = await startSocketServer({}, { service });
+  const flooder = await RawH2Client.connect(server.port);
+  const good = await RawH2Client.connect(server.port);
+  const CALLS = 20_000;
+  const flood: Buffer[] = [];
+  for (let i = 0; i < CALLS; i++) flood.push(headersFrame(1 + 2 * i, requestBlock()), dataFrame(1 + 2 * i, rateLimitMessage({ user: 'flood' }), true));
+  // All the connection window the answers need.
+  flooder.send(windowUpdateFrame(0, 2 ** 31 - 1 - WINDOW));
+  onFirstFlood = () => good.send(headersFrame(1, requestBlock()), dataFrame(1, rateLimitMessage({ user: 'good' }), true));
+  flooder.send(Buffer.concat(flood));
+  expect(grpcStatusOf(await good.answer(1))).toBe('0');
+  const position = decided.indexOf('good');
+  // A turn's 64 KiB holds about 500 of these calls; without turns the good call waits for all.
+  expect(position).toBeGreaterThan(0);
+  expect(position).toBeLessThan(CALLS / 4);
+  await flooder.waitFor(() => (flooder.streams.get(2 * CALLS - 1)?.ended ?? false), 'the last flood answer', 20_000);
+  expect(flooder.streams.get(2 * CALLS - 1)?.trailers?.['grpc-status']).toBe('0');
+});
