@@ -7,7 +7,7 @@
  */
 import net from 'node:net';
 import { PEER_BACKLOG_HIGH, serverBudgets } from '../../../src/server/byte-budget';
-import { CONTROL_FRAMES } from '../../../src/server/h2/budgets';
+import { CONTROL_FRAMES, HEADER_WORK } from '../../../src/server/h2/budgets';
 import { H2Connection, type StreamHandler } from '../../../src/server/h2/connection';
 import { ErrorCode, FrameType, Setting } from '../../../src/server/h2/frames';
 import { encodeHeaderBlock } from '../../../src/server/h2/hpack';
@@ -319,6 +319,61 @@ test('HPACK bomb: one 4 KiB table entry referenced 60000 times is answered 431, 
  * frames without requests (the handshake spent 2 of it, the stream earned 10, and the PING of a
  * round trip takes one).
  */
+/**
+ * Frames that carry no request and need no acknowledgement: each costs the server a frame's work
+ * and nothing else, so the same budget ends a flood of them.
+ */
+test(`HPACK bomb flood: the budget of decoding work (${HEADER_WORK.burst} representations, then ${HEADER_WORK.perSecond} a second) ends the connection`, async () => {
+  const server = await startSocketServer();
+  const good = rateLimitClient(server.address);
+  const abuser = await RawH2Client.connect(server.port);
+  abuser.send(rateLimitCall(1, Buffer.concat([requestBlock(), literalWithIndexing('x-bomb', 'b'.repeat(4000))])));
+  expect(grpcStatusOf(await abuser.answer(1))).toBe('0');
+  const references = 60_000;
+  const work = references + 6 - HEADER_WORK.freePerBlock; // the request's own 6 fields too
+  const started = performance.now();
+  let streamId = 3;
+  for (let i = 0; i < 20 && abuser.goaway() === undefined; i++, streamId += 2) {
+    abuser.send(...headerBlockFrames(streamId, Buffer.concat([requestBlock(), Buffer.alloc(references, 0xbe)]), true));
+    await expectServed(good);
+  }
+  const goaway = await goawayAfterAll(abuser);
+  const seconds = (performance.now() - started) / 1000;
+  expect(goaway?.code).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+  expect(goaway?.debug).toBe('too much header decoding work');
+  // Each bomb up to the last stream GOAWAY names was decoded and answered 431 (the next one was not).
+  const answered = [...abuser.streams.values()].filter((s) => s.headers?.[':status'] === '431').length;
+  expect(answered).toBe((goaway!.lastStreamId - 1) / 2);
+  expect(answered).toBeGreaterThanOrEqual(Math.floor(HEADER_WORK.burst / work));
+  expect(answered).toBeLessThanOrEqual(Math.floor((HEADER_WORK.burst + HEADER_WORK.perSecond * seconds) / work));
+  await expectServed(good);
+});
+
+describe.each([
+  { kind: 'PRIORITY', flood: frame(FrameType.PRIORITY, 0, 3, Buffer.from([0, 0, 0, 1, 16])) },
+  { kind: 'WINDOW_UPDATE of 1 on the connection', flood: windowUpdateFrame(0, 1) },
+  { kind: 'an unknown frame type', flood: frame(0x42, 0, 0, Buffer.alloc(4)) },
+])('$kind flood', ({ flood }) => {
+  test(`GOAWAY ENHANCE_YOUR_CALM once past the budget (${CONTROL_FRAMES.burst}, then ${CONTROL_FRAMES.perSecond} a second); others are served meanwhile`, async () => {
+    const server = await startSocketServer();
+    const good = rateLimitClient(server.address);
+    const abuser = await RawH2Client.connect(server.port);
+    const batch = Buffer.concat(Array.from({ length: 1000 }, () => flood));
+    // Just below the budget (the handshake spent 2, the round trip's PING takes 1): still served.
+    abuser.send(...Array.from({ length: 4 }, () => batch), Buffer.concat(Array.from({ length: CONTROL_FRAMES.burst - 4000 - 3 }, () => flood)));
+    await abuser.roundTrip();
+    expect(abuser.goaway()).toBeUndefined();
+    for (let i = 0; i < 20 && abuser.goaway() === undefined; i++) {
+      abuser.send(batch);
+      await expectServed(good);
+    }
+    const goaway = await goawayAfterAll(abuser);
+    expect(goaway?.code).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+    expect(goaway?.debug).toBe('too many frames without requests');
+    await expectServed(good);
+  });
+});
+
 describe('empty frame flood', () => {
   const allowed = CONTROL_FRAMES.burst - 2;
 
