@@ -6,7 +6,7 @@
  * still answers a normal grpc-js call afterwards. A failure names its seed and case to replay.
  */
 import { ErrorCode, Flag, FrameType } from '../../../src/server/h2/frames';
-import { HpackDecoder, HpackError } from '../../../src/server/h2/hpack';
+import { encodeHeaderBlock, HpackDecoder, HpackError } from '../../../src/server/h2/hpack';
 import {
   closeRawClients,
   continuationFrame,
@@ -33,7 +33,11 @@ import { expectServed, rateLimitClient, startSocketServer, stopSocketServers } f
 import { int, pick, prng, type Rng } from '../../support/prng';
 
 const chance = (rng: Rng, p: number): boolean => rng() < p;
-const randomBytes = (rng: Rng, n: number): Buffer => Buffer.from(Array.from({ length: n }, () => int(rng, 256)));
+const randomBytes = (rng: Rng, n: number): Buffer => {
+  const out = Buffer.allocUnsafe(n);
+  for (let i = 0; i < n; i++) out[i] = int(rng, 256);
+  return out;
+};
 const text = (rng: Rng, n: number): string => String.fromCharCode(...Array.from({ length: n }, () => 0x20 + int(rng, 95)));
 
 /** Octets that mean something in HPACK and HTTP/2: prefix boundaries, continuation bits, flags. */
@@ -194,6 +198,15 @@ describe('H2Connection over loopback sockets', () => {
 
   const FRAME_SEED = 0x5eed9113;
   const CONNECTIONS = 100;
+  const SEQUENCE_SEED = 0x5eed5e9a;
+  const SEQUENCES = 120;
+
+  /** Bytes as one gRPC message (uncompressed): the server reads its declared length. */
+  const grpcPrefixed = (message: Buffer): Buffer => {
+    const prefix = Buffer.alloc(5);
+    prefix.writeUInt32BE(message.length, 1);
+    return Buffer.concat([prefix, message]);
+  };
   const FRAME_TYPES = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0x20, 0xff];
 
   /**
@@ -382,6 +395,138 @@ describe('H2Connection over loopback sockets', () => {
     const answer = await client.answer(1);
     expect(answer.headers?.[':status']).toBe('200');
     expect(answer.trailers?.['grpc-status']).toBe('0');
+  });
+
+  /**
+   * Frame sequences against the stream state machine: a few streams opened (whole, split into
+   * CONTINUATIONs, with deadlines and priorities, some depending on themselves), fed with DATA
+   * (parts of messages of up to 100 KB, padding, more than declared, after their end), reset,
+   * given trailers and window, among SETTINGS that change the window (to 0 too) and PINGs, in any
+   * order and cut across reads. Then every stream still open is ended and given window. The
+   * invariants: nothing throws; a connection the server keeps has answered or reset every stream
+   * (none hangs), one it ends got GOAWAY; and once a connection is gone, every byte of the
+   * process's budgets is back (no stream, body, frame or answer leaks).
+   */
+  test(`${SEQUENCES} frame sequences over streams (seed 0x5eed5e9a): every stream ends, the budgets come back to zero`, async () => {
+    const server = await startSocketServer({ maxConcurrentStreams: 8, requestBodyTimeoutMs: 0 });
+    const outcomes = { alive: 0, closed: 0, answered: 0, reset: 0 };
+    for (let c = 0; c < SEQUENCES; c++) {
+      const seed = SEQUENCE_SEED + c;
+      const rng = prng(seed);
+      const client = await RawH2Client.connect(server.port);
+      const serverSide = server.serverSocketOf(client.socket);
+      const opened: number[] = [];
+      const messages = new Map<number, { bytes: Buffer; sent: number; ended: boolean }>();
+      const out: Buffer[] = [];
+      const actions = 10 + int(rng, 60);
+      for (let a = 0; a < actions; a++) {
+        // Any stream the client opened (frames on streams never opened are the other fuzz's).
+        const known = opened.length === 0 ? 0 : pick(rng, opened);
+        switch (opened.length === 0 ? 0 : int(rng, 10)) {
+          case 0:
+          case 1: {
+            const id = 1 + 2 * opened.length;
+            opened.push(id);
+            const size = pick(rng, [20, 200, 5000, 70_000, 100_000]);
+            messages.set(id, { bytes: size <= 20 ? rateLimitMessage() : grpcPrefixed(randomBytes(rng, size)), sent: 0, ended: false });
+            const block = requestBlock(chance(rng, 0.3) ? [['grpc-timeout', `${1 + int(rng, 50)}m`]] : []);
+            const endStream = chance(rng, 0.1);
+            if (endStream) messages.get(id)!.ended = true;
+            if (chance(rng, 0.2)) {
+              const cut = int(rng, block.length);
+              out.push(headersFrame(id, block.subarray(0, cut), { endStream, endHeaders: false }), continuationFrame(id, block.subarray(cut), true));
+            } else if (chance(rng, 0.1)) {
+              const dependency = chance(rng, 0.5) ? id : 0;
+              const priority = Buffer.from([0, 0, 0, 0, 16]);
+              priority.writeUInt32BE(dependency, 0);
+              out.push(frame(FrameType.HEADERS, Flag.PRIORITY | Flag.END_HEADERS | (endStream ? Flag.END_STREAM : 0), id, Buffer.concat([priority, block])));
+            } else out.push(headersFrame(id, block, { endStream }));
+            break;
+          }
+          case 2:
+          case 3:
+          case 4: {
+            const id = known;
+            const m = messages.get(id);
+            // Mostly streams still open; now and then one the client ended or reset (STREAM_CLOSED).
+            if (m === undefined || (m.ended && !chance(rng, 0.05))) break;
+            const n = Math.min(pick(rng, [1, 5, 100, 4000, 16_384]), Math.max(0, m.bytes.length - m.sent) + (chance(rng, 0.05) ? 10 : 0));
+            const chunk = n <= m.bytes.length - m.sent ? m.bytes.subarray(m.sent, m.sent + n) : randomBytes(rng, n);
+            m.sent += n;
+            const end = m.sent >= m.bytes.length ? chance(rng, 0.8) : chance(rng, 0.05);
+            if (end) m.ended = true;
+            out.push(chance(rng, 0.1) ? frame(FrameType.DATA, Flag.PADDED | (end ? Flag.END_STREAM : 0), id, Buffer.concat([Buffer.from([2]), chunk, Buffer.alloc(2)])) : dataFrame(id, chunk, end));
+            break;
+          }
+          case 5: {
+            const id = known;
+            out.push(rstStreamFrame(id, ErrorCode.CANCEL));
+            messages.delete(id);
+            break;
+          }
+          case 6:
+            out.push(windowUpdateFrame(chance(rng, 0.5) ? 0 : known, 1 + int(rng, 1 << 20)));
+            break;
+          case 7:
+            out.push(settingsFrame([[4, pick(rng, [0, 1, 100, 65_535, 1 << 20])]]));
+            break;
+          case 8: {
+            // Trailers end a stream the client has not ended.
+            const m = messages.get(known);
+            if (m === undefined || m.ended) break;
+            m.ended = true;
+            out.push(headersFrame(known, encodeHeaderBlock([['x-trailer', 'v']]), { endStream: true }));
+            break;
+          }
+          default:
+            out.push(chance(rng, 0.5) ? pingFrame(randomBytes(rng, 8)) : frame(FrameType.PRIORITY, 0, known, Buffer.from([0, 0, 0, 0, int(rng, 256)])));
+        }
+      }
+      // Every stream still open ends, and window enough for every answer.
+      for (const [id, m] of messages) if (!m.ended) out.push(dataFrame(id, Buffer.alloc(0), true));
+      out.push(settingsFrame([[4, 65_535]]), windowUpdateFrame(0, 1 << 24));
+      const bytes = Buffer.concat(out);
+      const cuts = [0, ...Array.from({ length: int(rng, 4) }, () => int(rng, bytes.length)).sort((a, b) => a - b), bytes.length];
+      for (let i = 1; i < cuts.length; i++) {
+        client.send(bytes.subarray(cuts[i - 1], cuts[i]));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      let alive: boolean;
+      try {
+        await client.roundTrip(5000);
+        alive = true;
+      } catch (err) {
+        if (!client.closed) throw new Error(`sequence ${c} (seed 0x${seed.toString(16)}) neither answered a PING nor closed: ${String(err)}`);
+        alive = false;
+      }
+      if (alive) {
+        const goaway = client.goaway();
+        expect(goaway === undefined || goaway.code === ErrorCode.NO_ERROR).toBe(true);
+        // Every stream the client did not reset itself was answered or reset by the server.
+        for (const id of messages.keys()) {
+          const s = client.streams.get(id);
+          const done = s !== undefined && (s.ended || s.reset !== undefined);
+          if (!done) throw new Error(`sequence ${c} (seed 0x${seed.toString(16)}): stream ${id} neither answered nor reset`);
+          if (s!.reset !== undefined) outcomes.reset++;
+          else outcomes.answered++;
+        }
+        outcomes.alive++;
+      } else {
+        expect(client.goaway()).toBeDefined();
+        outcomes.closed++;
+      }
+      client.close();
+      if (!serverSide.destroyed) await new Promise((resolve) => serverSide.once('close', resolve));
+      if (server.budgets.requests.held !== 0 || server.budgets.answers.held !== 0) {
+        throw new Error(`sequence ${c} (seed 0x${seed.toString(16)}) left requests ${server.budgets.requests.held}, answers ${server.budgets.answers.held} bytes held`);
+      }
+    }
+    // The generator reaches every outcome.
+    expect(outcomes.alive).toBeGreaterThan(SEQUENCES / 10);
+    expect(outcomes.closed).toBeGreaterThan(SEQUENCES / 50);
+    expect(outcomes.answered).toBeGreaterThan(SEQUENCES / 2);
+    expect(outcomes.reset).toBeGreaterThan(SEQUENCES / 10);
+    await expectServed(rateLimitClient(server.address));
   });
 
   // Found by the HPACK fuzz above: 150 zero continuation octets take the integer's factor to
