@@ -158,6 +158,8 @@ export class H2Connection implements StreamOwner {
   private activity = false;
   private readonly timers: NodeJS.Timeout[] = [];
   private idleTimer: NodeJS.Timeout | undefined;
+  /** Until the preface and the first SETTINGS have arrived. */
+  private handshakeTimer: NodeJS.Timeout | undefined;
   /** The keepalive PING in flight: its payload, and the timer that destroys the connection without its ACK. */
   private pingPayload: Buffer | undefined;
   private pingDeadline: NodeJS.Timeout | undefined;
@@ -177,11 +179,8 @@ export class H2Connection implements StreamOwner {
     socket.on('close', () => this.onClose());
     socket.on('error', () => socket.destroy());
     this.writer.settings(options.maxConcurrentStreams, options.maxHeaderListBytes);
-    const handshake = setTimeout(() => {
-      if (!this.settingsSeen) this.destroy();
-    }, Math.min(options.handshakeTimeoutMs, MAX_TIMER_MS));
-    handshake.unref();
-    this.timers.push(handshake);
+    this.handshakeTimer = setTimeout(() => this.destroy(), Math.min(options.handshakeTimeoutMs, MAX_TIMER_MS));
+    this.handshakeTimer.unref();
     this.startKeepalive();
     this.armIdle();
     this.flush();
@@ -599,7 +598,11 @@ export class H2Connection implements StreamOwner {
       this.fail(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS of a wrong size');
       return;
     }
-    this.settingsSeen = true;
+    if (!this.settingsSeen) {
+      this.settingsSeen = true;
+      clearTimeout(this.handshakeTimer);
+      this.handshakeTimer = undefined;
+    }
     // Only the last INITIAL_WINDOW_SIZE of a frame counts: applied once, not once per entry
     // (a frame full of them would otherwise walk every open stream thousands of times).
     let initialWindow = -1;
@@ -960,6 +963,7 @@ export class H2Connection implements StreamOwner {
     for (const timer of this.timers) clearTimeout(timer);
     clearTimeout(this.idleTimer);
     clearTimeout(this.pingDeadline);
+    clearTimeout(this.handshakeTimer);
     this.timers.length = 0;
   }
 

@@ -74,6 +74,8 @@ const STATIC_COUNT = STATIC_TABLE.length;
 /** The size of a table entry or of a field in a header list: its octets plus 32 (RFC 7541 4.1). */
 const ENTRY_OVERHEAD = 32;
 
+const NO_ENTRIES: string[] = [];
+
 /** Header blocks that do not decode: a connection error of type COMPRESSION_ERROR. */
 export class HpackError extends Error {}
 
@@ -86,8 +88,9 @@ const MAX_INTEGER = 2 ** 28;
  */
 export class HpackDecoder {
   // The dynamic table as a ring, newest entry at `head`; capacity covers the smallest entries.
-  private readonly names: string[];
-  private readonly values: string[];
+  // Made at the first insert: a connection whose client never indexes a field holds none.
+  private names: string[] = NO_ENTRIES;
+  private values: string[] = NO_ENTRIES;
   private head = 0;
   private count = 0;
   private size = 0;
@@ -100,9 +103,6 @@ export class HpackDecoder {
   /** `tableSizeLimit` is our SETTINGS_HEADER_TABLE_SIZE (4096 unless announced otherwise). */
   constructor(private readonly tableSizeLimit = 4096) {
     this.maxSize = tableSizeLimit;
-    const capacity = Math.max(1, Math.floor(tableSizeLimit / ENTRY_OVERHEAD));
-    this.names = new Array<string>(capacity);
-    this.values = new Array<string>(capacity);
   }
 
   /**
@@ -187,6 +187,11 @@ export class HpackDecoder {
       return;
     }
     this.evictTo(this.maxSize - entrySize);
+    if (this.names === NO_ENTRIES) {
+      const slots = Math.max(1, Math.floor(this.tableSizeLimit / ENTRY_OVERHEAD));
+      this.names = new Array<string>(slots);
+      this.values = new Array<string>(slots);
+    }
     const capacity = this.names.length;
     this.head = (this.head + 1) % capacity;
     this.names[this.head] = name;
