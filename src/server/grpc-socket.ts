@@ -101,7 +101,9 @@ const MAX_PENDING_REPORTS = 16;
 class QuotaStreaming implements StreamCall {
   readonly handle: QuotaStreamHandle;
   private headersSent = false;
+  /** Reports handed over and not yet handled; at the bound, the rest waits in the stream's body. */
   private pending = 0;
+  private clientEnded = false;
 
   constructor(
     private readonly stream: H2Stream,
@@ -125,10 +127,10 @@ class QuotaStreaming implements StreamCall {
     });
   }
 
-  /** Hands over every complete message received so far. */
+  /** Hands over every complete message received so far (up to the bound of pending reports). */
   data(): void {
     const s = this.stream;
-    while (!s.closed && s.body.length >= GRPC_PREFIX_BYTES) {
+    while (!s.closed && this.pending < MAX_PENDING_REPORTS && s.body.length >= GRPC_PREFIX_BYTES) {
       const length = s.body.bytes().readUInt32BE(1);
       const tooLarge = checkQuotaLength(length, this.maxRequestBytes);
       if (tooLarge !== undefined) {
@@ -147,10 +149,14 @@ class QuotaStreaming implements StreamCall {
       }
       this.handle.message(m);
       if (++this.pending === MAX_PENDING_REPORTS) {
+        // The window stays shut until the engine catches up; then the held reports are read.
         s.acceptBody(s.body.length);
         void this.handle.settled().then(() => {
           this.pending = 0;
-          if (!s.closed) s.acceptBody(DEFAULT_WINDOW);
+          if (s.closed) return;
+          s.acceptBody(DEFAULT_WINDOW);
+          this.data();
+          if (this.clientEnded) this.ended();
         });
       }
     }
@@ -161,6 +167,8 @@ class QuotaStreaming implements StreamCall {
    * message left incomplete, INTERNAL).
    */
   ended(): void {
+    this.clientEnded = true;
+    if (this.pending >= MAX_PENDING_REPORTS) return; // the reports held back are read first
     const held = this.stream.body.length;
     if (held > 0) this.finish(status.INTERNAL, `Received an incomplete request message (${held} bytes)`);
     else void this.handle.settled().then(() => this.finish(status.OK, ''));

@@ -13,6 +13,7 @@ import { MemoryDemandStore } from '../../src/quota/demand';
 import { QuotaService } from '../../src/quota/quota-service';
 import { MAX_UNREAD_RESPONSES, STREAM_RATE_LIMIT_QUOTAS_PATH } from '../../src/server/quota-calls';
 import { load } from '../config/helpers';
+import { closeRawClients, dataFrame, grpcStatusOf, headersFrame, RawH2Client, requestBlock, windowUpdateFrame } from '../support/h2-frames';
 import { startGrpcListener, type TestListener } from '../support/h2-server';
 
 const CONFIG = 'domain: d\ndescriptors:\n  - key: api\n    rate_limit: {unit: second, requests_per_unit: 50}\n';
@@ -121,5 +122,110 @@ describe('StreamRateLimitQuotas on the socket transport', () => {
     const done = readAll(other);
     other.end(frame(report('other')));
     expect((await done).status).toBe('0');
+  });
+});
+
+/**
+ * RLQS streams live as long as Envoy wants, so GRPC_REQUEST_BODY_TIMEOUT counts from the first byte
+ * of each message; and a client that reports faster than the quota engine handles reports waits:
+ * its stream's window stays shut while 16 reports are pending (they are held as bytes, not as
+ * decoded messages in a queue).
+ */
+describe('StreamRateLimitQuotas bounds on the socket transport', () => {
+  /** A demand store whose reports wait until the test opens the gate. */
+  class GatedDemandStore extends MemoryDemandStore {
+    calls = 0;
+    private gate: Promise<void> = Promise.resolve();
+    private openGate: () => void = () => undefined;
+    shut(): void {
+      this.gate = new Promise((resolve) => (this.openGate = resolve));
+    }
+    reopen(): void {
+      this.openGate();
+    }
+    override async report(...args: Parameters<MemoryDemandStore['report']>): ReturnType<MemoryDemandStore['report']> {
+      this.calls++;
+      await this.gate;
+      return super.report(...args);
+    }
+  }
+  let server: TestListener;
+  let demand: GatedDemandStore;
+  beforeAll(async () => {
+    demand = new GatedDemandStore();
+    const quota = new QuotaService({
+      config: () => load(CONFIG),
+      demand,
+      clock: new ManualClock(0),
+      unmatched: { strategy: 'allow-all', ttlSeconds: 5 },
+      maxBucketsPerStream: 100_000,
+    });
+    server = await startGrpcListener({ config: CONFIG, quota, maxRequestBytes: 4096, grpc: { requestBodyTimeoutMs: 300 } });
+  });
+  afterAll(async () => {
+    closeRawClients();
+    server.listener.forceClose();
+    await server.listener.drain();
+  });
+  const quotaBlock = () => requestBlock([], STREAM_RATE_LIMIT_QUOTAS_PATH);
+
+  test('part of a message left waiting ends the stream DEADLINE_EXCEEDED; a stream idle between whole messages lives on', async () => {
+    const client = await RawH2Client.connect(server.port);
+    // Stream 3: one whole report, then nothing (idle, not waiting for a message).
+    client.send(headersFrame(3, quotaBlock()), dataFrame(3, frame(report('idle'))));
+    await client.waitFor(() => (client.streams.get(3)?.data.length ?? 0) > 0, 'the response on stream 3');
+    // Stream 5: a report cut short.
+    client.send(headersFrame(5, quotaBlock()), dataFrame(5, frame(report('cut')).subarray(0, 7)));
+    const cut = await client.answer(5);
+    expect(grpcStatusOf(cut)).toBe('4');
+    expect(cut.trailers?.['grpc-message'] ?? cut.headers?.['grpc-message']).toContain('GRPC_REQUEST_BODY_TIMEOUT');
+    // Stream 3 has been idle longer than the timeout: still open, it answers and ends with OK.
+    client.send(dataFrame(3, frame(report('again')), true));
+    const idle = await client.answer(3);
+    expect(grpcStatusOf(idle)).toBe('0');
+    await client.roundTrip();
+    expect(server.budgets.requests.held).toBe(0);
+  });
+
+  test('reports faster than the engine: the window stays shut at 16 pending, the rest waits as bytes; all are answered once it catches up', async () => {
+    const client = await RawH2Client.connect(server.port);
+    demand.shut();
+    const before = demand.calls;
+    // 2,000 reports of about 40 bytes: more than the stream's initial window of 65,535.
+    const reports = Buffer.concat(Array.from({ length: 2000 }, (_, i) => frame(report(`r${i}`))));
+    // The client takes every response at once (window for all of them).
+    client.send(headersFrame(1, quotaBlock()), windowUpdateFrame(0, 1 << 24), windowUpdateFrame(1, 1 << 24));
+    let sent = 0;
+    while (sent < 65_535) {
+      const n = Math.min(16_384, 65_535 - sent);
+      client.send(dataFrame(1, reports.subarray(sent, sent + n)));
+      sent += n;
+    }
+    // Stream 3: 100 reports and the end of the stream, all in while the engine is stuck.
+    const hundred = Buffer.concat(Array.from({ length: 100 }, (_, i) => frame(report(`s${i}`))));
+    client.send(headersFrame(3, quotaBlock()), windowUpdateFrame(3, 1 << 24), dataFrame(3, hundred, true));
+    await client.roundTrip();
+    // The engine has one report of each stream in hand; stream 1 got no more window; the bytes are held.
+    expect(demand.calls - before).toBe(2);
+    expect(client.frames.filter((f) => f.type === 0x8 && f.streamId === 1)).toHaveLength(0);
+    expect(server.budgets.requests.held).toBeGreaterThan(50_000);
+    demand.reopen();
+    // The engine catches up: the window opens, the rest is sent, every report is answered.
+    await client.waitFor(() => client.frames.some((f) => f.type === 0x8 && f.streamId === 1), 'a WINDOW_UPDATE for stream 1');
+    await client.sendWithinWindows(1, reports.subarray(sent), true);
+    const answer = await client.answer(1, 20_000);
+    expect(grpcStatusOf(answer)).toBe('0');
+    const responses = Buffer.concat(answer.data);
+    let count = 0;
+    for (let at = 0; at + 5 <= responses.length; at += 5 + responses.readUInt32BE(at + 1)) count++;
+    expect(count).toBe(2000);
+    // Stream 3's end waited behind its held reports: all answered, then OK.
+    const third = await client.answer(3);
+    expect(grpcStatusOf(third)).toBe('0');
+    const thirdResponses = Buffer.concat(third.data);
+    let thirdCount = 0;
+    for (let at = 0; at + 5 <= thirdResponses.length; at += 5 + thirdResponses.readUInt32BE(at + 1)) thirdCount++;
+    expect(thirdCount).toBe(100);
+    expect(server.budgets.requests.held).toBe(0);
   });
 });

@@ -278,6 +278,8 @@ export class RawH2Client {
   private blockParts: Buffer[] = [];
   private blockEndStream = false;
   private pings = 0;
+  /** DATA payload bytes sent by sendWithinWindows, per stream and in all (key 0). */
+  private readonly dataSent = new Map<number, number>();
 
   private constructor(readonly socket: net.Socket) {
     openClients.add(this);
@@ -382,6 +384,36 @@ export class RawH2Client {
     payload.writeUInt32BE(++this.pings, 4);
     this.send(pingFrame(payload));
     await this.waitForFrame((f) => f.type === FrameType.PING && (f.flags & Flag.ACK) !== 0 && f.payload.equals(payload), 'a PING ACK', timeoutMs);
+  }
+
+  /** The window the server granted on `streamId` (0: the connection) beyond the initial 65,535. */
+  granted(streamId: number): number {
+    let sum = 0;
+    for (const f of this.frames) if (f.type === FrameType.WINDOW_UPDATE && f.streamId === streamId) sum += f.payload.readUInt32BE(0) & 0x7fffffff;
+    return sum;
+  }
+
+  /**
+   * Sends `bytes` on `streamId` as DATA frames of at most 16 KiB, within the windows the server
+   * grants (initial ones of 65,535), waiting for its WINDOW_UPDATEs; `end` ends the stream.
+   * Resolves once everything is sent.
+   */
+  async sendWithinWindows(streamId: number, bytes: Buffer, end = false): Promise<void> {
+    let at = 0;
+    do {
+      const sentOn = (id: number): number => this.dataSent.get(id) ?? 0;
+      const room = Math.min(65_535 + this.granted(0) - sentOn(0), 65_535 + this.granted(streamId) - sentOn(streamId), bytes.length - at, 16_384);
+      if (room <= 0 && at < bytes.length) {
+        const updates = this.frames.filter((f) => f.type === FrameType.WINDOW_UPDATE).length;
+        await this.waitFor(() => this.frames.filter((f) => f.type === FrameType.WINDOW_UPDATE).length > updates, `window on stream ${streamId}`);
+        continue;
+      }
+      const n = Math.max(0, room);
+      at += n;
+      this.send(dataFrame(streamId, bytes.subarray(at - n, at), end && at === bytes.length));
+      this.dataSent.set(0, sentOn(0) + n);
+      this.dataSent.set(streamId, sentOn(streamId) + n);
+    } while (at < bytes.length);
   }
 
   /** The answer on `streamId` once it has ended (END_STREAM) or been reset. */

@@ -388,11 +388,11 @@ export class H2Connection implements StreamOwner {
     const n = dataEnd - dataStart;
     if (n === 0 && !endStream && !this.spendControl()) return;
     const body = stream.body;
-    const wasHolding = body.length > 0;
+    const heldBefore = body.length;
     this.inData = stream;
     if (n > 0) {
       stream.received += n;
-      if (!wasHolding) body.lend(buf, dataStart, dataEnd);
+      if (heldBefore === 0) body.lend(buf, dataStart, dataEnd);
       else if (!body.append(buf, dataStart, dataEnd, stream.bodyLimit)) this.abortStream(stream, 'buffer-full');
       if (!stream.closed) stream.call.data();
     }
@@ -401,8 +401,9 @@ export class H2Connection implements StreamOwner {
     this.inData = undefined;
     this.settleHeld(stream, length);
     if (stream.closed) return;
-    if (stream.longLived && !wasHolding && body.length > 0) {
-      // A message began: the body timeout counts from here.
+    if (stream.longLived && body.length > 0 && (heldBefore === 0 || body.length < heldBefore + n)) {
+      // A message began (none was held, or the application took the ones before it): the body
+      // timeout counts from here.
       stream.waitingSince = this.readAt;
       this.touched.push(stream);
     }
@@ -422,6 +423,12 @@ export class H2Connection implements StreamOwner {
     if (stream === this.inData || stream.closed) return;
     this.settleHeld(stream, 0);
     this.openStreamWindow(stream);
+    if (stream.longLived) {
+      // The application moved on: what it holds now has a body timeout of its own.
+      const now = performance.now();
+      stream.waitingSince = now;
+      this.armTimer(stream, now);
+    }
     this.scheduleFlush();
   }
 
@@ -869,7 +876,10 @@ export class H2Connection implements StreamOwner {
   private dueAt(stream: H2Stream): number {
     let due = stream.deadlineAt;
     const timeout = this.options.bodyTimeoutMs;
-    if (timeout > 0 && (stream.longLived ? stream.body.length > 0 : !stream.remoteEnded)) {
+    // A long-lived stream: while part of a message waits for the client (not while the
+    // application holds whole messages back with the window shut).
+    const waiting = stream.longLived ? stream.body.length > 0 && stream.bodyLimit > stream.body.length : !stream.remoteEnded;
+    if (timeout > 0 && waiting) {
       const bodyDue = stream.waitingSince + timeout;
       if (due === 0 || bodyDue < due) due = bodyDue;
     }
@@ -884,8 +894,13 @@ export class H2Connection implements StreamOwner {
     for (const stream of touched) this.armTimer(stream, this.readAt);
   }
 
+  /** Answered, or answering: no timer, but for a long-lived stream, whose messages keep coming. */
+  private untimed(stream: H2Stream): boolean {
+    return stream.closed || (stream.response !== ResponseState.None && !stream.longLived);
+  }
+
   private armTimer(stream: H2Stream, now: number): void {
-    if (stream.closed || stream.response !== ResponseState.None) return;
+    if (this.untimed(stream)) return;
     const due = this.dueAt(stream);
     if (due === 0 || (stream.timer !== undefined && stream.timerAt <= due)) return;
     clearTimeout(stream.timer);
@@ -895,7 +910,7 @@ export class H2Connection implements StreamOwner {
 
   private streamTimerFired(stream: H2Stream): void {
     stream.timer = undefined;
-    if (stream.closed || stream.response !== ResponseState.None) return;
+    if (this.untimed(stream)) return;
     const now = performance.now();
     const due = this.dueAt(stream);
     if (due === 0) return;
