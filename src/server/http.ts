@@ -111,7 +111,8 @@ export function createHttpHandler(opts: HttpServerOptions): ExchangeHandler {
 
 /** The request's headers by lower-case name (repeated ones joined), for trace propagation. */
 function headerRecord(raw: readonly string[]): Record<string, string> {
-  const out: Record<string, string> = {};
+  // No prototype: `constructor` or `__proto__` is a header name like any other.
+  const out: Record<string, string> = Object.create(null);
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
     const prev = out[name];

@@ -1,6 +1,7 @@
 /**
  * The /json listener over a real socket: bodies in several chunks, a declared length over the
- * limit refused before reading, and a client that leaves mid-body costing nothing.
+ * limit refused before reading, a client that leaves mid-body costing nothing, and the trace
+ * headers handed to the tracing.
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -117,14 +118,19 @@ describe('POST /json', () => {
     expect(res.status).toBe(200);
   });
 
-  test('the caller\'s trace headers reach the tracing, by lower-case name, repeated ones joined', async () => {
+  test('the caller\'s trace headers reach the tracing, by lower-case name, repeated ones joined; `constructor` and `__proto__` are names like any other', async () => {
     carriers.length = 0;
     const reply = await raw([
       `POST /json HTTP/1.1\r\nHost: x\r\nTraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n` +
-        `baggage: a=1\r\nBaggage: b=2\r\nContent-Length: ${BODY.length}\r\nConnection: close\r\n\r\n${BODY}`,
+        `baggage: a=1\r\nBaggage: b=2\r\nconstructor: abc\r\n__proto__: x\r\nContent-Length: ${BODY.length}\r\nConnection: close\r\n\r\n${BODY}`,
     ]);
     expect(reply).toMatch(/^HTTP\/1.1 200/);
     expect(carriers).toHaveLength(1);
-    expect(carriers[0]).toMatchObject({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', baggage: 'a=1, b=2', host: 'x' });
+    const carrier = carriers[0] as Record<string, unknown>;
+    expect(carrier).toMatchObject({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', baggage: 'a=1, b=2', host: 'x' });
+    // Own properties with exactly the values sent (not joined to Object, not swallowed as the prototype).
+    expect(Object.getOwnPropertyDescriptor(carrier, 'constructor')?.value).toBe('abc');
+    expect(Object.getOwnPropertyDescriptor(carrier, '__proto__')?.value).toBe('x');
+    expect(Object.keys(carrier).sort()).toEqual(['__proto__', 'baggage', 'connection', 'constructor', 'content-length', 'host', 'traceparent']);
   });
 });

@@ -126,6 +126,8 @@ export class Http1Connection {
   private ended = false;
   /** No more requests are taken: a drain, or an answer that closes the connection. */
   private closing = false;
+  /** The client ended its side while requests it sent before were held back (see maybeResume). */
+  private endAfterHeld = false;
   /** When the bytes of the request being read began to arrive (0: none being read). */
   private requestStartMs = 0;
   private lastActiveMs: number;
@@ -152,7 +154,11 @@ export class Http1Connection {
     socket.on('drain', () => this.maybeResume());
     // The server allows half-open sockets, so that a client that sends its last request and
     // then ends its side still gets the answers owed.
-    socket.on('end', () => this.closeWhenAnswered(true));
+    socket.on('end', () => {
+      // Requests held back came before the end: it takes effect once they are read.
+      if (this.reader.held) this.endAfterHeld = true;
+      else this.closeWhenAnswered(true);
+    });
     socket.on('close', () => {
       // Answers still to come have nowhere to go.
       this.ended = true;
@@ -266,7 +272,10 @@ export class Http1Connection {
       this.inRead = true;
       this.reader.release();
       this.inRead = false;
+      // A request left unfinished waited for the server, not the client: its time starts now.
+      this.requestStartMs = this.reader.midRequest ? Date.now() : 0;
       this.flush();
+      if (this.endAfterHeld && !this.reader.held) this.closeWhenAnswered(true);
     }
     if (this.paused && !this.ended && !this.reader.held && this.socket.writableLength <= PEER_BACKLOG_HIGH) {
       this.paused = false;
@@ -314,7 +323,8 @@ export class Http1Connection {
    */
   private closeWhenAnswered(now: boolean): void {
     this.closing = true;
-    if (now || !this.reader.midRequest) this.reader.stop();
+    // Requests held back are not read either: the connection closes after the answers owed now.
+    if (now || !this.reader.midRequest || this.reader.held) this.reader.stop();
     const queue = this.queue;
     if (queue.length > 0) queue[queue.length - 1]!.close = true;
     else if (!this.reader.midRequest) this.end();

@@ -2,16 +2,19 @@
  * Http1Connection (src/server/http1/connection.ts) behind httpSocketServer, over real loopback
  * sockets, with a test handler whose answers are synchronous or held until the test releases
  * them: answers in request order, backpressure against clients that pipeline and do not read,
- * half-closed clients, HTTP/1.0 and Connection: close, HEAD, 100 Continue, the request timeout
- * (408, slow clients), drain and forceClose. The keep-alive idle bound (5 s) is tested by calling
+ * the bound of 64 unanswered requests (enforced within one socket read), the request budget
+ * (bytes held between reads are copies, charged, 503 past it), the answers budget, the
+ * connection cap, half-closed clients, HTTP/1.0 and Connection: close, HEAD, 100 Continue, the
+ * request timeout (408, slow clients), drain and forceClose. The keep-alive idle bound (5 s) is tested by calling
  * the connection's sweep with a later clock, not by waiting 5 s. Every wait is for an event (bytes,
  * a close, a handler call); the only pauses assert that nothing happens.
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { errorAnswer, type Exchange, type ExchangeHandler, Http1Connection } from '../../../src/server/http1/connection';
+import { PEER_BACKLOG_HIGH, serverBudgets } from '../../../src/server/byte-budget';
+import { errorAnswer, type Exchange, type ExchangeHandler, Http1Connection, MAX_UNANSWERED } from '../../../src/server/http1/connection';
 import type { BodyPlan, RequestHead } from '../../../src/server/http1/parser';
-import { type HttpSocketServer, httpSocketServer, KEEP_ALIVE_TIMEOUT_MS } from '../../../src/server/http-socket';
+import { type HttpSocketOptions, type HttpSocketServer, httpSocketServer, KEEP_ALIVE_TIMEOUT_MS } from '../../../src/server/http-socket';
 import type { Logger } from '../../../src/telemetry/logger';
 import { quietFor, waitFor } from '../../support/wait';
 
@@ -130,9 +133,9 @@ interface Started {
 const servers: Started[] = [];
 const clients: Client[] = [];
 
-async function start(requestTimeoutMs = 0): Promise<Started> {
+async function start(requestTimeoutMs = 0, options: Pick<HttpSocketOptions, 'budgets' | 'maxConnections'> = {}): Promise<Started> {
   const handler = new TestHandler();
-  const srv = httpSocketServer(handler, { logger: quiet, requestTimeoutMs });
+  const srv = httpSocketServer(handler, { logger: quiet, requestTimeoutMs, ...options });
   const sockets: net.Socket[] = [];
   const serverSide = new Watched();
   srv.server.on('connection', (s: net.Socket) => {
@@ -292,6 +295,10 @@ function parseResponses(text: string, noBody: (i: number) => boolean = () => fal
 
 const get = (path: string, extra = ''): string => `GET ${path} HTTP/1.1\r\nHost: x\r\n${extra}\r\n`;
 
+/** Resolves once the server side of a connection has read `n` bytes (no event says so: polled). */
+const serverRead = (socket: () => net.Socket | undefined, n: number): Promise<void> =>
+  waitFor(() => (socket()?.bytesRead ?? 0) >= n, `the server to read ${n} bytes`);
+
 // ---------------------------------------------------------------------------------------------
 
 describe('pipelining', () => {
@@ -376,10 +383,10 @@ describe('backpressure', () => {
     await waitFor(() => sockets[0]?.isPaused() === true, 'the server to pause reading');
     const server = sockets[0]!;
     const calledWhenPaused = handler.calls.length;
-    // What the kernel buffers hold (a few MB here), 256 KiB unsent, and the answers of one read.
+    // What the kernel buffers hold (a few MB here), PEER_BACKLOG_HIGH unsent, and the answers of one read.
     expect(calledWhenPaused).toBeLessThan(count / 4);
     const oneRead = Math.ceil((64 * 1024) / request.length) * (answerBytes + 200);
-    expect(server.writableLength).toBeLessThanOrEqual(256 * 1024 + oneRead);
+    expect(server.writableLength).toBeLessThanOrEqual(PEER_BACKLOG_HIGH + oneRead);
     await quietFor(200);
     expect(handler.calls.length).toBe(calledWhenPaused);
     expect(server.isPaused()).toBe(true);
@@ -388,6 +395,237 @@ describe('backpressure', () => {
     const responses = await c.responses(count);
     expect(responses.every((r) => r.status === 200 && r.body.length === answerBytes)).toBe(true);
     expect(handler.calls).toHaveLength(count);
+  });
+});
+
+describe('the unanswered bound (64)', () => {
+  const pipelined = (count: number): string => Array.from({ length: count }, (_, i) => get(`/hold/${i}`)).join('');
+  const bodies = (count: number): string[] => Array.from({ length: count }, (_, i) => String(i));
+
+  test('of 200 requests in one write, with answers held, exactly 64 are read; one answer lets exactly one more in; all answers let all 200 in, answered in order', async () => {
+    expect(MAX_UNANSWERED).toBe(64);
+    const { port, handler } = await start();
+    const count = 200;
+    const c = new Client(port);
+    c.write(pipelined(count));
+    await handler.calledTimes(MAX_UNANSWERED);
+    await quietFor(200);
+    expect(handler.calls).toHaveLength(MAX_UNANSWERED);
+
+    handler.release('0');
+    await handler.calledTimes(MAX_UNANSWERED + 1);
+    expect((await c.responses(1))[0]!.body).toBe('0');
+    await quietFor(200);
+    expect(handler.calls).toHaveLength(MAX_UNANSWERED + 1);
+
+    handler.answerHeldAtOnce = true;
+    handler.releaseAll();
+    const responses = await c.responses(count);
+    expect(responses.map((r) => r.body)).toEqual(bodies(count));
+    expect(handler.calls).toEqual(bodies(count).map((i) => `GET /hold/${i}`));
+  });
+
+  test('requests held back wait for the server: no 408 while they wait, and an unfinished one after them gets its whole bound from when reading resumes', async () => {
+    const BOUND_MS = 300;
+    const { port, handler } = await start(BOUND_MS);
+    const count = MAX_UNANSWERED + 5;
+    const c = new Client(port);
+    c.write(pipelined(count) + 'GET /sync/last HTTP/1.1\r\n');
+    await handler.calledTimes(MAX_UNANSWERED);
+    // Several bounds (and sweeps) pass while the requests wait for answers.
+    await quietFor(3 * BOUND_MS);
+    expect(c.text).toBe('');
+    expect(c.ended || c.closed).toBe(false);
+
+    handler.answerHeldAtOnce = true;
+    const resumed = Date.now();
+    handler.releaseAll();
+    const responses = await c.responses(count + 1);
+    expect(Date.now() - resumed).toBeGreaterThanOrEqual(BOUND_MS - 20);
+    expect(responses.slice(0, count).map((r) => r.body)).toEqual(bodies(count));
+    expect(responses[count]!.status).toBe(408);
+    expect(handler.calls).toHaveLength(count);
+  });
+
+  test('drain with requests held back: they are not read; the answers owed go out, the last with Connection: close', async () => {
+    const { srv, port, handler } = await start();
+    const c = new Client(port);
+    c.write(pipelined(MAX_UNANSWERED + 6));
+    await handler.calledTimes(MAX_UNANSWERED);
+    const drained = srv.drain();
+    handler.answerHeldAtOnce = true;
+    handler.releaseAll();
+    await c.whenEnded();
+    await drained;
+    expect(c.parsed.map((r) => r.body)).toEqual(bodies(MAX_UNANSWERED));
+    expect(c.parsed[MAX_UNANSWERED - 1]!.headers.connection).toBe('close');
+    expect(handler.calls).toHaveLength(MAX_UNANSWERED);
+  });
+
+  test('a client that pipelines more than 64 requests and then ends its side gets every answer, then the connection closes', async () => {
+    const { port, handler } = await start();
+    const count = MAX_UNANSWERED + 6;
+    const c = new Client(port);
+    c.write(pipelined(count));
+    c.socket.end();
+    await handler.calledTimes(MAX_UNANSWERED);
+    // The client's end arrives meanwhile; it ends nothing while requests are held back.
+    await quietFor(200);
+    expect(c.text).toBe('');
+    handler.answerHeldAtOnce = true;
+    handler.releaseAll();
+    const responses = await c.responses(count);
+    expect(responses.map((r) => r.body)).toEqual(bodies(count));
+    await c.whenClosed();
+  });
+});
+
+describe('the request budget (REQUEST_MAX_BUFFERED_BYTES)', () => {
+  const BODY = 3000;
+  const PIECE = 500;
+  const postHead = `POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: ${BODY}\r\n\r\n`;
+
+  /**
+   * Sends postHead, then the body in pieces, each once the server has read the one before (so
+   * that each is a read of its own), until the body is sent or the server ends the connection.
+   * `read(n)`: the server has read n bytes of the body.
+   */
+  async function sendInPieces(c: Client, socket: () => net.Socket | undefined, read: (n: number) => void = () => {}): Promise<void> {
+    c.write(postHead);
+    let sent = postHead.length;
+    await serverRead(socket, sent);
+    for (let at = PIECE; at <= BODY && !c.ended && !c.closed; at += PIECE) {
+      c.write('b'.repeat(PIECE));
+      sent += PIECE;
+      await waitFor(() => (socket()?.bytesRead ?? 0) >= sent || c.ended || c.closed, `the server to read ${sent} bytes`);
+      read(at);
+    }
+  }
+
+  test('a body that spans reads is held as a copy of about its size, charged; with a budget that can hold it the request is answered, and the budget is given back on completion and on close', async () => {
+    const budgets = serverBudgets(4096);
+    const { port, sockets, serverSide } = await start(0, { budgets });
+    const c = new Client(port);
+    const charged: Array<[number, number]> = [];
+    await sendInPieces(c, () => sockets[0], (n) => {
+      if (n < BODY) charged.push([n, budgets.requests.held]);
+    });
+    // Not a view of the socket read (charged nothing), nor the read itself: a copy of what came.
+    for (const [n, held] of charged) {
+      expect(held).toBeGreaterThanOrEqual(n);
+      expect(held).toBeLessThanOrEqual(Math.max(512, 2 * n));
+    }
+    const [response] = await c.responses(1);
+    expect(response!.status).toBe(200);
+    expect(response!.body).toBe('b'.repeat(BODY));
+    expect(budgets.requests.held).toBe(0);
+
+    // A second request the client leaves mid-body.
+    c.write(postHead + 'b'.repeat(PIECE));
+    await serverRead(() => sockets[0], 2 * postHead.length + BODY + PIECE);
+    expect(budgets.requests.held).toBeGreaterThanOrEqual(PIECE);
+    c.socket.destroy();
+    await serverSide.until(() => sockets[0]?.closed === true, 'the server side to close');
+    expect(budgets.requests.held).toBe(0);
+  });
+
+  test('a body larger than the budget, arriving in pieces: 503, the connection closes, and the budget is given back', async () => {
+    const budgets = serverBudgets(2048);
+    const { port, handler, sockets, serverSide } = await start(0, { budgets });
+    const c = new Client(port);
+    await sendInPieces(c, () => sockets[0]);
+    const [response] = await c.responses(1);
+    expect(response!.status).toBe(503);
+    expect(response!.headers['x-error-detail']).toContain('REQUEST_MAX_BUFFERED_BYTES');
+    expect(response!.headers.connection).toBe('close');
+    await c.whenClosed();
+    await serverSide.until(() => sockets[0]?.closed === true, 'the server side to close');
+    expect(budgets.requests.held).toBe(0);
+    expect(handler.calls).toEqual([]);
+  });
+
+  test('an unfinished head sent slowly is charged as it arrives, and given back when the client leaves', async () => {
+    const budgets = serverBudgets(4096);
+    const { port, sockets, serverSide } = await start(0, { budgets });
+    const c = new Client(port);
+    let sent = 0;
+    for (const piece of ['GET /sync/a HTTP/1.1\r\n', 'Host: x\r\n', `X-Pad: ${'p'.repeat(300)}\r\n`]) {
+      c.write(piece);
+      sent += piece.length;
+      await serverRead(() => sockets[0], sent);
+      expect(budgets.requests.held).toBe(sent);
+    }
+    c.socket.destroy();
+    await serverSide.until(() => sockets[0]?.closed === true, 'the server side to close');
+    expect(budgets.requests.held).toBe(0);
+  });
+
+  test('an unfinished head the budget cannot hold: 503 and the connection closes', async () => {
+    const budgets = serverBudgets(1024);
+    const { port, handler, sockets, serverSide } = await start(0, { budgets });
+    const c = new Client(port);
+    c.write('GET /sync/a HTTP/1.1\r\nHost: x\r\n');
+    let sent = 'GET /sync/a HTTP/1.1\r\nHost: x\r\n'.length;
+    await serverRead(() => sockets[0], sent);
+    while (!c.ended && !c.closed) {
+      const piece = `X-Pad: ${'p'.repeat(400)}\r\n`;
+      c.write(piece);
+      sent += piece.length;
+      await waitFor(() => c.ended || c.closed || (sockets[0]?.bytesRead ?? 0) >= sent, 'the server to read the piece or end the connection');
+    }
+    expect(c.parsed.map((r) => r.status)).toEqual([503]);
+    await serverSide.until(() => sockets[0]?.closed === true, 'the server side to close');
+    expect(budgets.requests.held).toBe(0);
+    expect(handler.calls).toEqual([]);
+  });
+});
+
+describe('the answers budget', () => {
+  test('a client that does not read its answers is closed once the process budget cannot hold its backlog; the budget is given back', async () => {
+    const budgets = serverBudgets(Number.MAX_SAFE_INTEGER, 32 * 1024);
+    const { port, handler, sockets } = await start(0, { budgets });
+    const c = new Client(port, { read: false });
+    await c.connected();
+    // 8 MiB of answers a write, until the kernel's buffers are full and the backlog passes the
+    // budget. Each write ends in an unfinished request, so that the connection is never idle
+    // (no keep-alive bound closes it).
+    const batch = get(`/sized/${1 << 20}`).repeat(8) + 'GET /sync/tail HTTP/1.1\r\n';
+    const rest = 'Host: x\r\n\r\n';
+    let sent = 0;
+    while (sockets[0]?.closed !== true) {
+      const write = (sent === 0 ? '' : rest) + batch;
+      c.write(write);
+      sent += write.length;
+      // The server's FIN waits behind the answers the client does not read: its side's close is the event.
+      await waitFor(() => sockets[0]?.closed === true || (sockets[0]?.bytesRead ?? 0) >= sent, 'the server to read the batch or close the connection');
+    }
+    expect(handler.calls.length).toBeGreaterThan(0);
+    expect(budgets.answers.held).toBe(0);
+  });
+});
+
+describe('HTTP_MAX_CONNECTIONS', () => {
+  test('with 2, a third connection is closed at once; once one of the two closes, a new one is served', async () => {
+    const { port, handler, sockets, serverSide } = await start(0, { maxConnections: 2 });
+    const a = new Client(port);
+    const b = new Client(port);
+    a.write(get('/sync/a'));
+    b.write(get('/sync/b'));
+    await a.responses(1);
+    await b.responses(1);
+
+    const third = new Client(port);
+    third.write(get('/sync/c'));
+    await third.whenClosed();
+    expect(third.text).toBe('');
+    expect(sockets).toHaveLength(2);
+
+    a.socket.destroy();
+    await serverSide.until(() => sockets.some((s) => s.closed), 'the server side of the first connection to close');
+    const d = new Client(port);
+    d.write(get('/sync/d'));
+    expect((await d.responses(1))[0]!.body).toBe('d');
+    expect(handler.calls).toEqual(['GET /sync/a', 'GET /sync/b', 'GET /sync/d']);
   });
 });
 

@@ -5,9 +5,12 @@
  * bounded fuzz of random bytes and mutated valid requests: the reader never throws, every event
  * sequence is well formed, bodies stay within the limit, and a head, chunk-size line or trailer
  * section that never ends is refused before the reader holds more than its bound plus one piece.
+ * Also: hold()/release() (reading no further request, even within one buffer), bytes carried
+ * between pushes kept as copies, and the request budget they are charged to (503 past it).
  */
 import { isDeepStrictEqual } from 'node:util';
 import { pathOf } from '../../../src/server/http-util';
+import { ByteBudget } from '../../../src/server/byte-budget';
 import { type BodyPlan, MAX_HEAD_BYTES, type RequestHead, RequestReader } from '../../../src/server/http1/parser';
 import { int, pick, prng, type Rng } from '../../support/prng';
 
@@ -41,6 +44,20 @@ interface Run {
 const KEEP: BodyPlan = { keep: true, limit: 1024 };
 const DROP: BodyPlan = { keep: false };
 
+function headEvent(head: RequestHead): Event {
+  return {
+    kind: 'head',
+    method: head.method,
+    target: head.target,
+    path: head.path,
+    minor: head.minor,
+    rawHeaders: [...head.rawHeaders],
+    keepAlive: head.keepAlive,
+    expectContinue: head.expectContinue,
+    contentLength: head.contentLength,
+  };
+}
+
 /** A reader fed `input` in pieces of the sizes in `pieces` (what is left over goes in one last push). */
 function feed(input: Buffer | string, pieces: readonly number[], plan: BodyPlan | ((head: RequestHead) => BodyPlan | undefined) = KEEP): Run {
   const bytes = typeof input === 'string' ? Buffer.from(input, 'latin1') : input;
@@ -51,17 +68,7 @@ function feed(input: Buffer | string, pieces: readonly number[], plan: BodyPlan 
   const reader = new RequestReader({
     head(head) {
       heads.push(head);
-      events.push({
-        kind: 'head',
-        method: head.method,
-        target: head.target,
-        path: head.path,
-        minor: head.minor,
-        rawHeaders: [...head.rawHeaders],
-        keepAlive: head.keepAlive,
-        expectContinue: head.expectContinue,
-        contentLength: head.contentLength,
-      });
+      events.push(headEvent(head));
       return planOf(head);
     },
     bodyWanted: (head) => events.push({ kind: 'bodyWanted', target: head.target }),
@@ -627,6 +634,174 @@ describe('pipelining and stopping', () => {
     reader.push(Buffer.from('ok'));
     expect([reader.midRequest, reader.readingBody]).toEqual([false, false]);
     expect(kinds(run.events)).toEqual(['head', 'complete']);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Holding back, copies and the request budget
+
+/** Events recorded as `feed` records them; `onComplete` runs after each complete is recorded. */
+function recording(events: Event[], plan: BodyPlan, onComplete: () => void = () => {}): ConstructorParameters<typeof RequestReader>[0] {
+  return {
+    head(head) {
+      events.push(headEvent(head));
+      return plan;
+    },
+    bodyWanted: (head) => events.push({ kind: 'bodyWanted', target: head.target }),
+    complete(head, body) {
+      events.push({ kind: 'complete', target: head.target, body: body.toString('latin1') });
+      onComplete();
+    },
+    fail: (status, reason) => events.push({ kind: 'fail', status, reason }),
+  };
+}
+
+/** Requests of every framing, the last two with bodies that span pieces in most splits. */
+const PIPELINE = [GET, post('one'), chunkedHead() + '3\r\ntwo\r\n5\r\nthree\r\n0\r\n\r\n', post('x'.repeat(300)), 'GET /last HTTP/1.0\r\n\r\n'];
+const PIPELINED = PIPELINE.join('');
+
+/**
+ * Feeds PIPELINED in `pieces`, overwriting each pushed buffer once its push returns (as if the
+ * socket's memory were reused); with `hold`, the reader is held at every complete and released
+ * once after each push, then until it reads no more.
+ */
+function feedOverwritten(pieces: readonly number[], budget: ByteBudget, hold: boolean): { events: Event[]; reader: RequestReader } {
+  const events: Event[] = [];
+  const reader: RequestReader = new RequestReader(
+    recording(events, KEEP, () => {
+      if (hold) reader.hold();
+    }),
+    budget,
+  );
+  const bytes = Buffer.from(PIPELINED, 'latin1');
+  let at = 0;
+  const push = (to: number): void => {
+    const piece = Buffer.from(bytes.subarray(at, to));
+    reader.push(piece);
+    piece.fill(0);
+    at = to;
+    reader.release();
+  };
+  for (const n of pieces) {
+    if (at >= bytes.length) break;
+    push(Math.min(bytes.length, at + n));
+  }
+  if (at < bytes.length) push(bytes.length);
+  while (reader.held) reader.release();
+  return { events, reader };
+}
+
+describe('holding back, copies and the request budget', () => {
+  test('hold() inside complete stops the reader mid-buffer; each release() reads one more request; the events are those of an uninterrupted read', () => {
+    const budget = new ByteBudget(1 << 20);
+    const events: Event[] = [];
+    const reader: RequestReader = new RequestReader(
+      recording(events, KEEP, () => reader.hold()),
+      budget,
+    );
+    const reference = whole(PIPELINED);
+    const completes = (): number => events.filter((e) => e.kind === 'complete').length;
+    const after = (n: number): number => PIPELINE.slice(n).join('').length;
+    reader.push(Buffer.from(PIPELINED, 'latin1'));
+    expect(completes()).toBe(1);
+    expect(reader.held).toBe(true);
+    expect(reader.midRequest).toBe(true);
+    // What is held back is a copy, charged.
+    expect(budget.held).toBe(after(1));
+    // A push while held reads nothing.
+    reader.push(Buffer.alloc(0));
+    expect(completes()).toBe(1);
+    for (let n = 2; n <= PIPELINE.length; n++) {
+      reader.release();
+      expect(completes()).toBe(n);
+      expect(budget.held).toBe(after(n));
+    }
+    expect(events).toEqual(reference);
+    reader.release();
+    expect(reader.held).toBe(false);
+    expect(reader.midRequest).toBe(false);
+    expect(budget.held).toBe(0);
+  });
+
+  test('held at every request and released once per push, in every split, with bytes arriving while held: the events of an uninterrupted read, nothing left charged', () => {
+    const reference = whole(PIPELINED);
+    for (const { name, pieces } of splitsOf(PIPELINED.length, 0x401d)) {
+      const budget = new ByteBudget(1 << 20);
+      const { events, reader } = feedOverwritten(pieces, budget, true);
+      if (!isDeepStrictEqual(events, reference)) throw new Error(`held, fed ${name}: ${JSON.stringify(events)}`);
+      expect([name, reader.midRequest, budget.held]).toEqual([name, false, 0]);
+    }
+  });
+
+  test('bytes carried between pushes (unfinished heads, chunk lines, bodies) are copies: overwriting each pushed buffer after its push changes nothing', () => {
+    const reference = whole(PIPELINED);
+    for (const { name, pieces } of splitsOf(PIPELINED.length, 0xc0b1)) {
+      const budget = new ByteBudget(1 << 20);
+      const { events } = feedOverwritten(pieces, budget, false);
+      if (!isDeepStrictEqual(events, reference)) throw new Error(`overwritten, fed ${name}: ${JSON.stringify(events)}`);
+      expect([name, budget.held]).toEqual([name, 0]);
+    }
+  });
+
+  test('an unfinished head is charged exactly as it arrives, and given back when it completes', () => {
+    const budget = new ByteBudget(1 << 20);
+    const events: Event[] = [];
+    const reader = new RequestReader(recording(events, KEEP), budget);
+    reader.push(Buffer.from('GET / HTTP/1.1\r\n'));
+    expect(budget.held).toBe(16);
+    reader.push(Buffer.from('Host: x\r\n'));
+    expect(budget.held).toBe(25);
+    reader.push(Buffer.from('\r\n'));
+    expect(kinds(events)).toEqual(['head', 'complete']);
+    expect(budget.held).toBe(0);
+  });
+
+  test('a body arriving in pieces is held in storage of about its size, charged, and given back when complete', () => {
+    const budget = new ByteBudget(1 << 20);
+    const events: Event[] = [];
+    const reader = new RequestReader(recording(events, { keep: true, limit: 4096 }), budget);
+    const body = Buffer.alloc(3000, 'b');
+    reader.push(Buffer.from(`POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n`));
+    expect(budget.held).toBe(0);
+    for (let at = 0; at < body.length - 500; at += 500) {
+      reader.push(Buffer.from(body.subarray(at, at + 500)));
+      const received = at + 500;
+      expect(budget.held).toBeGreaterThanOrEqual(received);
+      expect(budget.held).toBeLessThanOrEqual(Math.max(512, 2 * received));
+    }
+    reader.push(Buffer.from(body.subarray(body.length - 500)));
+    expect(bodiesOf(events)).toEqual([body.toString('latin1')]);
+    expect(budget.held).toBe(0);
+  });
+
+  test.each<[string, number, string[]]>([
+    ['an unfinished head', 100, ['GET / HTTP/1.1\r\n', `X-Pad: ${'p'.repeat(120)}`]],
+    ['a body', 2048, ['POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n', ...Array.from({ length: 6 }, () => 'b'.repeat(500))]],
+    ['a chunk-size line', 100, [chunkedHead(), `1;ext=${'e'.repeat(120)}`]],
+    ['requests held back', 50, [GET + GET + GET]],
+  ])('%s the budget cannot hold: 503, nothing more is read, and the budget is given back', (_name, limit, pieces) => {
+    const budget = new ByteBudget(limit);
+    const events: Event[] = [];
+    const reader: RequestReader = new RequestReader(
+      recording(events, { keep: true, limit: 4096 }, () => reader.hold()),
+      budget,
+    );
+    for (const piece of pieces) reader.push(Buffer.from(piece, 'latin1'));
+    expect(statusOf(events)).toBe(503);
+    expect((events[events.length - 1] as { reason: string }).reason).toContain('REQUEST_MAX_BUFFERED_BYTES');
+    expect(reader.failed).toBe(true);
+    expect(budget.held).toBe(0);
+  });
+
+  test('stop() gives back what an unfinished head or body holds', () => {
+    for (const pieces of [['GET / HTTP/1.1\r\nHost'], ['POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: 700\r\n\r\n', 'x'.repeat(600)]]) {
+      const budget = new ByteBudget(1 << 20);
+      const reader = new RequestReader(recording([], KEEP), budget);
+      for (const piece of pieces) reader.push(Buffer.from(piece, 'latin1'));
+      expect(budget.held).toBeGreaterThan(0);
+      reader.stop();
+      expect(budget.held).toBe(0);
+    }
   });
 });
 
