@@ -38,6 +38,16 @@ const TRADING_ALLOWED: Readonly<Record<string, readonly string[]>> = {
   runner: ['execution', 'fxcm'],
 };
 
+/**
+ * Within server: the protocol machines (HTTP/2 in h2/, HTTP/1.1 in http1/) know nothing of gRPC,
+ * the services or each other; they share only the process budgets, the held request bytes and
+ * the HTTP text helpers.
+ */
+const PROTOCOL_ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  h2: ['byte-budget', 'held-body'],
+  http1: ['byte-budget', 'held-body', 'http-util'],
+};
+
 /** Within trading, the limiter is reached only through its public surface. */
 const TRADING_LIMITER_API = new Set(['limiter', 'limiter/index']);
 
@@ -118,6 +128,24 @@ describe('dependency direction', () => {
         if (!(TRADING_ALLOWED[from] ?? []).includes(to)) wrong.push(`trading/${path.relative(TRADING, file)} -> ${target}`);
       }
     }
+    expect(wrong).toEqual([]);
+  });
+
+  it('within server, the HTTP/2 and HTTP/1.1 machines use only the shared budgets and helpers', () => {
+    const SERVER = path.join(SRC, 'server');
+    const wrong: string[] = [];
+    let scanned = 0;
+    for (const [folder, allowed] of Object.entries(PROTOCOL_ALLOWED)) {
+      for (const file of sourceFiles(path.join(SERVER, folder))) {
+        for (const spec of specifiers(fs.readFileSync(file, 'utf8'))) {
+          scanned++;
+          const target = path.relative(SERVER, path.resolve(path.dirname(file), spec)).split(path.sep).join('/');
+          if (target.startsWith(`${folder}/`)) continue;
+          if (!allowed.includes(target)) wrong.push(`server/${path.relative(SERVER, file)} -> ${target}`);
+        }
+      }
+    }
+    expect(scanned).toBeGreaterThan(10);
     expect(wrong).toEqual([]);
   });
 
