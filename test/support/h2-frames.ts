@@ -400,20 +400,29 @@ export class RawH2Client {
    */
   async sendWithinWindows(streamId: number, bytes: Buffer, end = false): Promise<void> {
     let at = 0;
-    do {
-      const sentOn = (id: number): number => this.dataSent.get(id) ?? 0;
-      const room = Math.min(65_535 + this.granted(0) - sentOn(0), 65_535 + this.granted(streamId) - sentOn(streamId), bytes.length - at, 16_384);
-      if (room <= 0 && at < bytes.length) {
-        const updates = this.frames.filter((f) => f.type === FrameType.WINDOW_UPDATE).length;
-        await this.waitFor(() => this.frames.filter((f) => f.type === FrameType.WINDOW_UPDATE).length > updates, `window on stream ${streamId}`);
-        continue;
-      }
-      const n = Math.max(0, room);
-      at += n;
-      this.send(dataFrame(streamId, bytes.subarray(at - n, at), end && at === bytes.length));
-      this.dataSent.set(0, sentOn(0) + n);
-      this.dataSent.set(streamId, sentOn(streamId) + n);
-    } while (at < bytes.length);
+    for (;;) {
+      const updates = this.frames.filter((f) => f.type === FrameType.WINDOW_UPDATE).length;
+      at += this.sendWhatWindowsAllow(streamId, bytes, at);
+      if (at === bytes.length) break;
+      await this.waitFor(() => this.frames.filter((f) => f.type === FrameType.WINDOW_UPDATE).length > updates, `window on stream ${streamId}`);
+    }
+    if (end) this.send(dataFrame(streamId, EMPTY, true));
+  }
+
+  /** Sends as much of `bytes[from...]` on `streamId` as the windows allow now; returns how much. */
+  sendWhatWindowsAllow(streamId: number, bytes: Buffer, from: number): number {
+    const sentOn = (id: number): number => this.dataSent.get(id) ?? 0;
+    const room = Math.min(65_535 + this.granted(0) - sentOn(0), 65_535 + this.granted(streamId) - sentOn(streamId), bytes.length - from);
+    for (let n = 0; n < room; n += 16_384) this.send(dataFrame(streamId, bytes.subarray(from + n, from + Math.min(room, n + 16_384))));
+    const sent = Math.max(0, room);
+    this.dataSent.set(0, sentOn(0) + sent);
+    this.dataSent.set(streamId, sentOn(streamId) + sent);
+    return sent;
+  }
+
+  /** DATA payload bytes sent within the windows on `streamId` (0: in all). */
+  sentWithinWindows(streamId: number): number {
+    return this.dataSent.get(streamId) ?? 0;
   }
 
   /** The answer on `streamId` once it has ended (END_STREAM) or been reset. */

@@ -190,6 +190,26 @@ test('HpackDecoder: the largest block a connection accepts (64 KiB of references
   expect(decoder.tooLarge).toBe(true);
 });
 
+/** Sends `bytes` in up to `pieces` + 1 writes, a turn apart, so frames also arrive split across reads. */
+async function sendInPieces(client: RawH2Client, bytes: Buffer, rng: Rng, pieces: number): Promise<void> {
+  const cuts = [0, ...Array.from({ length: int(rng, pieces) }, () => int(rng, bytes.length)).sort((a, b) => a - b), bytes.length];
+  for (let i = 1; i < cuts.length; i++) {
+    client.send(bytes.subarray(cuts[i - 1], cuts[i]));
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** True when the server answers a PING (it read everything and goes on), false when it closed; a hang fails naming `what`. */
+async function answersOrCloses(client: RawH2Client, what: string, timeoutMs: number): Promise<boolean> {
+  try {
+    await client.roundTrip(timeoutMs);
+    return true;
+  } catch (err) {
+    if (!client.closed) throw new Error(`${what} neither answered a PING nor closed: ${String(err)}`);
+    return false;
+  }
+}
+
 describe('H2Connection over loopback sockets', () => {
   afterEach(async () => {
     closeRawClients();
@@ -353,21 +373,8 @@ describe('H2Connection over loopback sockets', () => {
       // Each connection its own stream of random numbers: a failing one replays alone.
       const rng = prng(FRAME_SEED + c);
       const client = await RawH2Client.connect(server.port);
-      const bytes = fuzzedBytes(rng);
-      // Sent in up to three writes, a turn apart, so frames also arrive split across reads.
-      const cuts = [0, ...Array.from({ length: int(rng, 3) }, () => int(rng, bytes.length)).sort((a, b) => a - b), bytes.length];
-      for (let i = 1; i < cuts.length; i++) {
-        client.send(bytes.subarray(cuts[i - 1], cuts[i]));
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-      let alive: boolean;
-      try {
-        await client.roundTrip(3000);
-        alive = true;
-      } catch (err) {
-        if (!client.closed) throw new Error(`connection ${c} (seed 0x${(FRAME_SEED + c).toString(16)}) neither answered a PING nor closed: ${String(err)}`);
-        alive = false;
-      }
+      await sendInPieces(client, fuzzedBytes(rng), rng, 3);
+      const alive = await answersOrCloses(client, `connection ${c} (seed 0x${(FRAME_SEED + c).toString(16)})`, 3000);
       const goaway = client.goaway();
       if (alive) {
         // Still working: at most a graceful GOAWAY (the fuzz may have sent one itself).
@@ -485,20 +492,8 @@ describe('H2Connection over loopback sockets', () => {
       // Every stream still open ends, and window enough for every answer.
       for (const [id, m] of messages) if (!m.ended) out.push(dataFrame(id, Buffer.alloc(0), true));
       out.push(settingsFrame([[4, 65_535]]), windowUpdateFrame(0, 1 << 24));
-      const bytes = Buffer.concat(out);
-      const cuts = [0, ...Array.from({ length: int(rng, 4) }, () => int(rng, bytes.length)).sort((a, b) => a - b), bytes.length];
-      for (let i = 1; i < cuts.length; i++) {
-        client.send(bytes.subarray(cuts[i - 1], cuts[i]));
-        await new Promise((resolve) => setImmediate(resolve));
-      }
-      let alive: boolean;
-      try {
-        await client.roundTrip(5000);
-        alive = true;
-      } catch (err) {
-        if (!client.closed) throw new Error(`sequence ${c} (seed 0x${seed.toString(16)}) neither answered a PING nor closed: ${String(err)}`);
-        alive = false;
-      }
+      await sendInPieces(client, Buffer.concat(out), rng, 4);
+      const alive = await answersOrCloses(client, `sequence ${c} (seed 0x${seed.toString(16)})`, 5000);
       if (alive) {
         const goaway = client.goaway();
         expect(goaway === undefined || goaway.code === ErrorCode.NO_ERROR).toBe(true);
