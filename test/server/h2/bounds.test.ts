@@ -8,7 +8,7 @@
 import net from 'node:net';
 import type { RateLimitRequest } from '../../../src/core/rls';
 import { serverBudgets } from '../../../src/server/byte-budget';
-import { ErrorCode, FrameType } from '../../../src/server/h2/frames';
+import { ErrorCode } from '../../../src/server/h2/frames';
 import type { Decider } from '../../../src/server/http';
 import { StatsStore } from '../../../src/stats/store';
 import {
