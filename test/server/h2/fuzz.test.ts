@@ -14,7 +14,6 @@ import {
   frame,
   goawayFrame,
   headersFrame,
-  hpackInteger,
   hpackString,
   indexedField,
   literalWithIndexing,
