@@ -932,28 +932,32 @@ export class H2Connection implements StreamOwner {
     this.scheduleFlush();
   }
 
-  /** A connection error: GOAWAY with the code, then the socket ends. */
+  /**
+   * A connection error: GOAWAY with the code, then the socket ends. Nothing more is read: what
+   * an abusive client goes on sending is of no use, and reading it would cost the others.
+   */
   fail(code: ErrorCode, debug: string): void {
     if (this.dead) return;
     this.writer.goaway(this.streams.lastId, code, debug);
     this.reading = false;
     this.end();
+    this.socket.pause();
   }
 
+  /** Writes what is left and FIN; a client that does not close its side within a second is cut off. */
   private end(): void {
     this.dead = true;
     this.flushQueued = true; // nothing more is written
     this.input = EMPTY;
     const socket = this.socket;
+    this.closeAll();
     if (!socket.destroyed) {
       if (this.writer.length > 0 && socket.writable) socket.end(this.writer.take());
       else socket.end();
-      const kill = setTimeout(() => socket.destroy(), 1000);
-      kill.unref();
-      this.timers.push(kill);
+      // Not among this.timers: closeAll clears those, and this one must outlive it.
+      setTimeout(destroySocket, CLOSE_LINGER_MS, socket).unref();
     }
     this.writer.clear();
-    this.closeAll();
   }
 
   /** Closes the socket at once. */
@@ -1022,6 +1026,13 @@ export class H2Connection implements StreamOwner {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
   }
+}
+
+/** How long an ended connection waits for the client to close its side. */
+const CLOSE_LINGER_MS = 1000;
+
+function destroySocket(socket: Socket): void {
+  socket.destroy();
 }
 
 function flushConnection(connection: H2Connection): void {

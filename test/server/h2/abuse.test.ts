@@ -374,6 +374,30 @@ describe.each([
   });
 });
 
+/**
+ * A connection the server ends for abuse must go: its socket is destroyed within a second even
+ * when the client neither reads nor closes (else it would hold a place under GRPC_MAX_CONNECTIONS
+ * for ever), and what the client goes on sending is not read.
+ */
+test('a connection ended for abuse is closed within a second, however the client behaves, and no longer read', async () => {
+  const server = await startSocketServer();
+  const abuser = await RawH2Client.connect(server.port);
+  const serverSide = server.serverSocketOf(abuser.socket);
+  const closed = new Promise<void>((resolve) => serverSide.once('close', () => resolve()));
+  // Most of the budget first, so that the end comes early in a turn of what follows.
+  abuser.send(Buffer.concat(Array.from({ length: CONTROL_FRAMES.burst - 500 }, () => pingFrame())));
+  await abuser.roundTrip();
+  abuser.socket.pause(); // reads nothing, so it never sees the FIN and never closes its side
+  const flood = Buffer.concat(Array.from({ length: 3 * CONTROL_FRAMES.burst }, () => pingFrame()));
+  const before = serverSide.bytesRead;
+  abuser.send(flood, flood);
+  await closed;
+  // The rest of the budget, the read under way and at most one read Node had buffered; not the flood.
+  expect(serverSide.bytesRead - before).toBeLessThanOrEqual(3 * ONE_TURN);
+  expect(serverSide.bytesRead - before).toBeLessThan(flood.length);
+  expect(server.budgets.requests.held).toBe(0);
+});
+
 describe('empty frame flood', () => {
   const allowed = CONTROL_FRAMES.burst - 2;
 
