@@ -1,5 +1,5 @@
 # Every target works on a fresh clone: node_modules is installed on first use.
-.PHONY: all deps proto build test run bench clean settings-table certs image
+.PHONY: all deps proto build test run bench bench-attacks clean settings-table certs image
 
 all: build
 
@@ -33,6 +33,11 @@ run: build
 
 bench: build
 	bash bench/run.sh
+
+# The HTTP/2 attacks of issue 28 against the gRPC port (bench/README.md, "Attacks"):
+# bench/results/attacks.{json,md}. Needs only Node (and taskset to pin).
+bench-attacks: build
+	node bench/attacks.js
 
 # Test CA and certificates for Envoy <-> ratelimit mTLS (envoy/certs/).
 certs:

@@ -177,7 +177,7 @@ async function waitForServerSockets(sockets: net.Socket[], open: number): Promis
 
 /**
  * One connection sending calls as fast as it can must not hold another's call back: the server
- * handles at most 64 KiB of a connection's frames per loop turn, then lets the others run. The
+ * handles at most 16 KiB of a connection's frames per loop turn, then lets the others run. The
  * proof is the order of decisions: the good call, sent when the flood's first call is decided,
  * is decided after at most a few turns' worth of the flood, not after all of it.
  */
@@ -210,7 +210,7 @@ test('a flood of calls on one connection: another connection\'s call is decided 
   flooder.send(Buffer.concat(flood));
   expect(grpcStatusOf(await good.answer(1))).toBe('0');
   const position = decided.indexOf('good');
-  // A turn's 64 KiB holds about 500 of these calls; without turns the good call waits for all.
+  // A turn holds about 130 of these calls; without turns the good call waits for all.
   expect(position).toBeGreaterThan(0);
   expect(position).toBeLessThan(CALLS / 4);
   await flooder.waitFor(() => (flooder.streams.get(2 * CALLS - 1)?.ended ?? false), 'the last flood answer', 20_000);
