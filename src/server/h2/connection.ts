@@ -195,7 +195,19 @@ export class H2Connection implements StreamOwner {
   private onData(chunk: Buffer): void {
     if (this.dead) return;
     this.activity = true;
-    this.input = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
+    const held = this.input;
+    if (held.length === 0) this.input = chunk;
+    else if (this.prefaceSeen && (this.paused & Paused.Turn) === 0) {
+      // What the last read left is the start of one frame (the rest of a turn is read before the
+      // socket is): that frame is completed on its own, and the chunk read in place, not copied.
+      const need = frameRemainder(held, chunk);
+      if (need >= 0) {
+        this.input = chunk.subarray(need);
+        this.readFrames(Buffer.concat([held, chunk.subarray(0, need)]));
+        return;
+      }
+      this.input = Buffer.concat([held, chunk]);
+    } else this.input = Buffer.concat([held, chunk]);
     if ((this.paused & Paused.Turn) === 0) this.readFrames();
   }
 
@@ -206,7 +218,8 @@ export class H2Connection implements StreamOwner {
   }
 
   /** Handles the frames of `input`, up to this turn's share; the rest waits for the next turn. */
-  private readFrames(): void {
+  /** `first`: one whole frame, read before `input`. */
+  private readFrames(first?: Buffer): void {
     let buf = this.input;
     let pos = 0;
     if (!this.prefaceSeen) {
@@ -227,6 +240,11 @@ export class H2Connection implements StreamOwner {
     }
     this.reading = true;
     this.readAt = performance.now();
+    if (first !== undefined) {
+      this.turnBytes += first.length;
+      this.onFrame(first[3]!, first[4]!, first.readUInt32BE(5) & 0x7fffffff, first, FRAME_HEADER_BYTES, first.length);
+      if (this.dead) return;
+    }
     const end = buf.length;
     while (end - pos >= FRAME_HEADER_BYTES) {
       if (this.turnBytes >= TURN_BYTES) {
@@ -1033,6 +1051,21 @@ export class H2Connection implements StreamOwner {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
   }
+}
+
+/**
+ * How many bytes of `next` complete the frame whose start is `start` (its header may be cut too):
+ * -1 when `next` does not complete it, or it declares more than a frame may hold (then reading
+ * both together fails it as it should).
+ */
+function frameRemainder(start: Buffer, next: Buffer): number {
+  const have = start.length;
+  if (have + next.length < FRAME_HEADER_BYTES) return -1;
+  const at = (i: number): number => (i < have ? start[i]! : next[i - have]!);
+  const length = (at(0) << 16) | (at(1) << 8) | at(2);
+  if (length > DEFAULT_MAX_FRAME_SIZE) return -1;
+  const need = FRAME_HEADER_BYTES + length - have;
+  return need <= next.length ? need : -1;
 }
 
 /** How long an ended connection waits for the client to close its side. */

@@ -256,3 +256,28 @@ describe('keepalive: only the acknowledgement of our own PING answers it (RFC 91
     expect(client.closed).toBe(false);
   });
 });
+
+describe('frames cut across socket reads', () => {
+  test('calls sent one byte a read, and cut at every position of a frame header, are all answered', async () => {
+    const server = await startSocketServer();
+    const client = await RawH2Client.connect(server.port);
+    const calls = Buffer.concat([rateLimitCall(1), rateLimitCall(3), rateLimitCall(5)]);
+    for (let i = 0; i < calls.length; i++) {
+      client.send(calls.subarray(i, i + 1));
+      // A turn apart, so each byte is a read of its own.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    for (const id of [1, 3, 5]) expect(grpcStatusOf(await client.answer(id))).toBe('0');
+    // A call's two frames, cut at each position of the second's header.
+    let id = 7;
+    for (let cut = 1; cut < 9; cut++, id += 2) {
+      const call = rateLimitCall(id);
+      const headerAt = call.readUIntBE(0, 3) + 9; // the DATA frame's header follows the HEADERS frame
+      client.send(call.subarray(0, headerAt + cut));
+      await new Promise((resolve) => setImmediate(resolve));
+      client.send(call.subarray(headerAt + cut));
+      expect(grpcStatusOf(await client.answer(id))).toBe('0');
+    }
+    expect(server.budgets.requests.held).toBe(0);
+  });
+});
