@@ -14,7 +14,7 @@ import { checkQuotaLength, decodeQuotaMessage, isQuotaReadError, type QuotaCalls
 import { grpcMessage, type GrpcListener, type GrpcListenerOptions, listenOn, percentEncode } from './grpc-common';
 import { type LeanReply, LeanServices, type MessageHandler } from './grpc-lean';
 import { type ConnectionOptions, H2Connection, type StreamHandler } from './h2/connection';
-import { DEFAULT_WINDOW } from './h2/frames';
+import { STREAM_WINDOW } from './h2/frames';
 import type { AbortReason, H2Stream, StreamCall } from './h2/stream';
 import { encodeHeaderBlock } from './h2/hpack';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
@@ -139,7 +139,7 @@ class QuotaStreaming implements StreamCall {
       }
       if (s.body.length < GRPC_PREFIX_BYTES + length) {
         // A message under way: the window opens for all of it.
-        s.acceptBody(Math.max(DEFAULT_WINDOW, GRPC_PREFIX_BYTES + length));
+        s.acceptBody(Math.max(STREAM_WINDOW, GRPC_PREFIX_BYTES + length));
         return;
       }
       const m = decodeQuotaMessage(s.take(GRPC_PREFIX_BYTES + length));
@@ -154,7 +154,7 @@ class QuotaStreaming implements StreamCall {
         void this.handle.settled().then(() => {
           this.pending = 0;
           if (s.closed) return;
-          s.acceptBody(DEFAULT_WINDOW);
+          s.acceptBody(STREAM_WINDOW);
           this.data();
           if (this.clientEnded) this.ended();
         });

@@ -395,7 +395,8 @@ export class RawH2Client {
 
   /**
    * Sends `bytes` on `streamId` as DATA frames of at most 16 KiB, within the windows the server
-   * grants (initial ones of 65,535), waiting for its WINDOW_UPDATEs; `end` ends the stream.
+   * grants (65,535 for the connection, its SETTINGS' for a stream, at first), waiting for its
+   * WINDOW_UPDATEs; `end` ends the stream.
    * Resolves once everything is sent.
    */
   async sendWithinWindows(streamId: number, bytes: Buffer, end = false): Promise<void> {
@@ -409,10 +410,19 @@ export class RawH2Client {
     if (end) this.send(dataFrame(streamId, EMPTY, true));
   }
 
+  /** The server's SETTINGS_INITIAL_WINDOW_SIZE (what a new stream may carry before any update). */
+  serverStreamWindow(): number {
+    const settings = this.frames.find((f) => f.type === FrameType.SETTINGS && (f.flags & Flag.ACK) === 0);
+    for (let p = 0; settings !== undefined && p + 6 <= settings.payload.length; p += 6) {
+      if (settings.payload.readUInt16BE(p) === 0x4) return settings.payload.readUInt32BE(p + 2);
+    }
+    return 65_535;
+  }
+
   /** Sends as much of `bytes[from...]` on `streamId` as the windows allow now; returns how much. */
   sendWhatWindowsAllow(streamId: number, bytes: Buffer, from: number): number {
     const sentOn = (id: number): number => this.dataSent.get(id) ?? 0;
-    const room = Math.min(65_535 + this.granted(0) - sentOn(0), 65_535 + this.granted(streamId) - sentOn(streamId), bytes.length - from);
+    const room = Math.min(65_535 + this.granted(0) - sentOn(0), this.serverStreamWindow() + this.granted(streamId) - sentOn(streamId), bytes.length - from);
     for (let n = 0; n < room; n += 16_384) this.send(dataFrame(streamId, bytes.subarray(from + n, from + Math.min(room, n + 16_384))));
     const sent = Math.max(0, room);
     this.dataSent.set(0, sentOn(0) + sent);

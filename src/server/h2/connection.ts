@@ -25,11 +25,12 @@
 import type { Socket } from 'node:net';
 import { PEER_BACKLOG_HIGH, PeerBacklog, type ServerBudgets } from '../byte-budget';
 import { CONTROL_FRAMES, HEADER_WORK, RESETS, TokenBucket } from './budgets';
-import { ConnectionInflow, WINDOW_UPDATE_THRESHOLD } from './flow';
+import { ConnectionInflow } from './flow';
 import {
   CONNECTION_PREFACE,
   DEFAULT_MAX_FRAME_SIZE,
   DEFAULT_WINDOW,
+  STREAM_WINDOW,
   ErrorCode,
   Flag,
   FRAME_HEADER_BYTES,
@@ -79,6 +80,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * more calls a second at 16 KiB than at 64 KiB (bench/README.md, "Attacks").
  */
 export const TURN_BYTES = 16 * 1024;
+/** A stream's window is opened in updates of at least this, unless it is nearly shut. */
+const STREAM_UPDATE_THRESHOLD = STREAM_WINDOW >> 1;
 /** Acknowledgements (of SETTINGS and PING) left unread before the connection is closed: nghttp2's bound. */
 const MAX_QUEUED_ACKS = 1000;
 
@@ -136,6 +139,8 @@ export class H2Connection implements StreamOwner {
   private sendWindow = DEFAULT_WINDOW;
   private readonly blocked = new Set<H2Stream>();
   peerInitialWindow = DEFAULT_WINDOW;
+  /** What the client may send on a new stream: the default until it acknowledges our SETTINGS. */
+  streamRecvWindow = DEFAULT_WINDOW;
   private peerMaxFrameSize = DEFAULT_MAX_FRAME_SIZE;
   private readonly resets = new TokenBucket(RESETS.burst, RESETS.perSecond);
   private readonly controlFrames = new TokenBucket(CONTROL_FRAMES.burst, CONTROL_FRAMES.perSecond);
@@ -173,7 +178,7 @@ export class H2Connection implements StreamOwner {
     private readonly handler: StreamHandler,
     private readonly options: ConnectionOptions,
   ) {
-    this.inflow = new ConnectionInflow(options.maxHeldBodyBytes);
+    this.inflow = new ConnectionInflow(options.maxHeldBodyBytes, options.budgets.requests);
     this.backlog = new PeerBacklog(socket, options.budgets.answers);
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('drain', () => {
@@ -182,7 +187,7 @@ export class H2Connection implements StreamOwner {
     });
     socket.on('close', () => this.onClose());
     socket.on('error', () => socket.destroy());
-    this.writer.settings(options.maxConcurrentStreams, options.maxHeaderListBytes);
+    this.writer.settings(options.maxConcurrentStreams, STREAM_WINDOW, options.maxHeaderListBytes);
     this.handshakeTimer = setTimeout(() => this.destroy(), Math.min(options.handshakeTimeoutMs, MAX_TIMER_MS));
     this.handshakeTimer.unref();
     this.startKeepalive();
@@ -461,7 +466,7 @@ export class H2Connection implements StreamOwner {
   private openStreamWindow(stream: H2Stream): void {
     if (stream.remoteEnded) return;
     const room = stream.bodyLimit - stream.body.length - stream.recvWindow;
-    if (room <= 0 || (room < WINDOW_UPDATE_THRESHOLD && stream.recvWindow >= WINDOW_UPDATE_THRESHOLD)) return;
+    if (room <= 0 || (room < STREAM_UPDATE_THRESHOLD && stream.recvWindow >= STREAM_UPDATE_THRESHOLD)) return;
     stream.recvWindow += room;
     this.writer.windowUpdate(stream.id, room);
     this.scheduleFlush();
@@ -624,6 +629,16 @@ export class H2Connection implements StreamOwner {
     }
     if ((flags & Flag.ACK) !== 0) {
       if (end !== start) this.fail(ErrorCode.FRAME_SIZE_ERROR, 'a SETTINGS acknowledgement with a payload');
+      else if (this.streamRecvWindow !== STREAM_WINDOW) {
+        // Our only SETTINGS now applies: the streams' windows shrink by the difference (6.9.2),
+        // and a stream whose application accepts more is opened again (its client may wait).
+        const delta = this.streamRecvWindow - STREAM_WINDOW;
+        this.streamRecvWindow = STREAM_WINDOW;
+        for (const stream of this.streams.values()) {
+          stream.recvWindow -= delta;
+          this.openStreamWindow(stream);
+        }
+      }
       return;
     }
     if ((end - start) % 6 !== 0) {

@@ -2,10 +2,13 @@
  * Receive-side flow control of one connection (RFC 9113 5.2, 6.9): what the peer may still send,
  * and when the window it used is given back. Bytes the application consumed at once, or that were
  * dropped, are given back; bytes held in stream bodies (a request still arriving) are given back
- * only while the connection holds at most `heldLimit` of them. Past that the peer's window shrinks
- * by what it sends, so a connection never holds more than `heldLimit` plus one window, however
- * many streams it opens. (Go's x/net/http2 holds at most 1 MiB per connection the same way.)
+ * only while the connection holds at most `heldLimit` of them and the process's request budget
+ * is not spent. Past that the peer's window shrinks by what it sends, so a connection never holds
+ * more than `heldLimit` plus one window, however many streams it opens (Go's x/net/http2 holds at
+ * most 1 MiB per connection the same way), and while the process is full, clients wait instead
+ * of sending what could only be refused.
  */
+import type { ByteBudget } from '../byte-budget';
 import { DEFAULT_WINDOW } from './frames';
 
 /** Window is given back in WINDOW_UPDATEs of at least this (half the initial window)... */
@@ -21,7 +24,10 @@ export class ConnectionInflow {
   /** Window to give back in the next WINDOW_UPDATE. */
   private pending = 0;
 
-  constructor(private readonly heldLimit: number) {}
+  constructor(
+    private readonly heldLimit: number,
+    private readonly budget: ByteBudget,
+  ) {}
 
   get held(): number {
     return this.heldBytes;
@@ -75,7 +81,7 @@ export class ConnectionInflow {
 
   /** Gives back the window of held bytes while the held bytes already given back stay within the limit. */
   private rebalance(): void {
-    if (this.unreturned === 0) return;
+    if (this.unreturned === 0 || this.budget.exhausted) return;
     const room = this.heldLimit - (this.heldBytes - this.unreturned);
     if (room <= 0) return;
     const n = Math.min(room, this.unreturned);

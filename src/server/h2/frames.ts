@@ -52,6 +52,12 @@ export const enum Setting {
 
 /** The initial flow-control window of a connection and of a stream (RFC 9113 6.9.2). */
 export const DEFAULT_WINDOW = 65_535;
+/**
+ * Our SETTINGS_INITIAL_WINDOW_SIZE: what a client may send on a new stream before we open its
+ * window further (to the message it declares). Far above a rate limit request; small, so that
+ * streams a client never finishes hold little.
+ */
+export const STREAM_WINDOW = 16 * 1024;
 export const MAX_WINDOW = 2 ** 31 - 1;
 export const DEFAULT_MAX_FRAME_SIZE = 16_384;
 export const MAX_FRAME_SIZE_LIMIT = 2 ** 24 - 1;

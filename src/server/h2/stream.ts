@@ -18,7 +18,7 @@
  */
 import type { ByteBudget } from '../byte-budget';
 import { HeldBody } from '../held-body';
-import { DEFAULT_WINDOW, ErrorCode } from './frames';
+import { ErrorCode, STREAM_WINDOW } from './frames';
 
 export const enum StreamState {
   Open,
@@ -60,6 +60,8 @@ export interface StreamOwner {
   /** The application gave back held body bytes (`take`), or changed how many it accepts. */
   bodyChanged(stream: H2Stream): void;
   readonly peerInitialWindow: number;
+  /** What the client may send on a new stream before we open its window. */
+  readonly streamRecvWindow: number;
 }
 
 /** One request/response exchange. */
@@ -84,9 +86,9 @@ export class H2Stream {
   timer: NodeJS.Timeout | undefined = undefined;
   timerAt = 0;
   /** The most body bytes the application holds at once: the stream's window is opened up to it. */
-  bodyLimit = DEFAULT_WINDOW;
+  bodyLimit = STREAM_WINDOW;
   /** What the client may still send on the stream. */
-  recvWindow = DEFAULT_WINDOW;
+  recvWindow: number;
   /** What we may still send. */
   sendWindow: number;
   /** DATA waiting for flow-control window, and the trailers to send after it. */
@@ -99,6 +101,7 @@ export class H2Stream {
     budget: ByteBudget,
   ) {
     this.sendWindow = owner.peerInitialWindow;
+    this.recvWindow = owner.streamRecvWindow;
     this.body = new HeldBody(budget);
   }
 

@@ -3,7 +3,7 @@
  * one write. The buffer starts small (an idle connection holds a few hundred bytes), grows as a
  * turn needs, and shrinks back once a large turn is written.
  */
-import { ErrorCode, Flag, FRAME_HEADER_BYTES, FrameType, writeFrameHeader } from './frames';
+import { ErrorCode, Flag, FRAME_HEADER_BYTES, FrameType, Setting, writeFrameHeader } from './frames';
 
 const INITIAL_BYTES = 256;
 /** Storage above this is not kept after a write. */
@@ -45,13 +45,15 @@ export class FrameWriter {
     if (payload !== undefined) payload.copy(this.out, pos);
   }
 
-  /** Our SETTINGS: the stream cap and the header list limit (the other values are the defaults). */
-  settings(maxConcurrentStreams: number, maxHeaderListBytes: number): void {
-    const pos = this.frameHeader(12, FrameType.SETTINGS, 0, 0);
-    this.out.writeUInt16BE(0x3 /* MAX_CONCURRENT_STREAMS */, pos);
+  /** Our SETTINGS: the stream cap, the initial stream window and the header list limit (the others are the defaults). */
+  settings(maxConcurrentStreams: number, initialWindow: number, maxHeaderListBytes: number): void {
+    const pos = this.frameHeader(18, FrameType.SETTINGS, 0, 0);
+    this.out.writeUInt16BE(Setting.MAX_CONCURRENT_STREAMS, pos);
     this.out.writeUInt32BE(maxConcurrentStreams, pos + 2);
-    this.out.writeUInt16BE(0x6 /* MAX_HEADER_LIST_SIZE */, pos + 6);
-    this.out.writeUInt32BE(maxHeaderListBytes, pos + 8);
+    this.out.writeUInt16BE(Setting.INITIAL_WINDOW_SIZE, pos + 6);
+    this.out.writeUInt32BE(initialWindow, pos + 8);
+    this.out.writeUInt16BE(Setting.MAX_HEADER_LIST_SIZE, pos + 12);
+    this.out.writeUInt32BE(maxHeaderListBytes, pos + 14);
   }
 
   windowUpdate(id: number, increment: number): void {

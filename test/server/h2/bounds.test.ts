@@ -8,7 +8,7 @@
 import net from 'node:net';
 import type { RateLimitRequest } from '../../../src/core/rls';
 import { serverBudgets } from '../../../src/server/byte-budget';
-import { ErrorCode } from '../../../src/server/h2/frames';
+import { ErrorCode, STREAM_WINDOW } from '../../../src/server/h2/frames';
 import type { Decider } from '../../../src/server/http';
 import { StatsStore } from '../../../src/stats/store';
 import {
@@ -21,7 +21,10 @@ import {
   rateLimitCall,
   rateLimitMessage,
   requestBlock,
+  PREFACE,
   rstStreamFrame,
+  settingsAckFrame,
+  settingsFrame,
   windowUpdateFrame,
 } from '../../support/h2-frames';
 import { memoryRateLimitService } from '../../support/grpc-service';
@@ -65,7 +68,8 @@ describe('request bodies', () => {
       at += n;
     }
     // Exactly the message: the initial window and the updates add up to its length, no more.
-    expect(WINDOW + client.granted(1)).toBe(declared);
+    expect(client.serverStreamWindow()).toBe(STREAM_WINDOW);
+    expect(STREAM_WINDOW + client.granted(1)).toBe(declared);
     client.send(dataFrame(1, Buffer.alloc(0), true));
     const answer = await client.answer(1);
     expect(grpcStatusOf(answer)).toBe('0');
@@ -75,6 +79,23 @@ describe('request bodies', () => {
     expect(grpcStatusOf(await client.answer(3))).toBe('0');
     expect(client.granted(3)).toBe(0);
     expect(server.budgets.requests.held).toBe(0);
+  });
+
+  test('a client that sent under the default window before it took our SETTINGS gets the window back when it acknowledges them', async () => {
+    const server = await startSocketServer();
+    const client = await RawH2Client.connect(server.port, { handshake: false });
+    const message = paddedMessage(100_000);
+    // Preface, SETTINGS and a whole default window of the message before reading anything.
+    client.send(PREFACE, settingsFrame(), headersFrame(1, requestBlock()));
+    for (let at = 0; at < WINDOW; at += MAX_FRAME) client.send(dataFrame(1, message.subarray(at, Math.min(WINDOW, at + MAX_FRAME))));
+    await client.waitForFrame((f) => f.type === 0x4 && (f.flags & 0x1) === 0, "the server's SETTINGS");
+    const before = client.granted(1);
+    // Now it applies them: its window on stream 1 shrinks by the difference, then it says so.
+    client.send(settingsAckFrame());
+    const shrunk = WINDOW + before - WINDOW - (WINDOW - STREAM_WINDOW);
+    await client.waitFor(() => shrunk + client.granted(1) - before >= message.length - WINDOW, 'window for the rest of the message');
+    for (let at = WINDOW; at < message.length; at += MAX_FRAME) client.send(dataFrame(1, message.subarray(at, at + MAX_FRAME), at + MAX_FRAME >= message.length));
+    expect(grpcStatusOf(await client.answer(1))).toBe('0');
   });
 
   test('a connection holds at most 1 MiB and one window of unfinished bodies, however many streams it opens', async () => {
