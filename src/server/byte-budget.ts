@@ -11,7 +11,6 @@ import type net from 'node:net';
 /** A count of bytes held against a limit. */
 export class ByteBudget {
   private heldBytes = 0;
-  private waiting: Array<() => void> = [];
 
   constructor(readonly limit: number) {}
 
@@ -32,18 +31,6 @@ export class ByteBudget {
 
   give(n: number): void {
     this.heldBytes -= n;
-    // Room again (a quarter of the limit, so that waiters do not wake for a few bytes).
-    if (this.waiting.length > 0 && this.heldBytes <= (this.limit * 3) / 4) {
-      const wake = this.waiting;
-      this.waiting = [];
-      for (const fn of wake) fn();
-    }
-  }
-
-  /** Calls `fn` once a quarter of the limit is free again (at once when it is). */
-  whenRoom(fn: () => void): void {
-    if (this.heldBytes <= (this.limit * 3) / 4) fn();
-    else this.waiting.push(fn);
   }
 }
 

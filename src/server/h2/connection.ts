@@ -99,7 +99,6 @@ const EMPTY = Buffer.alloc(0);
 const enum Paused {
   Backlog = 1,
   Turn = 2,
-  Budget = 4,
 }
 
 // One loop turn is the time between two setImmediate callbacks: libuv reads a socket up to 32
@@ -906,12 +905,6 @@ export class H2Connection implements StreamOwner {
   /** The stream must end unanswered: the application answers it, or it is reset. */
   private abortStream(stream: H2Stream, reason: AbortReason): void {
     if (stream.closed) return;
-    if (reason === 'buffer-full' && (this.paused & Paused.Budget) === 0) {
-      // The process holds all it may: this connection is not read until there is room again,
-      // so its client waits (its bytes stay in the kernel) instead of sending what is refused.
-      this.pause(Paused.Budget);
-      this.options.budgets.requests.whenRoom(() => this.unpause(Paused.Budget));
-    }
     stream.body.free();
     stream.call.abort(reason);
     if (!stream.closed) this.resetStream(stream, reason === 'buffer-full' ? ErrorCode.ENHANCE_YOUR_CALM : ErrorCode.CANCEL);

@@ -21,7 +21,6 @@ import {
   rateLimitCall,
   rateLimitMessage,
   requestBlock,
-  pingFrame,
   PREFACE,
   rstStreamFrame,
   settingsAckFrame,
@@ -29,7 +28,6 @@ import {
   windowUpdateFrame,
 } from '../../support/h2-frames';
 import { memoryRateLimitService } from '../../support/grpc-service';
-import { quietFor } from '../../support/wait';
 import { expectServed, rateLimitClient, startSocketServer, stopSocketServers } from '../../support/h2-server';
 
 afterEach(async () => {
@@ -151,37 +149,6 @@ describe('request bodies', () => {
     expect(grpcStatusOf(await abuser.answer(7))).toBe('0');
     await expectServed(good);
     abuser.close();
-  });
-
-  test('while the process budget is full, a connection whose stream was refused is not read (its client waits), until there is room', async () => {
-    const server = await startSocketServer({}, { budgets: serverBudgets(64 * 1024) });
-    const holder = await RawH2Client.connect(server.port);
-    const message = paddedMessage(1 << 20);
-    // The holder takes 56 KiB (32 + 16 + 8), another connection's stream the last 8 KiB.
-    const half = MAX_FRAME / 2;
-    holder.send(headersFrame(1, requestBlock()), headersFrame(3, requestBlock()), headersFrame(5, requestBlock()));
-    for (const [id, from, to] of [[1, 0, MAX_FRAME], [3, 0, MAX_FRAME], [1, MAX_FRAME, 2 * MAX_FRAME], [5, 0, half]] as const) {
-      holder.send(dataFrame(id, message.subarray(from, to)));
-      await holder.roundTrip();
-    }
-    const waiter = await RawH2Client.connect(server.port);
-    waiter.send(headersFrame(1, requestBlock()), dataFrame(1, message.subarray(0, half)));
-    await waiter.roundTrip();
-    expect(server.budgets.requests.held).toBe(64 * 1024);
-    // Its stream cannot grow: refused, and then nothing the connection sends is read (what the
-    // refused stream held goes back, but the process is still more than three quarters full).
-    waiter.send(dataFrame(1, message.subarray(half, MAX_FRAME)));
-    expect(grpcStatusOf(await waiter.answer(1))).toBe('8');
-    const acks = waiter.pingAcks;
-    waiter.send(pingFrame(Buffer.from('waiting!')));
-    await quietFor(200);
-    expect(waiter.pingAcks).toBe(acks);
-    // Room again (the holder's streams end): it is read, its PING answered, its calls served.
-    holder.send(rstStreamFrame(1, ErrorCode.CANCEL), rstStreamFrame(3, ErrorCode.CANCEL), rstStreamFrame(5, ErrorCode.CANCEL));
-    await waiter.waitFor(() => waiter.pingAcks === acks + 1, 'the PING answered once there is room');
-    waiter.send(rateLimitCall(3));
-    expect(grpcStatusOf(await waiter.answer(3))).toBe('0');
-    expect(server.budgets.requests.held).toBe(0);
   });
 
   test('GRPC_REQUEST_BODY_TIMEOUT: a request that stops arriving is answered DEADLINE_EXCEEDED whatever its deadline, its bytes released', async () => {
