@@ -39,6 +39,7 @@ const {
   rssMiB,
   sleep,
   removeTmp,
+  tmpDir,
   SERVICE_CONFIG,
   startService,
 } = require('./processes.js');
@@ -186,21 +187,33 @@ function watchServiceLog(srv) {
 
 async function runScenario(s) {
   log(`${s.id}: ${s.label}`);
-  const srv = await startService(`attack-${s.id}`, SERVICE_CONFIG, { GRPC_TRANSPORT: 'socket' });
+  // The service's own event-loop delay over the measured window (bench/loop-delay.js).
+  const loopDelay = { file: path.join(tmpDir(), `loop-delay-${s.id}.json`), start: path.join(tmpDir(), `loop-delay-${s.id}.start`) };
+  const srv = await startService(`attack-${s.id}`, SERVICE_CONFIG, {
+    GRPC_TRANSPORT: 'socket',
+    // As the container image runs it (deploy/Dockerfile).
+    MALLOC_MMAP_THRESHOLD_: '65536',
+    NODE_OPTIONS: `--require ${path.join(__dirname, 'loop-delay.js')}`,
+    BENCH_LOOP_DELAY_FILE: loopDelay.file,
+    BENCH_LOOP_DELAY_START: loopDelay.start,
+  });
   let r;
   try {
-    r = await measure(s, srv);
+    r = await measure(s, srv, loopDelay.start);
   } finally {
     // SIGTERM: the service stops gracefully, waiting (up to its own bound) for connections still open.
     const t = performance.now();
     await srv.stop();
-    if (r?.service) r.service.stopMs = performance.now() - t;
+    if (r?.service) {
+      r.service.stopMs = performance.now() - t;
+      r.service.loopDelayMs = fs.existsSync(loopDelay.file) ? JSON.parse(fs.readFileSync(loopDelay.file, 'utf8')) : null;
+    }
   }
   return r;
 }
 
 /** The good client and the attacker against a started service. */
-async function measure(s, srv) {
+async function measure(s, srv, loopDelayStart) {
   const problems = [];
   const serviceLog = watchServiceLog(srv);
   const port = Number(srv.grpcAddr.split(':').pop());
@@ -240,6 +253,7 @@ async function measure(s, srv) {
   const rssSamples = [];
   const sampler = setInterval(() => rssSamples.push({ t: performance.now() - t0, mib: rssMiB(srv.pid) }), 250);
   await sleep(CFG.warmupSeconds * 1000);
+  fs.writeFileSync(loopDelayStart, '');
   const c0 = cpuSample(pids);
   const g0 = Date.now();
   await sleep(CFG.seconds * 1000);
@@ -356,15 +370,16 @@ function markdown(results, machine, problems) {
     `${machine.date}; ${machine.nproc} CPUs, ${machine.cpuModel}; Node ${machine.node}; ${machine.pinning}.`,
     `Good client: ${CFG.rate} calls/s open loop, ${CFG.warmupSeconds} s warm-up + ${CFG.seconds} s measured per scenario; a fresh service (memory store) per scenario.`,
     '',
-    '| Scenario | Good client p50 / p99 / max | Failed / calls | Attacker sent | Closed by server (GOAWAY) | Reconnects | Service CPU | Service RSS MiB: before / end / peak / after | Service sockets: before / end / after | Attacker CPU |',
-    '|---|---|---:|---|---|---:|---:|---|---|---:|',
+    '| Scenario | Good client p50 / p99 / max | Service event-loop delay p99 / p99.9 / max | Failed / calls | Attacker sent | Closed by server (GOAWAY) | Reconnects | Service CPU | Service RSS MiB: before / end / peak / after | Service sockets: before / end / after | Attacker CPU |',
+    '|---|---|---|---:|---|---|---:|---:|---|---|---:|',
   ];
   for (const r of results) {
     const c = r.client;
     const a = r.attacker;
     const sv = r.service;
     lines.push(
-      `| \`${r.id}\` | ${c ? `${fmtMs(c.p50)} / ${fmtMs(c.p99)} / ${fmtMs(c.max)}` : 'n/a'} | ${c ? `${fmt(c.failed)} / ${fmt(c.calls)}` : 'n/a'} | ${attackerCell(r)} | ` +
+      `| \`${r.id}\` | ${c ? `${fmtMs(c.p50)} / ${fmtMs(c.p99)} / ${fmtMs(c.max)}` : 'n/a'} | ` +
+        `${sv?.loopDelayMs ? `${fmtMs(sv.loopDelayMs.p99)} / ${fmtMs(sv.loopDelayMs.p999)} / ${fmtMs(sv.loopDelayMs.max)}` : 'n/a'} | ${c ? `${fmt(c.failed)} / ${fmt(c.calls)}` : 'n/a'} | ${attackerCell(r)} | ` +
         `${a ? `${fmt(a.closedByServer)}${Object.keys(a.goaway).length ? ` (${codes(a.goaway)})` : ''}` : '—'} | ${a ? fmt(a.reconnects) : '—'} | ${fmtPct(sv?.cpuPercent)} | ` +
         `${sv ? `${fmtMiB(sv.rssBeforeMiB)} / ${fmtMiB(sv.rssEndMiB)} / ${fmtMiB(sv.rssPeakMiB)} / ${fmtMiB(sv.rssAfterMiB)}` : 'n/a'} | ` +
         `${sv ? `${fmt(sv.socketsBefore)} / ${fmt(sv.socketsEnd)} / ${fmt(sv.socketsAfter)}` : 'n/a'} | ${fmtPct(r.attackerCpuPercent)} |`,
