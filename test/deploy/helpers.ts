@@ -247,3 +247,39 @@ export function hasDescriptorPath(descriptors: Json, keys: readonly string[]): b
   if (keys.length === 0) return true;
   return (descriptors ?? []).some((d: Json) => d.key === keys[0] && (keys.length === 1 || hasDescriptorPath(d.descriptors, keys.slice(1))));
 }
+
+/**
+ * Whether a Kubernetes label selector (`matchLabels` and `matchExpressions` with In, NotIn, Exists,
+ * DoesNotExist) selects these labels. An empty selector selects everything.
+ */
+export function selects(selector: Json, labels: Record<string, string>): boolean {
+  for (const [k, v] of Object.entries<Json>(selector?.matchLabels ?? {})) if (labels[k] !== v) return false;
+  for (const e of selector?.matchExpressions ?? []) {
+    const has = Object.prototype.hasOwnProperty.call(labels, e.key);
+    const values: string[] = e.values ?? [];
+    const ok =
+      e.operator === 'In' ? has && values.includes(labels[e.key]!)
+      : e.operator === 'NotIn' ? !has || !values.includes(labels[e.key]!)
+      : e.operator === 'Exists' ? has
+      : e.operator === 'DoesNotExist' ? !has
+      : false;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/** The Secret key an `env` entry of a container takes its value from (`valueFrom.secretKeyRef`). */
+export function envSecretRef(c: Json, name: string): { name: string; key: string; optional: boolean } | undefined {
+  const ref = (c?.env ?? []).find((e: Json) => e?.name === name)?.valueFrom?.secretKeyRef;
+  return ref ? { name: ref.name, key: ref.key, optional: ref.optional === true } : undefined;
+}
+
+/**
+ * `$(VAR)` in a container's command or args, replaced as the kubelet does: by the container's
+ * variable when it has one (else left as is); `$$` stands for `$`.
+ */
+export function expandVars(text: string, env: Record<string, string>): string {
+  return text.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m: string, name: string | undefined) =>
+    name === undefined ? '$' : Object.prototype.hasOwnProperty.call(env, name) ? env[name]! : m,
+  );
+}

@@ -20,6 +20,7 @@ import {
   cluster,
   containerEnv,
   descriptorKeys,
+  envSecretRef,
   envoyConfigs,
   filenames,
   hasDescriptorPath,
@@ -34,6 +35,7 @@ import {
   rel,
   resolvePort,
   routeRateLimits,
+  selects,
   yamlFiles,
 } from './helpers';
 import type { Json, PodSource, YamlDoc } from './helpers';
@@ -415,6 +417,220 @@ describe('Envoy configs', () => {
         const names = vol.secret ? secretFiles(pod.file, vol.secret) : Object.keys(OBJECTS.find((d) => d.value.kind === 'ConfigMap' && d.value.metadata.name === vol.configMap?.name)?.value.data ?? {});
         expect(names).toContain(path.posix.relative(m.mountPath, f));
       }
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Network policies and the Redis password
+
+const README = fs.readFileSync(path.join(K8S_DIR, 'README.md'), 'utf8');
+const PATTERN_CASES = PATTERNS.map((p) => [path.basename(p), p] as [string, string]);
+
+/** A peer of an ingress rule, or ANYONE for a rule without `from` (every source). */
+const ANYONE = 'anyone';
+type Peer = Json | typeof ANYONE;
+
+const policiesOf = (dir: string): YamlDoc[] => OBJECTS.filter((d) => inDir(dir)(d) && d.value.kind === 'NetworkPolicy');
+const podsOf = (dir: string): PodSource[] => PODS.filter(inDir(dir));
+const hasRatelimit = (pod: PodSource): boolean => (pod.spec.containers ?? []).some(isRatelimitContainer);
+const isRedisPod = (pod: PodSource): boolean => (pod.spec.containers ?? []).some((c: Json) => c.name === 'redis');
+
+function isIngressPolicy(np: Json): boolean {
+  return (np.spec.policyTypes ?? ['Ingress']).includes('Ingress');
+}
+
+/** The ingress rules that apply to a pod: those of the Ingress policies of its directory selecting it. */
+function ingressRules(pod: PodSource): Json[] {
+  return policiesOf(path.dirname(pod.file))
+    .filter((d) => isIngressPolicy(d.value) && selects(d.value.spec.podSelector, pod.labels))
+    .flatMap((d) => d.value.spec.ingress ?? []);
+}
+
+/** Whether a rule's `ports` entry admits TCP `port` on this pod (numbers, names, `endPort` ranges). */
+function admits(entry: Json, port: number, pod: PodSource): boolean {
+  if ((entry.protocol ?? 'TCP') !== 'TCP') return false;
+  if (entry.port === undefined) return true;
+  const from = resolvePort(entry.port, pod.spec.containers ?? []);
+  if (from === undefined) return false;
+  return entry.endPort === undefined ? from === port : from <= port && port <= entry.endPort;
+}
+
+/** The peers a pod accepts on TCP `port`; `[ANYONE]` for a pod no Ingress policy selects. */
+function peersOn(pod: PodSource, port: number): Peer[] {
+  const isolated = policiesOf(path.dirname(pod.file)).some((d) => isIngressPolicy(d.value) && selects(d.value.spec.podSelector, pod.labels));
+  if (!isolated) return [ANYONE];
+  const out: Peer[] = [];
+  for (const rule of ingressRules(pod)) {
+    const ports: Json[] | undefined = rule.ports;
+    if (ports !== undefined && ports.length > 0 && !ports.some((e) => admits(e, port, pod))) continue;
+    const from: Json[] | undefined = rule.from;
+    out.push(...(from === undefined || from.length === 0 ? [ANYONE] : from));
+  }
+  return out;
+}
+
+/** The ports a pod's ingress rules name (every rule names its ports: see the test below). */
+function openPorts(pod: PodSource): number[] {
+  const out = new Set<number>();
+  for (const rule of ingressRules(pod)) for (const e of rule.ports ?? []) out.add(resolvePort(e.port, pod.spec.containers ?? [])!);
+  return [...out].sort((a, b) => a - b);
+}
+
+/** The ports the Services of the pod's directory forward to it. */
+function serviceTargets(pod: PodSource): number[] {
+  const out = new Set<number>();
+  for (const { value, file } of OBJECTS.filter((d) => d.value.kind === 'Service')) {
+    if (path.dirname(file) !== path.dirname(pod.file) || !selects({ matchLabels: value.spec.selector }, pod.labels)) continue;
+    for (const p of value.spec.ports) {
+      const port = resolvePort(p.targetPort ?? p.port, pod.spec.containers ?? []);
+      if (port !== undefined) out.add(port);
+    }
+  }
+  return [...out];
+}
+
+describe('deploy/kubernetes: network policies', () => {
+  test.each(PATTERN_CASES)('%s: NetworkPolicies exist and kustomization.yaml applies every one', (_name, dir) => {
+    const policies = policiesOf(dir);
+    expect(policies.length).toBeGreaterThan(0);
+    const resources: string[] = loadDocs(path.join(dir, 'kustomization.yaml'))[0]!.value.resources ?? [];
+    for (const d of policies) expect({ policy: d.value.metadata.name, applied: resources.includes(path.basename(d.file)) }).toEqual({ policy: d.value.metadata.name, applied: true });
+  });
+
+  test.each(PATTERN_CASES)('%s: every pod is isolated for ingress, and every policy selects a pod of the pattern', (_name, dir) => {
+    for (const pod of podsOf(dir)) {
+      const isolated = policiesOf(dir).some((d) => isIngressPolicy(d.value) && selects(d.value.spec.podSelector, pod.labels));
+      expect({ pod: pod.name, isolated }).toEqual({ pod: pod.name, isolated: true });
+    }
+    for (const { value } of policiesOf(dir)) {
+      expect({ policy: value.metadata.name, ingress: isIngressPolicy(value) }).toEqual({ policy: value.metadata.name, ingress: true });
+      const selected = podsOf(dir).filter((p) => selects(value.spec.podSelector, p.labels));
+      expect({ policy: value.metadata.name, selectsPods: selected.length > 0 }).toEqual({ policy: value.metadata.name, selectsPods: true });
+    }
+  });
+
+  test.each(PATTERN_CASES)('%s: every rule names ports the selected pods declare, and peers by pod labels', (_name, dir) => {
+    for (const { value } of policiesOf(dir)) {
+      const selected = podsOf(dir).filter((p) => selects(value.spec.podSelector, p.labels));
+      for (const rule of value.spec.ingress ?? []) {
+        // A rule without ports would open every port, the unauthenticated ones included.
+        expect({ policy: value.metadata.name, ports: (rule.ports ?? []).length > 0 }).toEqual({ policy: value.metadata.name, ports: true });
+        for (const e of rule.ports ?? []) {
+          for (const pod of selected) {
+            const port = resolvePort(e.port, pod.spec.containers);
+            const declared = pod.spec.containers.flatMap((c: Json) => (c.ports ?? []).map((cp: Json) => cp.containerPort));
+            expect({ policy: value.metadata.name, pod: pod.name, port: e.port, declared: declared.includes(port) }).toEqual({ policy: value.metadata.name, pod: pod.name, port: e.port, declared: true });
+          }
+        }
+        for (const peer of rule.from ?? []) {
+          expect({ policy: value.metadata.name, ipBlock: peer.ipBlock }).toEqual({ policy: value.metadata.name, ipBlock: undefined });
+          expect({ policy: value.metadata.name, podSelector: Boolean(peer.podSelector) }).toEqual({ policy: value.metadata.name, podSelector: true });
+          if (peer.namespaceSelector === undefined) {
+            // Same namespace: the selector must match a pod of the pattern (a typo in a label fails here).
+            const matched = podsOf(dir).filter((p) => selects(peer.podSelector, p.labels));
+            expect({ policy: value.metadata.name, peer, matchesPods: matched.length > 0 }).toEqual({ policy: value.metadata.name, peer, matchesPods: true });
+          } else {
+            // From other namespaces: named pods only, never whole namespaces.
+            expect({ policy: value.metadata.name, peer, podLabels: Object.keys(peer.podSelector.matchLabels ?? {}).length > 0 }).toEqual({ policy: value.metadata.name, peer, podLabels: true });
+          }
+        }
+      }
+    }
+  });
+
+  test.each(PATTERN_CASES)('%s: Redis accepts connections only from the pods that run the ratelimit container, on 6379 only', (_name, dir) => {
+    const redis = podsOf(dir).filter(isRedisPod);
+    expect(redis.length).toBe(1);
+    const pod = redis[0]!;
+    expect(openPorts(pod)).toEqual([6379]);
+    const peers = peersOn(pod, 6379);
+    expect(peers.length).toBeGreaterThan(0);
+    for (const peer of peers) {
+      expect(peer).not.toBe(ANYONE);
+      expect({ peer, namespaceSelector: peer.namespaceSelector, ipBlock: peer.ipBlock }).toEqual({ peer, namespaceSelector: undefined, ipBlock: undefined });
+    }
+    for (const p of podsOf(dir)) {
+      const admitted = peers.some((peer) => peer !== ANYONE && selects(peer.podSelector, p.labels));
+      expect({ pod: p.name, admitted }).toEqual({ pod: p.name, admitted: hasRatelimit(p) });
+    }
+  });
+
+  test.each(PATTERN_CASES)('%s: a pod accepts connections only on ports its Services forward to, or its metrics port', (_name, dir) => {
+    for (const pod of podsOf(dir)) {
+      const metrics = (pod.spec.containers ?? []).filter(isRatelimitContainer).map((c: Json) => servicePorts(containerEnv(c)).metrics).filter((m: number | undefined) => m !== undefined);
+      const allowed = new Set([...serviceTargets(pod), ...metrics]);
+      for (const port of openPorts(pod)) expect({ pod: pod.name, port, allowed: allowed.has(port) }).toEqual({ pod: pod.name, port, allowed: true });
+    }
+  });
+
+  test('sidecar: no other pod reaches the ratelimit container (Envoy calls it over localhost)', () => {
+    const dir = path.join(K8S_DIR, 'sidecar');
+    const rl = RL.filter((x) => inDir(dir)(x.pod));
+    expect(rl.length).toBeGreaterThan(0);
+    for (const { pod, c, where } of rl) {
+      const ports = servicePorts(containerEnv(c));
+      for (const [name, port] of Object.entries(ports)) expect({ where, [name]: port, peers: peersOn(pod, port!) }).toEqual({ where, [name]: port, peers: [] });
+    }
+    // Envoy's listener is the pod's one open port.
+    for (const { pod } of rl) expect(openPorts(pod)).toEqual(serviceTargets(pod).sort((a, b) => a - b));
+  });
+
+  test('shared: gRPC only from the Envoy pods labelled as the README says (any namespace); HTTP and debug from no pod; metrics from named pods', () => {
+    const dir = path.join(K8S_DIR, 'shared');
+    const rl = RL.filter((x) => inDir(dir)(x.pod));
+    expect(rl.length).toBeGreaterThan(0);
+    for (const { pod, c } of rl) {
+      const ports = servicePorts(containerEnv(c));
+      const grpc = peersOn(pod, ports.grpc);
+      expect(grpc).toHaveLength(1);
+      const envoy = grpc[0];
+      expect(envoy).not.toBe(ANYONE);
+      // Callers run in any namespace; the pod label is what admits them.
+      expect(envoy.namespaceSelector).toEqual({});
+      const labels = Object.entries<string>(envoy.podSelector.matchLabels ?? {});
+      expect(labels.length).toBeGreaterThan(0);
+      expect(envoy.podSelector.matchExpressions).toBeUndefined();
+      for (const [k, v] of labels) {
+        expect(README).toContain(`\`${k}: "${v}"\``);
+        expect(README).toContain(`"${k}":"${v}"`);
+      }
+      expect({ http: peersOn(pod, ports.http), debug: peersOn(pod, ports.debug) }).toEqual({ http: [], debug: [] });
+      expect(ports.metrics).toBeDefined();
+      const prometheus = peersOn(pod, ports.metrics!);
+      expect(prometheus.length).toBeGreaterThan(0);
+      for (const peer of prometheus) {
+        expect(peer).not.toBe(ANYONE);
+        expect(Object.keys(peer.namespaceSelector?.matchLabels ?? {}).length).toBeGreaterThan(0);
+        expect(Object.keys(peer.podSelector?.matchLabels ?? {}).length).toBeGreaterThan(0);
+      }
+    }
+  });
+});
+
+describe('deploy/kubernetes: the Redis password', () => {
+  test.each(PATTERN_CASES)('%s: Redis starts with --requirepass from a Secret, and every ratelimit container sends it as REDIS_AUTH', (_name, dir) => {
+    const redis = podsOf(dir).filter(isRedisPod);
+    expect(redis.length).toBe(1);
+    const c = redis[0]!.spec.containers.find((x: Json) => x.name === 'redis');
+    const argv: string[] = [...(c.command ?? []), ...(c.args ?? [])];
+    const i = argv.indexOf('--requirepass');
+    expect(i).toBeGreaterThanOrEqual(0);
+    // Never a literal: a variable the kubelet fills from the Secret.
+    const variable = /^\$\(([A-Za-z_][A-Za-z0-9_]*)\)$/.exec(argv[i + 1] ?? '')?.[1];
+    expect({ requirepass: argv[i + 1], fromVariable: variable !== undefined }).toEqual({ requirepass: argv[i + 1], fromVariable: true });
+    const ref = envSecretRef(c, variable!);
+    expect(ref).toEqual({ name: expect.any(String), key: expect.any(String), optional: false });
+    // The Secret is a template of the pattern (never applied: see the kustomization test) ...
+    expect(secretKeys(redis[0]!.file, ref!.name)).toContain(ref!.key);
+    // ... and the README says how to create it.
+    expect(README).toContain(`kubectl create secret generic ${ref!.name} --from-literal=${ref!.key}=`);
+
+    const rl = RL.filter((x) => inDir(dir)(x.pod));
+    expect(rl.length).toBeGreaterThan(0);
+    for (const { c: rc, where } of rl) {
+      expect({ where, REDIS_AUTH: envSecretRef(rc, 'REDIS_AUTH') }).toEqual({ where, REDIS_AUTH: ref });
+      expect({ where, literal: containerEnv(rc).REDIS_AUTH }).toEqual({ where, literal: undefined });
     }
   });
 });
