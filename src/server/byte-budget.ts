@@ -55,23 +55,29 @@ export const PEER_BACKLOG_HIGH = 64 * 1024;
 export const STALLED_PEER_MS = 30_000;
 
 /**
- * The unsent answers of one socket, counted against the process's answer budget while the client
- * is behind (its socket's buffer is over Node's high-water mark, so a 'drain' will follow): a
- * client that does not read costs its connection at most {@link PEER_BACKLOG_HIGH} plus one turn
- * of answers, the process at most the budget, and is closed once it takes nothing for
- * {@link STALLED_PEER_MS}.
+ * The answers written to one socket, and those its client has not taken: what the kernel did not
+ * take is counted against the process's answer budget while it waits. A client that does not read
+ * costs its connection at most {@link PEER_BACKLOG_HIGH} plus one turn of answers (the connection
+ * stops reading it), the process at most the budget, and is closed once it takes nothing for
+ * {@link STALLED_PEER_MS}. What waits is read from the socket's buffer, not from write()'s answer,
+ * whose high-water mark differs between Node versions (16 KiB in 20, 64 KiB from 22).
  */
 export class PeerBacklog {
   private counted = 0;
   private stallTimer: NodeJS.Timeout | undefined;
   private lengthAtCheck = 0;
+  /** Called by the socket once a write has gone to the kernel. */
+  private readonly written = (): void => {
+    if (this.socket.writableLength === 0) this.settle();
+  };
 
+  /** `settled`: called once the client has taken everything it was behind on. */
   constructor(
     private readonly socket: net.Socket,
     private readonly budget: ByteBudget,
+    private readonly settled: () => void = () => {},
     private readonly stalledMs = STALLED_PEER_MS,
   ) {
-    socket.on('drain', () => this.settle());
     socket.once('close', () => this.settle());
   }
 
@@ -80,13 +86,11 @@ export class PeerBacklog {
     return this.counted > 0;
   }
 
-  /**
-   * After `socket.write` returned `accepted`: false when the process cannot hold this client's
-   * backlog (the caller closes the connection).
-   */
-  wrote(accepted: boolean): boolean {
-    if (accepted && this.counted === 0) return true;
+  /** Writes `chunk`; false when the process cannot hold this client's backlog (the caller closes the connection). */
+  write(chunk: Buffer | string): boolean {
+    this.socket.write(chunk, this.written);
     const length = this.socket.writableLength;
+    if (length === 0 && this.counted === 0) return true;
     const more = length - this.counted;
     if (more > 0 && !this.budget.tryTake(more)) return false;
     if (more < 0) this.budget.give(-more);
@@ -108,11 +112,13 @@ export class PeerBacklog {
     this.stallTimer.unref();
   }
 
-  /** Everything was taken (drain), or the socket is gone: the bytes go back to the budget. */
+  /** Everything was taken, or the socket is gone: the bytes go back to the budget. */
   private settle(): void {
-    if (this.counted > 0) this.budget.give(this.counted);
+    const was = this.counted;
+    if (was > 0) this.budget.give(was);
     this.counted = 0;
     clearTimeout(this.stallTimer);
     this.stallTimer = undefined;
+    if (was > 0) this.settled();
   }
 }

@@ -4,7 +4,7 @@
  * view never, owned storage always, given back whole); and PeerBacklog over real loopback sockets
  * whose client does not read: its unsent bytes are counted against the budget, given back on
  * drain and on close, refused when the budget cannot hold them, and a client that takes nothing
- * is closed after its period. Every wait is for an event (a connection, 'drain', 'close').
+ * is closed after its period. Every wait is for an event (a connection, a catch-up, 'close').
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -197,14 +197,14 @@ async function pair(): Promise<{ server: net.Socket; client: net.Socket }> {
  */
 function fill(socket: net.Socket, backlog: PeerBacklog, chunk = Buffer.alloc(64 * 1024, 'x')): boolean {
   for (let written = 0; written < 256 << 20; written += chunk.length) {
-    if (!backlog.wrote(socket.write(chunk))) return false;
+    if (!backlog.write(chunk)) return false;
     if (socket.writableLength > 0) return true;
   }
   throw new Error('the kernel took 256 MiB from a client that does not read');
 }
 
 /** Resolves on the socket's next `event`, failing after SAFETY_MS. */
-function next(socket: net.Socket, event: 'close' | 'drain', what: string): Promise<void> {
+function next(socket: net.Socket, event: 'close', what: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`timed out after ${SAFETY_MS} ms waiting for ${what}`)), SAFETY_MS);
     socket.once(event, () => {
@@ -219,17 +219,19 @@ describe('PeerBacklog', () => {
     expect(STALLED_PEER_MS).toBe(30_000);
   });
 
-  test('unsent bytes are counted against the budget while the client is behind, and given back when it takes them (drain)', async () => {
+  test('unsent bytes are counted against the budget while the client is behind, and given back when it takes them', async () => {
     const budget = new ByteBudget(64 << 20);
     const { server, client } = await pair();
-    const backlog = new PeerBacklog(server, budget);
+    let settled!: () => void;
+    const caughtUp = new Promise<void>((resolve) => (settled = resolve));
+    const backlog = new PeerBacklog(server, budget, () => settled());
     expect(fill(server, backlog)).toBe(true);
     expect(backlog.behind).toBe(true);
     expect(budget.held).toBe(server.writableLength);
     expect(budget.held).toBeGreaterThan(0);
-    const drained = next(server, 'drain', 'the client to take everything');
     client.resume();
-    await drained;
+    await caughtUp;
+    expect(server.writableLength).toBe(0);
     expect(backlog.behind).toBe(false);
     expect(budget.held).toBe(0);
     expect(server.destroyed).toBe(false);
@@ -247,14 +249,14 @@ describe('PeerBacklog', () => {
     expect(budget.held).toBe(0);
   });
 
-  test('wrote() is false, taking nothing, when the budget cannot hold the backlog', async () => {
+  test('write() is false, taking nothing, when the budget cannot hold the backlog', async () => {
     const budget = new ByteBudget(256 * 1024);
     const { server } = await pair();
     const backlog = new PeerBacklog(server, budget);
     expect(fill(server, backlog)).toBe(true);
     const held = budget.held;
     expect(held).toBe(server.writableLength);
-    expect(backlog.wrote(server.write(Buffer.alloc(512 * 1024, 'y')))).toBe(false);
+    expect(backlog.write(Buffer.alloc(512 * 1024, 'y'))).toBe(false);
     expect(budget.held).toBe(held);
     // The caller closes the connection; the budget gets the rest back.
     const closed = next(server, 'close', 'the server side to close');
@@ -267,7 +269,7 @@ describe('PeerBacklog', () => {
     const STALLED_MS = 200;
     const budget = new ByteBudget(64 << 20);
     const { server } = await pair();
-    const backlog = new PeerBacklog(server, budget, STALLED_MS);
+    const backlog = new PeerBacklog(server, budget, () => {}, STALLED_MS);
     const closed = next(server, 'close', 'the stalled client to be closed');
     const t0 = Date.now();
     fill(server, backlog);

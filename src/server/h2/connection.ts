@@ -179,12 +179,11 @@ export class H2Connection implements StreamOwner {
     private readonly options: ConnectionOptions,
   ) {
     this.inflow = new ConnectionInflow(options.maxHeldBodyBytes, options.budgets.requests);
-    this.backlog = new PeerBacklog(socket, options.budgets.answers);
-    socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    socket.on('drain', () => {
+    this.backlog = new PeerBacklog(socket, options.budgets.answers, () => {
       this.queuedAcks = 0;
       this.unpause(Paused.Backlog);
     });
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('close', () => this.onClose());
     socket.on('error', () => socket.destroy());
     this.writer.settings(options.maxConcurrentStreams, STREAM_WINDOW, options.maxHeaderListBytes);
@@ -758,11 +757,11 @@ export class H2Connection implements StreamOwner {
       this.writer.clear(); // the peer is gone: nothing can be written any more
       return;
     }
-    const accepted = socket.write(this.writer.take());
-    // Acknowledgements in a write the client is not keeping up with wait unread (until 'drain').
-    if (!accepted || this.backlog.behind) this.queuedAcks += this.acksGathered;
+    const held = this.backlog.write(this.writer.take());
+    // Acknowledgements in a write the client is not keeping up with wait unread (until it catches up).
+    if (this.backlog.behind) this.queuedAcks += this.acksGathered;
     this.acksGathered = 0;
-    if (!this.backlog.wrote(accepted) || this.queuedAcks > MAX_QUEUED_ACKS) {
+    if (!held || this.queuedAcks > MAX_QUEUED_ACKS) {
       // The process holds too many unsent answers, or the client does not read its acknowledgements.
       this.destroy();
       return;

@@ -138,7 +138,7 @@ export class Http1Connection {
     budgets: ServerBudgets = serverBudgets(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
   ) {
     this.lastActiveMs = Date.now();
-    this.backlog = new PeerBacklog(socket, budgets.answers);
+    this.backlog = new PeerBacklog(socket, budgets.answers, () => this.maybeResume());
     this.reader = new RequestReader({
       head: (head) => this.handler.plan(head),
       bodyWanted: () => {
@@ -258,11 +258,11 @@ export class Http1Connection {
       this.out = '';
       return;
     }
-    const accepted = this.socket.write(this.out);
+    const held = this.backlog.write(this.out);
     this.out = '';
     this.lastActiveMs = Date.now();
     // The process holds too many unsent answers: this client, which is not taking its own, goes.
-    if (!this.backlog.wrote(accepted)) this.destroy();
+    if (!held) this.destroy();
   }
 
   private maybeResume(): void {
