@@ -29,10 +29,6 @@ export class ConnectionInflow {
     private readonly budget: ByteBudget,
   ) {}
 
-  get held(): number {
-    return this.heldBytes;
-  }
-
   /** A DATA frame of `n` octets (padding included) arrives: false when it exceeds the window. */
   receive(n: number): boolean {
     this.window -= n;
