@@ -45,7 +45,7 @@ import { createHttpHandler } from '../server/http';
 import { type HttpSocketServer, httpSocketServer } from '../server/http-socket';
 import { serverBudgets } from '../server/byte-budget';
 import { CertificateSource } from '../server/tls';
-import { MemoryDemandStore, type DemandStore } from '../quota/demand';
+import { FirstUseDemandStore, MemoryDemandStore, type DemandStore } from '../quota/demand';
 import { QuotaService } from '../quota/quota-service';
 
 /**
@@ -238,36 +238,33 @@ export class RateLimitApp {
     }
   }
 
-  /** Where RLQS keeps the demand of the streams: Redis when it is the counter store, else this process. */
-  private async openDemandStore(): Promise<DemandStore> {
+  /**
+   * Where RLQS keeps the demand of the streams: Redis when it is the counter store, else this
+   * process. Made when a stream first needs it: a deployment without RLQS opens no connection for
+   * it and logs nothing about it.
+   */
+  private demandStore(): DemandStore {
     const { settings, logger } = this.opts;
-    if (settings.cache.backendType !== 'redis') {
+    return new FirstUseDemandStore(() => {
+      if (settings.cache.backendType === 'redis') return new RedisDemandStore(settings.redis, logger, settings.cache.cacheKeyPrefix);
       if (settings.server.workers > 1 || settings.cache.backendType === 'memcache') {
         logger.warn('RLQS divides each limit among the streams of each process (demand is shared only through Redis)');
       }
       return new MemoryDemandStore();
-    }
-    const store = new RedisDemandStore(settings.redis, logger, settings.cache.cacheKeyPrefix);
-    try {
-      await store.connect();
-    } catch (err) {
-      throw new StartupError(`cannot connect Redis for RLQS: ${(err as Error).message}`);
-    }
-    return store;
+    });
   }
 
   /** Loads config, waits for the first one unless FORCE_START_WITHOUT_INITIAL_CONFIG, listens. */
   async start(): Promise<Listening> {
     const { settings, logger } = this.opts;
     const env = this.opts.env ?? process.env;
-    if (settings.cache.backendSource === 'default') {
-      // A migrating user who relied on upstream's default Redis socket must not miss this.
-      logger.warn('counter store: memory (default: neither BACKEND_TYPE nor REDIS_URL is set; counts are per process)');
-    } else {
-      const why = settings.cache.backendSource === 'explicit' ? 'BACKEND_TYPE' : 'REDIS_URL is set';
-      logger.info(`counter store: ${this.opener.kind} (${why})`);
-    }
     const kind = this.opener.kind;
+    const { backendReason, backendSource } = settings.cache;
+    if (backendSource === 'default') {
+      logger.info(`counter store: memory (${backendReason}): counts are per process; BACKEND_TYPE=redis or memcache shares them across replicas`);
+    } else {
+      logger.info(`counter store: ${kind} (${backendReason})${kind === 'memory' ? ': counts are per process' : ''}`);
+    }
     let store: CounterStore;
     try {
       store = await this.opener.open((ok) => {
@@ -278,7 +275,9 @@ export class RateLimitApp {
       });
     } catch (err) {
       if (err instanceof StartupError) throw err;
-      throw new StartupError(`cannot connect the ${kind} store: ${(err as Error).message}`);
+      // Chosen without BACKEND_TYPE: say why, so the way to another store is plain.
+      const why = backendSource === 'store-settings' ? ` (${backendReason})` : '';
+      throw new StartupError(`cannot connect the ${kind} store${why}: ${(err as Error).message}`);
     }
     this.store = store;
     const service = new RateLimitService({
@@ -300,7 +299,7 @@ export class RateLimitApp {
     });
     // RLQS on the gRPC port, from the same rules. With Redis, replicas (and workers) divide each
     // limit together; otherwise each process divides it among the streams it serves.
-    const demand = await this.openDemandStore();
+    const demand = this.demandStore();
     this.demand = demand;
     const quota = (this.quota = new QuotaService({
       config: () => this.configStore.current()?.config,
@@ -342,8 +341,12 @@ export class RateLimitApp {
       throw new StartupError(`cannot start the config provider: ${(err as Error).message}`);
     }
     if (!settings.config.forceStartWithoutInitialConfig) {
-      logger.info('waiting for the first configuration before listening');
-      await this.configStore.waitForFirst();
+      // The file provider loads at start(): usually there is nothing left to wait for.
+      if (!this.configStore.hasFirstEvent) logger.info('waiting for the first configuration before listening');
+      if ((await this.configStore.waitForFirst()) === undefined) {
+        // As upstream: the first load event unblocks start-up even when it failed.
+        logger.warn('the first configuration failed to load: listening without one; every request fails with "no rate limit configuration loaded" until a configuration loads');
+      }
     }
 
     try {

@@ -10,6 +10,7 @@ import { serializeRateLimitResponse } from '../server/json-codec';
 import { fromProtoResponse, toProtoRequest } from '../client/proto-convert';
 import fs from 'node:fs';
 import { parseDescriptor } from '../limiter/descriptor-text';
+import { diagnoseTls, type TlsFiles } from '../client/tls-diagnosis';
 import { type FlagSpec, FlagError, type ParsedFlags, parseFlagsOrExit } from './flags';
 
 const SPECS: FlagSpec[] = [
@@ -29,8 +30,11 @@ const SPECS: FlagSpec[] = [
   { name: 'grpc-server-name', kind: 'string', help: 'server name to verify in its certificate (default: the dial host)', default: '' },
 ];
 
-/** Channel credentials from the TLS flags (upstream's flag names), plaintext without -grpc-use-tls. */
-export function clientCredentials(flags: ParsedFlags): { credentials: grpc.ChannelCredentials; options: grpc.ClientOptions } {
+/**
+ * Channel credentials from the TLS flags (upstream's flag names), plaintext without -grpc-use-tls;
+ * `files`, the TLS files read, to explain a failed connection.
+ */
+export function clientCredentials(flags: ParsedFlags): { credentials: grpc.ChannelCredentials; options: grpc.ClientOptions; files?: TlsFiles } {
   if (flags['grpc-use-tls'] !== true) return { credentials: grpc.credentials.createInsecure(), options: {} };
   const read = (flag: string): Buffer | null => {
     const file = flags[flag] as string;
@@ -45,20 +49,28 @@ export function clientCredentials(flags: ParsedFlags): { credentials: grpc.Chann
   const key = read('grpc-key-file');
   if ((cert === null) !== (key === null)) throw new FlagError('-grpc-cert-file and -grpc-key-file go together');
   const serverName = flags['grpc-server-name'] as string;
+  const ca = read('grpc-server-ca-file');
   return {
-    credentials: grpc.credentials.createSsl(read('grpc-server-ca-file'), key, cert),
+    credentials: grpc.credentials.createSsl(ca, key, cert),
     options: serverName === '' ? {} : { 'grpc.ssl_target_name_override': serverName, 'grpc.default_authority': serverName },
+    files: { ca: ca ?? undefined, cert: cert ?? undefined, key: key ?? undefined, serverName },
   };
 }
 
 /**
- * A failed call as one complete line: the status name and grpc-js's details, without the
- * `Resolution note:` it appends even when it has no note, plus a hint when nothing answered.
+ * A failed call as one complete line: the status name and grpc-js's details (OpenSSL's lines
+ * joined), without the `Resolution note:` it appends even when it has no note; or, when TLS is
+ * what failed (`tlsProblem`, from diagnoseTls), that. The "listening?" hint only when the
+ * connection was refused: a server that refused the certificate was listening.
  */
-export function describeCallError(err: grpc.ServiceError, dial: string): string {
-  const details = err.details.replace(/\.?\s*Resolution note:\s*$/, '').trim();
+export function describeCallError(err: grpc.ServiceError, dial: string, tlsProblem?: string): string {
   const name = grpc.status[err.code] ?? `code ${err.code}`;
-  const hint = err.code === grpc.status.UNAVAILABLE ? ` (is the rate limit service listening on ${dial}?)` : '';
+  if (tlsProblem !== undefined) return `${name}: TLS with ${dial} failed: ${tlsProblem}`;
+  const details = err.details
+    .replace(/\.?\s*Resolution note:\s*$/, '')
+    .replace(/\s*\n\s*/g, ' ')
+    .trim();
+  const hint = err.code === grpc.status.UNAVAILABLE && details.includes('ECONNREFUSED') ? ` (is the rate limit service listening on ${dial}?)` : '';
   return `${name}: ${details}${hint}`;
 }
 
@@ -102,10 +114,13 @@ function main(argv: string[]): void {
     toProtoRequest(request),
     new grpc.Metadata(),
     { deadline: Date.now() + timeout },
-    (err, res) => {
+    async (err, res) => {
       client.close();
       if (err) {
-        process.stderr.write(`request error: ${describeCallError(err, dial)}\n`);
+        const files = tls.files;
+        const tlsProblem =
+          err.code === grpc.status.UNAVAILABLE && files !== undefined ? await diagnoseTls(dial, files, timeout) : undefined;
+        process.stderr.write(`request error: ${describeCallError(err, dial, tlsProblem)}\n`);
         process.exit(1);
       }
       const json = JSON.parse(serializeRateLimitResponse(fromProtoResponse(res)));

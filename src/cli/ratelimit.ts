@@ -12,7 +12,7 @@ import { runPrimary } from '../app/cluster/primary';
 import { runWorker } from '../app/cluster/worker';
 import { loadSettings, SettingsError } from '../settings';
 import { renderSettingsHelp } from '../settings/table';
-import { isHelpFlag } from './flags';
+import { FlagError, HelpRequested, parseFlags } from './flags';
 import { createLogger } from '../telemetry/logger';
 
 const USAGE = `Usage: ratelimit [-h | --help]
@@ -23,9 +23,17 @@ SIGTERM, SIGINT or SIGHUP stop it gracefully.
 `;
 
 async function main(): Promise<void> {
-  if (process.argv.slice(2).some(isHelpFlag)) {
-    process.stdout.write(`${USAGE}${renderSettingsHelp()}\nSee the "Settings" table of README.md for details.\n`);
-    return;
+  try {
+    // No flags but help: anything else (`--port 9999`) would be silently ignored otherwise.
+    parseFlags(process.argv.slice(2), []);
+  } catch (err) {
+    if (err instanceof HelpRequested) {
+      process.stdout.write(`${USAGE}${renderSettingsHelp()}\nSee the "Settings" table of README.md for details.\n`);
+      return;
+    }
+    if (!(err instanceof FlagError)) throw err;
+    process.stderr.write(`ratelimit: ${err.message}\n${USAGE}`);
+    process.exit(2);
   }
   let settings;
   try {

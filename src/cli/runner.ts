@@ -56,7 +56,8 @@ async function mode(command: string, run: (argv: string[]) => Promise<number>, a
     code = await run(argv);
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`ratelimit-runner ${command}: ${err.message}\nRun 'ratelimit-runner ${command} --help' for the options.\n`);
+      const after = err.usage ?? `Run 'ratelimit-runner ${command} --help' for the options.\n`;
+      process.stderr.write(`ratelimit-runner ${command}: ${err.message}\n${after}`);
       process.exit(2);
     }
     throw err;

@@ -31,3 +31,27 @@ export class MemoryDemandStore implements DemandStore {
     if (streams.size === 0) this.buckets.delete(bucketKey);
   }
 }
+
+/**
+ * A demand store made when a stream first reports to it, so that RLQS costs nothing (no connection,
+ * no log line) in a deployment that never has an RLQS stream.
+ */
+export class FirstUseDemandStore implements DemandStore {
+  private store: DemandStore | undefined;
+
+  constructor(private readonly create: () => DemandStore) {}
+
+  report(bucketKey: string, stream: string, demand: number, nowMs: number, expiresAtMs: number): Promise<ReadonlyMap<string, number>> {
+    this.store ??= this.create();
+    return this.store.report(bucketKey, stream, demand, nowMs, expiresAtMs);
+  }
+
+  /** Before the first report nothing was recorded, so there is nothing to release. */
+  release(bucketKey: string, stream: string): void {
+    this.store?.release(bucketKey, stream);
+  }
+
+  async close(): Promise<void> {
+    await this.store?.close?.();
+  }
+}

@@ -30,10 +30,11 @@ export type LogFormat = 'text' | 'json';
 export type ConfigType = 'FILE' | 'GRPC_XDS_SOTW';
 export type BackendType = 'memory' | 'redis' | 'memcache';
 /**
- * Why the backend is what it is: `explicit` (BACKEND_TYPE set), `redis-url` (BACKEND_TYPE unset,
- * REDIS_URL / STORE_URL set), `default` (neither set: the embedded memory store).
+ * Why the backend is what it is: `explicit` (BACKEND_TYPE set), `store-settings` (BACKEND_TYPE
+ * unset and a REDIS_* or MEMCACHE_* setting present: redis, upstream's default), `default` (no
+ * store setting at all: the embedded memory store).
  */
-export type BackendSource = 'explicit' | 'redis-url' | 'default';
+export type BackendSource = 'explicit' | 'store-settings' | 'default';
 export type RedisType = 'single' | 'sentinel' | 'cluster';
 export type RedisSocketType = 'tcp' | 'unix';
 export type TracingExporterProtocol = 'http' | 'grpc';
@@ -243,10 +244,15 @@ export interface StatsSettings {
 }
 
 export interface CacheSettings {
-  /** The counter store: BACKEND_TYPE, else `redis` when REDIS_URL / STORE_URL is set, else `memory`. */
+  /**
+   * The counter store: BACKEND_TYPE; else `redis` (upstream's default) when any REDIS_* or
+   * MEMCACHE_* setting (or its STORE_* / ALTSTORE_* alias) is set; else `memory`.
+   */
   readonly backendType: BackendType;
-  /** How backendType was chosen (for the start-up log). */
+  /** How backendType was chosen. */
   readonly backendSource: BackendSource;
+  /** The same in words, naming the variables as spelled (for the start-up log and warnings). */
+  readonly backendReason: string;
   /** EXPIRATION_JITTER_MAX_SECONDS (default 300): TTL += random [0, N) seconds when N > 0 */
   readonly expirationJitterMaxSeconds: number;
   /** LOCAL_CACHE_SIZE_IN_BYTES (default 0 = no local over-limit cache) */
@@ -554,13 +560,33 @@ function readReloadable(r: EnvReader): ReloadableFlags {
   };
 }
 
-function chooseBackend(r: EnvReader): { backendType: BackendType; backendSource: BackendSource } {
+type BackendChoice = Pick<CacheSettings, 'backendType' | 'backendSource' | 'backendReason'>;
+
+/**
+ * Upstream's BACKEND_TYPE default is redis (at its default socket). A deployment that sets any
+ * store variable is taken to be configured as for upstream and gets redis too, so an unreachable
+ * store holds start-up, named in the log, instead of each replica counting alone. Only the
+ * table's variables count: Kubernetes injects REDIS_PORT, REDIS_SERVICE_HOST… for a Service
+ * named `redis`.
+ */
+function chooseBackend(r: EnvReader): BackendChoice {
   if (r.isSet('BACKEND_TYPE')) {
     const chosen = r.choice<'memory' | 'redis' | 'memcache' | 'altstore'>('BACKEND_TYPE');
-    return { backendType: chosen === 'altstore' ? 'memcache' : chosen, backendSource: 'explicit' };
+    const backendType = chosen === 'altstore' ? 'memcache' : chosen;
+    return { backendType, backendSource: 'explicit', backendReason: `${r.source('BACKEND_TYPE')}=${r.lookup('BACKEND_TYPE')!.value}` };
   }
-  if (r.isSet('REDIS_URL')) return { backendType: 'redis', backendSource: 'redis-url' };
-  return { backendType: 'memory', backendSource: 'default' };
+  const redis = r.setVariables('REDIS_');
+  const memcache = r.setVariables('MEMCACHE_');
+  const present = redis.length > 0 ? redis : memcache;
+  if (present.length > 0) {
+    const onlyMemcache = redis.length === 0 ? '; BACKEND_TYPE=memcache selects memcached' : '';
+    return {
+      backendType: 'redis',
+      backendSource: 'store-settings',
+      backendReason: `BACKEND_TYPE is unset and ${present.join(', ')} ${present.length === 1 ? 'is' : 'are'} set: envoyproxy/ratelimit's default store${onlyMemcache}`,
+    };
+  }
+  return { backendType: 'memory', backendSource: 'default', backendReason: 'no BACKEND_TYPE, REDIS_* or MEMCACHE_* setting' };
 }
 
 function readStats(r: EnvReader, warnings: string[]): StatsSettings {
@@ -749,12 +775,6 @@ function readWorkers(r: EnvReader, backendType: BackendType): number {
   return requested === 0 ? availableParallelism() : requested;
 }
 
-const BACKEND_REASON: Record<BackendSource, string> = {
-  explicit: 'BACKEND_TYPE',
-  'redis-url': 'REDIS_URL is set',
-  default: 'BACKEND_TYPE and REDIS_URL are unset',
-};
-
 function warnUnusedStoreSettings(r: EnvReader, backend: CacheSettings, warnings: string[]): void {
   const unused: Array<[string, string]> = [
     ['redis', 'REDIS_'],
@@ -764,9 +784,10 @@ function warnUnusedStoreSettings(r: EnvReader, backend: CacheSettings, warnings:
     if (backend.backendType === store) continue;
     const set = r.setVariables(prefix);
     if (set.length === 0) continue;
-    warnings.push(
-      `${set.join(', ')} ${set.length === 1 ? 'is' : 'are'} set but the counter store is ${backend.backendType} (${BACKEND_REASON[backend.backendSource]}): ignored`,
-    );
+    // Memcached settings beside implicit redis: say how to select memcached instead.
+    const why =
+      backend.backendSource === 'store-settings' ? `BACKEND_TYPE is unset: envoyproxy/ratelimit's default; BACKEND_TYPE=${store} selects ${store}` : backend.backendReason;
+    warnings.push(`${set.join(', ')} ${set.length === 1 ? 'is' : 'are'} set but the counter store is ${backend.backendType} (${why}): ignored`);
   }
 }
 
@@ -790,10 +811,11 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   const warnings: string[] = [];
 
   const logLevel = r.choice<LogLevel | 'warning'>('LOG_LEVEL');
-  const { backendType, backendSource } = chooseBackend(r);
+  const { backendType, backendSource, backendReason } = chooseBackend(r);
   const cache: CacheSettings = {
     backendType,
     backendSource,
+    backendReason,
     expirationJitterMaxSeconds: r.int('EXPIRATION_JITTER_MAX_SECONDS'),
     localCacheSizeInBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES'),
     nearLimitRatio: r.float('NEAR_LIMIT_RATIO'),

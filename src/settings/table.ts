@@ -187,9 +187,9 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   runtime('MERGE_DOMAIN_CONFIG', 'bool', 'false', 'merge config files that name the same domain instead of rejecting them', { reloadable: true }),
 
   // Cache
-  cache('BACKEND_TYPE', 'enum', '', 'counter store: memory, redis, or memcache (`altstore` is memcache)', {
+  cache('BACKEND_TYPE', 'enum', '', 'counter store: memory, redis, or memcache (`altstore` is memcache). Unset: redis, as upstream, when any `REDIS_*` or `MEMCACHE_*` variable (or its `STORE_*` / `ALTSTORE_*` alias) is set, so a deployment set up for upstream never counts per replica by mistake (an unreachable Redis holds start-up, see REDIS_STARTUP_*); the memory store only when none is set', {
     choices: ['memory', 'redis', 'memcache', 'altstore'],
-    defaultText: 'memory, or redis when REDIS_URL is set',
+    defaultText: 'redis when any `REDIS_*` or `MEMCACHE_*` variable is set, else memory',
   }),
   cache('MEMORY_MAX_KEYS', 'int', '1000000', 'memory store: most live counters kept; past it the oldest are evicted', { min: 1, extension: true }),
   cache('EXPIRATION_JITTER_MAX_SECONDS', 'int', '300', 'counter TTL gets a random 0..N-1 extra seconds (0 = none)'),
@@ -225,7 +225,7 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
     'URL',
     'string',
     '/var/run/nutcracker/ratelimit.sock',
-    'single: host:port or socket path; sentinel: master,sentinel1,…; cluster: host:port,…',
+    'single: host:port or socket path; sentinel: master,sentinel1,…; cluster: host:port,…; dialled when the store is redis (BACKEND_TYPE=redis, or BACKEND_TYPE unset and any `REDIS_*` or `MEMCACHE_*` variable set), this default when unset, as upstream',
     {},
     '/var/run/nutcracker/ratelimitpersecond.sock',
   ),

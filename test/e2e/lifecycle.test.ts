@@ -2,14 +2,48 @@
  * End to end: start-up rules, health, watch-root reloads, the CLIs and shutdown, each against the
  * real programs.
  */
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { HealthClient, HealthCheckResponse_ServingStatus } from '../../generated/grpc/health/v1/health';
 import path from 'node:path';
-import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, ROOT, run, runtimeDir, startService } from './harness';
+import { baseEnv, callGrpc, descriptor, DIST, grpcClient, httpGet, ROOT, run, runtimeDir, startService } from './harness';
 import { waitFor } from '../support/wait';
 
 const CONFIG = 'domain: life\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n';
+
+/** upstream's default Redis address, dialled when the store is redis and REDIS_URL is unset */
+const NUTCRACKER = '/var/run/nutcracker/ratelimit.sock';
+
+/** The service's environment without BACKEND_TYPE (baseEnv sets the memory store). */
+function envWithoutBackend(root: string, extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...baseEnv(root), ...extra };
+  delete env['BACKEND_TYPE'];
+  return env;
+}
+
+/**
+ * Starts the service, and once its output matches `until` (a start-up that does not end by itself,
+ * e.g. retrying a store for ever) sends SIGTERM; resolves with everything it wrote.
+ */
+function outputUntil(env: NodeJS.ProcessEnv, until: RegExp): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, [path.join(DIST, 'ratelimit.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 15_000);
+    const take = (d: Buffer): void => {
+      out += d.toString();
+      if (until.test(out) && proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+    };
+    proc.stdout.on('data', take);
+    proc.stderr.on('data', take);
+    proc.once('exit', () => {
+      clearTimeout(timer);
+      if (until.test(out)) resolve(out);
+      else reject(new Error(`the service ended before writing ${String(until)}:\n${out}`));
+    });
+  });
+}
 
 describe('start-up', () => {
   test.each([
@@ -26,13 +60,96 @@ describe('start-up', () => {
     expect(lines[0]).toMatch(pattern);
   });
 
-  test('without BACKEND_TYPE and REDIS_URL the memory store is chosen, and the log says so', async () => {
+  test('with no store setting at all the memory store is chosen, and one info line says so and how to share counts', async () => {
     const dir = runtimeDir({ 'a.yaml': CONFIG });
-    const env = baseEnv(dir.root);
-    delete env['BACKEND_TYPE'];
-    const svc = await startService(env);
-    expect(svc.output()).toMatch(/counter store: memory \(default: neither BACKEND_TYPE nor REDIS_URL is set/);
-    expect(await svc.stop()).toBe(0);
+    const svc = await startService(envWithoutBackend(dir.root, {}));
+    try {
+      const lines = svc.output().split('\n').filter((l) => l.includes('counter store'));
+      expect(lines).toEqual([
+        expect.stringContaining(
+          'level=info msg="counter store: memory (no BACKEND_TYPE, REDIS_* or MEMCACHE_* setting): counts are per process; BACKEND_TYPE=redis or memcache shares them across replicas"',
+        ),
+      ]);
+      expect(svc.output()).not.toMatch(/level=warning/);
+    } finally {
+      expect(await svc.stop()).toBe(0);
+    }
+  });
+
+  test('an upstream-style environment (REDIS_SOCKET_TYPE=unix, REDIS_POOL_SIZE=20, nothing else) dials Redis at the nutcracker socket, names it, suggests tcp, and never listens', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const env = envWithoutBackend(dir.root, { REDIS_SOCKET_TYPE: 'unix', REDIS_POOL_SIZE: '20' });
+    const out = await outputUntil(env, /failed to connect to redis on .* \(attempt 1\)/);
+    expect(out).toContain(`counter store: redis (BACKEND_TYPE is unset and REDIS_SOCKET_TYPE, REDIS_POOL_SIZE are set: envoyproxy/ratelimit's default store)`);
+    expect(out).toContain(
+      `failed to connect to redis on ${NUTCRACKER} (attempt 1): connect ENOENT ${NUTCRACKER} (Connection is closed.); REDIS_SOCKET_TYPE is unix: for Redis on host:port set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port; retrying in`,
+    );
+    expect(out).not.toContain('listening:');
+  });
+
+  test('the same start-up, bounded by REDIS_STARTUP_MAX_ELAPSED_TIME, exits 1 with one line naming the address and why Redis', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const env = envWithoutBackend(dir.root, {
+      REDIS_SOCKET_TYPE: 'unix',
+      REDIS_POOL_SIZE: '20',
+      REDIS_STARTUP_INITIAL_INTERVAL: '20ms',
+      REDIS_STARTUP_MAX_ELAPSED_TIME: '100ms',
+    });
+    const res = await run('ratelimit.js', [], env);
+    expect(res.code).toBe(1);
+    expect(res.stderr.trimEnd().split('\n').pop()).toBe(
+      'ratelimit: cannot connect the redis store (BACKEND_TYPE is unset and REDIS_SOCKET_TYPE, REDIS_POOL_SIZE, REDIS_STARTUP_INITIAL_INTERVAL, REDIS_STARTUP_MAX_ELAPSED_TIME are set: ' +
+        `envoyproxy/ratelimit's default store): timed out waiting for Redis connection to ${NUTCRACKER}: connect ENOENT ${NUTCRACKER}; ` +
+        'REDIS_SOCKET_TYPE is unix: for Redis on host:port set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port',
+    );
+    expect(res.stderr).not.toContain('listening:');
+  });
+
+  test('MEMCACHE_HOST_PORT alone selects redis, as upstream does, and the log says how to select memcached', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const out = await outputUntil(envWithoutBackend(dir.root, { MEMCACHE_HOST_PORT: '127.0.0.1:11211' }), /failed to connect to redis on .* \(attempt 1\)/);
+    expect(out).toContain(
+      "counter store: redis (BACKEND_TYPE is unset and MEMCACHE_HOST_PORT is set: envoyproxy/ratelimit's default store; BACKEND_TYPE=memcache selects memcached)",
+    );
+    expect(out).toContain(
+      "MEMCACHE_HOST_PORT is set but the counter store is redis (BACKEND_TYPE is unset: envoyproxy/ratelimit's default; BACKEND_TYPE=memcache selects memcache): ignored",
+    );
+    expect(out).toContain(`failed to connect to redis on ${NUTCRACKER} (attempt 1)`);
+  });
+
+  test('BACKEND_TYPE=memory with REDIS_URL set keeps the memory store; REDIS_URL is reported ignored', async () => {
+    const dir = runtimeDir({ 'a.yaml': CONFIG });
+    const svc = await startService({ ...baseEnv(dir.root), REDIS_URL: '127.0.0.1:1' });
+    try {
+      expect(svc.output()).toContain('counter store: memory (BACKEND_TYPE=memory): counts are per process');
+      expect(svc.output()).toContain('REDIS_URL is set but the counter store is memory (BACKEND_TYPE=memory): ignored');
+      expect(svc.output()).not.toContain('connecting to redis');
+    } finally {
+      expect(await svc.stop()).toBe(0);
+    }
+  });
+
+  test('a first configuration that fails to load: the log says so, then that the service listens without one (as upstream), in that order', async () => {
+    const dir = runtimeDir({ 'a.yaml': 'domain: [' });
+    const svc = await startService(baseEnv(dir.root));
+    const client = grpcClient(svc.grpc);
+    try {
+      const out = svc.output();
+      const failed = out.indexOf('Error loading new configuration');
+      const without = out.indexOf(
+        'level=warning msg="the first configuration failed to load: listening without one; every request fails with \\"no rate limit configuration loaded\\" until a configuration loads"',
+      );
+      const listening = out.indexOf('listening: gRPC');
+      expect({ failed: failed >= 0, without: without > failed, listening: listening > without }).toEqual({ failed: true, without: true, listening: true });
+      // Nothing was waited for: the file provider had loaded (and failed) before.
+      expect(out).not.toContain('waiting for the first configuration');
+      await expect(callGrpc(client, { domain: 'life', descriptors: [descriptor('k', 'v')] })).rejects.toMatchObject({
+        details: 'no rate limit configuration loaded',
+      });
+    } finally {
+      client.close();
+      expect(await svc.stop()).toBe(0);
+    }
   });
 
   test('MEMCACHE_TLS=true is refused (memjs has no TLS) rather than connecting in plaintext', async () => {

@@ -4,7 +4,10 @@
  * recovery without a restart, and keys memcached cannot hold answered with a clear error.
  */
 import fs from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import { RateLimitQuotaServiceClient } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
 import { incrementsProcessed, MemcachedServer } from '../support/memcached';
+import { openQuotaStream } from '../support/rlqs-stream';
 import { baseEnv, httpGet, httpPost, runtimeDir, startService } from './harness';
 import { waitFor } from '../support/wait';
 
@@ -27,7 +30,7 @@ test('ratelimit on memcached: counting, health, fail-open outage, recovery, inva
     ALTSTORE_HOST_PORT: `127.0.0.1:${mc.port}`,
   });
   try {
-    expect(svc.output()).toMatch(/counter store: memcache \(BACKEND_TYPE\)/);
+    expect(svc.output()).toContain('counter store: memcache (BACKEND_TYPE=altstore)');
     expect(await httpGet(svc.http, '/healthcheck')).toEqual({ status: 200, body: 'OK' });
     // Increments are asynchronous (as upstream): wait for each one to land before the next read.
     const seen: Array<number | undefined> = [];
@@ -72,6 +75,38 @@ test('a token_bucket rule is refused on memcached at load, with one clear line n
     } finally {
       expect(await svc.stop()).toBe(0);
     }
+  } finally {
+    await mc.stop();
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  }
+});
+
+test('a memcached start says nothing about RLQS; the first RLQS stream warns, once, that limits are divided per process', async () => {
+  const mc = await MemcachedServer.start();
+  const dir = runtimeDir({ 'gw.yaml': 'domain: gw\ndescriptors:\n  - key: api\n    rate_limit: {unit: second, requests_per_unit: 100}\n' });
+  const RLQS_WARNING = 'RLQS divides each limit among the streams of each process';
+  try {
+    const svc = await startService({ ...baseEnv(dir.root), BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: `127.0.0.1:${mc.port}` });
+    const client = new RateLimitQuotaServiceClient(svc.grpc, grpc.credentials.createInsecure());
+    try {
+      // Everything logged before listening has been read with the `listening` line.
+      expect(svc.output()).not.toContain('RLQS');
+      const streams = [openQuotaStream(client), openQuotaStream(client)];
+      for (const s of streams) {
+        s.report('search', 0, 1);
+        await s.next();
+      }
+      for (const s of streams) {
+        s.call.end();
+        await s.ended();
+      }
+    } finally {
+      client.close();
+      expect(await svc.stop()).toBe(0);
+    }
+    // The log is read whole once its last line, written after both streams, has come.
+    await waitFor(() => svc.output().includes('msg="stopped"'), 'the last line of the log');
+    expect(svc.output().split(RLQS_WARNING)).toHaveLength(2);
   } finally {
     await mc.stop();
     fs.rmSync(dir.base, { recursive: true, force: true });

@@ -4,7 +4,10 @@
  * counting resumes exactly when Redis returns, without restarting the service.
  */
 import fs from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import { RateLimitQuotaServiceClient } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
 import { type RedisServer, startCluster, startRedis } from '../support/redis';
+import { openQuotaStream } from '../support/rlqs-stream';
 import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, httpPost, runtimeDir, type Service, startService } from './harness';
 import { waitFor } from '../support/wait';
 
@@ -47,7 +50,7 @@ describe('ratelimit on Redis', () => {
   test('REDIS_URL selects Redis; keys, counts and TTLs are upstream\'s', async () => {
     const svc = await startService(redisEnv(dir.root, redis, { EXPIRATION_JITTER_MAX_SECONDS: '0', CACHE_KEY_PREFIX: 'p:' }));
     services.push(svc);
-    expect(svc.output()).toMatch(/counter store: redis \(REDIS_URL is set\)/);
+    expect(svc.output()).toContain("counter store: redis (BACKEND_TYPE is unset and REDIS_SOCKET_TYPE, REDIS_URL, REDIS_TIMEOUT are set: envoyproxy/ratelimit's default store)");
     const client = grpcClient(svc.grpc);
     const res = await callGrpc(client, { domain: 'rd', descriptors: [descriptor('user', 'alice'), descriptor('ip', '10.0.0.1')] });
     client.close();
@@ -92,6 +95,31 @@ describe('ratelimit on Redis', () => {
     for (let i = 0; i < 2; i++) await httpPost(svc.http, '/json', json('explained'));
     const res = await httpGet(svc.debug, '/debug/explain?domain=rd&descriptors=user=explained');
     expect(res.body).toContain('count: 2 of 5 in this window');
+  });
+
+  test('RLQS opens its Redis connection with the first stream: one connection until then, two after', async () => {
+    const gw = runtimeDir({ 'gw.yaml': 'domain: gw\ndescriptors:\n  - key: api\n    rate_limit: {unit: second, requests_per_unit: 100}\n' });
+    const svc = await startService(redisEnv(gw.root, redis, { REDIS_POOL_SIZE: '1' }));
+    services.push(svc);
+    // The service's connections: every client but redis-cli's own, which is running CLIENT LIST.
+    const connections = async (): Promise<number> =>
+      (await redis.cli(['CLIENT', 'LIST'])).split('\n').filter((l) => l.startsWith('id=') && !/ cmd=client/.test(l)).length;
+    // (waited for: the connections of the services stopped after the previous test may still be closing)
+    await waitFor(async () => (await connections()) === 1, 'one connection, the counters\' pool of one');
+    const client = new RateLimitQuotaServiceClient(svc.grpc, grpc.credentials.createInsecure());
+    try {
+      const stream = openQuotaStream(client);
+      stream.report('search', 0, 1);
+      await stream.next();
+      await waitFor(async () => (await connections()) === 2, 'the RLQS connection');
+      stream.call.end();
+      await stream.ended();
+    } finally {
+      client.close();
+      fs.rmSync(gw.base, { recursive: true, force: true });
+    }
+    // Opened on demand, it is announced at info level, not as a warning.
+    await waitFor(() => /level=info msg="connecting to redis rlqs on /.test(svc.output()), 'the RLQS connection announced at info level');
   });
 
   test('two instances share one budget through Redis', async () => {

@@ -15,6 +15,9 @@ import { waitFor } from '../support/wait';
 
 const CONFIG = 'domain: tls\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 10}\n';
 
+/** The client's flags for a client certificate. */
+const certFlags = (pair: CertPair): string[] => ['-grpc-cert-file', pair.cert, '-grpc-key-file', pair.key];
+
 describe('mTLS', () => {
   const certs = testCerts();
   let svc: Service;
@@ -100,6 +103,36 @@ describe('mTLS', () => {
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
     expect(res.stdout).toContain('"limitRemaining": 9');
+  });
+
+  test.each([
+    ['no certificate', () => [], /: the server requires a client certificate \(TLS alert "certificate required"\): give -grpc-cert-file and -grpc-key-file$/],
+    ['a wrong SAN', () => certFlags(certs.client2), /: the server refused the client certificate: /],
+    ['a certificate from another CA', () => certFlags(certs.rogueClient), /: the server refused the client certificate/],
+    ['a server CA that does not sign the server', () => [...certFlags(certs.client), '-grpc-server-ca-file', certs.otherCa.cert], /: the server certificate did not verify: self-signed certificate in certificate chain/],
+  ])('ratelimit-client with %s says what TLS refused, not "is the service listening?"', async (_name, flags, problem) => {
+    const res = await run('client.js', [
+      '-dial_string', svc.grpc,
+      '-grpc-use-tls',
+      '-grpc-server-ca-file', certs.ca.cert,
+      '-grpc-server-name', 'localhost',
+      ...flags(),
+      '-domain', 'tls',
+      '-descriptors', 'k=cli',
+    ]);
+    expect(res.code).toBe(1);
+    const lines = res.stderr.trimEnd().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^request error: UNAVAILABLE: TLS with ${svc.grpc.replace(/\./g, '\\.')} failed`));
+    expect(lines[0]).toMatch(problem);
+    expect(lines[0]).not.toContain('listening');
+  });
+
+  test('ratelimit-client in plaintext against the TLS port: no "is the service listening?" hint (it is listening)', async () => {
+    const res = await run('client.js', ['-dial_string', svc.grpc, '-domain', 'tls', '-descriptors', 'k=cli', '-timeout', '3000']);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toMatch(/^request error: UNAVAILABLE: /);
+    expect(res.stderr).not.toContain('listening');
   });
 
   const httpsJson = (pair: CertPair | undefined) =>

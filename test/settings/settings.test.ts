@@ -85,6 +85,7 @@ const DEFAULTS: Settings = {
   cache: {
     backendType: 'memory',
     backendSource: 'default',
+    backendReason: 'no BACKEND_TYPE, REDIS_* or MEMCACHE_* setting',
     expirationJitterMaxSeconds: 300,
     localCacheSizeInBytes: 0,
     nearLimitRatio: 0.8,
@@ -241,6 +242,8 @@ function companions(name: string): NodeJS.ProcessEnv {
   if (name.endsWith('_USE_TLS') && !name.startsWith('CONFIG_')) return { GRPC_SERVER_TLS_CERT: 'c.pem', GRPC_SERVER_TLS_KEY: 'k.pem' };
   if (name === 'GRPC_CLIENT_TLS_SAN') return { GRPC_CLIENT_TLS_CACERT: 'ca.pem' };
   if (name === 'WORKERS') return { REDIS_URL: 'r:6379' };
+  // Any Redis setting selects redis, whose sentinel type needs a master and a sentinel.
+  if (name === 'REDIS_TYPE') return { REDIS_URL: 'mymaster,s1:26379' };
   return {};
 }
 
@@ -268,10 +271,14 @@ describe('every variable of the table is read', () => {
     'the alias %s reads the same as its upstream name',
     (alias, info) => {
       const value = sampleValue(info);
-      const viaName = loadSettings({ [info.name]: value });
-      const viaAlias = loadSettings({ [alias]: value });
-      expect(viaAlias).toEqual({ ...viaName, warnings: viaAlias.warnings });
-      expect(viaAlias.warnings.join(' ')).toBe(viaName.warnings.join(' ').split(info.name).join(alias));
+      const companion = companions(info.name);
+      const viaName = loadSettings({ ...companion, [info.name]: value });
+      const viaAlias = loadSettings({ ...companion, [alias]: value });
+      // Only the words that name the variable as spelled differ.
+      const spelled = (text: string): string => text.split(info.name).join(alias);
+      expect(viaAlias).toEqual({ ...viaName, cache: { ...viaName.cache, backendReason: viaAlias.cache.backendReason }, warnings: viaAlias.warnings });
+      expect(viaAlias.cache.backendReason).toBe(spelled(viaName.cache.backendReason));
+      expect(viaAlias.warnings.join(' ')).toBe(spelled(viaName.warnings.join(' ')));
     },
   );
 });
@@ -462,22 +469,74 @@ describe('aliases (STORE_* = REDIS_*, ALTSTORE_* = MEMCACHE_*)', () => {
 });
 
 describe('backend selection', () => {
-  it('defaults to memory when neither BACKEND_TYPE nor REDIS_URL is set', () => {
-    expect(loadSettings({}).cache).toMatchObject({ backendType: 'memory', backendSource: 'default' });
+  it('is memory when no store setting at all is present', () => {
+    expect(loadSettings({}).cache).toMatchObject({
+      backendType: 'memory',
+      backendSource: 'default',
+      backendReason: 'no BACKEND_TYPE, REDIS_* or MEMCACHE_* setting',
+    });
+    expect(loadSettings({ BACKEND_FAILURE_MODE: 'allow', MEMORY_MAX_KEYS: '10' }).cache.backendType).toBe('memory');
   });
 
-  it('is redis when REDIS_URL or STORE_URL is set', () => {
-    expect(loadSettings({ REDIS_URL: 'localhost:6379' }).cache).toMatchObject({ backendType: 'redis', backendSource: 'redis-url' });
-    expect(loadSettings({ STORE_URL: 'localhost:6379' }).cache).toMatchObject({ backendType: 'redis', backendSource: 'redis-url' });
+  it('an upstream-style environment (REDIS_SOCKET_TYPE=unix, REDIS_POOL_SIZE=20) is redis at the nutcracker socket, as upstream', () => {
+    const s = loadSettings({ REDIS_SOCKET_TYPE: 'unix', REDIS_POOL_SIZE: '20' });
+    expect(s.cache).toMatchObject({
+      backendType: 'redis',
+      backendSource: 'store-settings',
+      backendReason: "BACKEND_TYPE is unset and REDIS_SOCKET_TYPE, REDIS_POOL_SIZE are set: envoyproxy/ratelimit's default store",
+    });
+    expect(s.redis).toMatchObject({ socketType: 'unix', url: '/var/run/nutcracker/ratelimit.sock', poolSize: 20 });
+    expect(s.redis.perSecond.url).toBe('/var/run/nutcracker/ratelimitpersecond.sock');
+    expect(s.warnings).toEqual([]);
+  });
+
+  it.each([
+    [{ REDIS_URL: 'localhost:6379' }, 'REDIS_URL'],
+    [{ STORE_URL: 'localhost:6379' }, 'STORE_URL'],
+    [{ REDIS_PERSECOND_URL: 'r:1' }, 'REDIS_PERSECOND_URL'],
+    [{ STORE_PERSECOND: 'true' }, 'STORE_PERSECOND'],
+    [{ REDIS_AUTH: 'secret' }, 'REDIS_AUTH'],
+  ])('any Redis setting (%j) selects redis, naming it as spelled', (env, spelled) => {
+    expect(loadSettings(env).cache).toMatchObject({
+      backendType: 'redis',
+      backendSource: 'store-settings',
+      backendReason: `BACKEND_TYPE is unset and ${spelled} is set: envoyproxy/ratelimit's default store`,
+    });
+  });
+
+  it('variables outside the table do not count (Kubernetes injects REDIS_PORT for a Service named redis)', () => {
+    expect(loadSettings({ REDIS_PORT: 'tcp://10.0.0.1:6379', REDIS_SERVICE_HOST: '10.0.0.1', MEMCACHE_PORT: 'tcp://10.0.0.2:11211' }).cache.backendType).toBe('memory');
+  });
+
+  it.each([[{ MEMCACHE_HOST_PORT: 'mc:11211' }, 'MEMCACHE_HOST_PORT'], [{ ALTSTORE_SRV: '_mc._tcp.example' }, 'ALTSTORE_SRV']])(
+    'Memcached settings alone (%j) select redis too, as upstream defaults BACKEND_TYPE to redis whatever else is set; the log and a warning say how to choose memcached',
+    (env, spelled) => {
+      const s = loadSettings(env);
+      expect(s.cache).toMatchObject({
+        backendType: 'redis',
+        backendSource: 'store-settings',
+        backendReason: `BACKEND_TYPE is unset and ${spelled} is set: envoyproxy/ratelimit's default store; BACKEND_TYPE=memcache selects memcached`,
+      });
+      expect(s.redis.url).toBe('/var/run/nutcracker/ratelimit.sock');
+      expect(s.warnings).toEqual([
+        `${spelled} is set but the counter store is redis (BACKEND_TYPE is unset: envoyproxy/ratelimit's default; BACKEND_TYPE=memcache selects memcache): ignored`,
+      ]);
+    },
+  );
+
+  it('Redis and Memcached settings together: redis, named by the Redis ones', () => {
+    expect(loadSettings({ REDIS_URL: 'r:1', MEMCACHE_HOST_PORT: 'mc:1' }).cache.backendReason).toBe(
+      "BACKEND_TYPE is unset and REDIS_URL is set: envoyproxy/ratelimit's default store",
+    );
+  });
+
+  it('an implicit redis gets the checks of an explicit one (upstream checks what it builds)', () => {
+    expect(errorOf({ REDIS_TYPE: 'sentinel' }).message).toContain('Expected master name and a list of urls for the sentinels');
   });
 
   it('an empty BACKEND_TYPE counts as unset', () => {
     expect(loadSettings({ BACKEND_TYPE: '' }).cache.backendSource).toBe('default');
-    expect(loadSettings({ BACKEND_TYPE: '', REDIS_URL: 'r:1' }).cache.backendSource).toBe('redis-url');
-  });
-
-  it('REDIS_PERSECOND_URL alone does not select redis', () => {
-    expect(loadSettings({ REDIS_PERSECOND_URL: 'r:1' }).cache.backendType).toBe('memory');
+    expect(loadSettings({ BACKEND_TYPE: '', REDIS_URL: 'r:1' }).cache.backendSource).toBe('store-settings');
   });
 
   it.each([
@@ -493,11 +552,14 @@ describe('backend selection', () => {
     expect(loadSettings({ BACKEND_TYPE: value, MEMCACHE_HOST_PORT: 'mc:11211' }).cache).toMatchObject({
       backendType: backend,
       backendSource: 'explicit',
+      backendReason: `BACKEND_TYPE=${value}`,
     });
   });
 
-  it('an explicit BACKEND_TYPE wins over REDIS_URL', () => {
-    expect(loadSettings({ BACKEND_TYPE: 'memory', REDIS_URL: 'r:1' }).cache).toMatchObject({ backendType: 'memory', backendSource: 'explicit' });
+  it('BACKEND_TYPE=memory with REDIS_URL set keeps the memory store, and says REDIS_URL is ignored', () => {
+    const s = loadSettings({ BACKEND_TYPE: 'memory', REDIS_URL: 'r:1' });
+    expect(s.cache).toMatchObject({ backendType: 'memory', backendSource: 'explicit', backendReason: 'BACKEND_TYPE=memory' });
+    expect(s.warnings).toEqual(['REDIS_URL is set but the counter store is memory (BACKEND_TYPE=memory): ignored']);
   });
 
   it('BACKEND_TYPE=redis without REDIS_URL uses upstream default socket', () => {
@@ -608,9 +670,9 @@ describe('the memcache rule', () => {
 
   it('is only checked when memcache is the backend, as upstream', () => {
     const s = loadSettings({ MEMCACHE_HOST_PORT: 'a:1', MEMCACHE_SRV: '_mc._tcp.example' });
-    expect(s.cache.backendType).toBe('memory');
+    expect(s.cache.backendType).toBe('redis');
     expect(s.warnings).toEqual([
-      'MEMCACHE_HOST_PORT, MEMCACHE_SRV are set but the counter store is memory (BACKEND_TYPE and REDIS_URL are unset): ignored',
+      "MEMCACHE_HOST_PORT, MEMCACHE_SRV are set but the counter store is redis (BACKEND_TYPE is unset: envoyproxy/ratelimit's default; BACKEND_TYPE=memcache selects memcache): ignored",
     ]);
   });
 
@@ -729,11 +791,11 @@ describe('warnings', () => {
   });
 
   it('Redis settings without the redis backend are reported, as spelled', () => {
-    expect(loadSettings({ STORE_POOL_SIZE: '5', REDIS_TYPE: 'cluster' }).warnings).toEqual([
-      'REDIS_TYPE, STORE_POOL_SIZE are set but the counter store is memory (BACKEND_TYPE and REDIS_URL are unset): ignored',
+    expect(loadSettings({ BACKEND_TYPE: 'memory', STORE_POOL_SIZE: '5', REDIS_TYPE: 'cluster' }).warnings).toEqual([
+      'REDIS_TYPE, STORE_POOL_SIZE are set but the counter store is memory (BACKEND_TYPE=memory): ignored',
     ]);
     expect(loadSettings({ BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: 'm:1', REDIS_URL: 'r:1' }).warnings).toEqual([
-      'REDIS_URL is set but the counter store is memcache (BACKEND_TYPE): ignored',
+      'REDIS_URL is set but the counter store is memcache (BACKEND_TYPE=memcache): ignored',
     ]);
   });
 

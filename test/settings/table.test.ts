@@ -119,7 +119,7 @@ const UPSTREAM_DEFAULTS: ReadonlyArray<readonly [string, string]> = [
 
 /** Beyond upstream, or with a different default on purpose. */
 const OWN: ReadonlyArray<readonly [string, string]> = [
-  ['BACKEND_TYPE', ''], // upstream: redis; here memory unless REDIS_URL is set
+  ['BACKEND_TYPE', ''], // upstream: redis; here too when any REDIS_* or MEMCACHE_* variable is set, else memory
   ['MEMORY_MAX_KEYS', '1000000'],
   ['BACKEND_FAILURE_MODE', ''],
   ['BACKEND_CIRCUIT_FAILURES', '5'],
@@ -230,7 +230,7 @@ describe('renderSettingsMarkdown', () => {
     expect(rows).toContain('| `PORT` |  | `8080` | HTTP listener port (0..65535) |');
     expect(md).toContain('| `REDIS_URL` | `STORE_URL` | `/var/run/nutcracker/ratelimit.sock` |');
     expect(md).toContain('| `MEMCACHE_HOST_PORT` | `ALTSTORE_HOST_PORT` | (empty) |');
-    expect(md).toContain('| `BACKEND_TYPE` |  | memory, or redis when REDIS_URL is set |');
+    expect(md).toContain('| `BACKEND_TYPE` |  | redis when any `REDIS_*` or `MEMCACHE_*` variable is set, else memory |');
     expect(md).toMatch(/\| `MEMORY_MAX_KEYS` \|.*not in envoyproxy\/ratelimit/);
     expect(md).toMatch(/\| `SHADOW_MODE` \|.*re-read at every config load/);
     expect(md).toMatch(/\| `LOG_LEVEL` \|.*one of `trace`, `debug`/);

@@ -137,6 +137,13 @@ export interface RedisConnectionOptions {
   label?: string | undefined;
   /** Jitter source of the start-up backoff (tests inject one). */
   random?: (() => number) | undefined;
+  /**
+   * Level of the `connecting to` line (default warn: at the default LOG_LEVEL it explains a
+   * start-up that waits for Redis; RLQS's connection, opened on first use, says it at info).
+   */
+  connectingLogLevel?: 'warn' | 'info' | undefined;
+  /** The variables of this instance, for hints: `REDIS_` (default) or `REDIS_PERSECOND_`. */
+  variablePrefix?: 'REDIS_' | 'REDIS_PERSECOND_' | undefined;
 }
 
 interface Tracked {
@@ -166,6 +173,7 @@ export class RedisConnection {
   private wake: (() => void) | undefined;
   private sleepTimer: NodeJS.Timeout | undefined;
   private lastError = '';
+  private lastErrorCode: unknown;
 
   constructor(private readonly options: RedisConnectionOptions) {
     const s = options.settings;
@@ -258,12 +266,13 @@ export class RedisConnection {
     const delays = new Backoff({ initialMs: initialIntervalMs, maxMs: maxIntervalMs, jitter: 'from-initial', random: this.options.random });
     const startedAt = Date.now();
     const s = this.options.settings;
-    this.options.logger.warn(
+    this.options.logger[this.options.connectingLogLevel ?? 'warn'](
       `connecting to ${this.label} on ${this.maskedUrl} (${s.type}${this.cluster === undefined ? `, pool size ${this.pool.length}` : ''})`,
     );
     for (let attempt = 0; ; attempt++) {
       if (this.closed) throw this.closedError();
       this.lastError = '';
+      this.lastErrorCode = undefined;
       try {
         await this.attempt();
         if (this.closed) throw this.closedError();
@@ -276,10 +285,13 @@ export class RedisConnection {
         // "Connection is closed." hides the reason (e.g. WRONGPASS), which came as an error event.
         let message = errorText(err);
         if (this.lastError !== '' && this.lastError !== message) message = `${this.lastError} (${message})`;
+        const hint = this.missingSocketHint();
+        if (hint !== undefined) message += `; ${hint}`;
         const elapsed = Date.now() - startedAt;
         if (maxElapsedTimeMs > 0 && elapsed >= maxElapsedTimeMs) {
           this.options.logger.error(`${this.label}: giving up on ${this.maskedUrl} after ${elapsed} ms: ${message}`);
-          throw new Error(`timed out waiting for Redis connection to ${this.maskedUrl}`, { cause: err });
+          // Upstream's words; the hint only when the address itself is the likely mistake.
+          throw new Error(`timed out waiting for Redis connection to ${this.maskedUrl}${hint === undefined ? '' : `: ${this.lastError}; ${hint}`}`, { cause: err });
         }
         let delay = delays.delay(attempt);
         if (maxElapsedTimeMs > 0) delay = Math.max(0, Math.min(delay, maxElapsedTimeMs - elapsed));
@@ -330,6 +342,17 @@ export class RedisConnection {
       });
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * Upstream's default socket type is unix, so a `host:port` URL (or no URL at all: the nutcracker
+   * socket) without REDIS_SOCKET_TYPE=tcp ends as a missing socket file: say what to set.
+   */
+  private missingSocketHint(): string | undefined {
+    const s = this.options.settings;
+    if (this.cluster !== undefined || s.type === 'sentinel' || s.socketType !== 'unix' || this.lastErrorCode !== 'ENOENT') return undefined;
+    const p = this.options.variablePrefix ?? 'REDIS_';
+    return `${p}SOCKET_TYPE is unix: for Redis on host:port set ${p}SOCKET_TYPE=tcp and ${p}URL=host:port`;
   }
 
   private closedError(): Error {
@@ -519,6 +542,7 @@ export class RedisConnection {
 
   private onError(err: Error): void {
     this.lastError = err.message;
+    this.lastErrorCode = (err as NodeJS.ErrnoException).code;
     if (this.options.logger.enabled('debug')) this.options.logger.debug(`${this.label} (${this.maskedUrl}): ${err.message}`);
   }
 

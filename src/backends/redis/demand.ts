@@ -2,10 +2,10 @@
  * RLQS demand shared through Redis, so that replicas behind one Service divide one limit: one
  * hash per bucket, `<prefix>rlqs:<domain|bucket>`, with a field per stream holding
  * `<demand> <expiresAtMs>`; one pipeline per report (HSET, PEXPIRE, HGETALL), on a connection of
- * its own beside the counters'. Entries past their expiry are ignored and deleted. When Redis
- * cannot answer within REDIS_TIMEOUT, the division falls back to this replica's own streams
- * (the limit is then divided per replica until Redis is back) rather than leaving Envoy without
- * an assignment.
+ * its own beside the counters', opened by the first report. Entries past their expiry are ignored
+ * and deleted. When Redis cannot answer within REDIS_TIMEOUT (connecting included), the division
+ * falls back to this replica's own streams (the limit is then divided per replica until Redis is
+ * back) rather than leaving Envoy without an assignment.
  */
 import type { DemandStore } from '../../core/quota-demand';
 import type { RedisSettings } from '../../settings';
@@ -20,17 +20,24 @@ export class RedisDemandStore implements DemandStore {
   /** This replica's own entries: the fallback while Redis does not answer. */
   private readonly local = new Map<string, Map<string, { demand: number; expiresAtMs: number }>>();
   private failing = false;
+  /** The first connection attempt, under way or done; cleared when it fails so the next report tries again. */
+  private connecting: Promise<void> | undefined;
 
   constructor(
     private readonly settings: RedisSettings,
     private readonly logger: Logger,
     private readonly prefix: string,
   ) {
-    this.conn = new RedisConnection({ settings: { ...settings, poolSize: 1 }, shared: settings, logger, label: 'redis rlqs' });
+    this.conn = new RedisConnection({ settings: { ...settings, poolSize: 1 }, shared: settings, logger, label: 'redis rlqs', connectingLogLevel: 'info' });
   }
 
+  /** Connects (with the start-up retry of REDIS_STARTUP_*) unless connected or connecting already. */
   connect(): Promise<void> {
-    return this.conn.connect();
+    this.connecting ??= this.conn.connect().catch((err: unknown) => {
+      this.connecting = undefined;
+      throw err;
+    });
+    return this.connecting;
   }
 
   async report(bucketKey: string, stream: string, demand: number, nowMs: number, expiresAtMs: number): Promise<ReadonlyMap<string, number>> {
@@ -43,20 +50,7 @@ export class RedisDemandStore implements DemandStore {
     const key = `${this.prefix}rlqs:${bucketKey}`;
     let fields: Record<string, string>;
     try {
-      fields = await this.withTimeout(
-        this.conn
-          .client()
-          .pipeline()
-          .hset(key, stream, `${demand} ${expiresAtMs}`)
-          .pexpire(key, Math.max(1, expiresAtMs - nowMs) + KEY_SLACK_MS)
-          .hgetall(key)
-          .exec()
-          .then((replies) => {
-            const last = replies?.[2];
-            if (last === undefined || last[0] !== null) throw last?.[0] ?? new Error('no reply to HGETALL');
-            return last[1] as Record<string, string>;
-          }),
-      );
+      fields = await this.withTimeout(this.connect().then(() => this.exchange(key, stream, demand, nowMs, expiresAtMs)));
       if (this.failing) {
         this.failing = false;
         this.logger.info('RLQS: Redis answers again; limits are divided among all replicas');
@@ -77,6 +71,20 @@ export class RedisDemandStore implements DemandStore {
     }
     if (expired.length > 0) this.conn.client().hdel(key, ...expired).catch(() => undefined);
     return this.live(all, nowMs);
+  }
+
+  /** Writes this stream's demand and reads every stream's, in one pipeline. */
+  private async exchange(key: string, stream: string, demand: number, nowMs: number, expiresAtMs: number): Promise<Record<string, string>> {
+    const replies = await this.conn
+      .client()
+      .pipeline()
+      .hset(key, stream, `${demand} ${expiresAtMs}`)
+      .pexpire(key, Math.max(1, expiresAtMs - nowMs) + KEY_SLACK_MS)
+      .hgetall(key)
+      .exec();
+    const last = replies?.[2];
+    if (last === undefined || last[0] !== null) throw last?.[0] ?? new Error('no reply to HGETALL');
+    return last[1] as Record<string, string>;
   }
 
   release(bucketKey: string, stream: string): void {

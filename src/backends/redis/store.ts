@@ -102,6 +102,7 @@ export class RedisStore implements CounterStore {
         stats: options.stats,
         statsScope: 'ratelimit.redis_per_second_pool',
         label: 'redis per-second',
+        variablePrefix: 'REDIS_PERSECOND_',
         random: options.random,
       });
       this.perSecondBatcher = new Batcher(this.perSecond, p.pipelineWindowMs, p.pipelineLimit, p.clusterPipelineParallelism, p.timeoutMs, s.batchScript);

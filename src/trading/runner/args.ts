@@ -5,7 +5,22 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { SafetyLimits } from './safety';
 
-export class UsageError extends Error {}
+export class UsageError extends Error {
+  /** `usage`: the command's usage, printed after the message (an argument it does not take). */
+  constructor(
+    message: string,
+    readonly usage?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What a command takes besides its options, and the usage shown when it is given something else. */
+export interface CommandShape {
+  /** Most positional arguments (a strategy file: 1; none: 0; files to check: Infinity). */
+  readonly positionals: number;
+  readonly usage: string;
+}
 
 export type OptionSpecs = NonNullable<ParseArgsConfig['options']>;
 
@@ -94,17 +109,26 @@ export const CANDLES_CHECK_OPTIONS: OptionSpecs = {
   timeframe: string,
 };
 
-/** argv → positionals and option values; `-h`/`--help` is accepted by every command. */
-export function parseCommandArgs(argv: string[], options: OptionSpecs): ParsedArgs {
+/**
+ * argv → positionals and option values; `-h`/`--help` is accepted by every command. An unknown
+ * option, or a positional argument beyond `shape.positionals`, is a usage error carrying the usage.
+ */
+export function parseCommandArgs(argv: string[], options: OptionSpecs, shape: CommandShape): ParsedArgs {
+  let parsed: ParsedArgs;
   try {
     const { values, positionals } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' }, ...options }, allowPositionals: true, strict: true });
-    return { positional: positionals, values };
+    parsed = { positional: positionals, values };
   } catch (e) {
     // node's own messages name the flag ("Unknown option '--x'", "Option '--balance <value>' argument missing")
     // (without its hint about positionals that start with '-', which misleads for a mistyped flag)
-    if (String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS')) throw new UsageError((e as Error).message.replace(/\. To specify a positional argument[\s\S]*$/, '.'));
+    if (String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS')) {
+      throw new UsageError((e as Error).message.replace(/\. To specify a positional argument[\s\S]*$/, '.'), shape.usage);
+    }
     throw e;
   }
+  const stray = parsed.positional[shape.positionals];
+  if (stray !== undefined && !wantsHelp(parsed)) throw new UsageError(`unexpected argument: ${stray}`, shape.usage);
+  return parsed;
 }
 
 export const wantsHelp = (p: ParsedArgs): boolean => p.values.help === true;

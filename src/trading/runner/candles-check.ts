@@ -162,7 +162,7 @@ function candleFilesOf(args: readonly string[]): string[] {
 }
 
 export function candlesCheckCommand(argv: string[]): number {
-  const p = parseCommandArgs(argv, CANDLES_CHECK_OPTIONS);
+  const p = parseCommandArgs(argv, CANDLES_CHECK_OPTIONS, { positionals: Infinity, usage: CANDLES_CHECK_USAGE });
   if (wantsHelp(p)) {
     process.stdout.write(CANDLES_CHECK_USAGE);
     return 0;

@@ -74,7 +74,7 @@ export function strategyAndCandles(p: ParsedArgs, command: string): { file: stri
 }
 
 export async function backtestCommand(argv: string[]): Promise<number> {
-  const p = parseCommandArgs(argv, BACKTEST_OPTIONS);
+  const p = parseCommandArgs(argv, BACKTEST_OPTIONS, { positionals: 1, usage: BACKTEST_USAGE });
   if (wantsHelp(p)) {
     process.stdout.write(BACKTEST_USAGE);
     return 0;

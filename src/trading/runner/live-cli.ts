@@ -170,8 +170,9 @@ function tokenOf(p: ParsedArgs, command: string): string {
 }
 
 async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> {
-  const p = parseCommandArgs(argv, RUN_OPTIONS);
-  if (help(p, mode === 'paper' ? PAPER_USAGE : LIVE_USAGE)) return 0;
+  const usage = mode === 'paper' ? PAPER_USAGE : LIVE_USAGE;
+  const p = parseCommandArgs(argv, RUN_OPTIONS, { positionals: 1, usage });
+  if (help(p, usage)) return 0;
   const file = p.positional[0];
   if (!file) throw new UsageError(`${mode} needs a strategy file`);
   const url = flag(p, 'url') ?? (mode === 'live' ? process.env.FXCM_URL ?? DEFAULT_LIVE_URL : undefined);
@@ -275,7 +276,7 @@ export async function replayJournal(strategy: Strategy<Record<string, unknown>>,
 }
 
 export async function replayCommand(argv: string[]): Promise<number> {
-  const p = parseCommandArgs(argv, REPLAY_OPTIONS);
+  const p = parseCommandArgs(argv, REPLAY_OPTIONS, { positionals: 1, usage: REPLAY_USAGE });
   if (help(p, REPLAY_USAGE)) return 0;
   const j = flag(p, 'journal');
   if (!j) throw new UsageError('replay needs --journal FILE');
@@ -336,7 +337,7 @@ export async function candlesCommand(argv: string[]): Promise<number> {
   }
   if (sub === 'check') return candlesCheckCommand(rest);
   if (sub !== 'download') throw new UsageError(`unknown candles command "${sub}" (download, check)`);
-  const p = parseCommandArgs(rest, CANDLES_OPTIONS);
+  const p = parseCommandArgs(rest, CANDLES_OPTIONS, { positionals: 0, usage: CANDLES_USAGE });
   if (help(p, CANDLES_USAGE)) return 0;
   const url = flag(p, 'url') ?? process.env.FXCM_URL;
   if (!url) throw new UsageError('candles download needs --url URL');

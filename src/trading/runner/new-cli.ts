@@ -112,7 +112,7 @@ function runnerEntry(): string {
 }
 
 export async function newCommand(argv: string[]): Promise<number> {
-  const p = parseCommandArgs(argv, { dir: { type: 'string' }, force: { type: 'boolean' } });
+  const p = parseCommandArgs(argv, { dir: { type: 'string' }, force: { type: 'boolean' } }, { positionals: 1, usage: NEW_USAGE });
   if (wantsHelp(p)) {
     process.stdout.write(NEW_USAGE);
     return 0;
@@ -120,7 +120,6 @@ export async function newCommand(argv: string[]): Promise<number> {
   const name = p.positional[0];
   if (!name) throw new UsageError('new needs a NAME (letters, digits, - and _)');
   if (!/^[A-Za-z][A-Za-z0-9_-]*$/.test(name)) throw new UsageError(`new: "${name}" is not a usable name (letters, digits, - and _, starting with a letter)`);
-  if (p.positional.length > 1) throw new UsageError(`new takes one NAME, got: ${p.positional.join(' ')}`);
   const dir = path.resolve(typeof p.values.dir === 'string' ? p.values.dir : '.');
   const files = [path.join(dir, `${name}.js`), path.join(dir, `${name}.test.js`)];
   const existing = files.filter((f) => fs.existsSync(f));

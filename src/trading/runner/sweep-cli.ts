@@ -226,7 +226,7 @@ function formatSweep(r: SweepResult, currency: string, top: number, reportJson: 
 }
 
 export async function sweepCommand(argv: string[]): Promise<number> {
-  const p = parseCommandArgs(argv, SWEEP_OPTIONS);
+  const p = parseCommandArgs(argv, SWEEP_OPTIONS, { positionals: 1, usage: SWEEP_USAGE });
   if (wantsHelp(p)) {
     process.stdout.write(SWEEP_USAGE);
     return 0;
