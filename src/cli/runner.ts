@@ -3,6 +3,8 @@
  * `ratelimit-runner`: the trading side of the package: strategy modes (backtest, …) and the
  * simulated broker (`ratelimit-runner sim`).
  */
+// First: the runner's optional packages are checked before any module needs them.
+import './runner-packages';
 import { BrokerSimulator, parseSimulatorArgs, SIMULATOR_USAGE } from '../trading/simulator';
 import { UsageError } from '../trading/runner/args';
 import { backtestCommand } from '../trading/runner/cli';

@@ -42,19 +42,26 @@ describe('package-lock.json', () => {
   test('is in step with package.json', () => {
     const root = LOCK.packages[''];
     expect(root.dependencies).toEqual(PKG.dependencies);
+    expect(root.optionalDependencies).toEqual(PKG.optionalDependencies);
     expect(root.devDependencies).toEqual(PKG.devDependencies);
   });
 });
 
-/** Package names that `src/` and `generated/` import or require, with the first file of each. */
-function requiredPackages(): Map<string, string> {
+/** The runner's code: its packages may be optional dependencies (the service's image leaves them out). */
+const RUNNER_CODE = /^src\/(trading\/|cli\/runner)/;
+
+/**
+ * Package names that `src/` and `generated/` import or require, with the first file of each;
+ * `only` keeps the files it accepts (a path relative to the repository).
+ */
+function requiredPackages(only: (file: string) => boolean = () => true): Map<string, string> {
   const found = new Map<string, string>();
   const builtins = new Set(builtinModules);
   const walk = (dir: string): void => {
     for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
       const full = path.join(dir, e.name);
       if (e.isDirectory()) walk(full);
-      else if (e.name.endsWith('.ts')) {
+      else if (e.name.endsWith('.ts') && only(path.relative(ROOT, full))) {
         const text = fs.readFileSync(full, 'utf8');
         for (const m of text.matchAll(/(?:^import\s[^;]*?\bfrom\s+|^export\s[^;]*?\bfrom\s+|\brequire\(\s*|\bimport\(\s*)'((?:@[\w.-]+\/)?[\w][\w.-]*(?:\/[^']*)?)'/gm)) {
           const spec = m[1]!;
@@ -70,13 +77,17 @@ function requiredPackages(): Map<string, string> {
   return found;
 }
 
-test('every package the program requires is a declared production dependency', () => {
+test('every package the service requires is a production dependency; the runner\'s may be optional ones', () => {
   // An optional peer (typescript: TypeScript strategies load when it is installed) is declared too.
   const optionalPeers = Object.keys(PKG.peerDependenciesMeta ?? {}).filter((n) => PKG.peerDependenciesMeta[n].optional);
+  const runnerOptional = Object.keys(PKG.optionalDependencies ?? {});
   const undeclared = [...requiredPackages()]
-    .filter(([name]) => !(name in PKG.dependencies) && !optionalPeers.includes(name))
+    .filter(([name, file]) => !(name in PKG.dependencies) && !optionalPeers.includes(name) && !(RUNNER_CODE.test(file) && runnerOptional.includes(name)))
     .map(([name, file]) => `${name} (required by ${file})`);
   expect(undeclared).toEqual([]);
+  // And the service's code needs none of the runner's packages.
+  const serviceUsesRunnerPackage = [...requiredPackages((file) => !RUNNER_CODE.test(file))].filter(([name]) => runnerOptional.includes(name)).map(([name, file]) => `${name} (${file})`);
+  expect(serviceUsesRunnerPackage).toEqual([]);
 });
 
 describe("deploy/Dockerfile's install and build steps, run for real", () => {
@@ -111,6 +122,10 @@ describe("deploy/Dockerfile's install and build steps, run for real", () => {
       }
     }
     expect(fs.existsSync(path.join(buildDir, 'node_modules', 'typescript'))).toBe(false); // pruned
+    // The service alone: neither the runner's packages nor its code.
+    for (const name of Object.keys(PKG.optionalDependencies)) expect(fs.existsSync(path.join(buildDir, 'node_modules', name))).toBe(false);
+    expect(fs.existsSync(path.join(buildDir, 'dist', 'src', 'trading'))).toBe(false);
+    expect(fs.existsSync(path.join(buildDir, 'dist', 'src', 'cli', 'runner.js'))).toBe(false);
 
     // Runtime stage: only what it copies. Its RUN steps create the user and /data (system paths,
     // not needed to start the program); the config comes from the bundled examples, as the

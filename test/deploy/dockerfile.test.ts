@@ -21,9 +21,9 @@ const ops = (stage: Stage, op: string): Instruction[] => stage.instructions.filt
 const normalize = (p: string): string => path.posix.normalize(p).replace(/^\.\//, '').replace(/\/$/, '');
 
 describe('deploy/Dockerfile', () => {
-  test('is multi-stage on node:20 bookworm-slim', () => {
+  test('is multi-stage on node:26 bookworm-slim (the current LTS line)', () => {
     expect(STAGES.length).toBeGreaterThanOrEqual(2);
-    for (const s of STAGES) expect(s.from).toBe('node:20-bookworm-slim');
+    for (const s of STAGES) expect(s.from).toBe('node:26-bookworm-slim');
     expect(STAGES[0]!.name).toBeDefined();
   });
 
