@@ -19,13 +19,13 @@ describe('ratelimit-runner new', () => {
     const js = path.join(dir, 'strategies/breakout.js');
     const testFile = path.join(dir, 'strategies/breakout.test.js');
     expect(r.stdout).toContain(`wrote ${js} and ${testFile}`);
-    const t = spawnSync(process.execPath, ['--test', testFile], { encoding: 'utf8', cwd: dir });
+    const t = spawnSync(process.execPath, ['--test', '--test-reporter=tap', testFile], { encoding: 'utf8', cwd: dir });
     expect(t.stdout).toMatch(/^# pass 2$/m);
     expect(t.stdout).toMatch(/^# fail 0$/m);
     expect(t.status).toBe(0);
     // The template's test checks what the strategy does: a strategy that never trades fails it.
     fs.writeFileSync(js, fs.readFileSync(js, 'utf8').replace('const isBuy = bar.bidClose > high;', 'const isBuy = false && bar.bidClose > high;'));
-    expect(spawnSync(process.execPath, ['--test', testFile], { encoding: 'utf8', cwd: dir }).status).not.toBe(0);
+    expect(spawnSync(process.execPath, ['--test', '--test-reporter=tap', testFile], { encoding: 'utf8', cwd: dir }).status).not.toBe(0);
   });
 
   test('existing files are kept unless --force; a name that is not one is a usage error', () => {
