@@ -1,5 +1,5 @@
 # Every target works on a fresh clone: node_modules is installed on first use.
-.PHONY: all deps proto build test run bench bench-attacks clean settings-table certs image
+.PHONY: all deps proto build test test-lts run bench bench-attacks clean settings-table certs image
 
 all: build
 
@@ -18,12 +18,25 @@ build: deps
 	npx tsc -p tsconfig.json
 
 # The test command of the README and of .ci/run: obtain the servers and clients the tests start
-# (Redis, Memcached, openssl; grpcio, Go and grpc-go, h2load and nghttp), type-check everything, build the programs the end-to-end tests start, then
-# run Jest with a JSON summary for CI.
+# (Redis, Memcached, openssl; grpcio, Go and grpc-go, h2load and nghttp), type-check everything,
+# build the programs the end-to-end tests start, then run Jest with a JSON summary for CI. Two
+# Jest workers at least (the suite holds on a loaded 2-core machine), one per core above that.
+JEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); if [ "$$n" -gt 2 ]; then echo $$((n - 1)); else echo 2; fi)
+JEST_RESULTS ?= test-results.json
 test: build
 	bash scripts/test-servers.sh
 	npx tsc -p tsconfig.test.json
-	npx jest --ci --json --outputFile=test-results.json
+	npx jest --ci --maxWorkers=$(JEST_WORKERS) --json --outputFile=$(JEST_RESULTS)
+
+# The same tests on the current Node.js LTS line, whatever Node runs make: its official binary
+# from the npm registry (the node-linux-<arch> package), kept under .cache/. CI runs both.
+NODE_LTS_VERSION := 26.12.1
+NODE_LTS := .cache/node-$(NODE_LTS_VERSION)
+$(NODE_LTS)/bin/node:
+	bash scripts/node-lts.sh $(NODE_LTS_VERSION) $(NODE_LTS)
+
+test-lts: $(NODE_LTS)/bin/node
+	PATH="$(CURDIR)/$(NODE_LTS)/bin:$$PATH" $(MAKE) test JEST_RESULTS=test-results-lts.json
 
 # Start the service on the embedded memory store with the bundled example config.
 run: build
@@ -46,9 +59,10 @@ certs:
 image:
 	docker build -f deploy/Dockerfile -t ratelimit:latest .
 
-# Rewrites the README's settings table from src/settings/table.ts.
+# Rewrites the settings table of docs/settings.md (between its settings:start and settings:end
+# markers) from src/settings/table.ts.
 settings-table: build
-	node -e 'const fs=require("fs");const {renderSettingsMarkdown}=require("./dist/src/settings");const r=fs.readFileSync("README.md","utf8");fs.writeFileSync("README.md",r.replace(/(<!-- settings:start -->\n)[\s\S]*?(<!-- settings:end -->)/,(_,a,b)=>a+renderSettingsMarkdown().trimEnd()+"\n"+b))'
+	node -e 'const fs=require("fs");const {renderSettingsMarkdown}=require("./dist/src/settings");const f="docs/settings.md";const r=fs.readFileSync(f,"utf8");if(!r.includes("<!-- settings:end -->"))throw new Error(f+" has no settings markers");fs.writeFileSync(f,r.replace(/(<!-- settings:start -->\n)[\s\S]*?(<!-- settings:end -->)/,(_,a,b)=>a+renderSettingsMarkdown().trimEnd()+"\n"+b))'
 
 clean:
 	rm -rf dist test-results.json
