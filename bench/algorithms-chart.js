@@ -1,6 +1,6 @@
 'use strict';
 /**
- * Prints the README's algorithm chart: the same arrival pattern (a burst of 15 requests at
+ * Prints the algorithm chart of docs/configuration.md: the same arrival pattern (a burst of 15 requests at
  * t = 0.9 s, then a steady 40 requests/s) against a 10 per second limit under each algorithm, on the memory
  * store with a manual clock, as admitted requests per 250 ms. Run after `make build`:
  *   node bench/algorithms-chart.js

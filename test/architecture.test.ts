@@ -1,5 +1,5 @@
 /**
- * The rules of the house about dependencies (README "Layout"): each folder of src/ imports only the
+ * The rules of the house about dependencies (docs/architecture.md): each folder of src/ imports only the
  * folders listed for it here, so arrows point one way, down the pipeline.
  */
 import * as fs from 'node:fs';

@@ -18,7 +18,7 @@ import { createLogger } from '../telemetry/logger';
 const USAGE = `Usage: ratelimit [-h | --help]
 
 The rate limit service (drop-in for envoyproxy/ratelimit). It takes no flags: every setting is an
-environment variable, listed here with its default; the README's settings table says the same.
+environment variable, listed here with its default; docs/settings.md says the same.
 SIGTERM, SIGINT or SIGHUP stop it gracefully.
 `;
 
@@ -28,7 +28,7 @@ async function main(): Promise<void> {
     parseFlags(process.argv.slice(2), []);
   } catch (err) {
     if (err instanceof HelpRequested) {
-      process.stdout.write(`${USAGE}${renderSettingsHelp()}\nSee the "Settings" table of README.md for details.\n`);
+      process.stdout.write(`${USAGE}${renderSettingsHelp()}\nSee docs/settings.md for details.\n`);
       return;
     }
     if (!(err instanceof FlagError)) throw err;

@@ -2,7 +2,7 @@
  * Every environment variable the service reads, in one table: name, alias, type, default (written
  * as upstream's envconfig `default:` tag, and parsed by the same parser as a user's value), and a
  * one-line meaning. The loader takes defaults, aliases, ranges and accepted values from here, and the
- * README settings table and `--help`-style output are rendered from here (`renderSettingsMarkdown`),
+ * settings table of docs/settings.md and `--help`-style output are rendered from here (`renderSettingsMarkdown`),
  * so they cannot drift apart.
  *
  * Aliases: the seed document spells the Redis variables `STORE_*` and the Memcached ones
@@ -299,7 +299,7 @@ export function defaultDisplay(info: SettingInfo): string {
   return info.default === '' ? '(empty)' : `\`${info.default}\``;
 }
 
-/** The settings as a markdown table (Variable | Alias | Default | Meaning), in table order, for the README. */
+/** The settings as a markdown table (Variable | Alias | Default | Meaning), in table order, for docs/settings.md. */
 export function renderSettingsMarkdown(): string {
   const lines = ['| Variable | Alias | Default | Meaning |', '|---|---|---|---|'];
   for (const info of SETTINGS_TABLE) {

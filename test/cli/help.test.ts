@@ -26,7 +26,7 @@ test.each(['-h', '--help'])('ratelimit %s lists every setting with its default, 
     expect(r.stdout).toMatch(/^Usage: ratelimit/);
     expect(r.stdout).toContain('  REDIS_URL (or STORE_URL)  default: /var/run/nutcracker/ratelimit.sock\n');
     expect(r.stdout).toContain('  NEAR_LIMIT_RATIO  default: 0.8\n');
-    expect(r.stdout).toContain('"Settings" table of README.md');
+    expect(r.stdout).toContain('See docs/settings.md for details.');
     expect(r.stdout).not.toContain('listening');
   } finally {
     busy.close();

@@ -12,7 +12,7 @@
  * - three clients asking 40 per second each, one of which stops half-way (its share goes to the
  *   others).
  *
- * The README promises: the Envoys together admit at most the limit per unit plus one reporting
+ * docs/rlqs.md promises: the Envoys together admit at most the limit per unit plus one reporting
  * interval's worth (the token buckets' burst), the limit is divided in proportion to demand with a
  * floor of a tenth of an equal split, and a stream that ends releases its share.
  *
@@ -113,7 +113,7 @@ function maxPerWindow(timestamps: readonly number[], fromMs = -Infinity): number
 const ratePerSecond = (timestamps: readonly number[], fromMs: number, toMs: number): number =>
   timestamps.filter((t) => t >= fromMs && t < toMs).length / ((toMs - fromMs) / 1000);
 
-/** The README's division, written out independently of src/quota/shares.ts: a floor, the rest by demand. */
+/** docs/rlqs.md's division, written out independently of src/quota/shares.ts: a floor, the rest by demand. */
 function expectedShares(limit: number, demands: readonly number[]): number[] {
   const floor = (limit * 0.1) / demands.length;
   const total = demands.reduce((a, b) => a + b, 0);

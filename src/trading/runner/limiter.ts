@@ -337,7 +337,7 @@ export function worstCaseInSlidingWindow(perWindow: number, windowS: number, sli
  * - token_bucket (GCRA, emission interval T = U/L, capacity B = burst): B − 1 + ceil(W·L/U). From
  *   TAT after k admissions ≥ t₁ + k·T and the admission test TAT ≤ t + (B − 1)·T, the n-th call in
  *   the range needs t_n − t₁ ≥ (n − B)·T, and t_n − t₁ < W. Tight: B at once, then one every T.
- *   For W = U: L + B − 1, as the README says. (A closed range [s, s + W] can hold one more.)
+ *   For W = U: L + B − 1, as docs/configuration.md says. (A closed range [s, s + W] can hold one more.)
  *
  * These assume the store applies the algorithm atomically (memory, Redis); Memcached's brief
  * over-admission under concurrent runners is not bounded here. undefined when the limit bounds
