@@ -271,7 +271,8 @@ export class RateLimitApp {
         if (this.health.states().get('store') === ok) return;
         this.health.set('store', ok);
         if (ok) logger.info(`${kind} store: healthy`);
-        else logger.warn(`${kind} store: unhealthy`);
+        // Closing the store on the way out is not news.
+        else if (this.stopping === undefined) logger.warn(`${kind} store: unhealthy`);
       });
     } catch (err) {
       if (err instanceof StartupError) throw err;

@@ -10,7 +10,7 @@ import { serializeRateLimitResponse } from '../server/json-codec';
 import { fromProtoResponse, toProtoRequest } from '../client/proto-convert';
 import fs from 'node:fs';
 import { parseDescriptor } from '../limiter/descriptor-text';
-import { diagnoseTls, type TlsFiles } from '../client/tls-diagnosis';
+import { diagnoseTls, speaksTls, type TlsFiles } from '../client/tls-diagnosis';
 import { type FlagSpec, FlagError, type ParsedFlags, parseFlagsOrExit } from './flags';
 
 const SPECS: FlagSpec[] = [
@@ -118,8 +118,11 @@ function main(argv: string[]): void {
       client.close();
       if (err) {
         const files = tls.files;
-        const tlsProblem =
-          err.code === grpc.status.UNAVAILABLE && files !== undefined ? await diagnoseTls(dial, files, timeout) : undefined;
+        let tlsProblem: string | undefined;
+        if (err.code === grpc.status.UNAVAILABLE) {
+          if (files !== undefined) tlsProblem = await diagnoseTls(dial, files, timeout);
+          else if (await speaksTls(dial, timeout)) tlsProblem = 'the service speaks TLS (GRPC_SERVER_USE_TLS) and this call did not: add -grpc-use-tls and -grpc-server-ca-file (and -grpc-cert-file, -grpc-key-file for mTLS)';
+        }
         process.stderr.write(`request error: ${describeCallError(err, dial, tlsProblem)}\n`);
         process.exit(1);
       }

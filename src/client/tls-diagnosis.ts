@@ -85,3 +85,29 @@ function explain(err: NodeJS.ErrnoException): string | undefined {
   // Node's checks of the server certificate: chain (SELF_SIGNED_CERT_IN_CHAIN…) and name (ERR_TLS_CERT_ALTNAME_INVALID).
   return `the server certificate did not verify: ${err.message} (-grpc-server-ca-file, -grpc-server-name)`;
 }
+
+/**
+ * Whether `dial` answers a TLS handshake: for a plaintext call that got UNAVAILABLE, a service
+ * that speaks TLS is the likely reason (grpc-js says only "Failed to connect"). A TLS alert counts
+ * as speaking TLS; a server that is not TLS answers the ClientHello with something else.
+ */
+export function speaksTls(dial: string, timeoutMs: number): Promise<boolean> {
+  const m = /^(?:dns:\/\/\/)?(?:\[([^\]]+)\]|([^:/[\]]+)):(\d+)$/.exec(dial);
+  if (m === null) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    let settled = false;
+    // Only to see whether TLS is spoken: nothing is sent after the handshake, nothing trusted.
+    const socket = tls.connect({ host: m[1] ?? m[2]!, port: Number(m[3]), rejectUnauthorized: false, ALPNProtocols: ['h2'] });
+    const done = (yes: boolean): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(yes);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    socket.once('secureConnect', () => done(true));
+    socket.once('error', (err: NodeJS.ErrnoException) => done(/_ALERT_/.test(err.code ?? '')));
+    socket.once('close', () => done(false));
+  });
+}

@@ -67,6 +67,11 @@ describe('ratelimit on Redis', () => {
     const ttl = Number((await redis.cli(['TTL', hourKey])).trim());
     expect(ttl).toBeGreaterThan(3590);
     expect(ttl).toBeLessThanOrEqual(3600);
+    // A clean stop closes the store without calling it unhealthy.
+    services.splice(services.indexOf(svc), 1);
+    expect(await svc.stop()).toBe(0);
+    expect(svc.output()).toContain('stopped');
+    expect(svc.output()).not.toContain('store: unhealthy');
   });
 
   test('REDIS_BATCH_SCRIPT=true counts the same keys through one EVAL per pipeline', async () => {
