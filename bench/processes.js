@@ -57,10 +57,18 @@ function killChildren() {
 process.on('exit', killChildren);
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130));
 
-/** Starts a server on `cpus` (CPU 0 unless told) and waits until its output matches `ready`. */
+/** Starts a Node server on `cpus` (CPU 0 unless told) and waits until its output matches `ready`. */
 function startServer(name, args, env, ready, timeoutMs = 20_000, cpus = '0') {
   // --trace-gc: V8 prints every collection with its pause, read below for the worst pause under load.
-  const [cmd, argv] = pinned(cpus, process.execPath, ['--trace-gc', ...args]);
+  return startProcess(name, process.execPath, ['--trace-gc', ...args], env, ready, timeoutMs, cpus);
+}
+
+/**
+ * Starts any server program (`program` with `args`) on `cpus` and waits until its output matches
+ * `ready`. Its worstGcPause reads V8's --trace-gc lines, so it is null for a program that prints none.
+ */
+function startProcess(name, program, args, env, ready, timeoutMs = 20_000, cpus = '0') {
+  const [cmd, argv] = pinned(cpus, program, args);
   const proc = track(spawn(cmd, argv, { env, stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT }));
   let out = '';
   let started = false;
@@ -242,6 +250,7 @@ module.exports = {
   track,
   killChildren,
   startServer,
+  startProcess,
   processTree,
   cpuTicks,
   cpuSample,

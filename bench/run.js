@@ -16,7 +16,12 @@
  * (use the Node fallback load generator instead of h2load and wrk), BENCH_DISTINCT (distinct
  * values to send, default 10,000,000; 0 skips the scenario), BENCH_DISTINCT_SECONDS (time cap,
  * default 900), BENCH_MEMORY_MAX_KEYS (MEMORY_MAX_KEYS of the distinct run; default 1,000,000, or
- * BENCH_DISTINCT / 4 when that is smaller, so the cap is reached), BENCH_REDIS=0 (skip Redis).
+ * BENCH_DISTINCT / 4 when that is smaller, so the cap is reached), BENCH_REDIS=0 (skip Redis),
+ * BENCH_SCENARIOS (scenario ids to run, comma-separated, e.g. service-grpc-1,go-rls-grpc-1; all
+ * when unset).
+ *
+ * The Go programs under bench/ (openloop, the half-load generator, and go-rls, a Go rate limit
+ * service measured beside ours for the CPU per call) are built with Debian's Go in GOPATH mode.
  *
  * Needs a build (dist/): `make bench` builds first. Process helpers (pinning, children, the
  * service, /proc readings) are in bench/processes.js, shared with bench/attacks.js.
@@ -37,6 +42,7 @@ const {
   track,
   killChildren,
   startServer,
+  startProcess,
   cpuSample,
   cpuPercent,
   peakRssMiB,
@@ -73,7 +79,11 @@ const CFG = {
   distinct: intEnv('BENCH_DISTINCT', 10_000_000, 0, 1_000_000_000),
   distinctSeconds: intEnv('BENCH_DISTINCT_SECONDS', 900, 1, 3600),
   redis: process.env['BENCH_REDIS'] !== '0',
+  /** BENCH_SCENARIOS: the scenario ids to run, comma-separated; every scenario when unset. */
+  scenarios: (process.env['BENCH_SCENARIOS'] ?? '').split(',').map((id) => id.trim()).filter(Boolean),
 };
+/** Whether scenario `id` runs (BENCH_SCENARIOS). */
+const want = (id) => CFG.scenarios.length === 0 || CFG.scenarios.includes(id);
 CFG.memoryMaxKeys = intEnv('BENCH_MEMORY_MAX_KEYS', Math.max(1000, Math.min(1_000_000, Math.floor(CFG.distinct / 4))), 1, 1_000_000_000);
 /**
  * Targets, as ratios and latencies measured in one run (see bench/README.md), for the default
@@ -116,6 +126,7 @@ const machine = {
   pinning: PIN ? 'servers: taskset -c 0; load generator: taskset -c 1' : 'none (taskset missing or < 2 CPUs)',
   h2load: H2LOAD ? H2LOAD.split('\n')[0] : null,
   wrk: WRK ? WRK.split('\n')[0].replace(/\s*Copyright.*$/, '') : null,
+  go: sh('go', ['version']),
 };
 
 /**
@@ -552,26 +563,29 @@ async function openloopScenario(addr, frameFile, serverPid, rate, extraPids) {
 }
 
 /**
- * Builds bench/openloop with Debian's golang-go and golang-google-grpc-dev (GOPATH mode, no
- * network); null, with the reason logged, when that is not possible (h2load --rps is used then).
+ * Builds the Go programs under bench/ (`names`: bench/<name>/main.go, e.g. openloop and go-rls)
+ * with Debian's golang-go and golang-google-grpc-dev (GOPATH mode, no network). Returns, per name,
+ * { binary } or { missing: why it could not be built }.
  */
-function buildOpenloop() {
+function buildGoPrograms(names) {
   const gopath = '/usr/share/gocode';
-  if (!fs.existsSync(path.join(gopath, 'src/google.golang.org/grpc'))) {
-    log('openloop: grpc-go sources missing (Debian golang-google-grpc-dev); half load on gRPC uses h2load --rps');
-    return null;
+  const built = {};
+  for (const name of names) {
+    if (!fs.existsSync(path.join(gopath, 'src/google.golang.org/grpc'))) {
+      built[name] = { missing: 'grpc-go sources missing (Debian golang-google-grpc-dev)' };
+      continue;
+    }
+    const binary = path.join(TMP, name);
+    const r = spawnSync('go', ['build', '-o', binary, 'main.go'], {
+      cwd: path.join(__dirname, name),
+      env: { ...process.env, GO111MODULE: 'off', GOPATH: gopath, GOCACHE: path.join(TMP, 'gocache') },
+      encoding: 'utf8',
+    });
+    if (r.status === 0) built[name] = { binary };
+    else if (r.error?.code === 'ENOENT') built[name] = { missing: 'go not found (Debian golang-go)' };
+    else built[name] = { missing: `go build failed (${r.error?.message ?? r.stderr.trim()})` };
   }
-  const binary = path.join(TMP, 'openloop');
-  const r = spawnSync('go', ['build', '-o', binary, 'main.go'], {
-    cwd: path.join(__dirname, 'openloop'),
-    env: { ...process.env, GO111MODULE: 'off', GOPATH: gopath, GOCACHE: path.join(TMP, 'gocache') },
-    encoding: 'utf8',
-  });
-  if (r.status !== 0) {
-    log(`openloop: go build failed (${r.error?.message ?? r.stderr.trim()}); half load on gRPC uses h2load --rps`);
-    return null;
-  }
-  return binary;
+  return built;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -696,10 +710,19 @@ function targetsFor(s) {
 const fmt = (n, digits = 0) => (n === null || n === undefined || Number.isNaN(n) ? 'n/a' : n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
 const fmtMs = (n) => (n === null || n === undefined ? 'n/a' : n < 10 ? `${n.toFixed(2)} ms` : `${n.toFixed(1)} ms`);
 const fmtPct = (n) => (n == null ? 'n/a' : `${n.toFixed(0)} %`);
+const fmtUs = (n) => (n == null ? 'n/a' : `${n.toFixed(1)} µs`);
+/**
+ * Server CPU time per call in µs: CPU seconds per second over the measured window (`cpuPercent`
+ * / 100) divided by calls answered per second. Null without both.
+ */
+const cpuPerCallUs = (cpuPercent, rps) => (cpuPercent != null && rps ? (cpuPercent / 100 / rps) * 1e6 : null);
 const log = (s) => console.error(`[bench] ${s}`);
 
 async function main() {
-  OPENLOOP = process.env['BENCH_FORCE_NODE_LOADGEN'] === '1' ? null : buildOpenloop();
+  const goWanted = ['go-rls-grpc-1', 'go-rls-grpc-5'].some(want);
+  const goBuilt = buildGoPrograms([...(process.env['BENCH_FORCE_NODE_LOADGEN'] === '1' ? [] : ['openloop']), ...(goWanted ? ['go-rls'] : [])]);
+  OPENLOOP = goBuilt['openloop']?.binary ?? null;
+  if (goBuilt['openloop']?.missing) log(`openloop: ${goBuilt['openloop'].missing}; half load on gRPC uses h2load --rps`);
   const req1 = grpcRequest(1);
   const req5 = grpcRequest(5);
   const frame1 = writeTmp('frame-1.bin', grpcFrame(req1));
@@ -711,6 +734,8 @@ async function main() {
   let distinct = null;
 
   const record = (s) => {
+    s.cpuPerCallUs = cpuPerCallUs(s.serverCpu, s.rps);
+    if (s.half) s.half.cpuPerCallUs = cpuPerCallUs(s.half.serverCpu, s.half.rps);
     // A ratio only means something when the server, not the load generator, is the bottleneck.
     s.notes = [];
     if (s.genCpu != null && s.genCpu >= 90) s.notes.push('load generator saturated');
@@ -781,23 +806,39 @@ async function main() {
     record({ ...meta, kind: 'service', descriptors: n, ceilingId: s.ceiling, ratio, ...r, half, redis, peakRssMiBSoFar: peakRssMiB(svc.pid) });
   };
 
+  /**
+   * A gRPC server without the service's /stats (the bare ceiling, the Go service): verify, peak
+   * run, half-load run. `statuses`: how many statuses its answer holds; `ceiling`: the ratio's base.
+   */
+  const plainGrpcScenario = async (srv, addr, s) => {
+    log(`${s.id}: ${s.label}`);
+    const v = await verifyGrpc(addr, s.frame, s.req, s.statuses);
+    const r = v.problems.length ? { problems: v.problems } : await grpcLoad(addr, s.frame, srv.pid, v.frameLength);
+    const half =
+      v.problems.length || r.problems.length
+        ? null
+        : await halfLoad(r, { grpc: true, addr, frameFile: s.frame, serverPid: srv.pid, frameLength: v.frameLength, worstGcPause: srv.worstGcPause });
+    if (half?.problems) r.problems.push(...half.problems.map((p) => `half load: ${p}`));
+    const { req, frame, statuses, ceiling, ...meta } = s;
+    const base = ceiling ? scenarios.find((c) => c.id === ceiling) : undefined;
+    const vs = ceiling ? { ceilingId: ceiling, ratio: base?.rps && r.rps ? r.rps / base.rps : null } : {};
+    record({ ...meta, grpc: true, ...vs, ...r, half, peakRssMiBSoFar: peakRssMiB(srv.pid) });
+  };
+
   log(`${machine.nproc} CPUs, ${machine.cpuModel}, Node ${machine.node}; pinning: ${machine.pinning}`);
   log(`load: ${machine.h2load ?? 'node-load (fallback)'} for gRPC, ${machine.wrk ?? 'node-load (fallback)'} for /json; ` +
     `${CFG.warmupSeconds} s warm-up + ${CFG.seconds} s measured (+ ${CFG.seconds} s at half load), ${CFG.connections} connections x ${CFG.streams} streams`);
 
+  const frames = [[1, req1, frame1], [5, req5, frame5]];
+
   // a. bare gRPC ceiling
-  {
+  if (want('bare-grpc-1') || want('bare-grpc-5')) {
     const srv = await startServer('bare gRPC', [path.join(__dirname, 'bare-grpc.js')], { PATH: process.env['PATH'] }, /listening (\d+)/);
     const addr = `127.0.0.1:${srv.match[1]}`;
     try {
-      for (const [n, req, frame] of [[1, req1, frame1], [5, req5, frame5]]) {
-        const id = `bare-grpc-${n}`;
-        log(`${id}: bare grpc-js server, ${n}-descriptor request frame`);
-        const v = await verifyGrpc(addr, frame, req, 1); // the bare server always answers one status
-        const r = v.problems.length ? { problems: v.problems } : await grpcLoad(addr, frame, srv.pid, v.frameLength);
-        const half = v.problems.length || r.problems.length ? null : await halfLoad(r, { grpc: true, addr, frameFile: frame, serverPid: srv.pid, frameLength: v.frameLength, worstGcPause: srv.worstGcPause });
-        if (half?.problems) r.problems.push(...half.problems.map((p) => `half load: ${p}`));
-        record({ id, label: `Bare grpc-js ceiling, ${n}-descriptor request`, kind: 'ceiling', store: 'none', grpc: true, descriptors: n, ...r, half, peakRssMiBSoFar: peakRssMiB(srv.pid) });
+      for (const [n, req, frame] of frames.filter(([n]) => want(`bare-grpc-${n}`))) {
+        // The bare server always answers one status.
+        await plainGrpcScenario(srv, addr, { id: `bare-grpc-${n}`, label: `Bare grpc-js ceiling, ${n}-descriptor request`, kind: 'ceiling', store: 'none', descriptors: n, statuses: 1, req, frame });
       }
       rss['bare-grpc'] = peakRssMiB(srv.pid);
     } finally {
@@ -806,7 +847,7 @@ async function main() {
   }
 
   // c (ceiling). bare node:http
-  {
+  if (want('bare-json')) {
     const srv = await startServer('bare HTTP', [path.join(__dirname, 'bare-http.js')], { PATH: process.env['PATH'] }, /listening (\d+)/);
     const addr = `127.0.0.1:${srv.match[1]}`;
     try {
@@ -823,18 +864,52 @@ async function main() {
   }
 
   // b + c. the real service, memory store
-  {
+  if (want('service-grpc-1') || want('service-grpc-5')) {
     const srv = await startService('memory', SERVICE_CONFIG);
     try {
-      await serviceScenario(srv, { id: 'service-grpc-1', ceiling: 'bare-grpc-1', label: 'Service gRPC, 1 descriptor, memory store', store: 'memory', grpc: true, n: 1, req: req1, frame: frame1 });
-      await serviceScenario(srv, { id: 'service-grpc-5', ceiling: 'bare-grpc-5', label: 'Service gRPC, 5 descriptors, memory store', store: 'memory', grpc: true, n: 5, req: req5, frame: frame5 });
+      if (want('service-grpc-1')) {
+        await serviceScenario(srv, { id: 'service-grpc-1', ceiling: 'bare-grpc-1', label: 'Service gRPC, 1 descriptor, memory store', store: 'memory', grpc: true, n: 1, req: req1, frame: frame1 });
+      }
+      if (want('service-grpc-5')) {
+        await serviceScenario(srv, { id: 'service-grpc-5', ceiling: 'bare-grpc-5', label: 'Service gRPC, 5 descriptors, memory store', store: 'memory', grpc: true, n: 5, req: req5, frame: frame5 });
+      }
       rss['service-memory'] = peakRssMiB(srv.pid);
     } finally {
       await srv.stop();
     }
   }
+  // b2. a Go service doing the same work (bench/go-rls), one core as the service: the same frames,
+  // load and half-load run as service-grpc-N, for the CPU per call of each.
+  if (goWanted) {
+    const ids = frames.map(([n]) => `go-rls-grpc-${n}`).filter(want);
+    const { binary, missing } = goBuilt['go-rls'];
+    let srv = null;
+    try {
+      if (!binary) throw new Error(missing);
+      srv = await startProcess('go-rls', binary, ['-addr', '127.0.0.1:0'], { PATH: process.env['PATH'], GOMAXPROCS: '1' }, /listening (\S+)/);
+      for (const [n, req, frame] of frames.filter(([n]) => want(`go-rls-grpc-${n}`))) {
+        await plainGrpcScenario(srv, srv.match[1], {
+          id: `go-rls-grpc-${n}`,
+          ceiling: `bare-grpc-${n}`,
+          label: `Go service (bench/go-rls: grpc-go, GOMAXPROCS=1), ${n} descriptor${n > 1 ? 's' : ''}, map in memory`,
+          kind: 'go',
+          store: 'go-memory',
+          descriptors: n,
+          statuses: n,
+          req,
+          frame,
+        });
+      }
+      rss['go-rls'] = peakRssMiB(srv.pid);
+    } catch (err) {
+      for (const id of ids) allProblems.push(`${id}: ${err.message.split('\n')[0]}`);
+      log(`go-rls: ${binary ? err.stack : err.message}`);
+    } finally {
+      if (srv) await srv.stop();
+    }
+  }
   // /json on a fresh process, as its ceiling runs.
-  {
+  if (want('service-json')) {
     const srv = await startService('memory-json', SERVICE_CONFIG);
     try {
       await serviceScenario(srv, { id: 'service-json', ceiling: 'bare-json', label: 'Service POST /json, 1 descriptor, memory store', store: 'memory', grpc: false, n: 1 });
@@ -846,9 +921,10 @@ async function main() {
   // The other gRPC transport on the memory store, for comparison with the default (socket):
   // grpc-js (the gRPC library's server).
   for (const [transport, short] of [['grpc-js', 'grpcjs']]) {
+    if (!want(`service-${short}-grpc-1`) && !want(`service-${short}-grpc-5`)) continue;
     const srv = await startService(`memory-${short}`, SERVICE_CONFIG, { GRPC_TRANSPORT: transport });
     try {
-      for (const [n, req, frame] of [[1, req1, frame1], [5, req5, frame5]]) {
+      for (const [n, req, frame] of frames.filter(([n]) => want(`service-${short}-grpc-${n}`))) {
         await serviceScenario(srv, {
           id: `service-${short}-grpc-${n}`,
           ceiling: `bare-grpc-${n}`,
@@ -867,7 +943,7 @@ async function main() {
   }
 
   // d. local over-limit cache: 1 per day, the first call spends it, everything after is cached.
-  {
+  if (want('service-local-cache-1')) {
     const srv = await startService('local-cache', LOCAL_CACHE_CONFIG, { LOCAL_CACHE_SIZE_IN_BYTES: '1048576' });
     try {
       const first = await grpcCall(srv.grpcAddr, req1);
@@ -919,6 +995,7 @@ async function main() {
       env: (r) => ({ ...setups[0].env(r), GRPC_TRANSPORT: 'grpc-js' }),
     });
     for (const setup of setups) {
+      if (!want(`${setup.key}-grpc-1`) && !want(`${setup.key}-grpc-5`)) continue;
       if (missing) {
         allProblems.push(`${setup.key}: ${missing}`);
         continue;
@@ -928,7 +1005,7 @@ async function main() {
       try {
         redis = await setup.start();
         srv = await startService(setup.key, SERVICE_CONFIG, { BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', ...setup.env(redis) });
-        for (const [n, req, frame] of [[1, req1, frame1], [5, req5, frame5]]) {
+        for (const [n, req, frame] of frames.filter(([n]) => want(`${setup.key}-grpc-${n}`))) {
           await serviceScenario(
             srv,
             {
@@ -957,12 +1034,12 @@ async function main() {
 
   // e2. Worker mode (WORKERS=N, node:cluster) on Redis single: the service may use CPUs 0 and 1
   // (the load generator and Redis stay on CPU 1), once with one process, once with two workers.
-  if (CFG.redis && !redisLib.available() && PIN && machine.nproc >= 2) {
+  if (CFG.redis && !redisLib.available() && PIN && machine.nproc >= 2 && (want('redis-workers-1-grpc-1') || want('redis-workers-2-grpc-1'))) {
     const wrap = (c, a) => pinned(1, c, a);
     let redis = null;
     try {
       redis = await redisLib.startRedis({ wrap });
-      for (const workers of [1, 2]) {
+      for (const workers of [1, 2].filter((w) => want(`redis-workers-${w}-grpc-1`))) {
         const srv = await startService(`redis-workers-${workers}`, SERVICE_CONFIG, { BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.address, WORKERS: String(workers) }, '0,1');
         try {
           await serviceScenario(
@@ -993,7 +1070,7 @@ async function main() {
   }
 
   // f. a stream of distinct descriptor values: memory must stay bounded (MEMORY_MAX_KEYS).
-  if (CFG.distinct > 0) {
+  if (CFG.distinct > 0 && want('distinct')) {
     log(`distinct: up to ${fmt(CFG.distinct)} distinct values in at most ${CFG.distinctSeconds} s, MEMORY_MAX_KEYS=${CFG.memoryMaxKeys}`);
     const srv = await startService('distinct', DISTINCT_CONFIG, { MEMORY_MAX_KEYS: String(CFG.memoryMaxKeys) });
     try {
@@ -1002,6 +1079,12 @@ async function main() {
       rss['service-distinct'] = peakRssMiB(srv.pid);
     } finally {
       await srv.stop();
+    }
+  }
+
+  for (const id of CFG.scenarios) {
+    if (!scenarios.some((s) => s.id === id) && !(id === 'distinct' && distinct) && !allProblems.some((p) => p.startsWith(`${id}:`))) {
+      allProblems.push(`BENCH_SCENARIOS: ${id} did not run (unknown id, or skipped by another setting)`);
     }
   }
 
@@ -1141,18 +1224,37 @@ function markdown(scenarios, distinct, rss, allProblems) {
       `${CONCURRENCY} requests in flight at peak (gRPC: ${CFG.connections} HTTP/2 connections x ${CFG.streams} streams; /json: ${CONCURRENCY} HTTP/1.1 connections), 1 client thread. ` +
       `Pinning: ${machine.pinning}${PIN ? '; Redis servers: CPU 1 (with the load generator)' : ''}. All traffic on 127.0.0.1.`,
     '',
-    '| Scenario | Load generator | Peak req/s | vs ceiling | Half-load req/s | p50 @ half | p99 @ half | p99.9 @ half | Worst GC pause @ half | Mean / p99 at peak | Server CPU | Generator CPU | Peak RSS | Targets | Checks |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
+    '| Scenario | Load generator | Peak req/s | vs ceiling | Half-load req/s | p50 @ half | p99 @ half | p99.9 @ half | Worst GC pause @ half | Mean / p99 at peak | Server CPU | Server CPU per call, peak / half | Generator CPU | Peak RSS | Targets | Checks |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
     ...scenarios.map(
       (s) =>
         `| ${s.label} | ${s.tool ?? 'n/a'} | ${fmt(s.rps)} | ` +
         `${s.kind === 'ceiling' ? '(ceiling)' : s.ratio == null ? 'n/a' : `${s.ratio.toFixed(2)} (${s.ceilingId})`} | ` +
         `${s.half?.rps != null ? `${fmt(s.half.rps)} (target ${fmt(s.half.targetRps)}; ${s.half.tool ?? ''})` : 'n/a'} | ${fmtMs(s.half?.p50Ms)} | ${fmtMs(s.half?.p99Ms)} | ${fmtMs(s.half?.p999Ms)} | ${fmtMs(s.half?.gcPauseMs)} | ` +
-        `${fmtMs(s.meanMs)} / ${fmtMs(s.p99Ms)} | ${fmtPct(s.serverCpu)} | ${fmtPct(s.genCpu)} | ${fmt(s.peakRssMiBSoFar, 1)} MiB | ${targetCell(s)} | ` +
+        `${fmtMs(s.meanMs)} / ${fmtMs(s.p99Ms)} | ${fmtPct(s.serverCpu)} | ${fmtUs(s.cpuPerCallUs)} / ${fmtUs(s.half?.cpuPerCallUs)} | ${fmtPct(s.genCpu)} | ${fmt(s.peakRssMiBSoFar, 1)} MiB | ${targetCell(s)} | ` +
         `${s.problems.length ? `FAILED: ${s.problems.join('; ').replace(/\|/g, '\\|')}` : 'ok'}${s.notes?.length ? ` (${s.notes.join('; ')})` : ''} |`,
     ),
     '',
   ];
+  const goPairs = [1, 5]
+    .map((n) => ({ n, svc: scenarios.find((s) => s.id === `service-grpc-${n}`), go: scenarios.find((s) => s.id === `go-rls-grpc-${n}`) }))
+    .filter(({ svc, go }) => svc?.cpuPerCallUs && go?.cpuPerCallUs);
+  if (goPairs.length) {
+    const ratio = (a, b) => (a && b ? `${(a / b).toFixed(2)}×` : 'n/a');
+    lines.push(
+      '**CPU per call against a Go service doing the same work** (`bench/go-rls`: grpc-go, `GOMAXPROCS=1`, on CPU 0 as the service; ' +
+        'the same frames, load and half-load run; server CPU time ÷ calls answered over the measured window): ' +
+        goPairs
+          .map(
+            ({ n, svc, go }) =>
+              `${n} descriptor${n > 1 ? 's' : ''}: service ${fmtUs(svc.cpuPerCallUs)}, Go ${fmtUs(go.cpuPerCallUs)}, **service ÷ Go ${ratio(svc.cpuPerCallUs, go.cpuPerCallUs)}** at peak ` +
+              `(half load: ${fmtUs(svc.half?.cpuPerCallUs)} against ${fmtUs(go.half?.cpuPerCallUs)}, ${ratio(svc.half?.cpuPerCallUs, go.half?.cpuPerCallUs)})`,
+          )
+          .join('; ') +
+        '. Below 1× the service spends less CPU per call than the Go service.',
+      '',
+    );
+  }
   const redisRows = scenarios.filter((s) => s.redis);
   if (redisRows.length) {
     lines.push(
@@ -1215,7 +1317,8 @@ function markdown(scenarios, distinct, rss, allProblems) {
     "Peak req/s and mean are the tool's own numbers; p99 at peak is wrk's --latency 99 % line, and for h2load (which prints no " +
       'percentiles) the 99th percentile of its per-request --log-file; p50/p99 at half load come from a second run at a fixed rate of ' +
       'half the peak (h2load --rps per connection; wrk with a per-connection delay from bench/post.lua). ' +
-      'CPU columns are CPU time / wall time of the server and load generator processes over the measured peak window (100 % = one core).',
+      'CPU columns are CPU time / wall time of the server and load generator processes over the measured peak window (100 % = one core); ' +
+      'CPU per call is that server CPU ÷ the calls answered per second, at peak and at half load.',
     ...(allProblems.length ? ['', '**Problems:**', '', ...allProblems.map((p) => `- ${p}`)] : []),
     '',
   );

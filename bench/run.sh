@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark suite entry point (`make bench` builds first, then runs this). Installs the load
-# generators when missing (h2load from nghttp2-client, wrk, Go and grpc-go for bench/openloop), then runs bench/run.js, which writes
+# generators when missing (h2load from nghttp2-client, wrk, Go and grpc-go for bench/openloop and bench/go-rls), then runs bench/run.js, which writes
 # bench/results/latest.{json,md}. See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v h2load >/dev/null 2>&1 || missing+=(nghttp2-client)
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
-# bench/openloop, the half-load generator for gRPC, is built with Go and Debian's grpc-go sources.
+# bench/openloop (the half-load generator for gRPC) and bench/go-rls (the Go service measured beside
+# ours) are built with Go and Debian's grpc-go sources.
 command -v go >/dev/null 2>&1 || missing+=(golang-go)
 [[ -d /usr/share/gocode/src/google.golang.org/grpc ]] || missing+=(golang-google-grpc-dev)
 if ((${#missing[@]})); then
