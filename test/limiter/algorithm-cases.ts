@@ -110,3 +110,18 @@ export function maxInWindow(times: readonly number[], unitMs: number): number {
   }
   return best;
 }
+
+/**
+ * A token bucket that is drained, sits idle for `idleMs`, then receives 3 × its burst at one
+ * instant: exactly `burst` are admitted (a bucket refills to its burst, never beyond). Returns
+ * the admitted count of the final burst. Catches a GCRA that keeps a past TAT as its base, which
+ * would admit idle / T requests at once.
+ */
+export async function burstAfterIdle(s: ReturnType<typeof setup>, key: 'bucket' | 'smooth', value: string, startMs: number, idleMs: number): Promise<number> {
+  s.clock.set(startMs);
+  for (let i = 0; i < 3 * L; i++) await s.ask(key, value);
+  s.clock.set(startMs + idleMs);
+  let admitted = 0;
+  for (let i = 0; i < 3 * L; i++) if ((await s.ask(key, value)).overallCode === Code.OK) admitted++;
+  return admitted;
+}

@@ -7,7 +7,7 @@ import { MemoryStore } from '../../src/backends/memory';
 import { gcra, slidingCount } from '../../src/core/algorithms';
 import { mostRestrictive } from '../../src/limiter/algorithms';
 import { Code } from '../../src/core/rls';
-import { BOUND, L, bursty, drive, maxInWindow, setup, steady } from './algorithm-cases';
+import { BOUND, L, burstAfterIdle, bursty, drive, maxInWindow, setup, steady } from './algorithm-cases';
 
 const START = 1_700_000_000_000; // a window edge for every unit up to the minute
 
@@ -22,6 +22,25 @@ describe('algorithms (memory store)', () => {
     if (key === 'sliding' || key === 'smooth') expect(st).toBeLessThanOrEqual(L + 1);
     // Every algorithm admits its full sustained rate.
     expect(st).toBeGreaterThanOrEqual(L);
+  });
+
+  test.each([
+    ['bucket', L],
+    ['smooth', 1],
+  ] as const)('token bucket %s: after sitting idle, a burst admits exactly its burst (%i)', async (key, burst) => {
+    const s = setup(new MemoryStore({ maxKeys: 100 }));
+    for (const idleMs of [1500, 30_000, 3_600_000]) expect(await burstAfterIdle(s, key, `idle-${idleMs}`, START, idleMs)).toBe(burst);
+  });
+
+  test('GCRA: a stored arrival time in the past counts as a full bucket, never as credit', () => {
+    const now = START;
+    const fresh = gcra(undefined, 1, now, 100, L);
+    for (const idle of [1, 100, 30_000, 86_400_000]) {
+      expect(gcra(now - idle, 1, now, 100, L)).toEqual(fresh);
+      // n hits at once are admitted only up to the burst, however long the key sat idle.
+      expect(gcra(now - idle, L, now, 100, L).admitted).toBe(true);
+      expect(gcra(now - idle, L + 1, now, 100, L)).toMatchObject({ admitted: false, count: L + 1 });
+    }
   });
 
   test('sliding window: previous window weighted by the remaining fraction', async () => {

@@ -9,7 +9,7 @@ import { MemoryStore } from '../../../src/backends/memory';
 import type { RedisStore } from '../../../src/backends/redis/store';
 import { Code } from '../../../src/core/rls';
 import { startRedis, type RedisServer } from '../../support/redis';
-import { BOUND, L, bursty, drive, maxInWindow, setup, steady } from '../../limiter/algorithm-cases';
+import { BOUND, L, burstAfterIdle, bursty, drive, maxInWindow, setup, steady } from '../../limiter/algorithm-cases';
 import { connectStore, pipelineSpy, redisSettings, uniqueKey } from './helpers';
 
 let redis: RedisServer;
@@ -45,6 +45,16 @@ describe('redis store: algorithms', () => {
     expect(maxInWindow(rs, 1000)).toBeLessThanOrEqual(BOUND[key]!.steady);
     expect(maxInWindow(rb, 1000)).toBeLessThanOrEqual(BOUND[key]!.bursty);
     if (key === 'fixed') expect(maxInWindow(rb, 1000)).toBe(2 * L);
+  });
+
+  test.each([
+    ['bucket', L],
+    ['smooth', 1],
+  ] as const)('token bucket %s: after sitting idle (its key still stored), a burst admits exactly its burst (%i)', async (key, burst) => {
+    // The clock is simulated: the TAT key outlives the simulated idle time in Redis, so the
+    // script sees an arrival time in the past, as after a real idle spell shorter than its expiry.
+    const s = setup(store, uniqueKey('idle') + ':');
+    for (const idleMs of [1500, 30_000, 3_600_000]) expect(await burstAfterIdle(s, key, `idle-${idleMs}`, START, idleMs)).toBe(burst);
   });
 
   test('keys: sliding windows keep upstream-format keys, the token bucket one TAT key', async () => {
