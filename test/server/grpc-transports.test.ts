@@ -144,10 +144,8 @@ function rawCall(
       });
     });
     void (async () => {
-      for (let i = 0; i < parts.length; i++) {
-        if (i > 0) await new Promise((r) => setTimeout(r, 20));
-        req.write(parts[i]);
-      }
+      // Each part leaves in its own write, after the previous one reached the socket.
+      for (const part of parts) await new Promise((r) => req.write(part, r));
       req.end();
     })();
   });
@@ -474,7 +472,7 @@ describe('GRPC_TRANSPORT=socket', () => {
       );
       const closed = new Promise<void>((resolve) => session.once('close', resolve));
       // A call that starts before the age ends and outlives it.
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => session.once('connect', r));
       const req = session.request({ ':method': 'POST', ':path': SHOULD_RATE_LIMIT, 'content-type': 'application/grpc' });
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -506,10 +504,11 @@ describe('GRPC_TRANSPORT=socket', () => {
       try {
         const client = rlClient(proxy.address);
         expect(await call(client, request({ user: 'before' }))).toHaveProperty('response');
-        expect(proxy.connections).toBe(1);
         await proxy.firstGoaway;
+        // The first connection was told to go: the next call succeeds on a new one. (On a loaded
+        // machine the first call itself may already have met the 100 ms age and reconnected.)
         expect(await call(client, request({ user: 'after' }))).toHaveProperty('response');
-        expect(proxy.connections).toBe(2);
+        expect(proxy.connections).toBeGreaterThanOrEqual(2);
       } finally {
         await proxy.close();
       }

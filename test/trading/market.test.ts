@@ -7,6 +7,7 @@ import { Market, ManualClock, isFxMarketOpen, mulberry32 } from '../../src/tradi
 import type { BrokerSimulator } from '../../src/trading/simulator';
 import type { FxcmClient } from '../../src/trading/fxcm';
 import { newClient, startSim } from './helpers';
+import { quietFor } from '../support/wait';
 
 describe('market', () => {
   test('FX hours: closed Fri 16:55 ET to Sun 17:00 ET', () => {
@@ -85,7 +86,7 @@ describe('stream heartbeat', () => {
     let disconnects = 0;
     client.on('disconnected', () => disconnects++);
     await client.connect();
-    await new Promise((r) => setTimeout(r, 700));
+    await quietFor(700); // seven ping intervals without a disconnect
     expect(disconnects).toBe(0);
     expect(client.connected).toBe(true);
     expect((await client.getAccounts()).length).toBe(1);

@@ -134,9 +134,11 @@ describe('redis store: start-up', () => {
 
   it('close() during the start-up retry stops it', async () => {
     const port = await freePort();
-    const store = new Store(storeOptions(redisSettings({ url: `127.0.0.1:${port}`, startup: { initialIntervalMs: 1000, maxIntervalMs: 1000, maxElapsedTimeMs: 0 } })));
+    const logger = recordingLogger();
+    const store = new Store(storeOptions(redisSettings({ url: `127.0.0.1:${port}`, startup: { initialIntervalMs: 1000, maxIntervalMs: 1000, maxElapsedTimeMs: 0 } }), { logger }));
     const connecting = timed(store.connect());
-    await new Promise((r) => setTimeout(r, 100));
+    // Close while the retry waits for its next attempt.
+    await waitFor(() => logger.lines.some((l) => l.msg.includes('retrying in 1000 ms')), 'the first failed attempt');
     await store.close();
     const r = await connecting;
     expect(r.error).toBeInstanceOf(Error);
@@ -151,9 +153,9 @@ describe('redis store: start-up', () => {
     const store = await connectStore(redisSettings({ url: redis.address, timeoutMs: TIMEOUT_MS }));
     try {
       await redis.kill();
-      await new Promise((r) => setTimeout(r, 100));
-      expect(store.isHealthy()).toBe(true);
+      // The store has seen Redis go (a call fails), and health still says up.
       await expect(store.increment([op('k')], 0)).rejects.toBeInstanceOf(StoreError);
+      expect(store.isHealthy()).toBe(true);
     } finally {
       await store.close();
       await redis.stop();
