@@ -26,7 +26,7 @@ export class Faults {
   private requoteRemaining = 0;
   private partial: { parts: number; remaining: number } | undefined;
   /** Counters of faults that fired. */
-  readonly fired = { dropped: 0, slowed: 0, requoted: 0, partialFills: 0, failed: 0, disconnects: 0 };
+  readonly fired = { dropped: 0, slowed: 0, requoted: 0, partialFills: 0, failed: 0, disconnects: 0, restarts: 0 };
 
   /** Server-side disconnect of every socket (or the token's); returns how many were closed. */
   disconnect(token?: string): number {

@@ -197,7 +197,7 @@ describe('paper CLI', () => {
           k: 'answer',
           id: intentId,
           ok: false,
-          error: { name: 'OrderRejectedError', message: 'openTrade was interrupted by a restart before the broker answered and is not resent' },
+          error: { name: 'OrderRejectedError', message: 'openTrade was interrupted by a restart before the broker answered and is not resent: market order buy 10 EUR/USD: no order at the broker matches it' },
         },
       ]);
     });
