@@ -19,7 +19,7 @@ import { Journal, finishedRunOf, journalPath, readJournal } from './journal';
 import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider } from './limiter';
 import { LiveEngine, type LiveIntent, type LiveResult } from './live';
 import { loadStrategy } from './loader';
-import { buildReport, writeReport } from './report';
+import { buildReport, leftOpenText, writeReport } from './report';
 import type { Strategy } from './strategy';
 
 export const DEFAULT_LIVE_URL = 'https://api-demo.fxcm.com';
@@ -243,6 +243,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   const m = report.metrics;
   process.stdout.write(
     `${result.strategy}: ${result.intents.length} decisions, ${m.trades} closed trades, net P/L ${m.netPL.toFixed(2)} ${report.currency}${result.resumed ? ' (resumed)' : ''}\n` +
+      (result.leftOpen && (result.leftOpen.positions.length || result.leftOpen.orders.length) ? `left open at the broker: ${leftOpenText(result.leftOpen)}\n` : '') +
       `budget: ${budget.map((b) => `${b.endpoint} ${b.sent}${b.limit ? ` (${b.limit})` : ''}${b.waited ? `, ${b.waited} waited` : ''}`).join('; ')}\n` +
       `report: ${out.json} ${out.html}\n`,
   );
