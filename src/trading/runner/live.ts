@@ -330,7 +330,7 @@ export class LiveEngine {
       // A resumed run reconciles with the broker and flattens after the replay (run()).
       this.log.error(`the journal ends with a ${what}`);
     } else {
-      this.log.error(`${what}; flattening all positions`);
+      this.log.error(`${what}; flattening the run's positions and entry orders`);
       this.journalLine({ k: 'fatal', t: this.now, error: this.error }, true);
       const left = await this.flatten('flatten');
       if (left.length) error.notFlattened = left;
@@ -339,11 +339,11 @@ export class LiveEngine {
   }
 
   /**
-   * Closes this run's positions and deletes its entry orders (every one of the account with
-   * `accountWide`); runner actions, not strategy intents. Returns what could not be closed or
-   * deleted ("trade 12: <why>"), empty when all went.
+   * Closes this run's positions and deletes its entry orders (never another run's); runner
+   * actions, not strategy intents. Returns what could not be closed or deleted ("trade 12: <why>"),
+   * empty when all went.
    */
-  async flatten(reason: CloseReason, accountWide = false): Promise<string[]> {
+  async flatten(reason: CloseReason): Promise<string[]> {
     const c = this.o.client;
     if (!c) return [];
     const l = this.o.limiter;
@@ -355,12 +355,12 @@ export class LiveEngine {
         this.log.error(`flatten: ${what} could not be closed: ${e.message}`);
       });
     const jobs: Promise<unknown>[] = [];
-    for (const r of this.broker.ownPositions(accountWide)) {
+    for (const r of this.broker.ownPositions()) {
       const id = String(r.tradeId);
       this.broker.closeReasons.set(id, reason);
       jobs.push(attempt(`trade ${id}`, () => c.closeTrade({ tradeId: id, amount: numOf(r.amountK) })));
     }
-    for (const r of this.broker.ownEntryOrders(accountWide)) {
+    for (const r of this.broker.ownEntryOrders()) {
       const id = String(r.orderId);
       jobs.push(attempt(`order ${id}`, () => c.deleteOrder(id)));
     }

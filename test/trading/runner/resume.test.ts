@@ -11,6 +11,7 @@ import path from 'node:path';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { readJournal, type JournalLine } from '../../../src/trading/runner/journal';
 import { startSim, TOKEN } from '../helpers';
+import { waitFor } from '../../support/wait';
 
 const CLI = path.join(__dirname, '../../../dist/src/cli/runner.js');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-resume-'));
@@ -182,17 +183,23 @@ module.exports = {
     expect(open).toBeDefined();
     expect(first.stderr).toContain('strategy error in onTick: boom');
     expect(first.stderr).toContain(`flattening FAILED, still open at the broker: trade ${open!.tradeId}:`);
-    expect(first.stderr).not.toContain('all positions were flattened');
+    expect(first.stderr).not.toContain("all of the run's positions were flattened");
     expect(report('fatal-r1').error?.notFlattened).toEqual([expect.stringContaining(`trade ${open!.tradeId}: `)]);
     expect(fs.readFileSync(path.join(dir, 'fatal-r1.html'), 'utf8')).toContain('flattening FAILED');
 
     sim.faults.reset();
+    // Meanwhile someone else opens a trade on the account: the resumed run knows from its journal
+    // which trade is its own, and flattens only that one.
+    const { accountId } = sim.engine.account(TOKEN);
+    sim.engine.openTrade(TOKEN, { account_id: accountId, symbol: 'EUR/USD', is_buy: 'false', amount: '20', order_type: 'AtMarket', time_in_force: 'GTC' });
+    await waitFor(() => sim.engine.snapshot(TOKEN, 'OpenPosition').length === 2, "the other client's trade");
+    const foreign = (sim.engine.snapshot(TOKEN, 'OpenPosition') as Array<{ tradeId: string }>).find((t) => t.tradeId !== open!.tradeId)!;
     sim.resetCounters();
     const again = await run(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--quiet', '--report', path.join(dir, 'fatal-r2')]);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('strategy error in onTick: boom');
-    expect(again.stderr).toContain('all positions were flattened');
-    expect(sim.engine.snapshot(TOKEN, 'OpenPosition')).toEqual([]);
+    expect(again.stderr).toContain("all of the run's positions were flattened");
+    expect((sim.engine.snapshot(TOKEN, 'OpenPosition') as Array<{ tradeId: string }>).map((t) => t.tradeId)).toEqual([foreign.tradeId]);
     expect(sim.requestCounts()['/trading/close_trade']).toBe(1);
     expect(sim.requestCounts()['/trading/open_trade']).toBeUndefined();
     const r = report('fatal-r2');
