@@ -34,7 +34,9 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
                         the state is rebuilt from it plus one reconciliation snapshot. A run
                         killed while ending (onStop, or after a strategy error) is finished
                         (positions flattened); one that ended cleanly is refused (exit 2)
-  --duration S          stop after S seconds (default: until SIGINT/SIGTERM)
+  --duration S          stop S seconds after onStart (the start-up snapshot and the warm-up
+                        candles, which may wait for the candle budget, come first); a resumed
+                        run: S seconds after it resumed (default: until SIGINT/SIGTERM)
   --report PATH         write PATH.json and PATH.html (default ./report)
   --param KEY=VALUE     strategy parameter; repeatable
   --max-position K      safety: maximum position per symbol and side, in K units

@@ -56,7 +56,7 @@ export interface LiveOptions {
   journal?: Journal;
   /** A recorded journal: replayed first (all of `replay`; the catch-up of a restarted run). */
   recorded?: JournalLine[];
-  /** Stop after this many ms (paper/live; default: until stop()). */
+  /** Stop this many ms after onStart (a resumed run: after it resumed); paper/live; default: until stop(). */
   durationMs?: number;
   currency?: string;
   now?: () => number;
@@ -381,6 +381,7 @@ export class LiveEngine {
         return;
       case 'start':
         this.started = true;
+        if (!this.replaying) this.armDuration();
         if (s.onStart) await this.call('onStart', () => s.onStart!.call(s, this.ctx));
         return;
       case 'price':
@@ -843,10 +844,9 @@ export class LiveEngine {
     else {
       for (const name of this.timers.keys()) this.armTimer(name);
       void this.pump();
-      let durationTimer: NodeJS.Timeout | undefined;
-      if (this.o.durationMs !== undefined) durationTimer = setTimeout(() => this.stop(), this.o.durationMs);
+      if (this.started) this.armDuration(); // resumed: onStart ran in the first run
       await this.done;
-      clearTimeout(durationTimer);
+      clearTimeout(this.durationTimer);
     }
     // closes sent by onStop / the flatten: let their pushes arrive for the report (bounded)
     const until = Date.now() + 2000;
@@ -874,6 +874,13 @@ export class LiveEngine {
   }
 
   private holding = false;
+  private durationTimer: NodeJS.Timeout | undefined;
+
+  /** --duration counts from onStart: the start-up snapshot and the warm-up candles (which may wait for budget) come before. */
+  private armDuration(): void {
+    if (this.o.durationMs === undefined || this.durationTimer) return;
+    this.durationTimer = setTimeout(() => this.stop(), this.o.durationMs);
+  }
   /** Handles what was queued (set by run: the hooks, or only the state when the run is ending). */
   private kick: () => void = () => undefined;
 
