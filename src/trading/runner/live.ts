@@ -16,8 +16,14 @@
  *   reconciliation snapshot and continues: nothing already sent is sent again. An intent that was
  *   sent but not answered before the process died is settled from that snapshot (an order the
  *   journal does not know → its answer) and never resent.
- * - A hook that throws is fatal: the error and the script line are logged, every position is
- *   closed and every entry order deleted (closing calls first in the limiter's queue), the run stops.
+ * - A dropped stream: the connection reconnects, resubscribes and takes one snapshot; that snapshot
+ *   is an input like the resume's (journaled, reason 'reconnect') and reconciles the same way
+ *   (applySnapshot): trades closed meanwhile with the broker's P/L, entry orders filled or gone,
+ *   then onReconnect. The outage and the reconciliation are logged.
+ * - Ownership (broker-state.ts): the strategy sees, acts on and is credited with the orders its
+ *   calls created and their trades; an answered order call is an `own` input, handled next.
+ * - A hook that throws is fatal: the error and the script line are logged, the run's positions are
+ *   closed and its entry orders deleted (closing calls first in the limiter's queue), the run stops.
  * - createOco resolves with `orderIds: []` (the broker's simple_oco answer has no ids; the orders
  *   arrive as onOrder accepted events).
  */

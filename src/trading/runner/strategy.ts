@@ -11,7 +11,7 @@
  * Every broker operation returns a promise; it rejects (never silently drops) when the broker or
  * the runner's safety checks refuse it, or when the intent expired while waiting for rate-limit
  * budget (IntentExpiredError). A hook that throws or rejects is a fatal strategy error: the runner
- * logs the error and the script's line, flattens all positions and stops (see runner/errors.ts).
+ * logs the error and the script's line, flattens the run's positions and stops (see runner/errors.ts).
  */
 import type { Candle, Period } from '../fxcm/types';
 import type { LogWriter } from '../../telemetry/logger';

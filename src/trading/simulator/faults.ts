@@ -1,6 +1,7 @@
 /**
  * Fault injection for tests: disconnects, dropped pushes, slow responses, requotes, partial
- * fills and one-off error bodies. Every setting is consumed by count (or `Infinity`).
+ * fills and one-off error bodies. Every setting is consumed by count (or `Infinity`). A broker
+ * restart is BrokerSimulator.restart (it needs the server); `fired.restarts` counts them.
  */
 import type { BrokerErrorBody } from '../fxcm/errors';
 
