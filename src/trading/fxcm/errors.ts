@@ -33,6 +33,12 @@ export class FxcmUnauthorizedError extends FxcmApiError {}
 /** The broker's per-command call limits (`ORA-20301`) or the per-session request cap (HTTP 403). */
 export class FxcmRateLimitError extends FxcmApiError {}
 
+/**
+ * The trade or order a call names does not exist (any more): `Trade 170162801 not found` /
+ * `Order 390285837 not found` (the simulator's wording; the broker documents none).
+ */
+export class FxcmNotFoundError extends FxcmApiError {}
+
 /** Weekend maintenance / market closed: `executed:false` with an empty error (candles). */
 export class FxcmMarketClosedError extends FxcmApiError {}
 
@@ -98,5 +104,6 @@ export function toApiError(endpoint: string, error: string | undefined, httpStat
   if (raw.startsWith('Unauthorized') || httpStatus === 401) return new FxcmUnauthorizedError(endpoint, raw, body, httpStatus);
   if (/ORA-20301/.test(raw) || httpStatus === 403) return new FxcmRateLimitError(endpoint, raw, body, httpStatus);
   if (raw === '' && endpoint.startsWith('/candles')) return new FxcmMarketClosedError(endpoint, raw, body, httpStatus);
+  if (/^(Trade|Order) \S+ not found/i.test(raw)) return new FxcmNotFoundError(endpoint, raw, body, httpStatus);
   return new FxcmApiError(endpoint, raw, body, httpStatus);
 }

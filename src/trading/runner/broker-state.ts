@@ -2,8 +2,15 @@
  * The broker's state as the runner knows it, from the snapshot and the table pushes (records as
  * the broker sends them), and its mapping to what a strategy sees: positions, pending orders, the
  * account, the kind of an order and why a trade closed.
+ *
+ * Ownership: the account's records are all here, but a run owns only the orders its own calls
+ * created (their ids come back in the broker's answers; an OCO's two orders, which its answer does
+ * not name, are claimed by their symbol, amount, sides and rates) and the trades those orders
+ * opened (linked by the OpenPosition record's orderId or an Order push's tradeId). The broker's
+ * REST API has no field to tag an order with, so the journal keeps the claims (`own` lines).
  */
 import type { TableRecord } from '../fxcm/types';
+import { pipOf } from '../execution/instruments';
 import type { CloseReason, OrderKind, PendingOrder, Position } from './strategy';
 
 /** A record's number field (the broker sends numbers, sometimes as strings); `otherwise` when absent or malformed. */
@@ -16,6 +23,16 @@ export function brokerTimeMs(v: unknown): number | undefined {
   if (!m) return undefined;
   const ms = Date.UTC(Number(m[3]), Number(m[1]) - 1, Number(m[2]), Number(m[4]), Number(m[5]), Number(m[6]), Number(m[7] ?? 0));
   return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** Two rates of a symbol that the broker stores as the same (within half a tenth of a pip). */
+export const sameRate = (a: number, b: number, symbol: string): boolean => Math.abs(a - b) <= pipOf(symbol) / 20;
+
+/** An OCO request of this run: the legs (side and rate) whose orders it has not claimed yet. */
+export interface OcoClaim {
+  symbol: string;
+  amount: number;
+  legs: { isBuy: boolean; rate: number }[];
 }
 
 /** A level field where 0 means none. */
@@ -33,6 +50,62 @@ export class BrokerState {
   readonly knownOrderIds = new Set<string>();
   /** Why a trade is closing: the runner's own close, a flatten, or the broker's stop/limit. */
   readonly closeReasons = new Map<string, CloseReason>();
+  /** The orders this run created and the trades they opened. */
+  readonly ownOrders = new Set<string>();
+  readonly ownTrades = new Set<string>();
+  /** The order that opened each trade, as far as the broker said. */
+  readonly tradeOrders = new Map<string, string>();
+  /** OCO requests of this run whose orders have not been claimed yet. */
+  readonly pendingOco: OcoClaim[] = [];
+
+  /** Notes which order opened a trade; true when that makes the trade this run's. */
+  link(tradeId: string, orderId: string): boolean {
+    if (!tradeId || !orderId) return false;
+    this.tradeOrders.set(tradeId, orderId);
+    if (!this.ownOrders.has(orderId) || this.ownTrades.has(tradeId)) return false;
+    this.ownTrades.add(tradeId);
+    return true;
+  }
+
+  /** Claims an order for this run; returns the trades it opened that became this run's. */
+  claimOrder(orderId: string): string[] {
+    this.ownOrders.add(orderId);
+    const trades: string[] = [];
+    for (const [tradeId, o] of this.tradeOrders) {
+      if (o === orderId && !this.ownTrades.has(tradeId)) {
+        this.ownTrades.add(tradeId);
+        trades.push(tradeId);
+      }
+    }
+    return trades;
+  }
+
+  /**
+   * The OCO request a resting entry order not yet owned belongs to, if any: same symbol, amount,
+   * side and rate as one of its unclaimed legs (that leg is then taken).
+   */
+  takeOcoLeg(r: TableRecord): boolean {
+    const o = this.pending(r);
+    for (const claim of this.pendingOco) {
+      if (claim.symbol !== o.symbol || claim.amount !== o.amount) continue;
+      const i = claim.legs.findIndex((l) => l.isBuy === o.isBuy && sameRate(l.rate, o.rate, o.symbol));
+      if (i < 0) continue;
+      claim.legs.splice(i, 1);
+      if (!claim.legs.length) this.pendingOco.splice(this.pendingOco.indexOf(claim), 1);
+      return true;
+    }
+    return false;
+  }
+
+  /** This run's positions (every position of the account with `accountWide`). */
+  ownPositions(accountWide = false): TableRecord[] {
+    return [...this.positions.values()].filter((r) => accountWide || this.ownTrades.has(String(r.tradeId)));
+  }
+
+  /** This run's resting entry orders (every one of the account with `accountWide`). */
+  ownEntryOrders(accountWide = false): TableRecord[] {
+    return [...this.orders.values()].filter((r) => accountWide || this.ownOrders.has(String(r.orderId)));
+  }
 
   position(r: TableRecord): Position {
     const id = String(r.tradeId);

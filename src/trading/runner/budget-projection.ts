@@ -35,7 +35,7 @@ const CALL_OF_INTENT: Readonly<Record<string, string>> = {
   createEntryOrder: '/trading/create_entry_order',
   createOco: '/trading/simple_oco',
   closeTrade: '/trading/close_trade',
-  closeAll: '/trading/close_all_for_symbol',
+  closeAll: '/trading/close_trade',
   setStop: '/trading/change_trade_stop_limit',
   setLimit: '/trading/change_trade_stop_limit',
   changeOrder: '/trading/change_order',
@@ -61,8 +61,8 @@ export interface BacktestRun {
 
 const PROJECTION_METHOD =
   'Each decision the backtest accepted is the call a live run sends for it, at the backtest time: openTrade → open_trade, ' +
-  'createEntryOrder → create_entry_order, createOco → simple_oco, closeTrade → close_trade, closeAll → close_all_for_symbol ' +
-  '(when it closed something), setStop/setLimit → change_trade_stop_limit, changeOrder → change_order, deleteOrder → delete_order; ' +
+  'createEntryOrder → create_entry_order, createOco → simple_oco, closeTrade → close_trade, closeAll → close_trade ' +
+  'per trade it closed (a run closes only its own trades), setStop/setLimit → change_trade_stop_limit, changeOrder → change_order, deleteOrder → delete_order; ' +
   'each position a flatten closed (daily loss, strategy error) → close_trade. Before them, the calls every live run starts with: ' +
   'the table subscription, the get_model snapshot (Account, OpenPosition, Order), the warm-up candles per symbol and time frame ' +
   'with their one get_model Offer lookup, the price subscription. Refused decisions are not counted (a live run refuses them ' +
@@ -84,15 +84,15 @@ export function projectedCalls(run: BacktestRun): ProjectedCall[] {
     for (let i = 0; i < s.symbols.length * timeframes.length; i++) calls.push({ ts: at, path: '/candles', params: {} });
   }
   calls.push({ ts: at, path: '/subscribe', params: {} });
-  const closedAt = new Set(run.trades.filter((t) => t.reason === 'close').map((t) => `${t.closeTime}|${t.symbol}`));
-  const closedAny = new Set(run.trades.filter((t) => t.reason === 'close').map((t) => t.closeTime));
   for (const i of run.intents) {
     const path = CALL_OF_INTENT[i.op];
     if (path === undefined || i.result !== 'ok') continue;
     if (i.op === 'closeAll') {
-      // live-context sends nothing when no position is open
+      // live-context closes each of the run's trades with its own close_trade (none when none is open)
       const symbol = (i.args as { symbol?: string } | undefined)?.symbol;
-      if (!(symbol === undefined ? closedAny.has(i.ts) : closedAt.has(`${i.ts}|${symbol}`))) continue;
+      const closed = run.trades.filter((t) => t.reason === 'close' && t.closeTime === i.ts && (symbol === undefined || t.symbol === symbol));
+      for (const _ of closed) calls.push({ ts: i.ts, path, params: {} });
+      continue;
     }
     calls.push({ ts: i.ts, path, params: {} });
   }

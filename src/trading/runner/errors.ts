@@ -84,10 +84,10 @@ export function strategyErrorLine(error: RunError): string {
   return `ratelimit-runner: strategy error in ${error.hook}: ${error.message}${error.location ? ` (at ${error.location})` : ''}; ${flattenOutcome(error)}\n`;
 }
 
-/** "all positions were flattened", or what the flatten could not close or delete. */
+/** "all of the run's positions were flattened", or what the flatten could not close or delete. */
 export function flattenOutcome(error: RunError): string {
   const left = error.notFlattened ?? [];
-  if (left.length === 0) return 'all positions were flattened';
+  if (left.length === 0) return "all of the run's positions were flattened";
   return `flattening FAILED, still open at the broker: ${left.join('; ')}; run again with the same --journal to reconcile and flatten them`;
 }
 

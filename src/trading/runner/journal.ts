@@ -5,7 +5,12 @@
  *
  * Lines (`k` is the kind; `t` the runner's time of the event, epoch ms):
  *   {k:'run', t, strategy, mode, symbols, timeframes, params}        first line of a run
- *   {k:'snapshot', t, snap}     a get_model snapshot (start-up / reconciliation after a restart)
+ *   {k:'snapshot', t, snap, reason, downMs?}  a get_model snapshot: reason 'start', or a
+ *                               reconciliation ('resume' after a restart, 'reconnect' after the
+ *                               stream dropped, with how long it was down)
+ *   {k:'own', t, orderId?|oco?} an order this run's call created (its id from the answer, or an
+ *                               OCO request whose orders are claimed by their legs): the run's own
+ *   {k:'disconnected', t, reason}  the broker stream dropped (not an input)
  *   {k:'history', t, bars}      warm-up bars
  *   {k:'start', t}              onStart ran
  *   {k:'price', t, p}           a price push (FxcmClient PriceUpdate)

@@ -19,7 +19,7 @@ import { Journal, finishedRunOf, journalPath, readJournal } from './journal';
 import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider } from './limiter';
 import { LiveEngine, type LiveIntent, type LiveResult } from './live';
 import { loadStrategy } from './loader';
-import { buildReport, writeReport } from './report';
+import { buildReport, leftOpenText, writeReport } from './report';
 import type { Strategy } from './strategy';
 
 export const DEFAULT_LIVE_URL = 'https://api-demo.fxcm.com';
@@ -34,7 +34,9 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
                         the state is rebuilt from it plus one reconciliation snapshot. A run
                         killed while ending (onStop, or after a strategy error) is finished
                         (positions flattened); one that ended cleanly is refused (exit 2)
-  --duration S          stop after S seconds (default: until SIGINT/SIGTERM)
+  --duration S          stop S seconds after onStart (the start-up snapshot and the warm-up
+                        candles, which may wait for the candle budget, come first); a resumed
+                        run: S seconds after it resumed (default: until SIGINT/SIGTERM)
   --report PATH         write PATH.json and PATH.html (default ./report)
   --param KEY=VALUE     strategy parameter; repeatable
   --max-position K      safety: maximum position per symbol and side, in K units
@@ -243,6 +245,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   const m = report.metrics;
   process.stdout.write(
     `${result.strategy}: ${result.intents.length} decisions, ${m.trades} closed trades, net P/L ${m.netPL.toFixed(2)} ${report.currency}${result.resumed ? ' (resumed)' : ''}\n` +
+      (result.leftOpen && (result.leftOpen.positions.length || result.leftOpen.orders.length) ? `left open at the broker: ${leftOpenText(result.leftOpen)}\n` : '') +
       `budget: ${budget.map((b) => `${b.endpoint} ${b.sent}${b.limit ? ` (${b.limit})` : ''}${b.waited ? `, ${b.waited} waited` : ''}`).join('; ')}\n` +
       `report: ${out.json} ${out.html}\n`,
   );

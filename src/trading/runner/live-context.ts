@@ -2,14 +2,17 @@
  * The strategy context of paper, live and replay runs: what a strategy reads (prices, bars,
  * positions, orders, the account, from the broker's state) and what it asks for, each request an
  * intent of the engine mapped to its broker call (FxcmClient), checked first against what the
- * runner knows (a trade or order that does not exist, the safety limits).
+ * runner knows (a trade or order that does not exist or is another run's, the safety limits).
+ * A trade or order the broker no longer has (it closed or filled before the runner heard) is
+ * OrderGoneError, as in a backtest.
  */
 import type { FxcmClient } from '../fxcm/client';
+import { FxcmNotFoundError } from '../fxcm/errors';
 import type { BarHistory } from './bars';
 import { numOf, type BrokerState } from './broker-state';
-import { OrderGoneError } from './errors';
+import { OrderGoneError, SafetyError } from './errors';
 import { pipOf } from '../execution/instruments';
-import type { AccountInfo, RunMode, Strategy, StrategyContext, StrategyLogger, Tick } from './strategy';
+import type { AccountInfo, RunMode, Scope, Strategy, StrategyContext, StrategyLogger, Tick } from './strategy';
 
 /** What the context needs from its engine. */
 export interface LiveContextHost {
@@ -33,11 +36,19 @@ export interface LiveContextHost {
 
 export function liveContext(h: LiveContextHost): StrategyContext<Record<string, unknown>> {
   const broker = h.broker;
-  const mustTrade = (id: string): void => {
+  const foreign = (what: 'trade' | 'order', id: string) =>
+    new SafetyError('ownership', `${what} ${id} was not opened by this run (another run's, or opened outside the runner); pass { accountWide: true } to act on it`);
+  const mustTrade = (id: string, scope?: Scope): void => {
     if (!broker.positions.has(id)) throw new OrderGoneError('trade', id);
+    if (!scope?.accountWide && !broker.ownTrades.has(id)) throw foreign('trade', id);
   };
-  const mustOrder = (id: string): void => {
+  const mustOrder = (id: string, scope?: Scope): void => {
     if (!broker.orders.has(id)) throw new OrderGoneError('order', id);
+    if (!scope?.accountWide && !broker.ownOrders.has(id)) throw foreign('order', id);
+  };
+  /** The broker's "not found" for the trade or order a call names is OrderGoneError. */
+  const gone = (what: 'trade' | 'order', id: string) => (e: unknown) => {
+    throw e instanceof FxcmNotFoundError ? new OrderGoneError(what, id) : e;
   };
   return {
     mode: h.mode,
@@ -48,8 +59,8 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
     price: h.quote,
     pip: pipOf,
     candles: (sym, tf, count) => h.history.candles(sym, tf, count),
-    positions: (sym) => [...broker.positions.values()].map((r) => broker.position(r)).filter((p) => !sym || p.symbol === sym),
-    orders: (sym) => [...broker.orders.values()].map((r) => broker.pending(r)).filter((p) => !sym || p.symbol === sym),
+    positions: (sym, scope) => broker.ownPositions(scope?.accountWide).map((r) => broker.position(r)).filter((p) => !sym || p.symbol === sym),
+    orders: (sym, scope) => broker.ownEntryOrders(scope?.accountWide).map((r) => broker.pending(r)).filter((p) => !sym || p.symbol === sym),
     account: () => h.accountInfo(),
     openTrade: (r) =>
       h.op('openTrade', r, () => h.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
@@ -79,37 +90,45 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
         });
         return { orderIds: [] as string[] };
       }, r.ttlMs),
-    closeTrade: (tradeId, amount) =>
-      h.op('closeTrade', { tradeId, amount }, () => mustTrade(tradeId), async (c) => {
+    closeTrade: (tradeId, amount, scope) =>
+      h.op('closeTrade', { tradeId, amount, ...scope }, () => mustTrade(tradeId, scope), async (c) => {
         const p = broker.positions.get(tradeId);
         broker.closeReasons.set(tradeId, 'close');
-        await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) });
+        await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) }).catch(gone('trade', tradeId));
       }),
-    closeAll: (symbol) =>
-      h.op('closeAll', { symbol }, () => undefined, async (c) => {
-        const list = [...broker.positions.values()].filter((r) => !symbol || r.currency === symbol);
+    // The broker's close_all_for_symbol closes every trade of the account: only with accountWide.
+    closeAll: (symbol, scope) =>
+      h.op('closeAll', { symbol, ...scope }, () => undefined, async (c) => {
+        const list = broker.ownPositions(scope?.accountWide).filter((r) => !symbol || r.currency === symbol);
         if (!list.length) return;
         for (const r of list) broker.closeReasons.set(String(r.tradeId), 'close');
-        await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: broker.accountId() });
+        if (scope?.accountWide) {
+          await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: broker.accountId() });
+          return;
+        }
+        const closes = await Promise.allSettled(list.map((r) => c.closeTrade({ tradeId: String(r.tradeId), amount: numOf(r.amountK) })));
+        const failed = closes.find((x): x is PromiseRejectedResult => x.status === 'rejected');
+        // a trade that closed meanwhile is closed all the same
+        if (failed && !(failed.reason instanceof FxcmNotFoundError)) throw failed.reason;
       }),
     setStop: (tradeId, rate, opts) =>
-      h.op('setStop', { tradeId, rate, ...opts }, () => mustTrade(tradeId), (c) =>
-        c.changeTradeStopLimit({ tradeId, isStop: true, rate, isInPips: !!opts?.isInPips, trailingStep: opts?.trailingStep }),
+      h.op('setStop', { tradeId, rate, ...opts }, () => mustTrade(tradeId, opts), (c) =>
+        c.changeTradeStopLimit({ tradeId, isStop: true, rate, isInPips: !!opts?.isInPips, trailingStep: opts?.trailingStep }).catch(gone('trade', tradeId)),
       ),
     setLimit: (tradeId, rate, opts) =>
-      h.op('setLimit', { tradeId, rate, ...opts }, () => mustTrade(tradeId), (c) =>
-        c.changeTradeStopLimit({ tradeId, isStop: false, rate, isInPips: !!opts?.isInPips }),
+      h.op('setLimit', { tradeId, rate, ...opts }, () => mustTrade(tradeId, opts), (c) =>
+        c.changeTradeStopLimit({ tradeId, isStop: false, rate, isInPips: !!opts?.isInPips }).catch(gone('trade', tradeId)),
       ),
-    changeOrder: (orderId, rate, amount) =>
-      h.op('changeOrder', { orderId, rate, amount }, () => mustOrder(orderId), (c) =>
-        c.changeOrder({ orderId, rate, amount: amount ?? numOf(broker.orders.get(orderId)?.amountK) }),
+    changeOrder: (orderId, rate, amount, scope) =>
+      h.op('changeOrder', { orderId, rate, amount, ...scope }, () => mustOrder(orderId, scope), (c) =>
+        c.changeOrder({ orderId, rate, amount: amount ?? numOf(broker.orders.get(orderId)?.amountK) }).catch(gone('order', orderId)),
       ),
     // The broker deletes an OCO order's whole group. Its Order D pushes are handled after the hook,
     // so the group leaves the runner's state now: a delete of the other leg is then OrderGoneError,
     // as in a backtest. After the answer, not in the send: a replay runs this too.
-    deleteOrder: (orderId) => {
+    deleteOrder: (orderId, scope) => {
       const group = broker.pending(broker.orders.get(orderId) ?? {}).ocoGroup;
-      return h.op('deleteOrder', { orderId }, () => mustOrder(orderId), (c) => c.deleteOrder(orderId)).then((v) => {
+      return h.op('deleteOrder', { orderId, ...scope }, () => mustOrder(orderId, scope), (c) => c.deleteOrder(orderId).catch(gone('order', orderId))).then((v) => {
         for (const [id, r] of [...broker.orders]) if (id === orderId || (group !== undefined && broker.pending(r).ocoGroup === group)) broker.orders.delete(id);
         return v;
       });

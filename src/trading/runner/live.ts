@@ -16,8 +16,14 @@
  *   reconciliation snapshot and continues: nothing already sent is sent again. An intent that was
  *   sent but not answered before the process died is settled from that snapshot (an order the
  *   journal does not know → its answer) and never resent.
- * - A hook that throws is fatal: the error and the script line are logged, every position is
- *   closed and every entry order deleted (closing calls first in the limiter's queue), the run stops.
+ * - A dropped stream: the connection reconnects, resubscribes and takes one snapshot; that snapshot
+ *   is an input like the resume's (journaled, reason 'reconnect') and reconciles the same way
+ *   (applySnapshot): trades closed meanwhile with the broker's P/L, entry orders filled or gone,
+ *   then onReconnect. The outage and the reconciliation are logged.
+ * - Ownership (broker-state.ts): the strategy sees, acts on and is credited with the orders its
+ *   calls created and their trades; an answered order call is an `own` input, handled next.
+ * - A hook that throws is fatal: the error and the script line are logged, the run's positions are
+ *   closed and its entry orders deleted (closing calls first in the limiter's queue), the run stops.
  * - createOco resolves with `orderIds: []` (the broker's simple_oco answer has no ids; the orders
  *   arrive as onOrder accepted events).
  */
@@ -26,7 +32,7 @@ import type { FxcmClient, Snapshot } from '../fxcm/client';
 import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../fxcm/types';
 import type { ClosedTrade, EquityPoint, RunResult } from './results';
 import { BarHistory, TickBars } from './bars';
-import { BrokerState, brokerTimeMs, numOf } from './broker-state';
+import { BrokerState, brokerTimeMs, numOf, type OcoClaim } from './broker-state';
 import { pipOf } from '../execution/instruments';
 import { liveContext } from './live-context';
 import { errorOf, journaledError, settleOrphan, type JournaledError, type Orphan } from './orphans';
@@ -34,7 +40,7 @@ import { JournalFinishedError, OrderRejectedError, SafetyError, runErrorOf, runH
 import { finishedRunOf, type Journal, type JournalLine } from './journal';
 import type { BrokerLimiter } from './limiter';
 import { SafetyGuard, type SafetyLimits } from './safety';
-import type { AccountInfo, Bar, CloseReason, OrderEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from './strategy';
+import type { AccountInfo, Bar, CloseReason, OrderEvent, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from './strategy';
 
 export interface LiveIntent {
   id: number;
@@ -56,7 +62,7 @@ export interface LiveOptions {
   journal?: Journal;
   /** A recorded journal: replayed first (all of `replay`; the catch-up of a restarted run). */
   recorded?: JournalLine[];
-  /** Stop after this many ms (paper/live; default: until stop()). */
+  /** Stop this many ms after onStart (a resumed run: after it resumed); paper/live; default: until stop(). */
   durationMs?: number;
   currency?: string;
   now?: () => number;
@@ -67,8 +73,12 @@ export interface LiveResult extends RunResult {
   resumed: boolean;
 }
 
+/** Why a snapshot was taken: the run's start, a restart's resume, or a reconnect after the stream dropped. */
+export type SnapshotReason = 'start' | 'resume' | 'reconnect';
+
 type InEvent =
-  | { k: 'snapshot'; t: number; snap: Snapshot }
+  | { k: 'snapshot'; t: number; snap: Snapshot; reason?: SnapshotReason; downMs?: number }
+  | { k: 'own'; t: number; orderId?: string; oco?: OcoClaim }
   | { k: 'history'; t: number; bars: Bar[] }
   | { k: 'start'; t: number }
   | { k: 'price'; t: number; p: PriceUpdate }
@@ -76,7 +86,9 @@ type InEvent =
   | { k: 'timer'; t: number; name: string }
   | { k: 'stop'; t: number };
 
-const IN_KINDS = new Set(['snapshot', 'history', 'start', 'price', 'table', 'timer', 'stop']);
+const IN_KINDS = new Set(['snapshot', 'own', 'history', 'start', 'price', 'table', 'timer', 'stop']);
+/** How many ends of unclaimed trades and orders are kept for a late claim. */
+const UNCLAIMED_ENDS = 200;
 /** The tables a run subscribes to, and the models of its start-up snapshot (a restart adds ClosedPosition). */
 export const LIVE_TABLES: ModelName[] = ['Order', 'OpenPosition', 'ClosedPosition', 'Account'];
 export const LIVE_SNAPSHOT: ModelName[] = ['Account', 'OpenPosition', 'Order'];
@@ -106,6 +118,18 @@ export class LiveEngine {
   private readonly timers = new Map<string, { every: number; handle?: NodeJS.Timeout }>();
   private readonly closed: ClosedTrade[] = [];
   private readonly closedIds = new Set<string>();
+  /** Own trades and entry orders the strategy has heard of (onTrade opened, onOrder accepted). */
+  private readonly announcedTrades = new Set<string>();
+  private readonly announcedOrders = new Set<string>();
+  /**
+   * The ends (ClosedPosition I, Order D) of trades and orders this run had not claimed when they
+   * came: another run's, or this run's with the claim still queued behind them (it then replays them).
+   */
+  private readonly unclaimedEnds = new Map<string, { model: ModelName; rec: TableRecord }>();
+  /** Entry orders the broker deleted (a snapshot taken before the delete must not bring them back). */
+  private readonly deletedOrders = new Set<string>();
+  /** When the broker stream dropped (reconnects report how long it was away). */
+  private disconnectedAt: number | undefined;
   private readonly equity: EquityPoint[] = [];
   private startBalance: number | undefined;
   private started = false;
@@ -214,6 +238,7 @@ export class LiveEngine {
     const answer = (ok: boolean, v: unknown) => {
       if (ok) this.journalLine({ k: 'answer', id, ok: true, value: plain(v) }, true);
       else this.journalLine({ k: 'answer', id, ok: false, error: journaledError(v as Error) }, true);
+      if (ok) this.claim(name, intent.args, v);
     };
     try {
       if (this.stopped && this.finished) throw new OrderRejectedError('the run has stopped');
@@ -241,6 +266,22 @@ export class LiveEngine {
         throw e;
       },
     );
+  }
+
+  /**
+   * What an answered order call created becomes this run's: an `own` input, handled next (before
+   * the pushes and prices already queued) and journaled with them, so a replay claims at the same point.
+   */
+  private claim(op: string, args: unknown, value: unknown): void {
+    const orderId = (value as { orderId?: unknown } | undefined)?.orderId;
+    if ((op === 'openTrade' || op === 'createEntryOrder') && orderId !== undefined) {
+      this.queue.unshift({ k: 'own', t: this.wallNow(), orderId: String(orderId) });
+    } else if (op === 'createOco') {
+      const r = args as { symbol: string; amount: number; first: { isBuy: boolean; rate: number }; second: { isBuy: boolean; rate: number } };
+      const legs = [r.first, r.second].map((l) => ({ isBuy: l.isBuy, rate: l.rate }));
+      this.queue.unshift({ k: 'own', t: this.wallNow(), oco: { symbol: r.symbol, amount: r.amount, legs } });
+    } else return;
+    this.kick();
   }
 
   private journalLine(line: JournalLine, sync = false, skipWhenReplaying = false): void {
@@ -295,7 +336,7 @@ export class LiveEngine {
       // A resumed run reconciles with the broker and flattens after the replay (run()).
       this.log.error(`the journal ends with a ${what}`);
     } else {
-      this.log.error(`${what}; flattening all positions`);
+      this.log.error(`${what}; flattening the run's positions and entry orders`);
       this.journalLine({ k: 'fatal', t: this.now, error: this.error }, true);
       const left = await this.flatten('flatten');
       if (left.length) error.notFlattened = left;
@@ -304,8 +345,9 @@ export class LiveEngine {
   }
 
   /**
-   * Closes every position and deletes every entry order (not strategy intents: runner actions).
-   * Returns what could not be closed or deleted ("trade 12: <why>"), empty when all went.
+   * Closes this run's positions and deletes its entry orders (never another run's); runner
+   * actions, not strategy intents. Returns what could not be closed or deleted ("trade 12: <why>"),
+   * empty when all went.
    */
   async flatten(reason: CloseReason): Promise<string[]> {
     const c = this.o.client;
@@ -319,12 +361,12 @@ export class LiveEngine {
         this.log.error(`flatten: ${what} could not be closed: ${e.message}`);
       });
     const jobs: Promise<unknown>[] = [];
-    for (const r of [...this.broker.positions.values()]) {
+    for (const r of this.broker.ownPositions()) {
       const id = String(r.tradeId);
       this.broker.closeReasons.set(id, reason);
       jobs.push(attempt(`trade ${id}`, () => c.closeTrade({ tradeId: id, amount: numOf(r.amountK) })));
     }
-    for (const r of [...this.broker.orders.values()]) {
+    for (const r of this.broker.ownEntryOrders()) {
       const id = String(r.orderId);
       jobs.push(attempt(`order ${id}`, () => c.deleteOrder(id)));
     }
@@ -337,12 +379,15 @@ export class LiveEngine {
     const s = this.o.strategy;
     switch (ev.k) {
       case 'snapshot':
-        return this.applySnapshot(ev.snap);
+        return this.applySnapshot(ev);
+      case 'own':
+        return this.applyOwn(ev);
       case 'history':
         for (const b of ev.bars) this.history.push(b);
         return;
       case 'start':
         this.started = true;
+        if (!this.replaying) this.armDuration();
         if (s.onStart) await this.call('onStart', () => s.onStart!.call(s, this.ctx));
         return;
       case 'price':
@@ -361,28 +406,50 @@ export class LiveEngine {
     }
   }
 
-  private async applySnapshot(snap: Snapshot): Promise<void> {
+  /**
+   * A snapshot replaces what the runner knows of the broker. After the start (a resume or a
+   * reconnect) it is also the reconciliation: this run's trades the broker closed meanwhile are
+   * counted with the broker's close and P/L (onTrade closed), its trades opened meanwhile (entry
+   * orders that filled) are reported (onOrder filled, onTrade opened), its entry orders that are
+   * gone without a trade are cancelled, and onReconnect tells the strategy.
+   */
+  private async applySnapshot(ev: { snap: Snapshot; reason?: SnapshotReason; downMs?: number }): Promise<void> {
+    const snap = ev.snap;
     const acc = (snap.Account ?? [])[0];
     if (acc) this.setAccount(acc);
-    const before = new Map(this.broker.positions);
+    const before = new Map(this.broker.ownPositions().map((r) => [String(r.tradeId), r]));
+    const ordersBefore = new Map(this.broker.ownEntryOrders().map((r) => [String(r.orderId), r]));
     this.broker.positions.clear();
     for (const r of snap.OpenPosition ?? []) {
       const id = String(r.tradeId);
+      // a close pushed after the snapshot was taken was handled before it: the trade is gone
+      if (this.closedIds.has(id)) continue;
       this.broker.positions.set(id, { ...r });
       if (!this.broker.openTimes.has(id)) this.broker.openTimes.set(id, this.now);
-      if (r.orderId !== undefined) this.broker.knownOrderIds.add(String(r.orderId));
+      if (r.orderId !== undefined && r.orderId !== '') {
+        this.broker.knownOrderIds.add(String(r.orderId));
+        this.broker.link(id, String(r.orderId));
+      }
     }
     this.broker.orders.clear();
     for (const r of snap.Order ?? []) {
-      this.broker.knownOrderIds.add(String(r.orderId));
-      if (r.isEntryOrder === true) this.broker.orders.set(String(r.orderId), { ...r });
+      const id = String(r.orderId);
+      this.broker.knownOrderIds.add(id);
+      if (this.broker.orderKind(r) === 'entry' && !this.deletedOrders.has(id)) this.broker.orders.set(id, { ...r });
     }
-    if (!this.started) return;
-    // reconciliation after a restart: what changed while the runner was away
+    this.deletedOrders.clear();
+    for (const [id, r] of this.broker.orders) if (!this.broker.ownOrders.has(id) && this.broker.takeOcoLeg(r)) this.broker.claimOrder(id);
+    if (!this.started) {
+      for (const r of this.broker.ownPositions()) this.announcedTrades.add(String(r.tradeId));
+      for (const r of this.broker.ownEntryOrders()) this.announcedOrders.add(String(r.orderId));
+      return;
+    }
     const s = this.o.strategy;
     const closedAway = new Map((snap.ClosedPosition ?? []).map((r) => [String(r.tradeId), r]));
+    let closedCount = 0;
     for (const [id, r] of before) {
       if (this.broker.positions.has(id) || this.closedIds.has(id)) continue;
+      closedCount++;
       const c = closedAway.get(id);
       if (!c) {
         // ClosedPosition lists the current trading day only.
@@ -396,9 +463,65 @@ export class LiveEngine {
       this.log.info(`trade ${id} was closed while the runner was away: ${reason} at ${trade.closeRate}, P/L ${trade.pl.toFixed(2)}`);
       if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, this.closedEvent(trade)));
     }
-    for (const [id, r] of this.broker.positions) {
-      if (before.has(id)) continue;
-      if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, this.openedEvent(id, r)));
+    const opened = this.broker.ownPositions().filter((r) => !before.has(String(r.tradeId)) && !this.announcedTrades.has(String(r.tradeId)));
+    for (const [id, r] of ordersBefore) {
+      if (this.broker.orders.has(id)) continue;
+      const trade = opened.find((p) => String(p.orderId ?? '') === id);
+      const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind: 'entry' as const, ts: this.now };
+      this.log.info(`entry order ${id} ${trade ? `filled while the runner was away: trade ${String(trade.tradeId)}` : 'is gone from the broker (cancelled or deleted while the runner was away)'}`);
+      if (s.onOrder) await this.call('onOrder', () => s.onOrder!.call(s, this.ctx, trade ? { ...base, status: 'filled', tradeId: String(trade.tradeId), rate: numOf(trade.open) } : { ...base, status: 'cancelled', reason: 'gone while away' }));
+    }
+    for (const r of opened) await this.announceTrade(String(r.tradeId));
+    if (ev.reason === 'reconnect' || ev.reason === 'resume') {
+      const info: ReconnectEvent = {
+        reason: ev.reason,
+        ...(ev.downMs !== undefined ? { downMs: ev.downMs } : {}),
+        closed: closedCount,
+        opened: opened.length,
+        positions: this.broker.ownPositions().length,
+        orders: this.broker.ownEntryOrders().length,
+        ts: this.now,
+      };
+      const what = `${info.closed} of its trades closed, ${info.opened} opened meanwhile; ${info.positions} positions and ${info.orders} entry orders open`;
+      if (ev.reason === 'reconnect') this.log.info(`reconciled with the broker after the reconnect${ev.downMs !== undefined ? ` (${(ev.downMs / 1000).toFixed(1)} s away)` : ''}: ${what}`);
+      else this.log.info(`reconciled with the broker after the restart: ${what}`);
+      if (s.onReconnect) await this.call('onReconnect', () => s.onReconnect!.call(s, this.ctx, info));
+    }
+  }
+
+  /** onTrade opened for an own trade the strategy has not heard of (once); `closed`: its close record, when it is gone already. */
+  private async announceTrade(id: string, closed?: TableRecord): Promise<void> {
+    const r = this.broker.positions.get(id) ?? closed;
+    if (!r || this.announcedTrades.has(id) || !this.broker.ownTrades.has(id)) return;
+    this.announcedTrades.add(id);
+    const s = this.o.strategy;
+    if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, this.openedEvent(id, r)));
+  }
+
+  /** onOrder accepted for an own resting entry order the strategy has not heard of (once). */
+  private async announceOrder(id: string): Promise<void> {
+    const r = this.broker.orders.get(id);
+    if (!r || this.announcedOrders.has(id) || !this.broker.ownOrders.has(id)) return;
+    this.announcedOrders.add(id);
+    const s = this.o.strategy;
+    const e: OrderEvent = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind: 'entry', ts: this.now, status: 'accepted', rate: numOf(r.isBuy ? r.buy : r.sell) };
+    if (s.onOrder) await this.call('onOrder', () => s.onOrder!.call(s, this.ctx, e));
+  }
+
+  /** An order became this run's: it, and the trades it opened (also one that closed before the claim), are the strategy's. */
+  private async applyOwn(ev: { orderId?: string; oco?: OcoClaim }): Promise<void> {
+    const ids: string[] = [];
+    if (ev.orderId !== undefined) ids.push(ev.orderId);
+    if (ev.oco) {
+      this.broker.pendingOco.push({ ...ev.oco, legs: ev.oco.legs.map((l) => ({ ...l })) });
+      for (const [id, r] of this.broker.orders) if (!this.broker.ownOrders.has(id) && this.broker.takeOcoLeg(r)) ids.push(id);
+    }
+    for (const orderId of ids) {
+      const trades = this.broker.claimOrder(orderId);
+      await this.announceOrder(orderId);
+      for (const id of trades) await this.announceTrade(id);
+      await this.replayUnclaimed('Order', orderId);
+      for (const [tradeId, o] of [...this.broker.tradeOrders]) if (o === orderId) await this.replayUnclaimed('ClosedPosition', tradeId);
     }
   }
 
@@ -431,6 +554,7 @@ export class LiveEngine {
     if (s.onTick) await this.call('onTick', () => s.onTick!.call(s, this.ctx, tick));
   }
 
+  /** A table push: the state of the whole account; events for this run's orders and trades only. */
   private async applyTable(model: ModelName, action: TableAction, r: TableRecord): Promise<void> {
     const s = this.o.strategy;
     const onOrder = (e: OrderEvent) => (s.onOrder ? this.call('onOrder', () => s.onOrder!.call(s, this.ctx, e)) : undefined);
@@ -453,18 +577,21 @@ export class LiveEngine {
           return;
         }
         const isNew = !this.broker.positions.has(id);
+        if (isNew && this.closedIds.has(id)) return; // an update older than its close
         this.broker.positions.set(id, { ...(this.broker.positions.get(id) ?? {}), ...r });
-        if (r.orderId !== undefined) this.broker.knownOrderIds.add(String(r.orderId));
-        if (isNew) {
-          this.broker.openTimes.set(id, this.now);
-          await onTrade(this.openedEvent(id, this.broker.positions.get(id)!));
+        if (isNew) this.broker.openTimes.set(id, this.now);
+        if (r.orderId !== undefined && r.orderId !== '') {
+          this.broker.knownOrderIds.add(String(r.orderId));
+          this.broker.link(id, String(r.orderId));
         }
+        await this.announceTrade(id);
         return;
       }
       case 'ClosedPosition': {
         const id = String(r.tradeId);
         // A trade the restart's reconciliation already counted can still be pushed once.
         if (action !== 'I' || this.closedIds.has(id)) return;
+        if (!this.broker.ownTrades.has(id)) return this.keepUnclaimed(model, id, r);
         const trade = this.recordClosed(id, r, this.broker.closeReasons.get(id) ?? 'broker', this.now);
         await onTrade(this.closedEvent(trade));
         return;
@@ -474,17 +601,21 @@ export class LiveEngine {
         if (!id) return;
         this.broker.knownOrderIds.add(id);
         const kind = this.broker.orderKind(r);
-        const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind, ts: this.now };
-        if ((kind === 'stop' || kind === 'limit') && r.tradeId) this.broker.noteBrokerClose(String(r.tradeId), kind);
+        const tradeId = r.tradeId ? String(r.tradeId) : undefined;
+        if ((kind === 'market' || kind === 'entry') && tradeId && this.broker.link(tradeId, id)) await this.announceTrade(tradeId);
+        if ((kind === 'stop' || kind === 'limit') && tradeId) this.broker.noteBrokerClose(tradeId, kind);
         if (action !== 'D') {
-          const isNew = !this.broker.orders.has(id);
-          if (kind === 'entry') this.broker.orders.set(id, { ...(this.broker.orders.get(id) ?? {}), ...r });
-          if (kind === 'entry' && isNew && action === 'I') await onOrder({ ...base, status: 'accepted', rate: numOf(r.isBuy ? r.buy : r.sell) });
+          if (kind !== 'entry') return;
+          this.broker.orders.set(id, { ...(this.broker.orders.get(id) ?? {}), ...r });
+          if (!this.broker.ownOrders.has(id) && this.broker.takeOcoLeg(this.broker.orders.get(id)!)) this.broker.claimOrder(id);
+          if (action === 'I') await this.announceOrder(id);
           return;
         }
         this.broker.orders.delete(id);
+        if (kind === 'entry') this.deletedOrders.add(id);
+        if (!this.broker.ownOrders.has(id)) return this.keepUnclaimed(model, id, r);
+        const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind, ts: this.now };
         const status = numOf(r.status);
-        const tradeId = r.tradeId ? String(r.tradeId) : undefined;
         if (status === 9 || (tradeId && status !== 3 && status !== 4)) await onOrder({ ...base, status: 'filled', tradeId, rate: numOf(r.isBuy ? r.buy : r.sell) || undefined });
         else if (status === 4) await onOrder({ ...base, status: 'rejected', reason: 'requoted' });
         else await onOrder({ ...base, status: 'cancelled' });
@@ -493,6 +624,20 @@ export class LiveEngine {
       default:
         return;
     }
+  }
+
+  private keepUnclaimed(model: ModelName, id: string, r: TableRecord): void {
+    this.unclaimedEnds.set(`${model}:${id}`, { model, rec: { ...r } });
+    if (this.unclaimedEnds.size > UNCLAIMED_ENDS) this.unclaimedEnds.delete(this.unclaimedEnds.keys().next().value as string);
+  }
+
+  /** The end of a trade or order that came before this run claimed it, handled now. */
+  private async replayUnclaimed(model: ModelName, id: string): Promise<void> {
+    const end = this.unclaimedEnds.get(`${model}:${id}`);
+    if (!end) return;
+    this.unclaimedEnds.delete(`${model}:${id}`);
+    if (model === 'ClosedPosition') await this.announceTrade(id, end.rec);
+    await this.applyTable(end.model, end.model === 'Order' ? 'D' : 'I', end.rec);
   }
 
   /** A closed trade for the results, from the broker's ClosedPosition record. */
@@ -560,9 +705,11 @@ export class LiveEngine {
     for (const o of this.orphans.splice(0)) {
       const settled = settleOrphan(o, snap, this.broker.knownOrderIds);
       this.journalLine('value' in settled ? { k: 'answer', id: o.id, ok: true, value: plain(settled.value) } : { k: 'answer', id: o.id, ok: false, error: { name: settled.error.name, message: settled.error.message } }, true);
-      this.log.warn(`intent ${o.id} (${o.op}) had no answer before the restart: ${'value' in settled ? `settled from the broker snapshot ${JSON.stringify(settled.value ?? null)}` : 'rejected, not resent'}`);
-      if ('value' in settled) o.resolve(settled.value);
-      else o.reject(settled.error);
+      this.log.warn(`intent ${o.id} (${o.op}) had no answer before the restart: ${'value' in settled ? `settled from the broker snapshot ${JSON.stringify(settled.value ?? null)}` : `rejected: ${settled.error.message}`}`);
+      if ('value' in settled) {
+        for (const orderId of settled.orderIds ?? []) this.queue.unshift({ k: 'own', t: this.wallNow(), orderId });
+        o.resolve(settled.value);
+      } else o.reject(settled.error);
     }
   }
 
@@ -593,6 +740,7 @@ export class LiveEngine {
       intents: this.intents,
       resumed: this.resumed,
       error: this.error,
+      leftOpen: this.o.mode === 'replay' ? undefined : { positions: this.broker.ownPositions().map((r) => this.broker.position(r)), orders: this.broker.ownEntryOrders().map((r) => this.broker.pending(r)) },
     };
   }
 
@@ -630,14 +778,34 @@ export class LiveEngine {
     const onTable = (model: ModelName, action: TableAction, rec: TableRecord) => {
       if (LIVE_TABLES.includes(model)) this.queue.push({ k: 'table', t: this.wallNow(), model, action, rec: { ...rec } });
     };
-    const kick = () => {
+    const kick = (this.kick = () => {
       if (!this.holding) void (ending ? this.pumpStateOnly() : this.pump());
-    };
+    });
     const price = (p: PriceUpdate) => (onPrice(p), kick());
     const table = (m: ModelName, a: TableAction, r: TableRecord) => (onTable(m, a, r), kick());
     c.on('price', price);
     c.on('table', table);
-    this.listeners.push(() => c.off('price', price), () => c.off('table', table));
+    // A dropped stream: the connection reconnects, resubscribes and takes a snapshot, which
+    // reconciles like a resume's (journaled, logged, told to the strategy).
+    const down = (reason: string) => {
+      this.disconnectedAt ??= this.wallNow();
+      this.log.warn(`broker connection lost (${reason}): reconnecting; trades closed meanwhile are reconciled when it is back`);
+      this.journalLine({ k: 'disconnected', t: this.wallNow(), reason }, true);
+    };
+    const reconciled = (snap: Snapshot) => {
+      const downMs = this.disconnectedAt === undefined ? undefined : this.wallNow() - this.disconnectedAt;
+      this.disconnectedAt = undefined;
+      this.queue.push({ k: 'snapshot', t: this.wallNow(), snap, reason: 'reconnect', ...(downMs !== undefined ? { downMs } : {}) });
+      kick();
+    };
+    const gaveUp = (e: Error) => {
+      this.log.error(`broker connection lost for good: ${e.message}; stopping`);
+      this.stop();
+    };
+    c.on('disconnected', down);
+    c.on('reconciled', reconciled);
+    c.on('reconnectFailed', gaveUp);
+    this.listeners.push(() => c.off('disconnected', down), () => c.off('reconciled', reconciled), () => c.off('reconnectFailed', gaveUp));
     this.holding = true;
     try {
       await c.subscribeTables(LIVE_TABLES);
@@ -650,13 +818,14 @@ export class LiveEngine {
           // The broker's state before the rest of onStop runs (it may close what is still open).
           this.journalLine({ k: 'snapshot', t: this.wallNow(), snap }, true);
           this.now = this.wallNow();
-          await this.applySnapshot(snap);
+          await this.applySnapshot({ snap, reason: 'resume' });
+          await this.pumpStateOnly(); // the claims of settled intents, before the flatten
         }
         if (pendingHook) await pendingHook;
-        if (!ending) this.queue.unshift({ k: 'snapshot', t: this.wallNow(), snap });
+        if (!ending) this.queue.unshift({ k: 'snapshot', t: this.wallNow(), snap, reason: 'resume' });
       } else {
         this.journalLine({ k: 'run', t: this.wallNow(), strategy: this.strategyName, mode: this.o.mode, symbols: s.symbols, timeframes: this.timeframes, params: plain(this.ctx.params) }, true);
-        const head: InEvent[] = [{ k: 'snapshot', t: this.wallNow(), snap }];
+        const head: InEvent[] = [{ k: 'snapshot', t: this.wallNow(), snap, reason: 'start' }];
         if (s.warmup && s.warmup > 0) {
           const bars: Bar[] = [];
           for (const sym of s.symbols) {
@@ -681,10 +850,9 @@ export class LiveEngine {
     else {
       for (const name of this.timers.keys()) this.armTimer(name);
       void this.pump();
-      let durationTimer: NodeJS.Timeout | undefined;
-      if (this.o.durationMs !== undefined) durationTimer = setTimeout(() => this.stop(), this.o.durationMs);
+      if (this.started) this.armDuration(); // resumed: onStart ran in the first run
       await this.done;
-      clearTimeout(durationTimer);
+      clearTimeout(this.durationTimer);
     }
     // closes sent by onStop / the flatten: let their pushes arrive for the report (bounded)
     const until = Date.now() + 2000;
@@ -703,10 +871,8 @@ export class LiveEngine {
   private async finishEndingRun(recordedError: boolean): Promise<void> {
     const error = this.error;
     if (error && recordedError) {
-      const open = this.broker.positions.size + this.broker.orders.size;
-      this.log.warn(
-        open ? `reconciling: ${this.broker.positions.size} positions and ${this.broker.orders.size} entry orders are still open at the broker; flattening` : 'reconciling: nothing is open at the broker',
-      );
+      const [positions, orders] = [this.broker.ownPositions().length, this.broker.ownEntryOrders().length];
+      this.log.warn(positions + orders ? `reconciling: ${positions} positions and ${orders} entry orders of this run are still open at the broker; flattening` : 'reconciling: nothing of this run is open at the broker');
       const left = await this.flatten('flatten');
       error.notFlattened = left.length ? left : undefined;
     }
@@ -714,16 +880,24 @@ export class LiveEngine {
   }
 
   private holding = false;
+  private durationTimer: NodeJS.Timeout | undefined;
 
-  /** After the end: table pushes still update the state and the report (no hooks). */
+  /** --duration counts from onStart: the start-up snapshot and the warm-up candles (which may wait for budget) come before. */
+  private armDuration(): void {
+    if (this.o.durationMs === undefined || this.durationTimer) return;
+    this.durationTimer = setTimeout(() => this.stop(), this.o.durationMs);
+  }
+  /** Handles what was queued (set by run: the hooks, or only the state when the run is ending). */
+  private kick: () => void = () => undefined;
+
+  /** After the end: table pushes, claims and snapshots still update the state and the report (no hooks). */
   private async pumpStateOnly(): Promise<void> {
     this.stopped = true;
     while (this.queue.length) {
       const ev = this.queue.shift()!;
-      if (ev.k !== 'table') continue;
-      this.journalLine(ev as unknown as JournalLine);
-      this.now = ev.t;
-      await this.applyTable(ev.model, ev.action, ev.rec).catch(() => undefined);
+      if (ev.k !== 'table' && ev.k !== 'own' && ev.k !== 'snapshot') continue;
+      this.journalLine(ev as unknown as JournalLine, ev.k !== 'table');
+      await this.apply(ev).catch(() => undefined);
     }
   }
 

@@ -84,6 +84,8 @@ export interface RunReport {
   projectedBudget?: BudgetProjection;
   approximateCurrency: string[];
   error?: RunError;
+  /** Paper/live: the run's positions and entry orders still open at the broker when it ended. */
+  leftOpen?: RunResult['leftOpen'];
 }
 
 /**
@@ -125,7 +127,25 @@ export function buildReport(r: RunResult & { budget?: BudgetUse[]; bars?: readon
     projectedBudget: r.projectedBudget,
     approximateCurrency: r.approximateCurrency ?? [],
     error: r.error,
+    ...(r.leftOpen ? { leftOpen: r.leftOpen } : {}),
   };
+}
+
+/** "trade 170162801 buy 10 EUR/USD at 1.10012, order 390285840 buy 10 EUR/USD at 1.09" — what a run left open. */
+export function leftOpenText(open: NonNullable<RunResult['leftOpen']>): string {
+  const side = (isBuy: boolean) => (isBuy ? 'buy' : 'sell');
+  return [
+    ...open.positions.map((p) => `trade ${p.tradeId} ${side(p.isBuy)} ${p.amount} ${p.symbol} at ${p.openRate}`),
+    ...open.orders.map((o) => `order ${o.orderId} ${side(o.isBuy)} ${o.amount} ${o.symbol} at ${o.rate}`),
+  ].join(', ');
+}
+
+function leftOpenSection(r: RunReport): string {
+  const open = r.leftOpen;
+  if (!open) return '';
+  if (!open.positions.length && !open.orders.length) return '<p>Nothing of this run was left open at the broker.</p>';
+  return `<h2>Left open at the broker</h2>
+<p class="err">This run ended with ${open.positions.length} positions and ${open.orders.length} entry orders open: ${esc(leftOpenText(open))}.</p>`;
 }
 
 const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : String(n));
@@ -249,6 +269,7 @@ ${equitySvg(r.equity, time, m.startBalance)}
 ${drawdownSvg(r.equity, time)}
 <h2>Prices, entries and exits</h2>
 ${priceSection(r, time)}
+${leftOpenSection(r)}
 ${budgetSection(r)}
 <h2>Trades</h2>
 ${table(['Id', 'Symbol', 'Side', 'Amount (K)', 'Open time', 'Open', 'Close time', 'Close', 'Pips', 'P/L', 'Reason'], trades)}

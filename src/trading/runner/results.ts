@@ -2,7 +2,7 @@
  * What a run of any mode produces, and what a report is built from: the closed trades, the equity
  * curve and how the run ended.
  */
-import type { CloseReason } from './strategy';
+import type { CloseReason, PendingOrder, Position } from './strategy';
 
 export interface ClosedTrade {
   tradeId: string;
@@ -50,4 +50,6 @@ export interface RunResult {
   /** Symbols whose P/L could not be converted exactly to the account currency. */
   approximateCurrency?: string[];
   error?: RunError;
+  /** Paper/live: the run's own positions and entry orders still open at the broker when it ended. */
+  leftOpen?: { positions: Position[]; orders: PendingOrder[] };
 }

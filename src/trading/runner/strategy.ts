@@ -11,7 +11,7 @@
  * Every broker operation returns a promise; it rejects (never silently drops) when the broker or
  * the runner's safety checks refuse it, or when the intent expired while waiting for rate-limit
  * budget (IntentExpiredError). A hook that throws or rejects is a fatal strategy error: the runner
- * logs the error and the script's line, flattens all positions and stops (see runner/errors.ts).
+ * logs the error and the script's line, flattens the run's positions and stops (see runner/errors.ts).
  */
 import type { Candle, Period } from '../fxcm/types';
 import type { LogWriter } from '../../telemetry/logger';
@@ -135,9 +135,35 @@ export interface OcoRequest {
   ttlMs?: number;
 }
 
-export interface StopLimitOptions {
+/**
+ * Paper/live: a run acts on its own trades and orders (those its calls opened); `accountWide`
+ * reads or acts on every one of the account, another run's and manual ones included.
+ */
+export interface Scope {
+  accountWide?: boolean;
+}
+
+export interface StopLimitOptions extends Scope {
   isInPips?: boolean;
   trailingStep?: number;
+}
+
+/**
+ * Paper/live: the runner reconciled with the broker after the stream dropped and came back
+ * (`reconnect`), or after a restart from the journal (`resume`). The trades closed meanwhile have
+ * had their onTrade closed events (with the broker's close and P/L) before this.
+ */
+export interface ReconnectEvent {
+  reason: 'reconnect' | 'resume';
+  /** How long the stream was down (reconnect). */
+  downMs?: number;
+  /** The run's trades the broker closed meanwhile, and those opened meanwhile (entry orders that filled). */
+  closed: number;
+  opened: number;
+  /** The run's positions and entry orders open now. */
+  positions: number;
+  orders: number;
+  ts: number;
 }
 
 /** `ctx.log`: debug, info, warn and error, each with optional structured fields. */
@@ -158,8 +184,9 @@ export interface StrategyContext<P = Record<string, unknown>> {
   pip(symbol: string): number;
   /** The last `count` completed bars (oldest first) of a subscribed symbol and time frame. */
   candles(symbol: string, timeframe: Period, count?: number): Bar[];
-  positions(symbol?: string): Position[];
-  orders(symbol?: string): PendingOrder[];
+  /** Paper/live: this run's positions / entry orders; `{ accountWide: true }` every one of the account. */
+  positions(symbol?: string, scope?: Scope): Position[];
+  orders(symbol?: string, scope?: Scope): PendingOrder[];
   account(): AccountInfo;
 
   /** Market order (open_trade AtMarket). Resolves with the order id once the broker accepted it. */
@@ -168,16 +195,17 @@ export interface StrategyContext<P = Record<string, unknown>> {
   createEntryOrder(req: EntryOrderRequest): Promise<{ orderId: string }>;
   /** Two entry orders in one OCO group (simple_oco): the first to fill cancels the other. */
   createOco(req: OcoRequest): Promise<{ orderIds: string[] }>;
-  /** Closes a trade (all of it when `amount` is omitted). */
-  closeTrade(tradeId: string, amount?: number): Promise<void>;
-  /** Closes every trade of a symbol, or of every symbol. */
-  closeAll(symbol?: string): Promise<void>;
+  /** Closes a trade (all of it when `amount` is omitted). Another run's trade only with `accountWide`. */
+  closeTrade(tradeId: string, amount?: number, scope?: Scope): Promise<void>;
+  /** Closes every trade of this run of a symbol, or of every symbol (`accountWide`: the account's). */
+  closeAll(symbol?: string, scope?: Scope): Promise<void>;
   /** Sets (rate 0 removes) the stop of a trade; trailingStep makes it a trailing stop. */
   setStop(tradeId: string, rate: number, opts?: StopLimitOptions): Promise<void>;
   /** Sets (rate 0 removes) the limit (take profit) of a trade. */
   setLimit(tradeId: string, rate: number, opts?: StopLimitOptions): Promise<void>;
-  changeOrder(orderId: string, rate: number, amount?: number): Promise<void>;
-  deleteOrder(orderId: string): Promise<void>;
+  /** Another run's order only with `accountWide`. */
+  changeOrder(orderId: string, rate: number, amount?: number, scope?: Scope): Promise<void>;
+  deleteOrder(orderId: string, scope?: Scope): Promise<void>;
 
   /** A repeating timer on the run's clock; `onTimer(ctx, name)` fires every `everyMs`. */
   setTimer(name: string, everyMs: number): void;
@@ -205,6 +233,8 @@ export interface Strategy<P = Record<string, unknown>> {
   onOrder?(ctx: StrategyContext<P>, evt: OrderEvent): Awaitable;
   onTrade?(ctx: StrategyContext<P>, evt: TradeEvent): Awaitable;
   onTimer?(ctx: StrategyContext<P>, name: string): Awaitable;
+  /** Paper/live: after the runner reconciled with the broker on a reconnect or a resume. */
+  onReconnect?(ctx: StrategyContext<P>, evt: ReconnectEvent): Awaitable;
   onStop?(ctx: StrategyContext<P>): Awaitable;
 }
 

@@ -1,6 +1,7 @@
 /**
  * Fault injection for tests: disconnects, dropped pushes, slow responses, requotes, partial
- * fills and one-off error bodies. Every setting is consumed by count (or `Infinity`).
+ * fills and one-off error bodies. Every setting is consumed by count (or `Infinity`). A broker
+ * restart is BrokerSimulator.restart (it needs the server); `fired.restarts` counts them.
  */
 import type { BrokerErrorBody } from '../fxcm/errors';
 
@@ -26,7 +27,7 @@ export class Faults {
   private requoteRemaining = 0;
   private partial: { parts: number; remaining: number } | undefined;
   /** Counters of faults that fired. */
-  readonly fired = { dropped: 0, slowed: 0, requoted: 0, partialFills: 0, failed: 0, disconnects: 0 };
+  readonly fired = { dropped: 0, slowed: 0, requoted: 0, partialFills: 0, failed: 0, disconnects: 0, restarts: 0 };
 
   /** Server-side disconnect of every socket (or the token's); returns how many were closed. */
   disconnect(token?: string): number {

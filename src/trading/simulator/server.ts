@@ -167,6 +167,14 @@ export class BrokerSimulator {
     for (const [t, spec] of Object.entries(tokens)) this._engine.addAccount(t, spec);
     market.on('price', (symbol: string, q: Quote) => this.pushPrice(symbol, q));
 
+    await this.listen(opts.port ?? 0);
+    market.start();
+    return { url: this.url, port: this.port };
+  }
+
+  /** The HTTP server and the Socket.IO server on it, on `port` (0: a free one). */
+  private async listen(port: number): Promise<void> {
+    const opts = this.opts!;
     const server = http.createServer((req, res) => {
       this.handle(req, res).catch((e: Error) => {
         this.log.error('simulator request failed', { error: e.message });
@@ -207,16 +215,31 @@ export class BrokerSimulator {
     };
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => resolve());
+      server.listen(port, opts.host ?? '127.0.0.1', () => resolve());
     });
     this.port = (server.address() as AddressInfo).port;
     this.url = `http://${opts.host ?? '127.0.0.1'}:${this.port}`;
-    market.start();
-    return { url: this.url, port: this.port };
   }
 
   async stop(): Promise<void> {
     this._market?.stop();
+    await this.closeListeners();
+  }
+
+  /**
+   * Fault injection: the broker's servers restart. Every connection drops and none is accepted
+   * until `whileDown` has run; the market and the accounts live on meanwhile (prices move, stops
+   * and limits close trades, and no push reaches anyone). Then it listens again on the same port;
+   * sessions start over, as at the broker.
+   */
+  async restart(whileDown?: () => void | Promise<void>): Promise<void> {
+    await this.closeListeners();
+    this.faults.fired.restarts++;
+    await whileDown?.();
+    await this.listen(this.port);
+  }
+
+  private async closeListeners(): Promise<void> {
     const io = this.io;
     const server = this.server;
     this.io = undefined;

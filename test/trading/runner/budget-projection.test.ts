@@ -31,7 +31,7 @@ describe('projected calls', () => {
     tradeId: 'T', symbol, isBuy: true, amount: 1, openRate: 1, closeRate: 1, openTime: 0, closeTime, plPips: 0, pl: 0, grossPL: 0, commission: 0, reason,
   });
 
-  test('each accepted decision is its broker call; closeAll only when it closed something; flatten closes are close_trade', () => {
+  test('each accepted decision is its broker call; closeAll a close_trade per trade it closed; flatten closes are close_trade', () => {
     const calls = projectedCalls({
       strategy: { symbols: ['EUR/USD'] },
       startTime: 1000,
@@ -45,11 +45,11 @@ describe('projected calls', () => {
         t(6000, 'deleteOrder'),
         t(7000, 'closeTrade'),
         t(8000, 'closeTrade', {}, 'rejected'), // refused before sending
-        t(9000, 'closeAll', { symbol: 'EUR/USD' }), // closed a trade: sent
+        t(9000, 'closeAll', { symbol: 'EUR/USD' }), // closed two trades: two closes
         t(10000, 'closeAll', { symbol: 'EUR/USD' }), // nothing open: not sent
         t(11000, 'closeAll', {}), // every symbol, closed one: sent
       ],
-      trades: [trade(9000, 'EUR/USD', 'close'), trade(11000, 'USD/JPY', 'close'), trade(12000, 'EUR/USD', 'flatten')],
+      trades: [trade(9000, 'EUR/USD', 'close'), trade(9000, 'EUR/USD', 'close'), trade(11000, 'USD/JPY', 'close'), trade(12000, 'EUR/USD', 'flatten')],
     });
     expect(calls.map((c) => [c.ts, c.path])).toEqual([
       [1000, '/trading/subscribe'],
@@ -63,8 +63,9 @@ describe('projected calls', () => {
       [5000, '/trading/change_order'],
       [6000, '/trading/delete_order'],
       [7000, '/trading/close_trade'],
-      [9000, '/trading/close_all_for_symbol'],
-      [11000, '/trading/close_all_for_symbol'],
+      [9000, '/trading/close_trade'],
+      [9000, '/trading/close_trade'],
+      [11000, '/trading/close_trade'],
       [12000, '/trading/close_trade'],
     ]);
     expect(calls[1]!.params).toEqual({ models: ['Account', 'OpenPosition', 'Order'] });

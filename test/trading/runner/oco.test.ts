@@ -92,3 +92,42 @@ test('paper: the same against the simulator, where the broker deletes the group 
     await sim.stop();
   }
 });
+
+test("paper: a trade the broker closed before the runner heard of it: the broker's 'not found' is OrderGoneError, as in a backtest", async () => {
+  const sim = await startSim();
+  const { decider } = inProcessDecider([{ name: 'none.yaml', content: 'domain: fxcm\n' }], systemClock);
+  const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+  const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
+  const seen: string[] = [];
+  let engine: LiveEngine | undefined;
+  const s: S = {
+    symbols: ['EUR/USD'],
+    async onStart(ctx) {
+      await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10, stop: -20, isInPips: true });
+    },
+    async onTrade(ctx, e) {
+      if (e.kind !== 'opened') return;
+      // the broker stops the trade out and its pushes are lost: the runner still lists it
+      const [open] = sim.engine.snapshot(TOKEN, 'OpenPosition') as Array<{ stop: number }>;
+      sim.faults.dropPushes(Infinity, (event) => event !== 'EUR/USD');
+      sim.market.setPrice('EUR/USD', open!.stop - 0.0005);
+      expect(ctx.positions().map((p) => p.tradeId)).toEqual([e.tradeId]);
+      for (const act of [() => ctx.setStop(e.tradeId, -10, { isInPips: true }), () => ctx.closeTrade(e.tradeId)]) {
+        await act().catch((err: Error) => seen.push(`${err.name}: ${err.message}`));
+      }
+      engine!.stop();
+    },
+  };
+  engine = new LiveEngine({ mode: 'paper', strategy: s, client, limiter, durationMs: 10000 });
+  try {
+    await client.connect();
+    const result = await engine.run();
+    expect(result.error).toBeUndefined();
+    const tradeId = String((sim.engine.snapshot(TOKEN, 'ClosedPosition')[0] as { tradeId: string }).tradeId);
+    expect(seen).toEqual([`OrderGoneError: trade ${tradeId} no longer exists (closed)`, `OrderGoneError: trade ${tradeId} no longer exists (closed)`]);
+  } finally {
+    await client.close();
+    await limiter.close();
+    await sim.stop();
+  }
+});

@@ -184,6 +184,30 @@ describe('paper CLI', () => {
       expect(answers).toEqual([{ k: 'answer', id: intentId, ok: true, value: { orderId } }]);
     });
 
+    test("another run's entry order at the broker is not taken for the orphaned market order", async () => {
+      sim.resetCounters();
+      const { jdir, jfile, intentId } = await journalWithOrphan('j-orphan-foreign');
+      const mine = String(sim.engine.snapshot(TOKEN, 'OpenPosition')[0]!['orderId']);
+      // placed by another client after the crash, before the resume: an order the journal never saw
+      const { accountId } = sim.engine.account(TOKEN);
+      const rate = String(Math.round((sim.market.quote('EUR/USD')!.ask - 0.01) * 1e5) / 1e5);
+      const foreign = String(sim.engine.createEntryOrder(TOKEN, { account_id: accountId, symbol: 'EUR/USD', is_buy: 'true', amount: '10', rate, order_type: 'Entry', time_in_force: 'GTC', is_in_pips: 'false' }).orderId);
+      try {
+        const r = await run(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--duration', '0.5', '--quiet', '--report', path.join(dir, 'orphan-foreign-r2')]);
+        expect(r.code).toBe(0);
+        const answers = readJournal(jfile).filter((l) => l.k === 'answer' && l.id === intentId);
+        expect(answers).toEqual([{ k: 'answer', id: intentId, ok: true, value: { orderId: mine } }]);
+        expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
+        expect(sim.requestCounts()['/trading/create_entry_order']).toBeUndefined();
+        // the resumed run owns its trade, not the other run's order
+        const rep = JSON.parse(fs.readFileSync(path.join(dir, 'orphan-foreign-r2.json'), 'utf8')) as { leftOpen: { positions: Array<{ tradeId: string }>; orders: unknown[] } };
+        expect(rep.leftOpen.positions.map((p) => p.tradeId)).toEqual([String(sim.engine.snapshot(TOKEN, 'OpenPosition')[0]!['tradeId'])]);
+        expect(rep.leftOpen.orders).toEqual([]);
+      } finally {
+        sim.engine.deleteOrder(TOKEN, { order_id: foreign });
+      }
+    });
+
     test('the broker has no such order: the intent is rejected and not resent', async () => {
       sim.resetCounters();
       const { jdir, jfile, intentId } = await journalWithOrphan('j-orphan-gone');
@@ -197,7 +221,7 @@ describe('paper CLI', () => {
           k: 'answer',
           id: intentId,
           ok: false,
-          error: { name: 'OrderRejectedError', message: 'openTrade was interrupted by a restart before the broker answered and is not resent' },
+          error: { name: 'OrderRejectedError', message: 'openTrade was interrupted by a restart before the broker answered and is not resent: market order buy 10 EUR/USD: no order at the broker matches it' },
         },
       ]);
     });

@@ -11,6 +11,7 @@ import path from 'node:path';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { readJournal, type JournalLine } from '../../../src/trading/runner/journal';
 import { startSim, TOKEN } from '../helpers';
+import { waitFor } from '../../support/wait';
 
 const CLI = path.join(__dirname, '../../../dist/src/cli/runner.js');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-resume-'));
@@ -127,6 +128,40 @@ describe('resuming a paper run from its journal', () => {
     expect(r.trades[0]!.pl).toBeCloseTo(closed!.grossPL - closed!.com, 9);
   });
 
+  test('the broker restarts while the run is live: it logs the outage, reconciles, and counts the trade stopped meanwhile', async () => {
+    const f = path.join(dir, 'stopped-away.js');
+    fs.writeFileSync(
+      f,
+      `module.exports = {
+  name: 'stopped-away', symbols: ['EUR/USD'],
+  async onStart(ctx) { await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10, stop: -20, isInPips: true }); },
+  onTrade(ctx, e) { if (e.kind === 'closed') ctx.log.info('strategy heard: ' + e.tradeId + ' closed by ' + e.reason + ', P/L ' + e.pl.toFixed(2)); },
+  onReconnect(ctx, e) { ctx.log.info('strategy heard: reconnect, ' + ctx.positions().length + ' positions'); },
+};
+`,
+    );
+    const jdir = path.join(dir, 'restart');
+    const jfile = path.join(jdir, 'journal.jsonl');
+    const runner = start(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--report', path.join(dir, 'restart-r')]);
+    await journalHas(jfile, tableEvent('OpenPosition'));
+    const [open] = sim.engine.snapshot(TOKEN, 'OpenPosition') as Array<{ tradeId: string; stop: number }>;
+    await sim.restart(() => sim.market.setPrice('EUR/USD', open!.stop - 0.0005));
+    const closed = (sim.engine.snapshot(TOKEN, 'ClosedPosition') as Array<{ tradeId: string; close: number; grossPL: number; com: number }>).find((c) => c.tradeId === open!.tradeId);
+    expect(closed).toBeDefined();
+    await journalHas(jfile, (lines) => lines.some((l) => l.k === 'snapshot' && l.reason === 'reconnect'));
+    runner.child.kill('SIGTERM');
+    const done = await runner.exited;
+    expect(done.code).toBe(0);
+    const pl = (closed!.grossPL - closed!.com).toFixed(2);
+    expect(done.stderr).toMatch(/broker connection lost \(.*\): reconnecting/);
+    expect(done.stderr).toContain(`trade ${open!.tradeId} was closed while the runner was away: stop at ${closed!.close}, P/L ${pl}`);
+    expect(done.stderr).toContain(`strategy heard: ${open!.tradeId} closed by stop, P/L ${pl}`);
+    expect(done.stderr).toMatch(/reconciled with the broker after the reconnect \([\d.]+ s away\): 1 of its trades closed, 0 opened meanwhile; 0 positions and 0 entry orders open/);
+    expect(done.stderr).toContain('strategy heard: reconnect, 0 positions');
+    expect(done.stdout).toContain(`1 closed trades, net P/L ${pl} USD`);
+    expect(report('restart-r').trades).toEqual([expect.objectContaining({ tradeId: open!.tradeId, reason: 'stop', closeRate: closed!.close })]);
+  });
+
   test('a flatten that fails is reported as such, never as done; the resumed run reconciles and flattens', async () => {
     const f = path.join(dir, 'throws.js');
     fs.writeFileSync(
@@ -148,17 +183,23 @@ module.exports = {
     expect(open).toBeDefined();
     expect(first.stderr).toContain('strategy error in onTick: boom');
     expect(first.stderr).toContain(`flattening FAILED, still open at the broker: trade ${open!.tradeId}:`);
-    expect(first.stderr).not.toContain('all positions were flattened');
+    expect(first.stderr).not.toContain("all of the run's positions were flattened");
     expect(report('fatal-r1').error?.notFlattened).toEqual([expect.stringContaining(`trade ${open!.tradeId}: `)]);
     expect(fs.readFileSync(path.join(dir, 'fatal-r1.html'), 'utf8')).toContain('flattening FAILED');
 
     sim.faults.reset();
+    // Meanwhile someone else opens a trade on the account: the resumed run knows from its journal
+    // which trade is its own, and flattens only that one.
+    const { accountId } = sim.engine.account(TOKEN);
+    sim.engine.openTrade(TOKEN, { account_id: accountId, symbol: 'EUR/USD', is_buy: 'false', amount: '20', order_type: 'AtMarket', time_in_force: 'GTC' });
+    await waitFor(() => sim.engine.snapshot(TOKEN, 'OpenPosition').length === 2, "the other client's trade");
+    const foreign = (sim.engine.snapshot(TOKEN, 'OpenPosition') as Array<{ tradeId: string }>).find((t) => t.tradeId !== open!.tradeId)!;
     sim.resetCounters();
     const again = await run(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--quiet', '--report', path.join(dir, 'fatal-r2')]);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('strategy error in onTick: boom');
-    expect(again.stderr).toContain('all positions were flattened');
-    expect(sim.engine.snapshot(TOKEN, 'OpenPosition')).toEqual([]);
+    expect(again.stderr).toContain("all of the run's positions were flattened");
+    expect((sim.engine.snapshot(TOKEN, 'OpenPosition') as Array<{ tradeId: string }>).map((t) => t.tradeId)).toEqual([foreign.tradeId]);
     expect(sim.requestCounts()['/trading/close_trade']).toBe(1);
     expect(sim.requestCounts()['/trading/open_trade']).toBeUndefined();
     const r = report('fatal-r2');
