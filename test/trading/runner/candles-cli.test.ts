@@ -12,6 +12,7 @@ import { readCandleFile } from '../../../src/trading/fxcm/candle-file';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { startSim, TOKEN } from '../helpers';
 import { tightBrokerLimits } from './helpers';
+import { waitFor } from '../../support/wait';
 
 const CLI = path.join(__dirname, '../../../dist/src/cli/runner.js');
 const EX = path.join(__dirname, '../../../examples/strategies/ma-crossover.js');
@@ -39,14 +40,6 @@ function run(args: string[], o: { env?: NodeJS.ProcessEnv; onSpawn?: (kill: (s: 
       resolve({ code, stdout, stderr });
     });
   });
-}
-
-async function until(what: string, ok: () => boolean): Promise<void> {
-  const deadline = Date.now() + 15000;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 describe('candles CLI', () => {
@@ -121,7 +114,7 @@ describe('candles CLI', () => {
     const stopped = await run([...args, '--store', store], {
       onSpawn: (kill) => {
         // the second request is sent once the first answer is saved
-        void until('the second candle request', () => candleRequests() >= 2).then(() => kill('SIGTERM'));
+        void waitFor(() => candleRequests() >= 2, 'the second candle request', 15_000).then(() => kill('SIGTERM'));
       },
     });
     sim.faults.reset();

@@ -41,14 +41,9 @@ function start(args: string[]): { child: ChildProcess; exited: Promise<Exit> } {
 
 const run = (args: string[]): Promise<Exit> => start(args).exited;
 
-/** Waits (bounded) until the journal holds what `ready` looks for. */
-async function journalHas(jfile: string, ready: (lines: JournalLine[]) => boolean): Promise<void> {
-  const deadline = Date.now() + 15000;
-  while (!ready(readJournal(jfile))) {
-    if (Date.now() > deadline) throw new Error(`the journal ${jfile} never got what the test waits for`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+/** Waits until the journal holds what `ready` looks for. */
+const journalHas = (jfile: string, ready: (lines: JournalLine[]) => boolean): Promise<void> =>
+  waitFor(() => ready(readJournal(jfile)), `the journal ${jfile} to hold what the test waits for`, 15_000);
 
 const tableEvent = (model: string) => (lines: JournalLine[]) => lines.some((l) => l.k === 'table' && l.model === model && l.action === 'I');
 const report = (name: string) => JSON.parse(fs.readFileSync(path.join(dir, `${name}.json`), 'utf8')) as {
