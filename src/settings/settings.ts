@@ -372,6 +372,11 @@ export interface MemcacheSettings {
   readonly srvRefreshMs: number;
   /** MEMCACHE_MAX_IDLE_CONNS (default 2) */
   readonly maxIdleConns: number;
+  /**
+   * MEMCACHE_TIMEOUT in ms (default 500, gomemcache's per-operation timeout; not a setting in
+   * upstream): longest wait for a memcached command, connecting included.
+   */
+  readonly timeoutMs: number;
   readonly tls: {
     /** MEMCACHE_TLS */
     readonly enabled: boolean;
@@ -730,6 +735,15 @@ function readRedis(r: EnvReader, inUse: boolean, warnings: string[]): RedisSetti
   };
 }
 
+function readMemcacheTimeout(r: EnvReader, inUse: boolean): number {
+  const ms = r.duration('MEMCACHE_TIMEOUT');
+  if (inUse && ms <= 0) {
+    const from = r.source('MEMCACHE_TIMEOUT');
+    throw new SettingsError(`${from} must be greater than 0 (every memcached command needs a deadline)`, from);
+  }
+  return ms;
+}
+
 function readMemcache(r: EnvReader, inUse: boolean, warnings: string[]): MemcacheSettings {
   const hostPorts = r.list('MEMCACHE_HOST_PORT');
   const srv = r.string('MEMCACHE_SRV');
@@ -748,6 +762,7 @@ function readMemcache(r: EnvReader, inUse: boolean, warnings: string[]): Memcach
     srv,
     srvRefreshMs: r.duration('MEMCACHE_SRV_REFRESH'),
     maxIdleConns: r.int('MEMCACHE_MAX_IDLE_CONNS'),
+    timeoutMs: readMemcacheTimeout(r, inUse),
     tls: {
       enabled: r.bool('MEMCACHE_TLS'),
       clientCertFile: r.string('MEMCACHE_TLS_CLIENT_CERT'),

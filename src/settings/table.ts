@@ -254,6 +254,7 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   memcache('MEMCACHE_SRV', 'string', '', 'SRV record listing the memcached servers (not with MEMCACHE_HOST_PORT)'),
   memcache('MEMCACHE_SRV_REFRESH', 'duration', '0', 're-resolve MEMCACHE_SRV this often; 0 = never'),
   memcache('MEMCACHE_MAX_IDLE_CONNS', 'int', '2', 'idle connections kept per memcached server'),
+  memcache('MEMCACHE_TIMEOUT', 'duration', '500ms', 'longest wait for a memcached command, connecting included (gomemcache\'s default per-operation timeout, which upstream uses without a setting); past it every command on that connection fails, BACKEND_FAILURE_MODE decides those requests, and the server is not asked again until it answers a health probe', { extension: true }),
   memcache('MEMCACHE_TLS', 'bool', 'false', 'connect to memcached over TLS'),
   memcache('MEMCACHE_TLS_CLIENT_CERT', 'string', '', 'client certificate file for memcached TLS'),
   memcache('MEMCACHE_TLS_CLIENT_KEY', 'string', '', 'client key file for memcached TLS'),
