@@ -52,6 +52,7 @@ import { slidingCount } from '../../core/algorithms';
 import type { AlgorithmRestriction } from '../../core/store';
 import type { Counter, StatsStore } from '../../stats/store';
 import { type Logger, silentLogger } from '../../telemetry/logger';
+import { ThrottledLog } from '../../telemetry/throttled-log';
 import type { CounterOp, CounterStore } from '../../core/store';
 import { keyProblem, pickNode, showKey } from './keys';
 import { MemcacheNode, type MultiGetSink, Status } from './node';
@@ -123,27 +124,6 @@ function memcacheStats(stats: StatsStore): MemcacheStats {
     keysFound: stats.counter(STAT + 'keys_found'),
     invalidKey: stats.counter(STAT + 'invalid_key'),
   };
-}
-
-/** At most one line per interval for a repeated failure, with the count of lines left out. */
-class ThrottledLog {
-  private nextMs = 0;
-  private suppressed = 0;
-  constructor(
-    private readonly write: (msg: string) => void,
-    private readonly intervalMs = 1000,
-  ) {}
-  log(msg: string): void {
-    const now = Date.now();
-    if (now < this.nextMs) {
-      this.suppressed++;
-      return;
-    }
-    this.nextMs = now + this.intervalMs;
-    const s = this.suppressed;
-    this.suppressed = 0;
-    this.write(s > 0 ? `${msg} (${s} similar messages suppressed)` : msg);
-  }
 }
 
 /** A base-10 count as memcached stores it (trailing spaces allowed); -1 when it is not one. */
