@@ -276,8 +276,9 @@ export interface CacheSettings {
 
 export interface MemorySettings {
   /**
-   * MEMORY_MAX_KEYS (default 1,000,000; not in upstream): most live counters the memory store holds;
-   * past it the oldest counters are evicted before their window ends, so memory stays bounded.
+   * MEMORY_MAX_KEYS (default 1,000,000; not in upstream): most counters the memory store holds, so
+   * memory stays bounded. At the cap a new key takes the place of a counter whose window ended;
+   * when all are live it is not counted and BACKEND_FAILURE_MODE answers it (unset: allowed).
    */
   readonly maxKeys: number;
 }
