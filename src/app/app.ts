@@ -121,8 +121,10 @@ function storeOpener(settings: Settings, stats: StatsStore, logger: Logger, cloc
     case 'memory': {
       const store = new MemoryStore({
         maxKeys: settings.memory.maxKeys,
-        evictions: stats.counter('ratelimit.memory.evictions'),
+        refused: stats.counter('ratelimit.memory.keys_refused'),
         keys: stats.gauge('ratelimit.memory.keys'),
+        logger,
+        clock,
         stopIncrementWhenOverLimit: cache.stopCacheKeyIncrementWhenOverlimit,
       });
       return {

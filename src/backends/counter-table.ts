@@ -7,8 +7,11 @@
  *
  * Layout: entries live in parallel arrays indexed by an id; `index` is an open-addressing hash
  * table (linear probing, backward-shift deletion, so no tombstones) of id + 1 (0 is empty).
- * Entries are linked in creation order (`older` / `newer`) for the cap's oldest-first eviction,
- * and freed ids are linked through `newer` for reuse. A key of up to KEY_SLOT Latin-1 characters
+ * `heap` is a binary min-heap of the ids by expiry (`heapAt` is each id's place in it), so the
+ * counter that ends first is always at hand: the sweep frees ended counters from its top, and at
+ * the cap a new key takes the place of an ended counter or is refused, never of a live one (a
+ * live counter dropped would restart at zero: whoever sprays distinct keys could reset someone
+ * else's count). Freed ids are linked through `heapAt` for reuse. A key of up to KEY_SLOT Latin-1 characters
  * (cache keys usually are) is copied into a fixed slot of `keyBytes`; a longer or wider one is kept
  * as its string. Keys are compared in full, never by hash alone, and the hash has a per-process
  * random seed, so a crafted key can neither share another key's counter nor predictably lengthen
@@ -32,15 +35,16 @@ export class CounterTable {
   private keyBytes = new Uint8Array(INITIAL_CAPACITY * KEY_SLOT);
   private readonly longKeys = new Map<number, string>();
   private hashes = new Int32Array(INITIAL_CAPACITY);
-  private older = new Int32Array(INITIAL_CAPACITY);
-  private newer = new Int32Array(INITIAL_CAPACITY);
+  /** Live ids, a min-heap on `expires`. */
+  private heap = new Int32Array(INITIAL_CAPACITY);
+  /** Per live id its position in `heap`; per free id the next free id. */
+  private heapAt = new Int32Array(INITIAL_CAPACITY);
   private index = new Int32Array(2 * INITIAL_CAPACITY);
   private mask = 2 * INITIAL_CAPACITY - 1;
   /** Ids below this have been handed out at least once. */
   private used = 0;
   private freeHead = NONE;
-  private oldest = NONE;
-  private newest = NONE;
+  /** Live entries; also the heap's length. */
   private live = 0;
   private readonly seed = (Math.random() * 0x100000000) | 0;
   /** The hash of the key last looked up, so the insert that usually follows does not rehash it. */
@@ -49,11 +53,7 @@ export class CounterTable {
   /** Whether the key last hashed has a character past Latin-1. */
   private lastWide = false;
 
-  /** `onEvict` is called once per live entry the cap removes. */
-  constructor(
-    private readonly maxEntries: number,
-    private readonly onEvict?: () => void,
-  ) {}
+  constructor(private readonly maxEntries: number) {}
 
   get size(): number {
     return this.live;
@@ -73,42 +73,55 @@ export class CounterTable {
   }
 
   /**
-   * A fresh entry for `key` ending at `expiresAtMs`, count 0, and the newest in creation order.
+   * A fresh entry for `key` ending at `expiresAtMs`, count 0; -1 when the table holds `maxEntries`
+   * live counters (none ended by `nowMs`), so that a new key never displaces a live one.
    * `existing` is `find(key)`'s answer: an entry kept past its end is reused in place. At the cap
-   * the oldest entry is evicted first.
+   * the counter that ended first makes room.
    */
-  create(key: string, existing: number, expiresAtMs: number): number {
+  create(key: string, existing: number, nowMs: number, expiresAtMs: number): number {
     let id = existing;
     if (id !== NONE) {
-      this.unlink(id);
-    } else {
-      if (this.live >= this.maxEntries) this.evictOldest();
-      id = this.allocate();
-      const h = this.hash(key);
-      this.store(id, key);
-      this.hashes[id] = h;
-      this.place(id, h);
-      this.live++;
+      this.counts[id] = 0;
+      this.setExpiry(id, expiresAtMs);
+      return id;
     }
+    if (this.live >= this.maxEntries) {
+      const first = this.heap[0]!;
+      if (this.expires[first]! > nowMs) return NONE;
+      this.remove(first);
+    }
+    id = this.allocate();
+    const h = this.hash(key);
+    this.store(id, key);
+    this.hashes[id] = h;
+    this.place(id, h);
     this.counts[id] = 0;
     this.expires[id] = expiresAtMs;
-    this.linkNewest(id);
+    this.heap[this.live] = id;
+    this.heapAt[id] = this.live;
+    this.live++;
+    this.siftUp(this.live - 1);
     return id;
   }
 
+  /** Moves the end of a live entry (a token bucket's grows with its TAT). */
+  setExpiry(id: number, expiresAtMs: number): void {
+    const was = this.expires[id]!;
+    this.expires[id] = expiresAtMs;
+    if (expiresAtMs > was) this.siftDown(this.heapAt[id]!);
+    else if (expiresAtMs < was) this.siftUp(this.heapAt[id]!);
+  }
+
   /**
-   * Frees up to `budget` entries' worth of expired counters, continuing from where the last call
-   * stopped; true once a whole pass over the table is complete.
+   * Frees ended counters, those ending first first, at most `budget` of them; true once none ended
+   * by `nowMs` is left.
    */
-  sweepStep(nowMs: number, budget: number, cursor: { at: number }): boolean {
-    const end = Math.min(this.used, cursor.at + budget);
-    for (let id = cursor.at; id < end; id++) {
-      if (this.stored[id] !== 0 && this.expires[id]! <= nowMs) this.remove(id);
+  sweepStep(nowMs: number, budget: number): boolean {
+    for (let n = 0; n < budget; n++) {
+      if (this.live === 0 || this.expires[this.heap[0]!]! > nowMs) return true;
+      this.remove(this.heap[0]!);
     }
-    cursor.at = end;
-    if (end < this.used) return false;
-    cursor.at = 0;
-    return true;
+    return this.live === 0 || this.expires[this.heap[0]!]! > nowMs;
   }
 
   clear(): void {
@@ -116,7 +129,7 @@ export class CounterTable {
     this.longKeys.clear();
     this.index.fill(0);
     this.used = 0;
-    this.freeHead = this.oldest = this.newest = NONE;
+    this.freeHead = NONE;
     this.live = 0;
     this.lastKey = undefined;
   }
@@ -187,24 +200,25 @@ export class CounterTable {
       }
     }
     index[p] = 0;
-    this.unlink(id);
+    // Out of the heap: the last entry fills its place and moves up or down from there.
+    const at = this.heapAt[id]!;
+    const last = this.heap[--this.live]!;
+    if (last !== id) {
+      this.heap[at] = last;
+      this.heapAt[last] = at;
+      this.siftDown(at);
+      this.siftUp(this.heapAt[last]!);
+    }
     if (this.stored[id] === LONG) this.longKeys.delete(id);
     this.stored[id] = 0;
-    this.newer[id] = this.freeHead;
+    this.heapAt[id] = this.freeHead;
     this.freeHead = id;
-    this.live--;
-  }
-
-  private evictOldest(): void {
-    if (this.oldest === NONE) return;
-    this.remove(this.oldest);
-    this.onEvict?.();
   }
 
   private allocate(): number {
     if (this.freeHead !== NONE) {
       const id = this.freeHead;
-      this.freeHead = this.newer[id]!;
+      this.freeHead = this.heapAt[id]!;
       return id;
     }
     if (this.used === this.counts.length) this.grow();
@@ -225,8 +239,8 @@ export class CounterTable {
     this.counts = widen(this.counts, (n) => new Float64Array(n));
     this.expires = widen(this.expires, (n) => new Float64Array(n));
     this.hashes = widen(this.hashes, (n) => new Int32Array(n));
-    this.older = widen(this.older, (n) => new Int32Array(n));
-    this.newer = widen(this.newer, (n) => new Int32Array(n));
+    this.heap = widen(this.heap, (n) => new Int32Array(n));
+    this.heapAt = widen(this.heapAt, (n) => new Int32Array(n));
     this.stored = widen(this.stored, (n) => new Int32Array(n));
     const bytes = new Uint8Array(cap * KEY_SLOT);
     bytes.set(this.keyBytes);
@@ -240,20 +254,40 @@ export class CounterTable {
     }
   }
 
-  private linkNewest(id: number): void {
-    this.older[id] = this.newest;
-    this.newer[id] = NONE;
-    if (this.newest !== NONE) this.newer[this.newest] = id;
-    else this.oldest = id;
-    this.newest = id;
+  private siftUp(at: number): void {
+    const heap = this.heap;
+    const expires = this.expires;
+    const id = heap[at]!;
+    const end = expires[id]!;
+    while (at > 0) {
+      const up = (at - 1) >> 1;
+      const parent = heap[up]!;
+      if (expires[parent]! <= end) break;
+      heap[at] = parent;
+      this.heapAt[parent] = at;
+      at = up;
+    }
+    heap[at] = id;
+    this.heapAt[id] = at;
   }
 
-  private unlink(id: number): void {
-    const o = this.older[id]!;
-    const n = this.newer[id]!;
-    if (o !== NONE) this.newer[o] = n;
-    else this.oldest = n;
-    if (n !== NONE) this.older[n] = o;
-    else this.newest = o;
+  private siftDown(at: number): void {
+    const heap = this.heap;
+    const expires = this.expires;
+    const n = this.live;
+    const id = heap[at]!;
+    const end = expires[id]!;
+    for (;;) {
+      let child = 2 * at + 1;
+      if (child >= n) break;
+      if (child + 1 < n && expires[heap[child + 1]!]! < expires[heap[child]!]!) child++;
+      const c = heap[child]!;
+      if (expires[c]! >= end) break;
+      heap[at] = c;
+      this.heapAt[c] = at;
+      at = child;
+    }
+    heap[at] = id;
+    this.heapAt[id] = at;
   }
 }

@@ -28,12 +28,20 @@ export interface IncrementContext {
   readonly overLimitElsewhere: boolean;
 }
 
+/**
+ * The count of an op the store could not keep a counter for (the memory store when all its
+ * MEMORY_MAX_KEYS counters are live): nothing was added, and the limiter answers that key as
+ * BACKEND_FAILURE_MODE says. NaN, so no arithmetic can mistake it for a count.
+ */
+export const NOT_COUNTED = Number.NaN;
+
 export interface CounterStore {
   /** Short name for logs and health (`memory`, `redis`, `memcache`). */
   readonly kind: string;
   /**
    * Adds each op's hits to its key and resolves to the counts after the increment, in order (for
-   * an op with an algorithm, its effective count after: src/limiter/algorithms.ts). A
+   * an op with an algorithm, its effective count after: src/limiter/algorithms.ts), or
+   * NOT_COUNTED for an op it kept no counter for. A
    * store that honours STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may add less (see
    * stop-increment.ts); the count it returns is then the count after what it really added.
    */

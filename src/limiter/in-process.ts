@@ -17,7 +17,7 @@ export interface InProcessLimiterOptions {
   readonly clock: Clock;
   /** Cache-key prefix of its counters. */
   readonly cacheKeyPrefix?: string;
-  /** Counters kept at most (oldest evicted first). */
+  /** Counters kept at most (past it, new keys are let through uncounted; see MEMORY_MAX_KEYS). */
   readonly maxKeys?: number;
 }
 

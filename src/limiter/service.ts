@@ -293,16 +293,17 @@ export class RateLimitService {
     nowMs: number,
   ): DescriptorStatus[] {
     const nowS = Math.floor(nowMs / 1000);
+    const uncounted = typeof counts === 'object' && hasNotCounted(counts) ? this.notCountedAnswer() : undefined;
     for (let i = 0; i < statuses.length; i++) {
       const from = firstSlot[i]!;
       const to = firstSlot[i + 1]!;
       if (to === from) continue;
       if (to === from + 1) {
-        statuses[i] = this.slotStatus(slots[from]!, ops, counts, nowMs, nowS);
+        statuses[i] = this.slotStatus(slots[from]!, ops, counts, uncounted, nowMs, nowS);
         continue;
       }
       const each = new Array<DescriptorStatus>(to - from);
-      for (let k = from; k < to; k++) each[k - from] = this.slotStatus(slots[k]!, ops, counts, nowMs, nowS);
+      for (let k = from; k < to; k++) each[k - from] = this.slotStatus(slots[k]!, ops, counts, uncounted, nowMs, nowS);
       statuses[i] = mostRestrictive(each);
     }
     return statuses;
@@ -312,6 +313,7 @@ export class RateLimitService {
     slot: number | DescriptorStatus,
     ops: readonly CounterOp[],
     counts: readonly number[] | 'allow' | 'deny' | undefined,
+    uncounted: 'allow' | 'deny' | undefined,
     nowMs: number,
     nowS: number,
   ): DescriptorStatus {
@@ -319,11 +321,31 @@ export class RateLimitService {
     const op = ops[slot]!;
     if (typeof counts === 'string') return failureStatus(op, counts, nowS);
     const after = counts![slot]!;
+    if (Number.isNaN(after)) return failureStatus(op, uncounted!, nowS);
     const { nearLimitRatio, localCache } = this.opts;
     if (op.rule.algorithm !== undefined) return algorithmStatus(op, after, nearLimitRatio, nowMs);
     const divider = op.windowSeconds;
     if (localCache !== undefined && after > op.rule.limit.requestsPerUnit) localCache.set(op.key, divider, nowMs);
     return counterStatus(op.rule, op.hits, after, nearLimitRatio, secondsUntilReset(nowS, divider));
+  }
+
+  /**
+   * BACKEND_FAILURE_MODE's answer for the keys a store kept no counter for (NOT_COUNTED): `deny`
+   * over the limit, `error` fails the call, `allow` and unset let them through uncounted (the
+   * memory store refuses new keys only while a flood of distinct values fills it: denying them
+   * would hand whoever sprays the power to shut out every client without a live counter).
+   */
+  private notCountedAnswer(): 'allow' | 'deny' {
+    const mode = this.opts.failureMode;
+    if (mode === 'error') {
+      throw new StoreError(`the ${this.store.kind} store kept no counter for a key of this request (BACKEND_FAILURE_MODE=error)`, false);
+    }
+    if (mode === 'deny') {
+      this.failureDenied.inc();
+      return 'deny';
+    }
+    this.failureAllowed.inc();
+    return 'allow';
   }
 
   private aggregate(
@@ -425,6 +447,11 @@ function checkLimits(request: RateLimitRequest, limits: RequestLimits): void {
       }
     }
   }
+}
+
+function hasNotCounted(counts: readonly number[]): boolean {
+  for (let i = 0; i < counts.length; i++) if (Number.isNaN(counts[i])) return true;
+  return false;
 }
 
 /** The status of a descriptor whose count could not be read (BACKEND_FAILURE_MODE allow/deny). */

@@ -276,8 +276,9 @@ export interface CacheSettings {
 
 export interface MemorySettings {
   /**
-   * MEMORY_MAX_KEYS (default 1,000,000; not in upstream): most live counters the memory store holds;
-   * past it the oldest counters are evicted before their window ends, so memory stays bounded.
+   * MEMORY_MAX_KEYS (default 1,000,000; not in upstream): most counters the memory store holds, so
+   * memory stays bounded. At the cap a new key takes the place of a counter whose window ended;
+   * when all are live it is not counted and BACKEND_FAILURE_MODE answers it (unset: allowed).
    */
   readonly maxKeys: number;
 }
@@ -372,6 +373,11 @@ export interface MemcacheSettings {
   readonly srvRefreshMs: number;
   /** MEMCACHE_MAX_IDLE_CONNS (default 2) */
   readonly maxIdleConns: number;
+  /**
+   * MEMCACHE_TIMEOUT in ms (default 500, gomemcache's per-operation timeout; not a setting in
+   * upstream): longest wait for a memcached command, connecting included.
+   */
+  readonly timeoutMs: number;
   readonly tls: {
     /** MEMCACHE_TLS */
     readonly enabled: boolean;
@@ -730,6 +736,15 @@ function readRedis(r: EnvReader, inUse: boolean, warnings: string[]): RedisSetti
   };
 }
 
+function readMemcacheTimeout(r: EnvReader, inUse: boolean): number {
+  const ms = r.duration('MEMCACHE_TIMEOUT');
+  if (inUse && ms <= 0) {
+    const from = r.source('MEMCACHE_TIMEOUT');
+    throw new SettingsError(`${from} must be greater than 0 (every memcached command needs a deadline)`, from);
+  }
+  return ms;
+}
+
 function readMemcache(r: EnvReader, inUse: boolean, warnings: string[]): MemcacheSettings {
   const hostPorts = r.list('MEMCACHE_HOST_PORT');
   const srv = r.string('MEMCACHE_SRV');
@@ -748,6 +763,7 @@ function readMemcache(r: EnvReader, inUse: boolean, warnings: string[]): Memcach
     srv,
     srvRefreshMs: r.duration('MEMCACHE_SRV_REFRESH'),
     maxIdleConns: r.int('MEMCACHE_MAX_IDLE_CONNS'),
+    timeoutMs: readMemcacheTimeout(r, inUse),
     tls: {
       enabled: r.bool('MEMCACHE_TLS'),
       clientCertFile: r.string('MEMCACHE_TLS_CLIENT_CERT'),

@@ -191,15 +191,15 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
     choices: ['memory', 'redis', 'memcache', 'altstore'],
     defaultText: 'redis when any `REDIS_*` or `MEMCACHE_*` variable is set, else memory',
   }),
-  cache('MEMORY_MAX_KEYS', 'int', '1000000', 'memory store: most live counters kept; past it the oldest are evicted', { min: 1, extension: true }),
+  cache('MEMORY_MAX_KEYS', 'int', '1000000', 'memory store: most counters kept. At the cap a new key takes the place of a counter whose window has ended; when every counter is live it is not counted and BACKEND_FAILURE_MODE answers it (unset or `allow`: OK, `deny`: OVER_LIMIT, `error`: an error), counted in `ratelimit.memory.keys_refused`. A live counter is never dropped', { min: 1, extension: true }),
   cache('EXPIRATION_JITTER_MAX_SECONDS', 'int', '300', 'counter TTL gets a random 0..N-1 extra seconds (0 = none)'),
   cache('LOCAL_CACHE_SIZE_IN_BYTES', 'int', '0', 'size of the in-process cache of over-limit keys; 0 disables it'),
   cache('NEAR_LIMIT_RATIO', 'float', '0.8', 'fraction of the limit above which hits count as near_limit', { min: 0, max: 1 }),
   cache('CACHE_KEY_PREFIX', 'string', '', 'prefix of every counter key'),
   cache('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', 'bool', 'false', 'do not increment the other keys of a request when one is already over limit (Redis)'),
-  cache('BACKEND_FAILURE_MODE', 'enum', '', 'when the counter store fails: `error` answers an error, `allow` answers OK, `deny` answers OVER_LIMIT; unset keeps upstream behaviour', {
+  cache('BACKEND_FAILURE_MODE', 'enum', '', 'when the counter store fails (or the memory store has no room for a new key): `error` answers an error, `allow` answers OK, `deny` answers OVER_LIMIT; unset keeps upstream behaviour', {
     choices: ['error', 'allow', 'deny'],
-    defaultText: 'upstream: error for Redis; counts read as 0 for Memcached',
+    defaultText: 'upstream: error for Redis; counts read as 0 for Memcached; a new key the full memory store cannot count is allowed',
     extension: true,
   }),
   cache('BACKEND_CIRCUIT_FAILURES', 'int', '5', 'consecutive store failures that open the circuit, failing requests at once until a probe succeeds (0 = never open)', {
@@ -254,6 +254,7 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   memcache('MEMCACHE_SRV', 'string', '', 'SRV record listing the memcached servers (not with MEMCACHE_HOST_PORT)'),
   memcache('MEMCACHE_SRV_REFRESH', 'duration', '0', 're-resolve MEMCACHE_SRV this often; 0 = never'),
   memcache('MEMCACHE_MAX_IDLE_CONNS', 'int', '2', 'idle connections kept per memcached server'),
+  memcache('MEMCACHE_TIMEOUT', 'duration', '500ms', 'longest wait for a memcached command, connecting included (gomemcache\'s default per-operation timeout, which upstream uses without a setting); past it every command on that connection fails, BACKEND_FAILURE_MODE decides those requests, and the server is not asked again until it answers a health probe', { extension: true }),
   memcache('MEMCACHE_TLS', 'bool', 'false', 'connect to memcached over TLS'),
   memcache('MEMCACHE_TLS_CLIENT_CERT', 'string', '', 'client certificate file for memcached TLS'),
   memcache('MEMCACHE_TLS_CLIENT_KEY', 'string', '', 'client key file for memcached TLS'),

@@ -2,6 +2,8 @@ import { MemoryStore } from '../../src/backends/memory';
 import type { CounterOp } from '../../src/core/store';
 import { Unit } from '../../src/core/rls';
 import { StatsStore } from '../../src/stats/store';
+import { ManualClock } from '../../src/core/clock';
+import { silentLogger } from '../../src/telemetry/logger';
 import { rule } from '../limiter/helpers';
 
 const stats = new StatsStore();
@@ -36,37 +38,70 @@ describe('memory store', () => {
     expect(s.size).toBeLessThanOrEqual(1000);
   });
 
-  it('evicts the oldest counters past maxKeys and counts evictions', async () => {
-    const evictions = stats.counter('test.evictions');
-    const s = new MemoryStore({ maxKeys: 100, evictions });
-    for (let i = 0; i < 1000; i++) await s.increment([op('day' + i, 1, 86400)], 0);
-    expect(s.size).toBe(100);
-    expect(evictions.value).toBe(900);
-    expect(await s.increment([op('day999')], 0)).toEqual([2]);
+  it('at maxKeys, a new key takes the place of a counter whose window ended, never of a live one', async () => {
+    const refused = stats.counter('test.reclaim.refused');
+    const s = new MemoryStore({ maxKeys: 3, refused });
+    await s.increment([op('second', 1, 1)], 0); // window [0 s, 1 s)
+    await s.increment([op('a'), op('b')], 500); // minute windows
+    expect(await s.increment([op('c')], 1500)).toEqual([1]); // `second` ended: its place
+    expect(['a', 'b', 'c', 'second'].map((k) => s.peek(k, 1600))).toEqual([1, 1, 1, 0]);
+    expect(s.size).toBe(3);
+    expect(refused.value).toBe(0);
   });
 
-  it('evicts by creation order: a counter re-created after its window ended counts as new', async () => {
-    const s = new MemoryStore({ maxKeys: 3 });
-    await s.increment([op('short', 1, 1)], 0); // window [0 s, 1 s)
-    await s.increment([op('a'), op('b')], 500);
-    await s.increment([op('short', 1, 1)], 1500); // expired, then created again: now the newest
-    await s.increment([op('c')], 1600); // the cap evicts `a`, the oldest live counter
-    expect(['a', 'b', 'c', 'short'].map((k) => s.peek(k, 1700))).toEqual([0, 1, 1, 1]);
+  it('full of live counters, a new key is NOT_COUNTED (NaN), counted and warned about at most once a second; live counts go on', async () => {
+    const refused = stats.counter('test.full.refused');
+    const warnings: string[] = [];
+    const logger = { ...silentLogger, warn: (m: string) => warnings.push(m) };
+    const clock = new ManualClock(0);
+    const s = new MemoryStore({ maxKeys: 2, refused, logger, clock });
+    expect(await s.increment([op('a', 2), op('b', 3)], 0)).toEqual([2, 3]);
+    const [c] = await s.increment([op('c', 1)], 10);
+    expect(c).toBeNaN();
+    expect(await s.increment([op('a'), op('d'), op('b')], 20)).toEqual([3, NaN, 4]);
+    clock.set(999);
+    await s.increment([op('e', 1)], 999);
+    clock.set(1000);
+    await s.increment([op('f', 1)], 1000);
+    expect(refused.value).toBe(4);
+    const line = 'memory store: all MEMORY_MAX_KEYS=2 counters are live, so a new key is not counted (BACKEND_FAILURE_MODE decides its answer; live counters are never dropped)';
+    expect(warnings).toEqual([`${line}: "c"`, `${line}: "f" (2 similar messages suppressed)`]);
+    expect(s.size).toBe(2);
+    // A check-only op (0 hits) reads 0 and needs no place.
+    expect(await s.increment([op('g', 0)], 1000)).toEqual([0]);
+    expect(refused.value).toBe(4);
+    // When the minute ends, the new window's keys find room again.
+    expect(await s.increment([op('c', 1)], 60_000)).toEqual([1]);
   });
 
-  it('keeps evicting oldest first through a long flood, with expiries in between', async () => {
-    const evictions = stats.counter('test.flood.evictions');
-    const s = new MemoryStore({ maxKeys: 50, evictions });
+  it('a client spraying distinct values cannot reset a live counter (the victim keeps its count)', async () => {
+    const refused = stats.counter('test.spray.refused');
+    const s = new MemoryStore({ maxKeys: 100, refused });
+    for (let i = 0; i < 5; i++) await s.increment([op('victim', 1, 86400)], 1000);
+    let counted = 0;
     for (let i = 0; i < 20_000; i++) {
-      // Every tenth counter lives one second; the others a day.
-      await s.increment([op(`f${i}`, 1, i % 10 === 0 ? 1 : 86400)], i);
+      const [n] = await s.increment([op(`spray_${i}`, 1, 86400)], 1000 + i);
+      if (!Number.isNaN(n)) counted++;
     }
-    expect(s.size).toBe(50);
-    // The 50 newest counters are the live ones.
-    const live: number[] = [];
-    for (let i = 19_000; i < 20_000; i++) if (s.peek(`f${i}`, 19_999) > 0) live.push(i);
-    expect(live).toEqual(Array.from({ length: 50 }, (_, k) => 19_950 + k));
-    expect(evictions.value).toBeGreaterThan(17_000);
+    expect(counted).toBe(99);
+    expect(refused.value).toBe(20_000 - 99);
+    expect(await s.increment([op('victim', 1, 86400)], 30_000)).toEqual([6]);
+  });
+
+  it('a sliding window or token bucket that needs a new counter in a full store is NOT_COUNTED too', async () => {
+    const s = new MemoryStore({ maxKeys: 1 });
+    await s.increment([op('taken', 1, 86400)], 0);
+    const sliding = rule(stats, 'd.sliding', 10, Unit.MINUTE, { algorithm: 'sliding_window' });
+    const bucket = rule(stats, 'd.bucket', 10, Unit.MINUTE, { algorithm: 'token_bucket' });
+    const counts = await s.increment(
+      [
+        { key: 'sw', hits: 1, windowSeconds: 60, rule: sliding, prevKey: 'sw_prev' },
+        { key: 'tb', hits: 1, windowSeconds: 60, rule: bucket },
+      ],
+      1000,
+    );
+    expect(counts.every(Number.isNaN)).toBe(true);
+    expect(s.size).toBe(1);
   });
 });
 

@@ -17,6 +17,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 10}
   - key: any
     rate_limit: {unit: day, requests_per_unit: 1000000}
+  - key: victim
+    rate_limit: {unit: year, requests_per_unit: 100}
 `;
 
 const LIMITS = {
@@ -31,7 +33,7 @@ describe('hardening', () => {
   let svc: Service;
   let dir: ReturnType<typeof runtimeDir>;
   let client: ReturnType<typeof grpcClient>;
-  const good = { domain: 'hard', descriptors: [descriptor('k', 'alive')] };
+  const good = { domain: 'hard', descriptors: [descriptor('any', 'alive')] };
   const stillServes = async () => expect((await callGrpc(client, good)).overallCode).toBe(1);
 
   beforeAll(async () => {
@@ -110,17 +112,24 @@ describe('hardening', () => {
     await stillServes();
   });
 
-  test('a flood of distinct descriptor values keeps the store bounded', async () => {
+  test('a flood of distinct descriptor values keeps the store bounded and cannot reset a live counter', async () => {
+    const victim = { domain: 'hard', descriptors: [descriptor('victim', 'v')] };
+    for (let i = 0; i < 3; i++) await callGrpc(client, victim);
     const batch = 20;
     for (let i = 0; i < 600; i++) {
       const descriptors = Array.from({ length: batch }, (_, j) => descriptor('any', `v${i * batch + j}`));
-      await callGrpc(client, { domain: 'hard', descriptors });
+      const res = await callGrpc(client, { domain: 'hard', descriptors });
+      // BACKEND_FAILURE_MODE unset: the values past the cap are let through, uncounted.
+      expect(res.overallCode).toBe(1);
     }
     const stats = (await httpGet(svc.debug, '/stats')).body;
-    const evicted = Number(/^ratelimit\.memory\.evictions: (\d+)$/m.exec(stats)![1]);
+    const refused = Number(/^ratelimit\.memory\.keys_refused: (\d+)$/m.exec(stats)![1]);
     const keys = Number(/^ratelimit\.memory\.keys: (\d+)$/m.exec(stats)![1]);
-    expect(keys).toBeLessThanOrEqual(5000);
-    expect(evicted).toBeGreaterThanOrEqual(12_000 - 5000);
+    expect(keys).toBe(5000);
+    expect(refused).toBeGreaterThanOrEqual(12_000 - 5000);
+    expect(svc.output()).toContain('memory store: all MEMORY_MAX_KEYS=5000 counters are live, so a new key is not counted');
+    // The victim's counter survived the flood: its fourth hit leaves 96 of 100.
+    expect((await callGrpc(client, victim)).statuses[0]!.limitRemaining).toBe(96);
     await stillServes();
   });
 

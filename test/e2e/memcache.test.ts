@@ -1,7 +1,8 @@
 /**
  * End to end with real memcached: BACKEND_TYPE=memcache (and the seed's altstore spelling),
  * health that turns healthy (upstream never does), fail-open reads while the node is down,
- * recovery without a restart, and keys memcached cannot hold answered with a clear error.
+ * recovery without a restart, keys memcached cannot hold answered with a clear error, and a hung
+ * memcached answered per BACKEND_FAILURE_MODE within MEMCACHE_TIMEOUT.
  */
 import fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
@@ -54,6 +55,44 @@ test('ratelimit on memcached: counting, health, fail-open outage, recovery, inva
     expect(bad.status).toBe(400);
     expect(bad.headers.get('x-error-detail')).toMatch(/memcached key .* is invalid: it contains whitespace/);
   } finally {
+    expect(await svc.stop()).toBe(0);
+    await mc.stop();
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  }
+});
+
+test('a hung memcached (SIGSTOP) under steady traffic: BACKEND_FAILURE_MODE=deny answers 429 within MEMCACHE_TIMEOUT (500 ms by default), and counting resumes after SIGCONT', async () => {
+  const TIMEOUT_MS = 500;
+  const MARGIN_MS = 1000; // a spawned service and HTTP on a loaded 2-core machine
+  const mc = await MemcachedServer.start();
+  const dir = runtimeDir({ 'mc.yaml': CONFIG });
+  const svc = await startService({
+    ...baseEnv(dir.root),
+    BACKEND_TYPE: 'memcache',
+    MEMCACHE_HOST_PORT: mc.address,
+    BACKEND_FAILURE_MODE: 'deny',
+    BACKEND_CIRCUIT_OPEN_DURATION: '200ms',
+  });
+  try {
+    expect(await remaining(svc.http, 'carol')).toBe(4);
+    await mc.pause();
+    // A call every few milliseconds whatever the earlier ones do, as real traffic: memjs's own
+    // timeout is an idle timeout that each write restarts, so only a per-command deadline ends it.
+    const calls: Array<Promise<{ status: number; ms: number }>> = [];
+    for (let i = 0; i < 150; i++) {
+      const t0 = Date.now();
+      calls.push(httpPost(svc.http, '/json', json('carol')).then((r) => ({ status: r.status, ms: Date.now() - t0 })));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    const answers = await Promise.all(calls);
+    expect(answers.filter((a) => a.status !== 429)).toEqual([]);
+    expect(answers.filter((a) => a.ms >= TIMEOUT_MS + MARGIN_MS)).toEqual([]);
+    expect((await httpGet(svc.debug, '/stats')).body).toMatch(/^ratelimit\.memcache\.multiget\.__code=error: [1-9]\d*$/m);
+
+    mc.resume();
+    await waitFor(async () => (await httpPost(svc.http, '/json', json('dave'))).status === 200, 'calls to be counted again after SIGCONT');
+  } finally {
+    mc.resume();
     expect(await svc.stop()).toBe(0);
     await mc.stop();
     fs.rmSync(dir.base, { recursive: true, force: true });

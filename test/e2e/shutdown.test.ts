@@ -82,13 +82,15 @@ describe('a stop takes at most SHUTDOWN_DRAIN_TIMEOUT + 1 s, whatever the store 
     }
   });
 
-  test('Memcached hung (SIGSTOP)', async () => {
+  test('Memcached hung (SIGSTOP) with MEMCACHE_TIMEOUT=30s', async () => {
     const mc = await MemcachedServer.start();
     const dir = runtimeDir({ 'a.yaml': CONFIG });
     const svc = await startService({
       ...baseEnv(dir.root),
       BACKEND_TYPE: 'memcache',
       MEMCACHE_HOST_PORT: mc.address,
+      // Far beyond the drain, so the calls are still waiting when the stop begins.
+      MEMCACHE_TIMEOUT: '30s',
       SHUTDOWN_DRAIN_TIMEOUT: `${DRAIN_MS}ms`,
     });
     try {

@@ -174,6 +174,39 @@ describe('RateLimitService', () => {
     await expect(error.ask([d('k', 'v')])).rejects.toBeInstanceOf(StoreError);
   });
 
+  test.each([
+    ['unset', undefined, Code.OK],
+    ['allow', 'allow' as const, Code.OK],
+    ['deny', 'deny' as const, Code.OVER_LIMIT],
+  ])('a full memory store: a new key is answered per BACKEND_FAILURE_MODE (%s) without counting; the live counters keep counting', async (_, failureMode, code) => {
+    const { ask, stats } = setup({}, { store: new MemoryStore({ maxKeys: 3 }), failureMode });
+    for (let i = 0; i < 4; i++) await ask([d('k', 'victim')]);
+    // A spray of distinct values fills the other two places, then gets no counter.
+    const spray = [];
+    for (let i = 0; i < 10; i++) spray.push(await ask([d('k', `spray${i}`)]));
+    expect(spray.slice(0, 2).map((r) => r.statuses[0]!.limitRemaining)).toEqual([9, 9]);
+    expect(spray.slice(2).map((r) => r.overallCode)).toEqual(Array.from({ length: 8 }, () => code));
+    expect(spray[2]!.statuses[0]).toEqual(
+      code === Code.OK
+        ? { code: Code.OK, currentLimit: undefined, limitRemaining: 0, durationUntilReset: undefined }
+        : { code: Code.OVER_LIMIT, currentLimit: { name: '', requestsPerUnit: 10, unit: Unit.MINUTE }, limitRemaining: 0, durationUntilReset: 58 },
+    );
+    const name = code === Code.OK ? 'failure_mode_allow' : 'failure_mode_deny';
+    expect(counter(stats, `ratelimit.service.call.should_rate_limit.${name}`)).toBe(8);
+    // The victim's counter was never dropped: 4 hits before, the fifth now.
+    expect((await ask([d('k', 'victim')])).statuses[0]!.limitRemaining).toBe(5);
+  });
+
+  test('a full memory store with BACKEND_FAILURE_MODE=error fails the call that needs a new counter', async () => {
+    const { ask, stats } = setup({}, { store: new MemoryStore({ maxKeys: 1 }), failureMode: 'error' });
+    await ask([d('k', 'first')]);
+    await expect(ask([d('k', 'second')])).rejects.toThrow(
+      new StoreError('the memory store kept no counter for a key of this request (BACKEND_FAILURE_MODE=error)', false),
+    );
+    expect(counter(stats, 'ratelimit.service.call.should_rate_limit.redis_error')).toBe(1);
+    expect((await ask([d('k', 'first')])).statuses[0]!.limitRemaining).toBe(8);
+  });
+
   test('counts, remaining and reset from the injected clock', async () => {
     const { ask } = setup();
     const r1 = await ask([d('k', 'v')]);

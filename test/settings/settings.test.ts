@@ -137,6 +137,7 @@ const DEFAULTS: Settings = {
     srv: '',
     srvRefreshMs: 0,
     maxIdleConns: 2,
+    timeoutMs: 500,
     tls: { enabled: false, clientCertFile: '', clientKeyFile: '', caCertFile: '', skipHostnameVerification: false },
   },
   tracing: {
@@ -685,6 +686,15 @@ describe('the memcache rule', () => {
     expect(loadSettings({ BACKEND_TYPE: 'memcache' }).warnings).toEqual([
       'the memcache backend has no servers: neither MEMCACHE_HOST_PORT nor MEMCACHE_SRV is set',
     ]);
+  });
+
+  it('MEMCACHE_TIMEOUT is 500 ms by default (gomemcache\'s), a Go duration, and must be positive when memcache is the backend', () => {
+    const env = { BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: 'a:1' };
+    expect(loadSettings(env).memcache.timeoutMs).toBe(500);
+    expect(loadSettings({ ...env, MEMCACHE_TIMEOUT: '1.5s' }).memcache.timeoutMs).toBe(1500);
+    expect(loadSettings({ ...env, ALTSTORE_TIMEOUT: '250ms' }).memcache.timeoutMs).toBe(250);
+    expect(errorOf({ ...env, MEMCACHE_TIMEOUT: '0' }).message).toBe('MEMCACHE_TIMEOUT must be greater than 0 (every memcached command needs a deadline)');
+    expect(loadSettings({ BACKEND_TYPE: 'redis', MEMCACHE_TIMEOUT: '0' }).cache.backendType).toBe('redis');
   });
 });
 

@@ -124,6 +124,7 @@ const OWN: ReadonlyArray<readonly [string, string]> = [
   ['BACKEND_FAILURE_MODE', ''],
   ['BACKEND_CIRCUIT_FAILURES', '5'],
   ['BACKEND_CIRCUIT_OPEN_DURATION', '1s'],
+  ['MEMCACHE_TIMEOUT', '500ms'],
   ['HTTP_SERVER_USE_TLS', 'false'],
   ['DEBUG_SERVER_USE_TLS', 'false'],
   ['TLS_RELOAD_INTERVAL', '10s'],

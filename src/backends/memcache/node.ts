@@ -16,8 +16,11 @@
  *   the opaque is ours and wraps at 2^31.
  * - the server reads SASL credentials from MEMCACHE_USERNAME / MEMCACHE_PASSWORD; here they are
  *   cleared (upstream has no SASL either).
- * A watchdog (`checkStalled`, driven by the store's timer) is the last bound: a node with commands
- * pending and no answer for longer than its timeouts is reset, whatever memjs's state.
+ * - its timeout is the socket's idle timeout, which every new write restarts: a hung memcached
+ *   (SIGSTOP) under steady traffic never times out, and commands pile up behind it. Here each
+ *   command has its own deadline (MEMCACHE_TIMEOUT after it was sent, connecting included, as
+ *   gomemcache's per-operation timeout): the oldest one passing resets the connection and fails
+ *   every command on it. And at most `maxInFlight` commands wait on a connection; more fail at once.
  */
 import type { Socket } from 'node:net';
 import * as memjs from 'memjs';
@@ -41,8 +44,10 @@ const MAX_OPAQUE = 0x7fffffff;
 const HEALTH_KEY = 'ratelimit_memcache_health_probe';
 
 export interface NodeOptions {
+  /** MEMCACHE_TIMEOUT: longest wait for a command's answer, connecting included. */
   timeoutMs: number;
-  connectTimeoutMs: number;
+  /** Commands that may wait for an answer at once; more fail at once. */
+  maxInFlight: number;
   logger: Logger;
 }
 
@@ -94,7 +99,13 @@ export class MemcacheNode {
   private opaque = 0;
   /** Commands written and not answered yet. */
   private inflight = 0;
-  private lastProgressMs = 0;
+  /**
+   * When each of them is due, in the order sent (a ring from `dueHead`, `inflight` long): memcached
+   * answers in order on a connection, so the oldest is the first to answer or to be late.
+   */
+  private readonly dueAt: Float64Array;
+  private dueHead = 0;
+  private deadlineTimer: NodeJS.Timeout | undefined;
   private readonly sockets = new Set<Socket>();
   private newest: Socket | undefined;
   private closed = false;
@@ -108,9 +119,10 @@ export class MemcacheNode {
     const i = name.lastIndexOf(':');
     this.host = name.slice(0, i).replace(/^\[(.*)\]$/, '$1');
     this.port = Number(name.slice(i + 1));
+    this.dueAt = new Float64Array(opts.maxInFlight);
     const serverOptions: memjs.ServerOptions = {
       timeout: opts.timeoutMs / 1000,
-      conntimeout: opts.connectTimeoutMs / 1000,
+      conntimeout: opts.timeoutMs / 1000,
       keepAlive: true,
       keepAliveDelay: 30,
     };
@@ -156,7 +168,6 @@ export class MemcacheNode {
         sink.done(this, failure);
         return;
       }
-      this.progress();
       if (r.header.status !== Status.OK) {
         if (r.header.status !== Status.NOT_FOUND && failure === undefined) {
           failure = new ProtocolError(`GETKQ failed with status ${r.header.status}: ${r.val.toString()}`);
@@ -218,22 +229,17 @@ export class MemcacheNode {
     this.single(seq, buf, (err) => cb(err));
   }
 
-  /**
-   * Resets the connection when commands have waited longer than the timeouts allow without any
-   * answer (memjs's own timers normally fire first). Called periodically by the store.
-   */
-  checkStalled(nowMs: number): void {
-    if (this.inflight === 0) return;
-    const limit = this.opts.timeoutMs + this.opts.connectTimeoutMs + this.opts.timeoutMs / 2;
-    if (nowMs - this.lastProgressMs > limit) {
-      this.reset(new Error(`no answer from memcached ${this.name} in ${Math.round(nowMs - this.lastProgressMs)} ms`));
-    }
+  /** Commands waiting for an answer. */
+  get inFlight(): number {
+    return this.inflight;
   }
 
   /** Fails whatever is pending and destroys every socket; nothing of this node keeps the loop alive. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
     this.client.close();
     this.reset(new Error(`memcached ${this.name}: client closed`));
   }
@@ -271,13 +277,21 @@ export class MemcacheNode {
       onError(new Error(`memcached ${this.name}: client closed`));
       return;
     }
-    if (this.inflight++ === 0) this.lastProgressMs = Date.now();
+    const cap = this.dueAt.length;
+    if (this.inflight >= cap) {
+      onError(new Error(`memcached ${this.name}: ${cap} commands already wait for an answer`));
+      return;
+    }
+    this.dueAt[(this.dueHead + this.inflight) % cap] = Date.now() + this.opts.timeoutMs;
+    this.inflight++;
+    if (this.deadlineTimer === undefined) this.armDeadline(this.opts.timeoutMs);
     let failed = false;
     this.server.onResponse(seq, onResponse);
     this.server.onError(seq, (e: unknown) => {
       if (failed) return;
       failed = true;
-      this.inflight = Math.max(0, this.inflight - 1);
+      // memjs fails every pending command at once, so which entry goes does not matter.
+      this.settleOldest();
       const err = asError(e);
       this.lastError = err.message;
       this.onState(this, false, err);
@@ -286,29 +300,43 @@ export class MemcacheNode {
     this.server.write(buf);
   }
 
-  /** A command got its final answer. */
+  /** A command got its final answer: the oldest one, as memcached answers in order. */
   private answered(): void {
-    this.inflight = Math.max(0, this.inflight - 1);
-    this.progress();
+    this.settleOldest();
     if (this.up !== true) this.onState(this, true, undefined);
   }
 
-  private progress(): void {
-    this.lastProgressMs = Date.now();
+  private settleOldest(): void {
+    if (this.inflight === 0) return;
+    this.dueHead = (this.dueHead + 1) % this.dueAt.length;
+    this.inflight--;
   }
 
-  /** memjs failure path for everything pending, then no socket left behind. */
+  private armDeadline(ms: number): void {
+    this.deadlineTimer = setTimeout(this.checkDeadline, ms);
+    this.deadlineTimer.unref();
+  }
+
+  /** The oldest command is late: the connection is reset and everything on it fails. */
+  private readonly checkDeadline = (): void => {
+    this.deadlineTimer = undefined;
+    if (this.inflight === 0 || this.closed) return;
+    const wait = this.dueAt[this.dueHead]! - Date.now();
+    if (wait > 0) return this.armDeadline(wait);
+    this.reset(new Error(`memcached ${this.name} timed out: no answer within ${this.opts.timeoutMs} ms`));
+  };
+
+  /** No socket left behind, then memjs's failure path for everything pending. */
   private reset(err: Error): void {
-    // memjs's error(): fails every callback, destroys its socket, clears its timers' flag (its
-    // close handler dereferences the socket while that flag is set).
-    this.server.error(err);
-    this.inflight = 0;
+    // Sockets first: a command sent from a failure callback below opens a fresh connection.
     for (const s of this.sockets) detach(s);
     this.sockets.clear();
     this.newest = undefined;
     this.internals._socket = undefined;
     this.internals.connected = false;
     this.internals.timeoutSet = false;
+    // memjs's error(): fails every pending callback (each settles one command).
+    this.server.error(err);
   }
 
   private adopt(s: Socket): void {

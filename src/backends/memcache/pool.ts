@@ -1,8 +1,8 @@
 /**
  * The memcached nodes of the store and whether they answer: the node list (from
- * MEMCACHE_HOST_PORT, or MEMCACHE_SRV re-resolved every MEMCACHE_SRV_REFRESH), a light probe of
- * every node (a `get` of a constant key, every healthCheckIntervalMs) and a watchdog for
- * commands that outlive their timeouts. Healthy while at least one node answers.
+ * MEMCACHE_HOST_PORT, or MEMCACHE_SRV re-resolved every MEMCACHE_SRV_REFRESH) and a light probe
+ * of every node (a `get` of a constant key, every healthCheckIntervalMs). Healthy while at least
+ * one node answers.
  */
 import type { Logger } from '../../telemetry/logger';
 import { pickNode } from './keys';
@@ -16,6 +16,8 @@ export interface MemcacheNodeState {
   readonly up: boolean | undefined;
   /** The last connection error, '' if none. */
   readonly lastError: string;
+  /** Commands waiting for its answer. */
+  readonly inFlight: number;
   /** When `up` last changed (ms since the epoch). */
   readonly sinceMs: number;
 }
@@ -23,8 +25,10 @@ export interface MemcacheNodeState {
 export type HealthListener = (healthy: boolean, reason: string) => void;
 
 export interface MemcachePoolOptions {
+  /** MEMCACHE_TIMEOUT, per command. */
   readonly timeoutMs: number;
-  readonly connectTimeoutMs: number;
+  /** Commands that may wait on one node's connection at once. */
+  readonly maxInFlightPerNode: number;
   /** 0 = no probe: only traffic updates health, and no node is skipped. */
   readonly healthCheckIntervalMs: number;
   readonly logger: Logger;
@@ -49,7 +53,6 @@ export class MemcachePool {
   private readonly probing: boolean;
   private closed = false;
   private healthTimer: NodeJS.Timeout | undefined;
-  private watchdogTimer: NodeJS.Timeout | undefined;
   private srvTimer: NodeJS.Timeout | undefined;
   private refreshing: Promise<void> | undefined;
 
@@ -74,7 +77,7 @@ export class MemcachePool {
 
   /** Every node and whether it answers, in distribution order. */
   nodeStates(): MemcacheNodeState[] {
-    return this.current.map((n) => ({ node: n.name, up: n.up, lastError: n.lastError, sinceMs: n.changedAtMs }));
+    return this.current.map((n) => ({ node: n.name, up: n.up, lastError: n.lastError, inFlight: n.inFlight, sinceMs: n.changedAtMs }));
   }
 
   /** The node names (`host:port`), in placement order. */
@@ -90,15 +93,15 @@ export class MemcachePool {
   }
 
   /**
-   * Probes every node now and resolves when all answered or failed, or after the connect and
-   * command timeouts (a probe that outlives them is left to the watchdog).
+   * Probes every node now and resolves when all answered or failed (each probe is bounded by the
+   * node's deadline; the timer here only guards against a late timer on a loaded machine).
    */
   checkNow(): Promise<void> {
     const nodes = this.current.filter((n) => !n.probing);
     if (nodes.length === 0) return Promise.resolve();
     return new Promise<void>((resolve) => {
       let left = nodes.length;
-      const timer = setTimeout(resolve, this.opts.connectTimeoutMs + this.opts.timeoutMs + 100);
+      const timer = setTimeout(resolve, 2 * this.opts.timeoutMs + 100);
       timer.unref();
       for (const node of nodes) {
         probe(node, () => {
@@ -150,7 +153,7 @@ export class MemcachePool {
       if (known !== undefined) return known;
       const node = new MemcacheNode(
         name,
-        { timeoutMs: this.opts.timeoutMs, connectTimeoutMs: this.opts.connectTimeoutMs, logger: this.opts.logger },
+        { timeoutMs: this.opts.timeoutMs, maxInFlight: this.opts.maxInFlightPerNode, logger: this.opts.logger },
         this.nodeState,
       );
       fresh.push(node);
@@ -203,12 +206,6 @@ export class MemcachePool {
       }, every);
       this.healthTimer.unref();
     }
-    const watch = Math.max(50, Math.floor(Math.min(this.opts.timeoutMs, this.opts.connectTimeoutMs) / 2));
-    this.watchdogTimer = setInterval(() => {
-      const now = Date.now();
-      for (const node of this.current) node.checkStalled(now);
-    }, watch);
-    this.watchdogTimer.unref();
     const refresh = this.opts.srv?.refreshMs ?? 0;
     if (this.opts.srv !== undefined && refresh > 0) {
       this.srvTimer = setInterval(() => void this.refreshServers(), refresh);
@@ -220,7 +217,6 @@ export class MemcachePool {
   stop(): void {
     this.closed = true;
     clearInterval(this.healthTimer);
-    clearInterval(this.watchdogTimer);
     clearInterval(this.srvTimer);
     this.opts.srv?.resolver.cancel();
   }

@@ -28,8 +28,11 @@
  *   the probe runs: its keys count as a failed read at once and their increments are dropped
  *   (counted as `increment.__code=error`) until a probe gets an answer, at most one probe interval
  *   later. So a black-holed node does not add a connect timeout to every request.
- * - Every command is bounded (timeoutMs / connectTimeoutMs, 1 s by default); upstream's gomemcache
- *   has its own fixed timeouts.
+ * - A node known to be hung or down is found within MEMCACHE_TIMEOUT (500 ms, gomemcache's default
+ *   per-operation timeout, which upstream uses without a setting): every command has its own
+ *   deadline, connecting included (node.ts), the failure mode decides the requests that waited,
+ *   and the node is then skipped as above. At most MAX_IN_FLIGHT_PER_NODE commands wait on one
+ *   node at once; more fail at once, so a hung node never holds an unbounded queue.
  * - Expirations past 30 days (MONTH and YEAR windows with jitter) are sent as an absolute Unix time,
  *   as memcached requires; upstream sends them relative, which memcached reads as a date in 1970,
  *   so those counters expired at once.
@@ -49,6 +52,7 @@ import { slidingCount } from '../../core/algorithms';
 import type { AlgorithmRestriction } from '../../core/store';
 import type { Counter, StatsStore } from '../../stats/store';
 import { type Logger, silentLogger } from '../../telemetry/logger';
+import { ThrottledLog } from '../../telemetry/throttled-log';
 import type { CounterOp, CounterStore } from '../../core/store';
 import { keyProblem, pickNode, showKey } from './keys';
 import { MemcacheNode, type MultiGetSink, Status } from './node';
@@ -61,9 +65,14 @@ export type { HealthListener, MemcacheNodeState } from './pool';
 /** memcached reads an expiration above this many seconds as an absolute Unix time. */
 const MAX_RELATIVE_EXPIRATION = 60 * 60 * 24 * 30;
 const STAT = 'ratelimit.memcache.';
+/**
+ * Far above what a healthy node has waiting (a request is one multi-get plus its increments, and
+ * answers take well under a millisecond), small enough that a hung node holds a few MB at most.
+ */
+export const MAX_IN_FLIGHT_PER_NODE = 10_000;
 
 export interface MemcacheStoreOptions {
-  /** MEMCACHE_HOST_PORT / MEMCACHE_SRV / MEMCACHE_SRV_REFRESH / MEMCACHE_MAX_IDLE_CONNS / MEMCACHE_TLS*. */
+  /** MEMCACHE_HOST_PORT / MEMCACHE_SRV / MEMCACHE_SRV_REFRESH / MEMCACHE_MAX_IDLE_CONNS / MEMCACHE_TIMEOUT / MEMCACHE_TLS*. */
   readonly settings: MemcacheSettings;
   /** BACKEND_FAILURE_MODE: unset = upstream fail-open on read errors; set = reject, the limiter decides. */
   readonly failureMode?: 'error' | 'allow' | 'deny' | undefined;
@@ -71,10 +80,10 @@ export interface MemcacheStoreOptions {
   readonly expirationJitterMaxSeconds: number;
   readonly stats: StatsStore;
   readonly logger?: Logger | undefined;
-  /** Longest wait for an answer to a command (default 1000 ms). */
+  /** Overrides MEMCACHE_TIMEOUT (`settings.timeoutMs`), the longest wait for a command, connecting included. */
   readonly timeoutMs?: number | undefined;
-  /** Longest wait for a connection (default: timeoutMs). */
-  readonly connectTimeoutMs?: number | undefined;
+  /** Commands that may wait on one node at once; more fail at once (default MAX_IN_FLIGHT_PER_NODE). */
+  readonly maxInFlightPerNode?: number | undefined;
   /** Period of the liveness probe of every node (default 1000 ms; 0 = only traffic updates health). */
   readonly healthCheckIntervalMs?: number | undefined;
   /** Source of the expiration jitter, [0, 1) (default Math.random). */
@@ -115,27 +124,6 @@ function memcacheStats(stats: StatsStore): MemcacheStats {
     keysFound: stats.counter(STAT + 'keys_found'),
     invalidKey: stats.counter(STAT + 'invalid_key'),
   };
-}
-
-/** At most one line per interval for a repeated failure, with the count of lines left out. */
-class ThrottledLog {
-  private nextMs = 0;
-  private suppressed = 0;
-  constructor(
-    private readonly write: (msg: string) => void,
-    private readonly intervalMs = 1000,
-  ) {}
-  log(msg: string): void {
-    const now = Date.now();
-    if (now < this.nextMs) {
-      this.suppressed++;
-      return;
-    }
-    this.nextMs = now + this.intervalMs;
-    const s = this.suppressed;
-    this.suppressed = 0;
-    this.write(s > 0 ? `${msg} (${s} similar messages suppressed)` : msg);
-  }
 }
 
 /** A base-10 count as memcached stores it (trailing spaces allowed); -1 when it is not one. */
@@ -218,10 +206,9 @@ export class MemcacheStore implements CounterStore {
   ) {
     this.stats = memcacheStats(opts.stats);
     this.logger = opts.logger ?? silentLogger;
-    const timeoutMs = opts.timeoutMs ?? 1000;
     this.pool = new MemcachePool({
-      timeoutMs,
-      connectTimeoutMs: opts.connectTimeoutMs ?? timeoutMs,
+      timeoutMs: opts.timeoutMs ?? opts.settings.timeoutMs,
+      maxInFlightPerNode: opts.maxInFlightPerNode ?? MAX_IN_FLIGHT_PER_NODE,
       healthCheckIntervalMs: opts.healthCheckIntervalMs ?? 1000,
       logger: this.logger,
       srv: resolver && { name: opts.settings.srv, resolver, refreshMs: opts.settings.srvRefreshMs },
@@ -241,7 +228,7 @@ export class MemcacheStore implements CounterStore {
   /**
    * Checks the settings, resolves MEMCACHE_SRV (rejecting when that first lookup fails), probes
    * every node once (bounded by the timeouts; a node down does not fail start-up, as upstream) and
-   * starts the health probe, watchdog and SRV refresh timers (all unref'd).
+   * starts the health probe and SRV refresh timers (all unref'd).
    */
   static async create(opts: MemcacheStoreOptions): Promise<MemcacheStore> {
     const s = opts.settings;

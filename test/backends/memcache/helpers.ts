@@ -19,6 +19,7 @@ export function settings(over: Partial<MemcacheSettings> = {}): MemcacheSettings
     srv: '',
     srvRefreshMs: 0,
     maxIdleConns: 2,
+    timeoutMs: 500,
     tls: { enabled: false, clientCertFile: '', clientKeyFile: '', caCertFile: '', skipHostnameVerification: false },
     ...over,
   };
@@ -33,7 +34,6 @@ export function createStore(hostPorts: string[], o: TestStoreOptions = {}): Prom
     expirationJitterMaxSeconds: 0,
     stats: new StatsStore(),
     timeoutMs: 300,
-    connectTimeoutMs: 300,
     healthCheckIntervalMs: 100,
     ...rest,
     settings: settings({ hostPorts, ...s }),

@@ -280,7 +280,7 @@ describe('memcache store: start-up', () => {
 
   it('is healthy once the node answered; with no servers it is unhealthy and fails open', async () => {
     expect(store.isHealthy()).toBe(true);
-    expect(store.nodeStates()).toEqual([{ node: mc.address, up: true, lastError: '', sinceMs: expect.any(Number) }]);
+    expect(store.nodeStates()).toEqual([{ node: mc.address, up: true, lastError: '', inFlight: 0, sinceMs: expect.any(Number) }]);
     const none = await createStore([], { stats });
     try {
       expect(none.isHealthy()).toBe(false);
