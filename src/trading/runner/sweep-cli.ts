@@ -5,9 +5,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { SWEEP_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type ParsedArgs } from './args';
+import { SWEEP_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type ParsedArgs } from './args';
 import { readCandleFile } from '../fxcm/candle-file';
-import { progressBar, strategyAndCandles } from './cli';
+import { REALISM_USAGE, progressBar, strategyAndCandles } from './cli';
 import { StrategyError, describeStrategyError } from './errors';
 import { loadStrategy } from './loader';
 import { MIN_DAILY_RETURNS, writeReport } from './report';
@@ -68,6 +68,7 @@ Backtests:
   --candles FILE            candle file (JSON from 'candles download', or CSV); repeat for several symbols
   --symbol SYM, --timeframe TF   symbol and time frame of a CSV / bare-array candle file
   --balance N, --currency CCY, --commission N, --leverage N   as for backtest
+${REALISM_USAGE}
   --max-position K, --max-daily-loss N, --min-usable-margin-pct P   safety limits, as for backtest
   --workers N               worker threads (default: the CPUs node may use, os.availableParallelism())
 Output:
@@ -288,7 +289,7 @@ export async function sweepCommand(argv: string[]): Promise<number> {
   checkDeclared(axes, fixed, Object.keys(strategy.params ?? {}));
   const plan = {
     strategy: strategy.name ?? path.basename(file),
-    setup: { strategyFile: file, data, balance, currency: flag(p, 'currency'), commissionPerK, leverage, safety },
+    setup: { strategyFile: file, data, balance, currency: flag(p, 'currency'), commissionPerK, leverage, realism: realismOf(p), safety },
     axes,
     fixed,
     folds: splitTimeline(data, folds, inSamplePct, strategy.symbols),

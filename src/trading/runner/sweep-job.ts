@@ -13,6 +13,7 @@ import { runErrorOf } from './errors';
 import { loadStrategy } from './loader';
 import { periodPL } from './luck';
 import { computeMetrics, type Metrics } from './report';
+import type { Realism } from './args';
 import type { RunError, RunResult } from './results';
 import type { SafetyLimits } from './safety';
 
@@ -24,6 +25,8 @@ export interface SweepSetup {
   currency?: string;
   commissionPerK?: number;
   leverage?: number;
+  /** Slippage and rollover (absent: none). */
+  realism?: Realism;
   safety: SafetyLimits;
 }
 
@@ -95,6 +98,7 @@ export async function runSweepJob(setup: SweepSetup, job: SweepJob): Promise<Job
       currency: setup.currency,
       commissionPerK: setup.commissionPerK,
       leverage: setup.leverage,
+      ...setup.realism,
       safety: setup.safety,
     });
     const { strategy, mode, currency, startBalance, startTime, trades, equity, approximateCurrency, error } = result;

@@ -240,7 +240,7 @@ export interface SweepResult {
   inSamplePct: number;
   minTrades: number;
   /** The backtest options given (absent: the backtest's default). */
-  settings: { balance?: number; currency?: string; commissionPerK?: number; leverage?: number; safety: SweepSetup['safety'] };
+  settings: { balance?: number; currency?: string; commissionPerK?: number; leverage?: number; realism?: SweepSetup['realism']; safety: SweepSetup['safety'] };
   fixedParams: Record<string, unknown>;
   axes: { key: string; values: unknown[] }[];
   sets: { set: number; params: Record<string, unknown> }[];
@@ -432,7 +432,7 @@ export async function runSweep(plan: SweepPlan, runner: JobRunner, onProgress?: 
       better: OBJECTIVES[plan.objective],
       inSamplePct: plan.inSamplePct,
       minTrades: plan.minTrades,
-      settings: { balance: setup.balance, currency: setup.currency, commissionPerK: setup.commissionPerK, leverage: setup.leverage, safety: setup.safety },
+      settings: { balance: setup.balance, currency: setup.currency, commissionPerK: setup.commissionPerK, leverage: setup.leverage, realism: setup.realism, safety: setup.safety },
       fixedParams: plan.fixed,
       axes: plan.axes.map((a) => ({ key: a.key, values: a.values })),
       sets: sets.map((params, i) => ({ set: i + 1, params })),
