@@ -138,7 +138,7 @@ describe('simulated market: one price path for live quotes and candle history', 
     }
   });
 
-  test('closed market: the path stands still from the Friday close to the Sunday open, without ticks or candles', () => {
+  test('closed market: the path stands still from the Friday close to the Sunday open, without ticks or candles; the open gaps', () => {
     const friday = Date.UTC(2024, 2, 15, 20, 50); // 16:50 New York
     const sunday = Date.UTC(2024, 2, 17, 21, 5); // 17:05 New York
     const { clock, m } = market(Date.UTC(2024, 2, 18), { tickIntervalMs: 1000 });
@@ -147,7 +147,12 @@ describe('simulated market: one price path for live quotes and candle history', 
     expect(rows[lastFriday]![TS] * 1000).toBe(Date.UTC(2024, 2, 15, 20, 54)); // the close is 16:55
     expect(rows[lastFriday + 1]![TS] * 1000).toBe(Date.UTC(2024, 2, 17, 21, 0)); // the open is 17:00
     const mid = (r: CandleRow, bid: number, ask: number) => (r[bid]! + r[ask]!) / 2;
-    expect(mid(rows[lastFriday + 1]!, BID_OPEN, ASK_OPEN)).toBeCloseTo(mid(rows[lastFriday]!, BID_CLOSE, ASK_CLOSE), 5);
+    // the Sunday open is the Friday close moved by the session gap (this weekend's: -41.6 pips)
+    const gapPips = (mid(rows[lastFriday + 1]!, BID_OPEN, ASK_OPEN) - mid(rows[lastFriday]!, BID_CLOSE, ASK_CLOSE)) / 0.0001;
+    expect(gapPips).toBeCloseTo(-41.6, 0);
+    // while closed the quote is the Friday close
+    const saturday = new Market({ clock: new ManualClock(Date.UTC(2024, 2, 16, 12)), seed: 5, symbols: ['EUR/USD'] }).quote('EUR/USD')!;
+    expect((saturday.bid + saturday.ask) / 2).toBeCloseTo(mid(rows[lastFriday]!, BID_CLOSE, ASK_CLOSE), 4);
     expect(m.candles('EUR/USD', 'D1', sec(Date.UTC(2024, 2, 16)), sec(Date.UTC(2024, 2, 16, 23)))).toEqual([]);
     expect(m.candles('EUR/USD', 'H1', sec(Date.UTC(2024, 2, 16)), sec(Date.UTC(2024, 2, 17, 20)))).toEqual([]);
     // Saturday: no ticks
@@ -160,6 +165,29 @@ describe('simulated market: one price path for live quotes and candle history', 
     m.stop();
     expect(ticks).toBe(0);
     expect(m.quote('EUR/USD')).toEqual(before);
+  });
+
+  test('gaps: every Sunday open differs from the Friday close by a realistic amount, and news jumps open m1 candles beyond the previous close', () => {
+    const { m } = market(Date.UTC(2025, 0, 1));
+    const gaps: number[] = [];
+    for (let week = 0; week < 52; week++) {
+      // Friday 20:54 UTC (16:54 New York in winter, 15:54 in summer) to Sunday 23:00 UTC
+      const friday = Date.UTC(2024, 0, 5) + week * 7 * DAY;
+      const rows = m.candles('EUR/USD', 'H1', sec(friday + 18 * HOUR), sec(friday + 2 * DAY + 23 * HOUR));
+      const close = rows.findIndex((r, i) => i + 1 < rows.length && rows[i + 1]![TS] - r[TS] > 3600);
+      gaps.push((rows[close + 1]![BID_OPEN] + rows[close + 1]![ASK_OPEN] - rows[close]![BID_CLOSE] - rows[close]![ASK_CLOSE]) / 2 / 0.0001);
+    }
+    const meanAbs = gaps.reduce((a, g) => a + Math.abs(g), 0) / gaps.length;
+    expect(meanAbs).toBeGreaterThan(8);
+    expect(meanAbs).toBeLessThan(25);
+    expect(Math.min(...gaps.map(Math.abs))).toBeLessThan(3);
+    expect(Math.max(...gaps.map(Math.abs))).toBeGreaterThan(30);
+    // news jumps: m1 candles (a month of weekdays) that open 5 pips or more from the previous close,
+    // each on a quarter hour
+    const rows = m.candles('EUR/USD', 'm1', sec(Date.UTC(2024, 5, 3)), sec(Date.UTC(2024, 5, 28)), 40000);
+    const jumps = rows.filter((r, i) => i > 0 && r[TS] - rows[i - 1]![TS] === 60 && Math.abs(r[BID_OPEN] - rows[i - 1]![BID_CLOSE]) >= 0.0005);
+    expect(jumps.length).toBeGreaterThan(3);
+    for (const r of jumps) expect(r[TS] % 900).toBe(0);
   });
 
   test('returns look like a market: fat tails and clustered volatility, no trend a crossover could ride', () => {

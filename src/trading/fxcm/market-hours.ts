@@ -59,3 +59,22 @@ export function fxOpenSeconds(fromSec: number, toSec: number): number {
   }
   return open;
 }
+
+const WEDNESDAY = 3;
+
+/**
+ * The broker's daily rollovers in (fromMs, toMs]: 17:00 New York, Monday to Friday (Friday's at the
+ * weekend close covers the hold over the weekend's first day), each with the days of interest it
+ * books. Spot FX settles two days after the trade, so Wednesday's rollover moves the value date
+ * over the weekend and counts three days: seven a week in all.
+ */
+export function rolloversBetween(fromMs: number, toMs: number): { ms: number; days: number }[] {
+  const out: { ms: number; days: number }[] = [];
+  for (let day = Math.floor(fromMs / DAY_MS); day * DAY_MS <= toMs; day++) {
+    // 17:00 New York is 21:00 or 22:00 UTC: the same date in both places
+    const ms = day * DAY_MS + 17 * HOUR_MS - easternOffsetMs(day * DAY_MS);
+    const weekday = (day + 4) % 7;
+    if (ms > fromMs && ms <= toMs && weekday !== SATURDAY && weekday !== SUNDAY) out.push({ ms, days: weekday === WEDNESDAY ? 3 : 1 });
+  }
+  return out;
+}

@@ -3,6 +3,8 @@
  * options, so an unknown or malformed flag is a usage error (exit 2) instead of being ignored.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { Slippage } from '../execution/fills';
+import { DEFAULT_ROLLOVER, type RolloverRates } from '../execution/financing';
 import type { SafetyLimits } from './safety';
 
 export class UsageError extends Error {
@@ -62,6 +64,10 @@ export const BACKTEST_OPTIONS: OptionSpecs = {
   currency: string,
   commission: string,
   leverage: string,
+  slippage: string,
+  'slippage-spread': string,
+  rollover: bool,
+  'rollover-rate': repeated,
 };
 
 /**
@@ -167,6 +173,38 @@ export function parseParams(p: ParsedArgs): Record<string, unknown> {
 /** A parameter value from the command line: numbers and true/false are parsed, the rest stays text. */
 export function paramValue(v: string): unknown {
   return v === 'true' ? true : v === 'false' ? false : v !== '' && Number.isFinite(Number(v)) ? Number(v) : v;
+}
+
+/** The backtest's realism options (--help of backtest lists them): slippage and rollover. */
+export interface Realism {
+  slippage?: Slippage;
+  rollover?: Record<string, RolloverRates>;
+}
+
+/**
+ * `--slippage PIPS`, `--slippage-spread SHARE` (both none by default); `--rollover` charges the
+ * typical rates of execution/financing.ts, and `--rollover-rate SYMBOL=LONG,SHORT` (per 10K units
+ * per day, repeatable; implies --rollover) sets a symbol's.
+ */
+export function realismOf(p: ParsedArgs): Realism {
+  const out: Realism = {};
+  const pips = num(p, 'slippage');
+  const spreadShare = num(p, 'slippage-spread');
+  for (const [name, v] of [['slippage', pips], ['slippage-spread', spreadShare]] as const) {
+    if (v !== undefined && v < 0) throw new UsageError(`--${name} must be 0 or more, got "${flag(p, name)}"`);
+  }
+  if (pips || spreadShare) out.slippage = { pips: pips ?? 0, spreadShare: spreadShare ?? 0 };
+  const rates = list(p, 'rollover-rate');
+  if (isSet(p, 'rollover') || rates.length) {
+    out.rollover = { ...DEFAULT_ROLLOVER };
+    for (const r of rates) {
+      const m = /^([^=]+)=([^,]+),([^,]+)$/.exec(r);
+      const [long, short] = m ? [Number(m[2]), Number(m[3])] : [NaN, NaN];
+      if (!m || !Number.isFinite(long) || !Number.isFinite(short)) throw new UsageError(`--rollover-rate needs SYMBOL=LONG,SHORT (per 10K units per day), got "${r}"`);
+      out.rollover[m[1]!] = { long, short };
+    }
+  }
+  return out;
 }
 
 export function safetyOf(p: ParsedArgs): SafetyLimits {

@@ -11,7 +11,10 @@
  *     time frame and for every longer subscribed time frame whose bucket this candle completes,
  *     then due timers.
  * Market orders and closes from a hook fill at the current quote (the close the decision saw):
- * buy at the ask, sell at the bid. Commission is charged per side per 1K units.
+ * buy at the ask, sell at the bid. Commission is charged per side per 1K units. With `slippage`,
+ * market orders, stops and stop entries fill that much worse; with `rollover`, open trades accrue
+ * each daily rollover (17:00 New York, Wednesday three days) they are held over, booked before the
+ * first candle at or after it and paid into the balance with the trade's P/L.
  *
  * Candles before `tradeFromTs` are history only, like the warm-up bars paper and live load before
  * onStart: they fill ctx.candles (every time frame) and nothing else.
@@ -23,7 +26,9 @@ import type { CandleSeries } from '../fxcm/candle-file';
 import type { Candle, Period } from '../fxcm/types';
 import { SafetyError, OrderGoneError, OrderRejectedError, runErrorOf, runHook } from './errors';
 import { clean, exactConversion, notionalInAccount, pipOf, plInAccount } from '../execution/instruments';
-import { closeSide, entryFill, entryKind, exitFill, levelFromPips, openSide, trailStop, type EntryKind } from '../execution/fills';
+import { closeSide, entryFill, entryKind, exitFill, levelFromPips, marketFill, openSide, trailStop, type EntryKind, type Slippage } from '../execution/fills';
+import { rolloverOf, type RolloverRates } from '../execution/financing';
+import { rolloversBetween } from '../fxcm/market-hours';
 import { BarHistory, bucketStart, extendBar, openBar } from './bars';
 import type { ClosedTrade, EquityPoint, RunResult } from './results';
 import { SafetyGuard, type SafetyLimits } from './safety';
@@ -58,6 +63,10 @@ export interface BacktestOptions {
   commissionPerK?: number;
   /** Leverage for margin (default 50). */
   leverage?: number;
+  /** Adverse slippage of market orders, stops and stop entries (default none). */
+  slippage?: Slippage;
+  /** Rollover rates per symbol (execution/financing.ts); absent: no rollover (the default). */
+  rollover?: Readonly<Record<string, RolloverRates>>;
   safety?: SafetyLimits;
   logger?: StrategyLogger;
   /** Called every `progressEvery` candles and at the end. */
@@ -94,6 +103,8 @@ interface OpenTradeState extends Omit<Position, 'plPips' | 'pl'> {
   openCandleTs: number;
   trailDistance?: number;
   commission: number;
+  /** Rollover accrued and not yet paid into the balance. */
+  rollover: number;
 }
 
 interface EntryState extends PendingOrder {
@@ -134,6 +145,8 @@ export class BacktestEngine {
   private readonly ctx: StrategyContext<Record<string, unknown>>;
   private readonly log: StrategyLogger;
   private readonly approx = new Set<string>();
+  /** Rollovers up to this instant (epoch ms) are booked. */
+  private rolledTo = -Infinity;
 
   constructor(opts: BacktestOptions) {
     this.opts = opts;
@@ -172,7 +185,7 @@ export class BacktestEngine {
 
   private unrealised(): number {
     let s = 0;
-    for (const t of this.open.values()) s += this.plOf(t, this.markRate(t)).pl;
+    for (const t of this.open.values()) s += this.plOf(t, this.markRate(t)).pl + t.rollover;
     return s;
   }
 
@@ -262,6 +275,7 @@ export class BacktestEngine {
       openTime: this.nowMs,
       openCandleTs: this.candleTs,
       commission,
+      rollover: 0,
       trailingStep: p.trailingStep || undefined,
     };
     t.stop = this.resolveLevel(symbol, isBuy, rate, p.stop, !!p.isInPips);
@@ -278,7 +292,8 @@ export class BacktestEngine {
     const { pips, pl } = this.plOf(part, rate);
     const closeCommission = this.commissionPerK * amount;
     const openCommission = t.commission * (amount / t.amount);
-    this.balance += pl - closeCommission;
+    const rollover = t.rollover * (amount / t.amount);
+    this.balance += pl + rollover - closeCommission;
     const commission = clean(openCommission + closeCommission);
     const rec: ClosedTrade = {
       tradeId: t.tradeId,
@@ -292,7 +307,8 @@ export class BacktestEngine {
       plPips: pips,
       grossPL: clean(pl),
       commission,
-      pl: clean(pl - commission),
+      rollover: clean(rollover),
+      pl: clean(pl + rollover - commission),
       reason,
     };
     this.closed.push(rec);
@@ -300,6 +316,7 @@ export class BacktestEngine {
     if (amount >= t.amount) this.open.delete(t.tradeId);
     else {
       t.commission -= openCommission;
+      t.rollover -= rollover;
       t.amount -= amount;
     }
     this.emitTrade({ kind: 'closed', tradeId: t.tradeId, symbol: t.symbol, isBuy: t.isBuy, amount, openRate: t.openRate, closeRate: rate, plPips: pips, pl: rec.pl, commission, reason, ts: this.nowMs });
@@ -336,7 +353,7 @@ export class BacktestEngine {
     this.checkOpen(r.symbol, r.isBuy, r.amount, r.trailingStep);
     const q = this.quote(r.symbol);
     const orderId = this.nextId('O');
-    this.fill(r.symbol, r.isBuy, r.amount, openSide(r.isBuy, q.bid, q.ask), orderId, 'market', r);
+    this.fill(r.symbol, r.isBuy, r.amount, marketFill(r.isBuy, q.bid, q.ask, pipOf(r.symbol), this.opts.slippage), orderId, 'market', r);
     return { orderId };
   }
 
@@ -368,7 +385,7 @@ export class BacktestEngine {
     if (!t) throw new OrderGoneError('trade', tradeId);
     const amt = amount === undefined ? t.amount : Math.min(amount, t.amount);
     const q = this.quote(t.symbol);
-    this.closeAt(t, amt, closeSide(t.isBuy, q.bid, q.ask), reason);
+    this.closeAt(t, amt, marketFill(!t.isBuy, q.bid, q.ask, pipOf(t.symbol), this.opts.slippage), reason);
   }
 
   private flattenAll(reason: CloseReason): void {
@@ -464,7 +481,7 @@ export class BacktestEngine {
     // entry orders placed before this candle
     for (const o of [...this.entries.values()]) {
       if (o.symbol !== symbol || o.placedCandleTs >= c.ts || !this.entries.has(o.orderId)) continue;
-      const rate = entryFill(o, c);
+      const rate = entryFill(o, c, pipOf(symbol), this.opts.slippage);
       if (rate === undefined) continue;
       this.entries.delete(o.orderId);
       if (o.ocoGroup) for (const x of [...this.entries.values()]) if (x.ocoGroup === o.ocoGroup) this.cancelEntry(x, 'oco');
@@ -480,7 +497,7 @@ export class BacktestEngine {
     // stops and limits of trades opened before this candle
     for (const t of [...this.open.values()]) {
       if (t.symbol !== symbol || t.openCandleTs >= c.ts) continue;
-      const exit = exitFill(t, c);
+      const exit = exitFill(t, c, pipOf(symbol), this.opts.slippage);
       if (exit) {
         this.closeAt(t, t.amount, exit.rate, exit.reason === 'stop' && t.trailDistance !== undefined ? 'trailing' : exit.reason);
         continue;
@@ -490,6 +507,20 @@ export class BacktestEngine {
       }
     }
     this.quotes.set(symbol, { symbol, bid: c.bidClose, ask: c.askClose, ts: (c.ts + baseSec) * 1000 });
+  }
+
+  /** Accrues the rollovers in (last booked, `toMs`] on the trades open before each. */
+  private bookRollovers(toMs: number): void {
+    const rates = this.opts.rollover;
+    if (rates && this.open.size && this.rolledTo > -Infinity) {
+      for (const r of rolloversBetween(this.rolledTo, toMs)) {
+        for (const t of this.open.values()) {
+          const rate = rates[t.symbol];
+          if (rate && t.openTime < r.ms) t.rollover += rolloverOf(rate, t.isBuy, t.amount, r.days);
+        }
+      }
+    }
+    this.rolledTo = toMs;
   }
 
   private call(hook: string, fn: () => void | Promise<void>): Promise<void> {
@@ -572,6 +603,7 @@ export class BacktestEngine {
         let j = i;
         while (j < traded.length && traded[j]!.c.ts === ts) j++;
         const group = traded.slice(i, j);
+        this.bookRollovers(ts * 1000);
         for (const { series, c } of group) this.processTriggers(series.symbol, c, PERIOD_SECONDS[series.timeframe]);
         await this.drain();
         const endMs = Math.max(...group.map((g) => (g.c.ts + PERIOD_SECONDS[g.series.timeframe]) * 1000));

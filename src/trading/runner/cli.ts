@@ -8,9 +8,18 @@ import { readCandleFile } from '../fxcm/candle-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { bundledLimitsFile } from './limits-file';
 import { loadStrategy } from './loader';
-import { BACKTEST_OPTIONS, LOG_LEVELS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type LogLevel, type ParsedArgs } from './args';
+import { BACKTEST_OPTIONS, LOG_LEVELS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type LogLevel, type ParsedArgs } from './args';
 import { buildReport, writeReport } from './report';
 import type { StrategyLogger } from './strategy';
+
+/** The realism options of backtest and sweep (none is on by default: results stay as they were). */
+export const REALISM_USAGE = `  --slippage PIPS       market orders, stops and stop entries fill PIPS worse (default 0; limits never slip)
+  --slippage-spread F   ... and F times the spread at the fill worse (default 0)
+  --rollover            charge daily rollover (swap) at 17:00 New York, Wednesday three days, at
+                        typical rates per symbol (docs/runner.md); booked into P/L, shown in the report
+  --rollover-rate SYM=LONG,SHORT  the broker's rollB/rollS for SYM, per 10K units per day, account
+                        currency (+ earned, - paid); repeatable; implies --rollover
+  Gaps need nothing: a stop or entry the candle opens beyond fills at the open, not at its level.`;
 
 export const BACKTEST_USAGE = `Usage: ratelimit-runner backtest <strategy.js|strategy.ts> --candles FILE [options]
 
@@ -25,6 +34,7 @@ Options:
   --currency CCY        account currency (default USD)
   --commission N        commission per side per 1K units, account currency (default 0)
   --leverage N          leverage for margin checks (default 50)
+${REALISM_USAGE}
   --max-position K      safety: maximum position per symbol and side, in K units
   --max-daily-loss N    safety: flatten and stop opening when the UTC day's loss reaches N
   --min-usable-margin-pct P  safety: refuse to open below this usable margin share of equity
@@ -102,6 +112,7 @@ export async function backtestCommand(argv: string[]): Promise<number> {
     currency: flag(p, 'currency'),
     commissionPerK: num(p, 'commission'),
     leverage: num(p, 'leverage'),
+    ...realismOf(p),
     safety: safetyOf(p),
     logger: consoleLogger(logLevelOf(p)),
     onProgress: !quiet && process.stderr.isTTY ? progressBar(process.stderr) : undefined,
@@ -117,7 +128,7 @@ export async function backtestCommand(argv: string[]): Promise<number> {
   const m = report.metrics;
   process.stdout.write(
     `${result.strategy}: ${result.candles} candles in ${secs.toFixed(2)} s; ${m.trades} trades, win rate ${(m.winRate * 100).toFixed(1)}%, ` +
-      `net P/L ${m.netPL.toFixed(2)} ${report.currency} (${m.plPips.toFixed(1)} pips), max drawdown ${m.maxDrawdown.toFixed(2)}, Sharpe ${m.sharpe === null ? `n/a (${m.dailyReturns} daily returns)` : m.sharpe.toFixed(2)}\n` +
+      `net P/L ${m.netPL.toFixed(2)} ${report.currency} (${m.plPips.toFixed(1)} pips), max drawdown ${m.maxDrawdown.toFixed(2)}${m.rollover ? `, rollover ${m.rollover.toFixed(2)}` : ''}, Sharpe ${m.sharpe === null ? `n/a (${m.dailyReturns} daily returns)` : m.sharpe.toFixed(2)}\n` +
       `report: ${out.json} ${out.html}\n`,
   );
   if (result.error) {

@@ -644,6 +644,7 @@ export class LiveEngine {
   private recordClosed(id: string, r: TableRecord, reason: CloseReason, closeTime: number): ClosedTrade {
     const commission = numOf(r.com);
     const gross = numOf(r.grossPL);
+    const rollover = numOf(r.roll);
     const trade: ClosedTrade = {
       tradeId: id,
       symbol: String(r.currency ?? ''),
@@ -654,9 +655,10 @@ export class LiveEngine {
       openTime: this.broker.openTimes.get(id) ?? brokerTimeMs(r.openTime) ?? closeTime,
       closeTime,
       plPips: numOf(r.visiblePL),
-      pl: gross - commission,
+      pl: gross + rollover - commission,
       grossPL: gross,
       commission,
+      rollover,
       reason,
     };
     this.closed.push(trade);

@@ -42,6 +42,8 @@ export interface Metrics {
   netPL: number;
   grossPL: number;
   commission: number;
+  /** Rollover (swap) earned (+) or paid (−), included in netPL. */
+  rollover: number;
   plPips: number;
   startBalance: number;
   endBalance: number;
@@ -224,6 +226,7 @@ export function computeMetrics(trades: readonly ClosedTrade[], equity: readonly 
     netPL: sum(trades.map((t) => t.pl)),
     grossPL: sum(trades.map((t) => t.grossPL)),
     commission: sum(trades.map((t) => t.commission)),
+    rollover: sum(trades.map((t) => t.rollover ?? 0)),
     plPips: sum(trades.map((t) => t.plPips)),
     startBalance,
     endBalance,

@@ -225,6 +225,7 @@ export function renderHtml(r: RunReport): string {
     [`Net P/L (${ccy})`, fmt(m.netPL)],
     ['P/L (pips)', fmt(m.plPips, 1)],
     [`Commission (${ccy})`, fmt(m.commission)],
+    [`Rollover (${ccy})`, fmt(m.rollover)],
     ['Return', `${fmt(m.returnPct)}%`],
     [`Max drawdown (${ccy})`, `${fmt(m.maxDrawdown)} (${fmt(m.maxDrawdownPct)}%)`],
     ['Wins / losses / breakeven', `${m.wins} / ${m.losses} / ${m.breakeven}`],

@@ -15,10 +15,12 @@ export interface ClosedTrade {
   openTime: number;
   closeTime: number;
   plPips: number;
-  /** Net of commission, account currency. */
+  /** Net: grossPL + rollover − commission, account currency. */
   pl: number;
   grossPL: number;
   commission: number;
+  /** Rollover (swap) the trade earned (+) or paid (−) while open; absent where none was booked. */
+  rollover?: number;
   reason: CloseReason;
 }
 

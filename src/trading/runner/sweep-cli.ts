@@ -5,13 +5,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { SWEEP_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type ParsedArgs } from './args';
+import { SWEEP_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type ParsedArgs } from './args';
 import { readCandleFile } from '../fxcm/candle-file';
-import { progressBar, strategyAndCandles } from './cli';
+import { REALISM_USAGE, progressBar, strategyAndCandles } from './cli';
 import { StrategyError, describeStrategyError } from './errors';
 import { loadStrategy } from './loader';
 import { MIN_DAILY_RETURNS, writeReport } from './report';
 import type { RunError } from './results';
+import { LUCK_ALPHA } from './luck';
 import { BacktestPool } from './sweep-pool';
 import {
   MAX_PARAMETER_SETS,
@@ -40,8 +41,12 @@ together) is cut into --folds consecutive windows of equal numbers of candle tim
 first --in-sample percent chooses the best parameter set by --objective, and the rest of the window
 tests that set out of sample. Prints each fold's table of sets (best marked *), its choice and how
 that choice did out of sample, then the chosen sets' out-of-sample figures joined beside their
-in-sample ones, and says so when out of sample is much worse (overfitting). The backtests run on
-worker threads; the results are the same whatever their number.
+in-sample ones, and says so when out of sample is much worse (overfitting) or when the result is
+indistinguishable from luck: the best of many sets looks good even where no set has an edge, so
+each fold's best is tested against the best of that many sets on a market without edge (White's
+reality check, a seeded bootstrap of every set's P/L per period; folds combined by Fisher's
+method), and the joined out-of-sample P/L against chance; p below 0.05 is more than luck. The
+backtests run on worker threads; the results are the same whatever their number.
 
 Parameters:
   --grid KEY=V1,V2,...      values of a strategy parameter (numbers and true/false are parsed); repeatable
@@ -63,6 +68,7 @@ Backtests:
   --candles FILE            candle file (JSON from 'candles download', or CSV); repeat for several symbols
   --symbol SYM, --timeframe TF   symbol and time frame of a CSV / bare-array candle file
   --balance N, --currency CCY, --commission N, --leverage N   as for backtest
+${REALISM_USAGE}
   --max-position K, --max-daily-loss N, --min-usable-margin-pct P   safety limits, as for backtest
   --workers N               worker threads (default: the CPUs node may use, os.availableParallelism())
 Output:
@@ -171,8 +177,20 @@ function totalsLine(label: string, t: Totals, currency: string, drawdownNote: st
   return `${label} net P/L ${money(t.netPL)} ${currency} over ${t.bars} bars, ${tradeCount(t.trades)}, win rate ${pct(t.winRate)}, max drawdown ${money(t.maxDrawdown)}${drawdownNote}`;
 }
 
+const pValue = (p: number | null) => (p === null ? 'n/a' : p < 0.001 ? '< 0.001' : p.toFixed(3));
+
+/** The p-values against luck, always shown beside the efficiency. */
+function luckLine(r: SweepResult): string {
+  const { luck } = r.summary;
+  const folds = r.folds.filter((f) => f.best !== null).length;
+  return (
+    `Luck: in sample p = ${pValue(luck.inSample)} (reality check over the ${r.sets.length} sets${folds > 1 ? `, ${folds} folds combined` : ''}), ` +
+    `out of sample p = ${pValue(luck.outOfSample)} (chance that a strategy with no edge does as well); below ${LUCK_ALPHA} is more than luck`
+  );
+}
+
 function verdictLine(r: SweepResult): string {
-  const { efficiency, verdict } = r.summary;
+  const { efficiency, verdict, luck } = r.summary;
   const eff = efficiency === null ? '' : `Walk-forward efficiency ${(efficiency * 100).toFixed(0)}% (out-of-sample P/L per bar against in-sample): `;
   switch (verdict) {
     case 'nothing chosen':
@@ -182,7 +200,14 @@ function verdictLine(r: SweepResult): string {
     case 'overfitted':
       return `${eff}OVERFITTED: out of sample is much worse than in sample (below ${MIN_EFFICIENCY * 100}%); the in-sample figures overstate what these parameters do on new data.`;
     case 'held up':
-      return `${eff}out of sample held up (${MIN_EFFICIENCY * 100}% or more).`;
+      return `${eff}out of sample held up (${MIN_EFFICIENCY * 100}% or more), and neither in nor out of sample is it luck.`;
+    case 'luck': {
+      const why =
+        luck.inSample === null || luck.inSample >= LUCK_ALPHA
+          ? `in sample the chosen sets did no better than the best of ${r.sets.length} sets does on a market where none has an edge`
+          : 'out of sample the P/L is within what a strategy with no edge makes by chance';
+      return `${eff}INDISTINGUISHABLE FROM LUCK: ${why}; these figures say nothing about the parameters.`;
+    }
   }
 }
 
@@ -211,6 +236,7 @@ function formatSweep(r: SweepResult, currency: string, top: number, reportJson: 
         (['netPL', 'winRate', 'maxDrawdown'].includes(r.objective) ? '' : `, ${r.objective} ${orNa(m[r.objective])}`)
       : 'no result';
     out.push(`  chosen: ${describeSet(r, f.best)}; out of sample: ${figures}${run.error ? `; FAILED: ${errorText(run.error)}` : ''}`);
+    out.push(`  the best of ${f.luck.sets} sets by luck alone: p = ${pValue(f.luck.pValue)}`);
   }
   const s = r.summary;
   out.push('');
@@ -219,6 +245,7 @@ function formatSweep(r: SweepResult, currency: string, top: number, reportJson: 
     out.push(
       totalsLine('Chosen sets in sample:     ', s.inSample, currency, r.folds.length > 1 ? ' (worst fold)' : ''),
       totalsLine('Chosen sets out of sample: ', s.outOfSample, currency, joined),
+      luckLine(r),
     );
   }
   out.push(verdictLine(r));
@@ -262,7 +289,7 @@ export async function sweepCommand(argv: string[]): Promise<number> {
   checkDeclared(axes, fixed, Object.keys(strategy.params ?? {}));
   const plan = {
     strategy: strategy.name ?? path.basename(file),
-    setup: { strategyFile: file, data, balance, currency: flag(p, 'currency'), commissionPerK, leverage, safety },
+    setup: { strategyFile: file, data, balance, currency: flag(p, 'currency'), commissionPerK, leverage, realism: realismOf(p), safety },
     axes,
     fixed,
     folds: splitTimeline(data, folds, inSamplePct, strategy.symbols),

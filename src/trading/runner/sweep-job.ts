@@ -11,7 +11,9 @@ import type { Period } from '../fxcm/types';
 import { runBacktest } from './backtest';
 import { runErrorOf } from './errors';
 import { loadStrategy } from './loader';
+import { periodPL } from './luck';
 import { computeMetrics, type Metrics } from './report';
+import type { Realism } from './args';
 import type { RunError, RunResult } from './results';
 import type { SafetyLimits } from './safety';
 
@@ -23,6 +25,8 @@ export interface SweepSetup {
   currency?: string;
   commissionPerK?: number;
   leverage?: number;
+  /** Slippage and rollover (absent: none). */
+  realism?: Realism;
   safety: SafetyLimits;
 }
 
@@ -38,6 +42,8 @@ export interface SweepJob {
 export interface JobOutcome {
   /** Absent when no backtest ran (the engine refused the data, the worker died). */
   metrics?: Metrics;
+  /** P/L per period of the run (luck.ts), for the test against luck; absent with an error. */
+  periodPL?: number[];
   run?: RunResult;
   error?: RunError;
 }
@@ -92,11 +98,13 @@ export async function runSweepJob(setup: SweepSetup, job: SweepJob): Promise<Job
       currency: setup.currency,
       commissionPerK: setup.commissionPerK,
       leverage: setup.leverage,
+      ...setup.realism,
       safety: setup.safety,
     });
     const { strategy, mode, currency, startBalance, startTime, trades, equity, approximateCurrency, error } = result;
     return {
       metrics: computeMetrics(trades, equity, startBalance, startTime),
+      periodPL: error ? undefined : periodPL(equity, startBalance),
       error,
       run: job.keepRun ? { strategy, mode, currency, startBalance, startTime, trades, equity, approximateCurrency, error } : undefined,
     };

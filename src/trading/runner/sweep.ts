@@ -11,6 +11,7 @@ import { UsageError, paramValue } from './args';
 import type { CandleSeries } from '../fxcm/candle-file';
 import { RATIO_METHOD, buildReport, type Metrics, type RunReport } from './report';
 import type { EquityPoint, RunError, RunResult } from './results';
+import { LUCK_ALPHA, LUCK_METHOD, LUCK_SEED, fisherCombined, periodPL, realityCheck } from './luck';
 import { windowOf, type JobOutcome, type SweepJob, type SweepSetup } from './sweep-job';
 
 /** More sets than this is a mistake (a step too fine) more often than a plan. */
@@ -212,6 +213,11 @@ export interface FoldResult {
   /** The chosen set, or null when none qualified. */
   best: number | null;
   outOfSampleRun: { metrics?: SetMetrics; error?: RunError } | null;
+  /**
+   * The reality check of this fold's in-sample runs: the chance that the best of `sets` parameter
+   * sets does at least this well on a market where none has an edge (null: nothing moved).
+   */
+  luck: { sets: number; pValue: number | null };
 }
 
 /** Figures of several windows taken together. */
@@ -225,7 +231,7 @@ export interface Totals {
   bars: number;
 }
 
-export type Verdict = 'held up' | 'overfitted' | 'no in-sample profit' | 'nothing chosen';
+export type Verdict = 'held up' | 'overfitted' | 'luck' | 'no in-sample profit' | 'nothing chosen';
 
 export interface SweepResult {
   strategy: string;
@@ -234,7 +240,7 @@ export interface SweepResult {
   inSamplePct: number;
   minTrades: number;
   /** The backtest options given (absent: the backtest's default). */
-  settings: { balance?: number; currency?: string; commissionPerK?: number; leverage?: number; safety: SweepSetup['safety'] };
+  settings: { balance?: number; currency?: string; commissionPerK?: number; leverage?: number; realism?: SweepSetup['realism']; safety: SweepSetup['safety'] };
   fixedParams: Record<string, unknown>;
   axes: { key: string; values: unknown[] }[];
   sets: { set: number; params: Record<string, unknown> }[];
@@ -246,6 +252,8 @@ export interface SweepResult {
     outOfSample: Totals;
     /** Out-of-sample P/L per bar over in-sample P/L per bar; null without in-sample profit. */
     efficiency: number | null;
+    /** p-values against luck (luck.ts): the folds' reality checks combined, and the joined out-of-sample P/L. */
+    luck: { inSample: number | null; outOfSample: number | null; method: string };
     verdict: Verdict;
   };
   ratioMethod: string;
@@ -311,6 +319,32 @@ function windowResult(w: Window): WindowResult {
   return { from: isoTime(w.from), to: isoTime(w.to), bars: w.bars, candles: w.candles };
 }
 
+/**
+ * The reality check of one fold: every set that ran, each as its P/L per period (runs of the same
+ * window have the same bars; a set whose curve differs in length, which a strategy error ends
+ * early, is left out).
+ */
+function foldLuck(outcomes: readonly JobOutcome[], fold: number): FoldResult['luck'] {
+  const series = outcomes.flatMap((o) => (o.periodPL ? [o.periodPL] : []));
+  const count = (n: number) => series.filter((s) => s.length === n).length;
+  const common = series.map((s) => s.length).reduce((a, b) => (count(b) > count(a) ? b : a), 0);
+  const same = series.filter((s) => s.length === common);
+  return { sets: same.length, pValue: same.length ? realityCheck(same, LUCK_SEED + fold) : null };
+}
+
+/**
+ * The verdict: luck first (the chosen sets did no better in sample than the best of that many does
+ * without an edge, or out of sample no better than chance), then the walk-forward efficiency.
+ */
+function verdictOf(chosen: number, efficiency: number | null, luck: SweepResult['summary']['luck']): Verdict {
+  if (chosen === 0) return 'nothing chosen';
+  if (efficiency === null) return 'no in-sample profit';
+  if (luck.inSample === null || luck.inSample >= LUCK_ALPHA) return 'luck';
+  if (efficiency < MIN_EFFICIENCY) return 'overfitted';
+  if (luck.outOfSample === null || luck.outOfSample >= LUCK_ALPHA) return 'luck';
+  return 'held up';
+}
+
 /** Runs the sweep: every set on every fold's in-sample part, then each fold's best out of sample. */
 export async function runSweep(plan: SweepPlan, runner: JobRunner, onProgress?: (done: number, total: number) => void): Promise<SweepOutcome> {
   const sets = parameterSets(plan.axes);
@@ -327,6 +361,7 @@ export async function runSweep(plan: SweepPlan, runner: JobRunner, onProgress?: 
     (i) => advance(plan.folds[Math.floor(i / sets.length)]!.inSample.candles),
   );
   const ranked = plan.folds.map((_, k) => rankFold(inSample.slice(k * sets.length, (k + 1) * sets.length), plan.objective, plan.minTrades));
+  const luckOfFold = plan.folds.map((_, k) => foldLuck(inSample.slice(k * sets.length, (k + 1) * sets.length), k + 1));
   const best = ranked.map((results) => results.find((r) => r.rank === 1)?.set ?? null);
 
   const chosen = plan.folds.map((f, k) => ({ fold: k + 1, f, set: best[k]! })).filter((c) => c.set !== null);
@@ -346,6 +381,7 @@ export async function runSweep(plan: SweepPlan, runner: JobRunner, onProgress?: 
       results: ranked[k]!,
       best: best[k]!,
       outOfSampleRun: o ? { metrics: setMetrics(o.metrics), error: o.error } : null,
+      luck: luckOfFold[k]!,
     };
   });
 
@@ -356,7 +392,8 @@ export async function runSweep(plan: SweepPlan, runner: JobRunner, onProgress?: 
   const mode = plan.folds.length > 1 ? `walk-forward out-of-sample, ${plan.folds.length} folds` : 'out-of-sample';
   // the price chart of the report: the candles of the windows that ran out of sample
   const bars = plan.setup.data.map((s) => ({ ...s, candles: chosen.flatMap((c) => windowOf([s], c.f.outOfSample.from, c.f.outOfSample.to)[0]!.candles) }));
-  const outOfSampleReport = runs.length ? buildReport({ ...joinRuns(runs, mode), bars }) : null;
+  const joinedRun = runs.length ? joinRuns(runs, mode) : null;
+  const outOfSampleReport = joinedRun ? buildReport({ ...joinedRun, bars }) : null;
 
   const chosenIn = chosen.map((c) => ranked[c.fold - 1]![c.set - 1]!.metrics!);
   const inTotals: Totals = {
@@ -378,8 +415,14 @@ export async function runSweep(plan: SweepPlan, runner: JobRunner, onProgress?: 
     bars: chosen.reduce((s, c) => s + c.f.outOfSample.bars, 0),
   };
   const efficiency = inTotals.netPL > 0 ? clean(outTotals.netPL / outTotals.bars / (inTotals.netPL / inTotals.bars)) : null;
-  const verdict: Verdict =
-    chosen.length === 0 ? 'nothing chosen' : efficiency === null ? 'no in-sample profit' : efficiency < MIN_EFFICIENCY ? 'overfitted' : 'held up';
+  const chosenLuck = chosen.map((c) => luckOfFold[c.fold - 1]!.pValue);
+  const joined = joinedRun ? periodPL(joinedRun.equity, joinedRun.startBalance) : [];
+  const luck = {
+    inSample: chosenLuck.length && chosenLuck.every((p) => p !== null) ? clean(fisherCombined(chosenLuck as number[])) : null,
+    outOfSample: joined.length ? realityCheck([joined], LUCK_SEED) : null,
+    method: LUCK_METHOD,
+  };
+  const verdict = verdictOf(chosen.length, efficiency, luck);
 
   const { setup } = plan;
   return {
@@ -389,12 +432,12 @@ export async function runSweep(plan: SweepPlan, runner: JobRunner, onProgress?: 
       better: OBJECTIVES[plan.objective],
       inSamplePct: plan.inSamplePct,
       minTrades: plan.minTrades,
-      settings: { balance: setup.balance, currency: setup.currency, commissionPerK: setup.commissionPerK, leverage: setup.leverage, safety: setup.safety },
+      settings: { balance: setup.balance, currency: setup.currency, commissionPerK: setup.commissionPerK, leverage: setup.leverage, realism: setup.realism, safety: setup.safety },
       fixedParams: plan.fixed,
       axes: plan.axes.map((a) => ({ key: a.key, values: a.values })),
       sets: sets.map((params, i) => ({ set: i + 1, params })),
       folds,
-      summary: { inSample: inTotals, outOfSample: outTotals, efficiency, verdict },
+      summary: { inSample: inTotals, outOfSample: outTotals, efficiency, luck, verdict },
       ratioMethod: RATIO_METHOD,
     },
     outOfSampleReport,

@@ -36,6 +36,8 @@ export interface SimTrade {
   stopMove: number;
   /** Trailing: the distance the stop keeps from the best price. */
   trailDist: number;
+  /** Rollover accrued (account currency), paid into the balance at the close. */
+  roll: number;
 }
 
 export interface SimOrder {

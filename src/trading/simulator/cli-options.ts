@@ -15,6 +15,9 @@ export const SIMULATOR_USAGE = `ratelimit-runner sim [options]
   --volatility X              daily std-dev of the log price, a fraction (SIM_VOLATILITY, default 0.005 = 0.5 %)
   --replay SYMBOL=FILE        replay candles (JSON rows/objects or CSV) for SYMBOL, repeatable
   --always-open               ignore FX market hours (SIM_ALWAYS_OPEN=1)
+  --slippage PIPS             market orders, stops and stop entries fill PIPS worse (default 0)
+  --slippage-spread F         ... and F times the spread worse (default 0)
+  --rollover on|off           book the daily rollover at 17:00 New York on open trades (default on)
   --ping-interval-ms MS       Engine.IO pingInterval (default 25000)
   --ping-timeout-ms MS        Engine.IO pingTimeout (default 60000)
   --bad-token-mode MODE       http403 (default) | socketError
@@ -35,6 +38,9 @@ const SIMULATOR_OPTIONS = {
   volatility: string,
   replay: { type: 'string', multiple: true },
   'always-open': { type: 'boolean' },
+  slippage: string,
+  'slippage-spread': string,
+  rollover: string,
   'ping-interval-ms': string,
   'ping-timeout-ms': string,
   'bad-token-mode': string,
@@ -81,6 +87,9 @@ export function parseSimulatorArgs(argv: string[], env: NodeJS.ProcessEnv = {}):
   }
   const mode = one('bad-token-mode');
   if (mode !== undefined && mode !== 'http403' && mode !== 'socketError') throw new Error(`--bad-token-mode: http403 | socketError`);
+  const rollover = one('rollover');
+  if (rollover !== undefined && rollover !== 'on' && rollover !== 'off') throw new Error(`--rollover: on | off`);
+  const slippage = { pips: number('slippage') ?? 0, spreadShare: number('slippage-spread') ?? 0 };
   const alwaysOpen = values['always-open'] === true || env.SIM_ALWAYS_OPEN === '1' || env.SIM_ALWAYS_OPEN === 'true';
   return {
     host: one('host', 'SIM_HOST') ?? '127.0.0.1',
@@ -92,6 +101,8 @@ export function parseSimulatorArgs(argv: string[], env: NodeJS.ProcessEnv = {}):
     volatility: number('volatility', 'SIM_VOLATILITY'),
     replay: Object.keys(replay).length ? replay : undefined,
     isOpen: alwaysOpen ? () => true : undefined,
+    slippage: slippage.pips || slippage.spreadShare ? slippage : undefined,
+    rollover: rollover !== 'off',
     pingIntervalMs: int('ping-interval-ms'),
     pingTimeoutMs: int('ping-timeout-ms'),
     badTokenMode: mode as SimulatorStartOptions['badTokenMode'],

@@ -7,13 +7,18 @@
  * I, status Waiting) until the price crosses, then fill the same way. Stops, limits and trailing
  * stops trigger on the closing side (bid for a buy trade, ask for a sell trade) and push
  * OpenPosition D, ClosedPosition I. When orders fill and stops move is the backtest's model
- * (`execution/fills.ts`), applied to each tick. Rules use the shared `fxcm/rules` module, so the
+ * (`execution/fills.ts`), applied to each tick, with its slippage. Open trades accrue the daily
+ * rollover at 17:00 New York (Wednesday three days) at the symbol's rollB/rollS, booked when the
+ * first price or request after it arrives (on a Friday, at the weekend's close, that is Sunday's
+ * open) and paid into the balance when the trade closes. Rules use the shared `fxcm/rules` module, so the
  * error bodies are the broker's (code 3 for amounts and zero-padded account ids, …).
  */
 import { checkAccountId, checkAmount, checkIsBuy, checkStopInPips, checkTimeInForce, checkTrailingStep, CLOSE_TIF_BY_ORDER_TYPE } from '../fxcm/rules';
 import type { BrokerErrorBody } from '../fxcm/errors';
 import { ORDER_STATUS, TABLE_ID, type ModelName, type TableRecord } from '../fxcm/types';
-import { entryFill, entryKind, exitFill, levelFromPips, openSide, tickMove, trailStop } from '../execution/fills';
+import { entryFill, entryKind, exitFill, levelFromPips, marketFill, tickMove, trailStop, type Slippage } from '../execution/fills';
+import { rolloverOf } from '../execution/financing';
+import { rolloversBetween } from '../fxcm/market-hours';
 import type { AccountSpec, PushFn, SimAccount, SimOrder, SimTrade } from './book';
 import type { Faults } from './faults';
 import { SimRequestError, UNAUTHORIZED, flagOf, listOf, numberOf, textOf, type Form } from './form';
@@ -23,6 +28,13 @@ import { BrokerRecords } from './records';
 /** The broker's order types of a resting entry: stop entry (SE) or limit entry (LE). */
 const STOP_ENTRY = 'SE';
 const entryType = (isBuy: boolean, rate: number, q: Quote): string => (entryKind(isBuy, rate, q.bid, q.ask) === 'stop' ? STOP_ENTRY : 'LE');
+
+export interface EngineOptions {
+  /** Adverse slippage of market orders, stops and stop entries (default none). */
+  slippage?: Slippage;
+  /** Book the daily rollover (default true). */
+  rollover?: boolean;
+}
 
 export class TradingEngine {
   readonly accounts = new Map<string, SimAccount>();
@@ -37,10 +49,31 @@ export class TradingEngine {
   private readonly closing = new Set<string>();
 
   private readonly records: BrokerRecords;
+  /** Rollovers up to this instant are booked. */
+  private rolledTo: number;
 
-  constructor(private readonly market: Market, private readonly faults: Faults, private readonly push: PushFn) {
+  constructor(
+    private readonly market: Market,
+    private readonly faults: Faults,
+    private readonly push: PushFn,
+    private readonly options: EngineOptions = {},
+  ) {
     this.records = new BrokerRecords(market, (id) => this.accountById(id));
+    this.rolledTo = market.nowMs();
     market.on('price', (symbol: string, q: Quote) => this.onPrice(symbol, q));
+  }
+
+  /** Accrues the rollovers since the last booking on the trades open before each. */
+  settleRollovers(): void {
+    const now = this.market.nowMs();
+    if (this.options.rollover === false || now <= this.rolledTo) return;
+    for (const r of rolloversBetween(this.rolledTo, now)) {
+      for (const t of this.trades.values()) {
+        const rates = this.market.spec(t.symbol)?.rollover;
+        if (rates && t.openMs < r.ms) t.roll += rolloverOf(rates, t.isBuy, t.amountK, r.days);
+      }
+    }
+    this.rolledTo = now;
   }
 
   addAccount(token: string, spec: AccountSpec = {}): SimAccount {
@@ -95,6 +128,7 @@ export class TradingEngine {
 
   snapshot(token: string, model: ModelName): TableRecord[] {
     const acc = this.account(token);
+    this.settleRollovers();
     switch (model) {
       case 'Offer':
         return this.market
@@ -194,7 +228,7 @@ export class TradingEngine {
       return;
     }
     const q = this.market.quote(o.symbol)!;
-    const price = openSide(o.isBuy, q.bid, q.ask);
+    const price = marketFill(o.isBuy, q.bid, q.ask, spec.pip, this.options.slippage);
     o.rate = price;
     const rates = this.stopLimitRates(spec, o.isBuy, price, sl.stop, sl.limit, sl.inPips);
     const parts = this.faults.takeFillParts();
@@ -228,6 +262,7 @@ export class TradingEngine {
         limit,
         stopMove,
         trailDist: stop ? Math.abs(price - stop) : 0,
+        roll: 0,
       };
       this.trades.set(t.tradeId, t);
       trades.push(t);
@@ -357,14 +392,19 @@ export class TradingEngine {
    * (its pushes follow the order id); a stop or limit the price hit (`type` S or L) runs at once,
    * at that price, before the price itself is pushed, as a backtest closes it within the candle.
    */
-  private closeOrder(acc: SimAccount, t: SimTrade, amount: number, type: 'CM' | 'S' | 'L' = 'CM'): SimOrder {
+  private closeOrder(acc: SimAccount, t: SimTrade, amount: number, type: 'CM' | 'S' | 'L' = 'CM', triggeredAt?: number): SimOrder {
+    const spec = this.market.spec(t.symbol)!;
+    const marketRate = () => {
+      const q = this.market.quote(t.symbol)!;
+      return marketFill(!t.isBuy, q.bid, q.ask, spec.pip, this.options.slippage);
+    };
     const o: SimOrder = {
       orderId: String(this.nextOrderId++),
       accountId: acc.accountId,
       symbol: t.symbol,
       isBuy: !t.isBuy,
       amountK: amount,
-      rate: this.records.closePrice(t),
+      rate: triggeredAt ?? marketRate(),
       type,
       timeInForce: 'GTC',
       status: ORDER_STATUS.Executed,
@@ -380,7 +420,7 @@ export class TradingEngine {
     };
     const execute = () => {
       this.push(acc.token, 'Order', this.records.order(o, 'I'));
-      this.closeTradeNow(acc, t, amount);
+      this.closeTradeNow(acc, t, amount, o.rate);
       this.push(acc.token, 'Order', this.records.order(o, 'D'));
     };
     if (type !== 'CM') {
@@ -390,24 +430,27 @@ export class TradingEngine {
     if (amount >= t.amountK) this.closing.add(t.tradeId);
     setImmediate(() => {
       this.closing.delete(t.tradeId);
+      o.rate = marketRate();
       if (this.trades.has(t.tradeId)) execute();
     });
     return o;
   }
 
-  /** Closes (part of) a trade at the current closing price. */
-  private closeTradeNow(acc: SimAccount, t: SimTrade, amount: number): void {
+  /** Closes (part of) a trade at `rate`; its P/L and its share of the rollover go into the balance. */
+  private closeTradeNow(acc: SimAccount, t: SimTrade, amount: number, rate: number): void {
+    this.settleRollovers();
     const full = amount >= t.amountK;
     const closedId = full ? t.tradeId : String(this.nextTradeId++);
-    const rec = this.records.closedPosition(t, amount, this.records.closePrice(t), closedId, this.market.nowMs());
-    const gross = rec.grossPL as number;
+    const rec = this.records.closedPosition(t, amount, rate, closedId, this.market.nowMs());
+    const booked = (rec.grossPL as number) + (rec.roll as number);
     this.closed.push(rec);
-    acc.balance += gross;
-    acc.dayPL += gross;
+    acc.balance += booked;
+    acc.dayPL += booked;
     if (full) {
       this.trades.delete(t.tradeId);
       this.push(acc.token, 'OpenPosition', this.records.position(t, 'D'));
     } else {
+      t.roll -= rec.roll as number;
       t.amountK -= amount;
       this.push(acc.token, 'OpenPosition', this.records.position(t, 'U'));
     }
@@ -542,12 +585,13 @@ export class TradingEngine {
   // ---------------------------------------------------------------- price reactions
 
   private onPrice(symbol: string, q: Quote): void {
+    this.settleRollovers();
     const spec = this.market.spec(symbol)!;
     const move = tickMove(q.bid, q.ask);
     // entry orders
     for (const o of [...this.orders.values()]) {
       if (o.symbol !== symbol || !o.isEntry || !this.orders.has(o.orderId)) continue;
-      const px = entryFill({ isBuy: o.isBuy, kind: o.type === STOP_ENTRY ? 'stop' : 'limit', rate: o.rate }, move);
+      const px = entryFill({ isBuy: o.isBuy, kind: o.type === STOP_ENTRY ? 'stop' : 'limit', rate: o.rate }, move, spec.pip, this.options.slippage);
       if (px === undefined) continue;
       const acc = this.accountById(o.accountId)!;
       // OCO: the others of the group are removed when one executes
@@ -562,9 +606,9 @@ export class TradingEngine {
     for (const t of [...this.trades.values()]) {
       if (t.symbol !== symbol || this.closing.has(t.tradeId)) continue;
       const acc = this.accountById(t.accountId)!;
-      const exit = exitFill({ isBuy: t.isBuy, stop: t.stop || undefined, limit: t.limit || undefined }, move);
+      const exit = exitFill({ isBuy: t.isBuy, stop: t.stop || undefined, limit: t.limit || undefined }, move, spec.pip, this.options.slippage);
       if (exit) {
-        this.closeOrder(acc, t, t.amountK, exit.reason === 'stop' ? 'S' : 'L');
+        this.closeOrder(acc, t, t.amountK, exit.reason === 'stop' ? 'S' : 'L', exit.rate);
         continue;
       }
       if (t.stop && t.stopMove) t.stop = trailStop({ isBuy: t.isBuy, stop: t.stop, distance: t.trailDist, trailingStep: t.stopMove }, move, spec.pip);

@@ -9,6 +9,7 @@ import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS, normalizePeriod } from '../fxc
 import type { Candle, CandleRow, Period } from '../fxcm/types';
 import type { Clock } from '../../core/clock';
 import { isFxMarketOpen } from '../fxcm/market-hours';
+import { DEFAULT_ROLLOVER, type RolloverRates } from '../execution/financing';
 import { MarketCalendar } from './calendar';
 import { DEFAULT_DAILY_VOLATILITY, PricePath } from './price-path';
 
@@ -24,6 +25,8 @@ export interface SymbolSpec {
   price: number;
   spreadPips: number;
   instrumentType?: number;
+  /** rollB/rollS, per 10K units per day (execution/financing.ts); default the typical rates there. */
+  rollover?: RolloverRates;
 }
 
 /** Offer ids from the broker's public list. */
@@ -86,7 +89,7 @@ export class Market extends EventEmitter {
     for (const s of list) {
       const spec = typeof s === 'string' ? KNOWN_SYMBOLS.find((k) => k.symbol === s) : s;
       if (!spec) throw new Error(`unknown symbol ${String(s)}: pass a SymbolSpec`);
-      this.specs.set(spec.symbol, { ...spec });
+      this.specs.set(spec.symbol, { rollover: DEFAULT_ROLLOVER[spec.symbol], ...spec });
       const path = new PricePath(opts.seed ?? 1, spec, opts.volatility ?? DEFAULT_DAILY_VOLATILITY, this.calendar);
       this.paths.set(spec.symbol, path);
       const [bid, ask] = path.quoteAt(now).map((v) => this.round(spec, v)) as [number, number];

@@ -12,9 +12,13 @@
  *
  * Variance per hour = base × session profile × a persistent random factor (volatility clustering)
  * × a boost after news-like jumps, and zero while the market is closed; each bridge uses the
- * variance integrated over its interval, so the levels agree. Jumps of several to tens of pips
- * happen at hashed instants and are part of the path. The spread widens around the daily rollover,
- * after a jump, and mildly with volatility.
+ * variance integrated over its interval, so the levels agree. Jumps are part of the path and
+ * happen in an instant, so the price gaps: news-like jumps of 5 to 40 pips on a quarter hour (as
+ * releases come out, so candles of m1 to m15 open beyond the previous close), and a session gap
+ * when the market opens after a closure (the Sunday open differs from the Friday close, normal with
+ * a standard deviation of 0.3 × the daily volatility: some 16 pips on EUR/USD). A quote just before
+ * a jump and a candle's close are the price before it; the price at the jump's instant is after it.
+ * The spread widens around the daily rollover, after a jump or an open, and mildly with volatility.
  */
 import type { Candle } from '../fxcm/types';
 import type { SymbolSpec } from './market';
@@ -48,6 +52,10 @@ const CLUSTER_MEAN_VARIANCE = clusterMeanVariance();
 const JUMP_PROBABILITY_PER_HOUR = 0.015;
 const JUMP_MIN_PIPS = 5;
 const JUMP_MAX_PIPS = 40;
+/** News-like jumps land on a quarter hour: grid points 180, 360 or 540 of the hour. */
+const QUARTER_HOUR_STEPS = STEPS_PER_HOUR / 4;
+/** The session gap at a market open: its standard deviation in log price, as a share of the daily volatility. */
+const SESSION_GAP_DAILY_SHARE = 0.3;
 /** After a jump the variance is ×(1 + boost) for the rest of its hour, the boost halving each hour after (3 hours). */
 const JUMP_VOLATILITY_BOOST = 3;
 const JUMP_AFTERMATH_HOURS = 3;
@@ -67,6 +75,7 @@ const LEVEL_HOUR = 2;
 const LEVEL_STEP = 3;
 const LEVEL_JUMP = 4;
 const LEVEL_CLUSTER = 5;
+const LEVEL_GAP = 6;
 
 /** How many items each cache keeps (per symbol). */
 const DAY_CACHE = 64;
@@ -95,7 +104,7 @@ function clusterMeanVariance(): number {
 }
 
 interface Jump {
-  /** The grid step during which the price jumps (the jump is complete at grid point step + 1). */
+  /** The grid step before the jump: the price jumps at grid point step + 1 (−1: at the hour's start). */
   step: number;
   /** In log price. */
   size: number;
@@ -137,8 +146,9 @@ interface HourGrid extends HourExtremes {
   levels: Float64Array;
   /** Half the spread at each grid point, or one value for the whole hour. */
   halfSpread: Float64Array | number;
-  /** Bid and ask at grid point 720, the next hour's start. */
+  /** Bid and ask at grid point 720, the next hour's start, and just before it (a gap may open the next hour). */
   end: [number, number];
+  endBefore: [number, number];
 }
 
 /** Unrounded bid/ask OHLC of a span (a candle's prices) and its tick count. */
@@ -148,6 +158,8 @@ export class PricePath {
   private readonly key: number;
   /** Variance of one grid step at average activity. */
   private readonly baseStepVariance: number;
+  /** Standard deviation of a session gap, in log price. */
+  private readonly gapSd: number;
   /** Day-start levels (diffusion, jumps): index d for day d ≥ 0 after the anchor, and -d before it. */
   private readonly ahead = { diffusion: [0], jumps: [0] };
   private readonly behind = { diffusion: [0], jumps: [0] };
@@ -161,6 +173,7 @@ export class PricePath {
   constructor(seed: number, private readonly spec: SymbolSpec, dailyVolatility: number, private readonly calendar: MarketCalendar) {
     this.key = streamKey(seed, spec.symbol);
     this.baseStepVariance = (dailyVolatility * dailyVolatility) / 24 / STEPS_PER_HOUR;
+    this.gapSd = SESSION_GAP_DAILY_SHARE * dailyVolatility;
   }
 
   /** Unrounded bid and ask at `ms`. */
@@ -172,14 +185,26 @@ export class PricePath {
     const i = floor(offset / GRID_MS);
     const f = (offset - i * GRID_MS) / GRID_MS;
     const [bid0, ask0] = this.point(g, i);
-    const [bid1, ask1] = this.point(g, i + 1);
+    const [bid1, ask1] = this.pointBefore(hourStart, g, i + 1);
     return [bid0 + (bid1 - bid0) * f, ask0 + (ask1 - ask0) * f];
   }
 
-  /** The span [fromMs, toMs]: open at `fromMs`, close at `toMs`, extremes over the grid points between. */
+  /** Unrounded bid and ask just before `ms`: the price before a jump at `ms`, else the quote at `ms`. */
+  quoteBefore(ms: number): [number, number] {
+    const hourStart = floorTo(ms, HOUR_MS);
+    const offset = ms - hourStart;
+    if (offset % GRID_MS !== 0) return this.quoteAt(ms);
+    if (offset === 0) return this.beforeHourStart(hourStart, this.atHourStart(hourStart));
+    return this.pointBefore(hourStart, this.grid(hourStart), offset / GRID_MS);
+  }
+
+  /**
+   * The span [fromMs, toMs): open at `fromMs`, close just before `toMs` (a jump at `toMs` opens the
+   * next candle), extremes over the grid points between.
+   */
   candle(fromMs: number, toMs: number): PathCandle {
     const [bidOpen, askOpen] = this.quoteAt(fromMs);
-    const [bidClose, askClose] = this.quoteAt(toMs);
+    const [bidClose, askClose] = toMs > fromMs ? this.quoteBefore(toMs) : [bidOpen, askOpen];
     const c: PathCandle = {
       bidOpen,
       bidClose,
@@ -199,7 +224,7 @@ export class PricePath {
       } else {
         const g = this.grid(hourStart);
         for (let i = first; i <= last; i++) {
-          const [bid, ask] = this.point(g, i);
+          const [bid, ask] = hourStart + i * GRID_MS === toMs && toMs > fromMs ? this.pointBefore(hourStart, g, i) : this.point(g, i);
           widenBy(c, bid, ask);
         }
       }
@@ -230,7 +255,9 @@ export class PricePath {
         for (let lag = 1; lag <= JUMP_AFTERMATH_HOURS; lag++) if (jumps[JUMP_AFTERMATH_HOURS + h - lag]) aftermath += JUMP_VOLATILITY_BOOST / 2 ** lag;
         const activity = SESSION_PROFILE[h]! * this.clusterFactor(startMs) * aftermath;
         const open = this.calendar.openSteps(startMs);
-        const jump = jumps[JUMP_AFTERMATH_HOURS + h];
+        const opens = open.from < open.to && (open.from > 0 || !(before.from < before.to && before.to === STEPS_PER_HOUR));
+        // an hour the market opens in has the session gap as its jump
+        const jump = opens ? this.sessionGap(startMs, open.from) : jumps[JUMP_AFTERMATH_HOURS + h];
         const stepVariance = this.baseStepVariance * activity;
         const boosted = jump ? max(0, open.to - max(open.from, jump.step + 1)) : 0;
         models.push({
@@ -266,13 +293,20 @@ export class PricePath {
     return exp(2 * y) / CLUSTER_MEAN_VARIANCE;
   }
 
-  /** The hour's news-like jump, if its hashed chance fires at an open instant. */
+  /** The gap at a market open at grid point `at` of the hour. */
+  private sessionGap(hourStart: number, at: number): Jump {
+    const hour = (hourStart - PATH_ANCHOR_MS) / HOUR_MS;
+    return { step: at - 1, size: this.gapSd * normalAt(this.key, LEVEL_GAP, hour, 0), atMs: hourStart + at * GRID_MS };
+  }
+
+  /** The hour's news-like jump, if its hashed chance fires on a quarter hour inside the open steps. */
   private jumpIn(hourStart: number): Jump | undefined {
     const hour = (hourStart - PATH_ANCHOR_MS) / HOUR_MS;
     if (uniformAt(this.key, LEVEL_JUMP, hour, 0) >= JUMP_PROBABILITY_PER_HOUR) return undefined;
-    const step = floor(uniformAt(this.key, LEVEL_JUMP, hour, 1) * STEPS_PER_HOUR);
+    const at = QUARTER_HOUR_STEPS * (1 + floor(uniformAt(this.key, LEVEL_JUMP, hour, 1) * 3));
+    const step = at - 1;
     const open = this.calendar.openSteps(hourStart);
-    if (step < open.from || step >= open.to) return undefined;
+    if (at <= open.from || at >= open.to) return undefined;
     const pips = JUMP_MIN_PIPS + (JUMP_MAX_PIPS - JUMP_MIN_PIPS) * uniformAt(this.key, LEVEL_JUMP, hour, 2) ** 2;
     const sign = uniformAt(this.key, LEVEL_JUMP, hour, 3) < 0.5 ? -1 : 1;
     return { step, size: (sign * pips * this.spec.pip) / this.spec.price, atMs: hourStart + (step + 1) * GRID_MS };
@@ -346,6 +380,8 @@ export class PricePath {
       j = br.jumps[h]!;
     }
     const m = this.hourModel(hourStart);
+    // a gap at the hour's start is in its first quote
+    if (m.jump && m.jump.step === -1) j += m.jump.size;
     const mid = this.spec.price * exp(b + j);
     const half = tradedAt(0, m) ? this.halfSpread(m) * widening(hourStart, this.calendar.rolloverMs(hourStart), m) : this.closedHalfSpread();
     return [mid - half, mid + half];
@@ -359,7 +395,8 @@ export class PricePath {
       const levels = this.hourLevels(hourStart, m, new Float64Array(STEPS_PER_HOUR + 1));
       const halfSpread = this.halfSpreads(hourStart, m);
       const end = this.atHourStart(hourStart + HOUR_MS);
-      const g: HourGrid = { levels, halfSpread, end, ...this.extremesOf(levels, halfSpread, end) };
+      const endBefore = this.beforeHourStart(hourStart + HOUR_MS, end);
+      const g: HourGrid = { levels, halfSpread, end, endBefore, ...this.extremesOf(levels, halfSpread, endBefore) };
       this.extremes.set(hourStart, { bidHigh: g.bidHigh, bidLow: g.bidLow, askHigh: g.askHigh, askLow: g.askLow });
       return g;
     });
@@ -369,7 +406,8 @@ export class PricePath {
   private hourExtremes(hourStart: number): HourExtremes {
     return this.extremes.getOr(hourStart, () => {
       const m = this.hourModel(hourStart);
-      return this.extremesOf(this.hourLevels(hourStart, m, this.scratch.levels), this.halfSpreads(hourStart, m), this.atHourStart(hourStart + HOUR_MS));
+      const next = hourStart + HOUR_MS;
+      return this.extremesOf(this.hourLevels(hourStart, m, this.scratch.levels), this.halfSpreads(hourStart, m), this.beforeHourStart(next, this.atHourStart(next)));
     });
   }
 
@@ -413,6 +451,25 @@ export class PricePath {
     }
     widenBy(e, end[0], end[1]);
     return e;
+  }
+
+  /** Bid and ask just before a whole hour whose first quote is `at`: without a gap opening the hour, `at` itself. */
+  private beforeHourStart(hourStart: number, at: [number, number]): [number, number] {
+    const jump = this.hourModel(hourStart).jump;
+    if (!jump || jump.step !== -1) return at;
+    const mid = ((at[0] + at[1]) / 2) * exp(-jump.size);
+    const half = this.closedHalfSpread();
+    return [mid - half, mid + half];
+  }
+
+  /** Bid and ask just before grid point `i` (1…720) of an hour: before its jump when it lands there. */
+  private pointBefore(hourStart: number, g: HourGrid, i: number): [number, number] {
+    if (i === STEPS_PER_HOUR) return g.endBefore;
+    const jump = this.hourModel(hourStart).jump;
+    if (!jump || jump.step + 1 !== i || i === 0) return this.point(g, i);
+    const mid = this.spec.price * exp(g.levels[i]! - jump.size);
+    const half = typeof g.halfSpread === 'number' ? g.halfSpread : g.halfSpread[i - 1]!;
+    return [mid - half, mid + half];
   }
 
   /** Unrounded bid and ask at grid point `i` (0…720) of an hour. */

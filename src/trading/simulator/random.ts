@@ -59,14 +59,5 @@ export function fillNormals(key: number, a: number, b: number, out: Float64Array
   }
 }
 
-/** Sequential seeded PRNG (mulberry32): the tests' random cases use it (test/support/prng.ts). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = imul(t ^ (t >>> 15), t | 1);
-    t ^= t + imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The sequential seeded PRNG (the project's one, core/random.ts). */
+export { mulberry32 } from '../../core/random';

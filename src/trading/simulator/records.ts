@@ -93,7 +93,7 @@ export class BrokerRecords {
     return {
       ratePrecision: spec.ratePrecision,
       accountName: acc.accountName,
-      roll: 0,
+      roll: Math.round(((t.roll * amountK) / t.amountK) * 100) / 100,
       com: 0,
       open: t.open,
       valueDate: '',
@@ -129,7 +129,8 @@ export class BrokerRecords {
   account(acc: SimAccount, trades: SimTrade[], action?: 'U'): TableRecord {
     const gross = trades.reduce((s, t) => s + this.pl(t).gross, 0);
     const used = trades.reduce((s, t) => s + t.amountK * 1000 * 0.02, 0);
-    const equity = acc.balance + gross;
+    // the rollover accrued on open trades is the account's until they close
+    const equity = acc.balance + gross + trades.reduce((s, t) => s + t.roll, 0);
     const rec: TableRecord = {
       t: TABLE_ID.Account,
       ratePrecision: 0,
@@ -179,7 +180,7 @@ export class BrokerRecords {
       closeSell: q.ask,
       avgBuy: avg(buys),
       amountKBuy: amt(buys),
-      rollSum: 0,
+      rollSum: Math.round(ts.reduce((s, t) => s + t.roll, 0) * 100) / 100,
       usedMarginSell: amt(sells) * 20,
       usedMarginBuy: amt(buys) * 20,
       isSellDisabled: false,
@@ -203,8 +204,8 @@ export class BrokerRecords {
       t: TABLE_ID.Offer,
       ratePrecision: spec.ratePrecision,
       offerId: spec.offerId,
-      rollB: 0,
-      rollS: 0,
+      rollB: spec.rollover?.long ?? 0,
+      rollS: spec.rollover?.short ?? 0,
       fractionDigits: spec.ratePrecision,
       pip: spec.pip,
       defaultSortOrder: spec.offerId,

@@ -28,7 +28,7 @@ import { Server as IOServer, type Socket } from 'socket.io';
 import { MAX_CANDLES_PER_REQUEST, maxWindowSeconds, normalizePeriod, PERIOD_SECONDS } from '../fxcm/candles';
 import { MODEL_SNAPSHOT_KEY, MODELS, SUBSCRIBABLE_MODELS, isModelName, type ModelName, type TableRecord } from '../fxcm/types';
 import type { AccountSpec } from './book';
-import { TradingEngine } from './engine';
+import { TradingEngine, type EngineOptions } from './engine';
 import { SimRequestError, UNAUTHORIZED, type Form } from './form';
 import { systemClock, type Clock } from '../../core/clock';
 import { Faults } from './faults';
@@ -76,6 +76,10 @@ export interface SimulatorStartOptions {
   /** How a bad token is refused: HTTP 403 at the handshake (default) or a socket error packet. */
   badTokenMode?: 'http403' | 'socketError';
   limits?: SimulatorLimits;
+  /** Adverse slippage of market orders, stops and stop entries (default none): the backtest's model. */
+  slippage?: EngineOptions['slippage'];
+  /** Book the daily rollover on open trades (default true, as the broker does). */
+  rollover?: boolean;
   logger?: LogWriter;
 }
 
@@ -162,7 +166,7 @@ export class BrokerSimulator {
       isOpen: opts.isOpen,
     });
     this._market = market;
-    this._engine = new TradingEngine(market, this.faults, (token, model, rec) => this.pushTable(token, model, rec));
+    this._engine = new TradingEngine(market, this.faults, (token, model, rec) => this.pushTable(token, model, rec), { slippage: opts.slippage, rollover: opts.rollover });
     const tokens: Record<string, AccountSpec> = Array.isArray(opts.tokens) ? Object.fromEntries(opts.tokens.map((t) => [t, {}])) : opts.tokens;
     for (const [t, spec] of Object.entries(tokens)) this._engine.addAccount(t, spec);
     market.on('price', (symbol: string, q: Quote) => this.pushPrice(symbol, q));

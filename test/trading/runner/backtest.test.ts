@@ -246,6 +246,61 @@ describe('backtest engine: known answers', () => {
   });
 });
 
+describe('backtest engine: realism (slippage, rollover, gaps)', () => {
+  /** Buys 10K at the first bar with an optional stop/limit in pips; closes at bar `closeAt`. */
+  const buyer = (o: { stop?: number; limit?: number; closeAt?: number } = {}): S => {
+    let n = 0;
+    return {
+      symbols: ['EUR/USD'],
+      async onBar(ctx) {
+        n++;
+        if (n === 1) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10, stop: o.stop, limit: o.limit, isInPips: true });
+        if (n === o.closeAt) await ctx.closeAll();
+      },
+    };
+  };
+  const slippage = { pips: 0.5, spreadShare: 0.5 }; // 0.5 pip + half the 2-pip spread: 1.5 pips
+
+  test('slippage: market orders and stops fill worse by the fixed pips and the share of the spread; limits do not slip', async () => {
+    const market = await runBacktest({ strategy: buyer({ closeAt: 3 }), data: eur(flat(T0, [1.1, 1.101, 1.102])), slippage });
+    expect(market.trades[0]).toMatchObject({ openRate: 1.10035, closeRate: 1.10185 });
+    const none = await runBacktest({ strategy: buyer({ closeAt: 3 }), data: eur(flat(T0, [1.1, 1.101, 1.102])) });
+    expect(none.trades[0]).toMatchObject({ openRate: 1.1002, closeRate: 1.102 });
+    // the stop 10 pips below the fill (1.09935) is hit inside the next candle: it fills 1.5 pips below
+    const stopped = await runBacktest({ strategy: buyer({ stop: -10 }), data: eur([candle(T0, 1.1, 1.1, 1.1, 1.1), candle(T0 + 60, 1.1, 1.1, 1.098, 1.099)]), slippage });
+    expect(stopped.trades[0]).toMatchObject({ reason: 'stop', closeRate: 1.0992 });
+    // gapped: the candle opens at 1.0950, beyond the stop: the fill is the open, slipped
+    const gapped = await runBacktest({ strategy: buyer({ stop: -10 }), data: eur([candle(T0, 1.1, 1.1, 1.1, 1.1), candle(T0 + 60, 1.095, 1.096, 1.094, 1.095)]), slippage });
+    expect(gapped.trades[0]).toMatchObject({ reason: 'stop', closeRate: 1.09485 });
+    const limited = await runBacktest({ strategy: buyer({ limit: 10 }), data: eur([candle(T0, 1.1, 1.1, 1.1, 1.1), candle(T0 + 60, 1.1, 1.102, 1.1, 1.101)]), slippage });
+    expect(limited.trades[0]).toMatchObject({ reason: 'limit', closeRate: 1.10135 });
+  });
+
+  // H1 candles from Tuesday 2026-11-17 20:00 UTC to Thursday 20:00 UTC: the rollovers at 17:00 New
+  // York (22:00 UTC in November) of Tuesday (one day) and Wednesday (three days) fall inside
+  const TUE_20 = Date.UTC(2026, 10, 17, 20) / 1000;
+  const hours = (n: number) => Array.from({ length: n }, (_, i) => candle(TUE_20 + i * 3600, 1.1, 1.1, 1.1, 1.1));
+  const h1 = (candles: CandleSeries['candles']): CandleSeries[] => [{ symbol: 'EUR/USD', timeframe: 'H1', candles }];
+
+  test('rollover: a long held over Tuesday and Wednesday pays 1 + 3 days at the long rate, in equity as it accrues and in P/L at the close', async () => {
+    const rollover = { 'EUR/USD': { long: -0.62, short: 0.28 } };
+    const r = await runBacktest({ strategy: buyer({ closeAt: 48 }), data: h1(hours(48)), rollover });
+    const t = r.trades[0]!;
+    expect(t.rollover).toBeCloseTo(-0.62 * 4, 9); // 10K: the rate itself, four days
+    expect(t.pl).toBeCloseTo(t.grossPL + t.rollover!, 9);
+    expect(r.account.balance).toBeCloseTo(10000 + t.grossPL - 2.48, 9);
+    // equity: Tuesday's day is in from the 22:00 candle on, Wednesday's three from Wednesday's
+    const at = (h: number) => r.equity.find((e) => e.ts === (TUE_20 + (h + 1) * 3600) * 1000)!.equity;
+    expect(at(1) - at(2)).toBeCloseTo(0.62, 9);
+    expect(at(25) - at(26)).toBeCloseTo(0.62 * 3, 9);
+    expect(computeMetrics(r.trades, r.equity, 10000).rollover).toBeCloseTo(-2.48, 9);
+    // a short earns; without rates there is none
+    const s: S = { symbols: ['EUR/USD'], async onBar(ctx) { if (ctx.candles('EUR/USD', 'H1').length === 1) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: false, amount: 20 }); }, async onStop(ctx) { await ctx.closeAll(); } };
+    expect((await runBacktest({ strategy: s, data: h1(hours(48)), rollover })).trades[0]!.rollover).toBeCloseTo(0.28 * 2 * 4, 9);
+    expect((await runBacktest({ strategy: buyer({ closeAt: 48 }), data: h1(hours(48)) })).trades[0]!.rollover).toBe(0);
+  });
+});
+
 describe('backtest engine: history before tradeFromTs', () => {
   const t0 = 1_700_000_100; // a multiple of 300: m5 bars start at t0 and t0 + 300
   const closes = [1.1, 1.101, 1.099, 1.102, 1.1005, 1.1, 1.104, 1.098, 1.1, 1.103, 1.1, 1.1];

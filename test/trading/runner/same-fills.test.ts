@@ -64,15 +64,18 @@ const fills = (trades: ClosedTrade[]) =>
     .map((t) => ({ isBuy: t.isBuy, amount: t.amount, openRate: t.openRate, closeRate: t.closeRate, reason: t.reason, plPips: Math.round(t.plPips * 10) / 10, pl: Math.round(t.pl * 100) / 100 }))
     .sort((a, b) => a.openRate - b.openRate || a.closeRate - b.closeRate || a.amount - b.amount);
 
-async function backtestFills() {
+/** 0.3 pip and a quarter of the spread worse on market orders, stops and stop entries. */
+const SLIPPAGE = { pips: 0.3, spreadShare: 0.25 };
+
+async function backtestFills(slippage?: typeof SLIPPAGE) {
   const s = strategy();
-  const result = await runBacktest({ strategy: s, data: [{ symbol: SYMBOL, timeframe: 'm1', candles: flat(1_700_000_040, BIDS, SPREAD) }], balance: 50000 });
+  const result = await runBacktest({ strategy: s, data: [{ symbol: SYMBOL, timeframe: 'm1', candles: flat(1_700_000_040, BIDS, SPREAD) }], balance: 50000, slippage });
   expect(result.error).toBeUndefined();
   return fills(result.trades);
 }
 
-async function paperFills() {
-  const sim = await startSim({ tickIntervalMs: 0 });
+async function paperFills(slippage?: typeof SLIPPAGE) {
+  const sim = await startSim({ tickIntervalMs: 0, slippage });
   const { decider } = inProcessDecider([{ name: 'open.yaml', content: 'domain: fxcm\n' }], systemClock);
   const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
   const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
@@ -112,4 +115,10 @@ test('a backtest and a paper run of one strategy over the same prices fill the s
   const paper = await paperFills();
   expect(new Set(backtest.map((t) => t.reason))).toEqual(new Set(['stop', 'limit', 'trailing', 'close']));
   expect(paper).toEqual(backtest);
+}, 60_000);
+
+test('with slippage too: the one fill model slips market orders, stops and stop entries alike in both', async () => {
+  const backtest = await backtestFills(SLIPPAGE);
+  expect(backtest).not.toEqual(await backtestFills());
+  expect(await paperFills(SLIPPAGE)).toEqual(backtest);
 }, 60_000);

@@ -28,6 +28,8 @@ import {
 } from '../../../src/trading/runner/sweep';
 import { runSweepJob, windowOf, type SweepJob, type SweepSetup } from '../../../src/trading/runner/sweep-job';
 import { flat, wave } from './helpers';
+import { prng } from '../../support/prng';
+import { fisherCombined, realityCheck } from '../../../src/trading/runner/luck';
 
 const T0 = 1_700_000_040; // a whole minute
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-sweep-'));
@@ -331,6 +333,77 @@ describe('sweep: known answers', () => {
     }
     expect([ok10!.rank, ok20!.rank]).toEqual([2, 1]);
     expect(result.folds[0]!.best).toBe(4);
+  });
+});
+
+describe('sweep: luck', () => {
+  /** Holds a position in direction `long` for `hold` bars, then opens a fresh one: always in the market. */
+  const FLIP = path.join(dir, 'flip.js');
+  fs.writeFileSync(
+    FLIP,
+    `module.exports = {
+  name: 'flip',
+  symbols: ['EUR/USD'],
+  params: { long: true, hold: 5 },
+  async onBar(ctx) {
+    const n = ctx.candles('EUR/USD', 'm1').length;
+    if (n % ctx.params.hold !== 1 && ctx.params.hold !== 1) return;
+    await ctx.closeAll();
+    await ctx.openTrade({ symbol: 'EUR/USD', isBuy: ctx.params.long, amount: 10 });
+  },
+  async onStop(ctx) {
+    await ctx.closeAll();
+  },
+};
+`,
+  );
+  /** Bid closes of a seeded walk: steps of `sd` pips (normal), plus `drift` pips a bar. */
+  function walk(seed: number, bars: number, drift: number, sd = 1): number[] {
+    const rng = prng(seed);
+    let p = 1.1;
+    return Array.from({ length: bars }, () => {
+      const z = Math.sqrt(-2 * Math.log(1 - rng())) * Math.cos(2 * Math.PI * rng());
+      p += (drift + sd * z) * 0.0001;
+      return Math.round(p * 1e5) / 1e5;
+    });
+  }
+  const grids = ['long=true,false', 'hold=2,3,5,8,13,21'];
+
+  test('on a random walk, where no set can have an edge, the sweep says the result is indistinguishable from luck', async () => {
+    // seed 5: the chosen sets keep 77% of their in-sample P/L per bar out of sample (one fold
+    // losing), which walk-forward efficiency alone called "held up"
+    const p = plan(eur(walk(5, 1500, 0)), grids, { folds: 2 });
+    const { result } = await runSweep(p, inThread(p.setup));
+    expect(result.summary.efficiency).toBeCloseTo(0.774, 3);
+    expect(result.folds.map((f) => Math.sign(f.outOfSampleRun!.metrics!.netPL))).toEqual([1, -1]);
+    expect(result.summary.verdict).toBe('luck');
+    expect(result.summary.luck.inSample).toBeGreaterThan(0.05);
+    expect(result.folds.map((f) => f.luck.sets)).toEqual([12, 12]);
+  });
+
+  test('a planted edge (a drift up) is not luck: it holds up, in sample after 12 sets and out of sample', async () => {
+    const p = plan(eur(walk(5, 1500, 0.5)), grids, { folds: 2 });
+    const { result } = await runSweep(p, inThread(p.setup));
+    expect(result.folds.map((f) => result.sets[f.best! - 1]!.params.long)).toEqual([true, true]);
+    expect(result.summary.luck.inSample).toBeLessThan(0.01);
+    expect(result.summary.luck.outOfSample).toBeLessThan(0.01);
+    expect(result.summary.verdict).toBe('held up');
+  });
+
+  test('the reality check grows with the number of sets tried; Fisher combines folds', () => {
+    const rng = prng(7);
+    const noise = (n: number) => Array.from({ length: 100 }, () => rng() - 0.5 + n);
+    // one series with a small edge: alone it stands out; among 200 noise series its max does not
+    const edge = noise(0.06);
+    const alone = realityCheck([edge], 1)!;
+    const among = realityCheck([edge, ...Array.from({ length: 200 }, () => noise(0))], 1)!;
+    expect(alone).toBeLessThan(0.05);
+    expect(among).toBeGreaterThan(0.05);
+    expect(realityCheck([edge], 1)).toBe(alone); // seeded
+    expect(realityCheck([[1, 1, 1]], 1)).toBeNull(); // nothing varies
+    expect(fisherCombined([0.5])).toBeCloseTo(0.5, 12);
+    expect(fisherCombined([0.04, 0.04])).toBeLessThan(0.04);
+    expect(fisherCombined([0.3, 0.6, 0.9])).toBeGreaterThan(0.3);
   });
 });
 
