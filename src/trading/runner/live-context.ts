@@ -8,8 +8,15 @@ import type { FxcmClient } from '../fxcm/client';
 import type { BarHistory } from './bars';
 import { numOf, type BrokerState } from './broker-state';
 import { OrderGoneError } from './errors';
+import { checkChangeOrder, checkCloseAmount, checkEntryOrder, checkOco, checkOpenTrade, checkTradeLevel } from './order-requests';
 import { pipOf } from '../execution/instruments';
-import type { AccountInfo, RunMode, Strategy, StrategyContext, StrategyLogger, Tick } from './strategy';
+import type { AccountInfo, RunMode, StopLimitOptions, Strategy, StrategyContext, StrategyLogger, Tick } from './strategy';
+
+/** A request's ttlMs, read before it is checked (the check itself refuses a bad one). */
+const ttlOf = (req: unknown): number | undefined => {
+  const t = (req as { ttlMs?: unknown } | null | undefined)?.ttlMs;
+  return typeof t === 'number' && Number.isFinite(t) ? t : undefined;
+};
 
 /** What the context needs from its engine. */
 export interface LiveContextHost {
@@ -39,6 +46,16 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
   const mustOrder = (id: string): void => {
     if (!broker.orders.has(id)) throw new OrderGoneError('order', id);
   };
+  const tradeLevel = (op: string, kind: 'stop' | 'limit', tradeId: string, rate: number, opts: StopLimitOptions | undefined): Promise<void> => {
+    let v!: ReturnType<typeof checkTradeLevel>;
+    const check = () => {
+      mustTrade(tradeId);
+      v = checkTradeLevel(kind, broker.position(broker.positions.get(tradeId)!), rate, opts, h.quote(broker.position(broker.positions.get(tradeId)!).symbol));
+    };
+    return h.op(op, { tradeId, rate, ...opts }, check, (c) =>
+      c.changeTradeStopLimit({ tradeId, isStop: kind === 'stop', rate: v.rate, isInPips: !!v.opts.isInPips, ...(kind === 'stop' ? { trailingStep: v.opts.trailingStep } : {}) }),
+    );
+  };
   return {
     mode: h.mode,
     params: h.params,
@@ -51,18 +68,37 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
     positions: (sym) => [...broker.positions.values()].map((r) => broker.position(r)).filter((p) => !sym || p.symbol === sym),
     orders: (sym) => [...broker.orders.values()].map((r) => broker.pending(r)).filter((p) => !sym || p.symbol === sym),
     account: () => h.accountInfo(),
-    openTrade: (r) =>
-      h.op('openTrade', r, () => h.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
+    // Each request is checked (order-requests.ts) inside the intent, so a refusal is journaled as
+    // its answer; what is sent is the checked request, its rates rounded.
+    openTrade: (req) => {
+      let r!: ReturnType<typeof checkOpenTrade>;
+      const check = () => {
+        r = checkOpenTrade(req, h.quote);
+        h.checkOpen(r.symbol, r.isBuy, r.amount);
+      };
+      return h.op('openTrade', req, check, async (c) => {
         const res = await c.openTrade({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: broker.accountId() });
         return { orderId: res.orderId };
-      }, r.ttlMs),
-    createEntryOrder: (r) =>
-      h.op('createEntryOrder', r, () => h.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
+      }, ttlOf(req));
+    },
+    createEntryOrder: (req) => {
+      let r!: ReturnType<typeof checkEntryOrder>;
+      const check = () => {
+        r = checkEntryOrder(req);
+        h.checkOpen(r.symbol, r.isBuy, r.amount);
+      };
+      return h.op('createEntryOrder', req, check, async (c) => {
         const res = await c.createEntryOrder({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, rate: r.rate, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: broker.accountId() });
         return { orderId: res.orderId };
-      }, r.ttlMs),
-    createOco: (r) =>
-      h.op('createOco', r, () => h.checkOpen(r.symbol, r.first.isBuy, r.amount), async (c) => {
+      }, ttlOf(req));
+    },
+    createOco: (req) => {
+      let r!: ReturnType<typeof checkOco>;
+      const check = () => {
+        r = checkOco(req);
+        h.checkOpen(r.symbol, r.first.isBuy, r.amount);
+      };
+      return h.op('createOco', req, check, async (c) => {
         await c.simpleOco({
           symbol: r.symbol,
           amount: r.amount,
@@ -78,9 +114,10 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
           accountId: broker.accountId(),
         });
         return { orderIds: [] as string[] };
-      }, r.ttlMs),
+      }, ttlOf(req));
+    },
     closeTrade: (tradeId, amount) =>
-      h.op('closeTrade', { tradeId, amount }, () => mustTrade(tradeId), async (c) => {
+      h.op('closeTrade', { tradeId, amount }, () => (mustTrade(tradeId), checkCloseAmount(amount)), async (c) => {
         const p = broker.positions.get(tradeId);
         broker.closeReasons.set(tradeId, 'close');
         await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) });
@@ -92,18 +129,18 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
         for (const r of list) broker.closeReasons.set(String(r.tradeId), 'close');
         await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: broker.accountId() });
       }),
-    setStop: (tradeId, rate, opts) =>
-      h.op('setStop', { tradeId, rate, ...opts }, () => mustTrade(tradeId), (c) =>
-        c.changeTradeStopLimit({ tradeId, isStop: true, rate, isInPips: !!opts?.isInPips, trailingStep: opts?.trailingStep }),
-      ),
-    setLimit: (tradeId, rate, opts) =>
-      h.op('setLimit', { tradeId, rate, ...opts }, () => mustTrade(tradeId), (c) =>
-        c.changeTradeStopLimit({ tradeId, isStop: false, rate, isInPips: !!opts?.isInPips }),
-      ),
-    changeOrder: (orderId, rate, amount) =>
-      h.op('changeOrder', { orderId, rate, amount }, () => mustOrder(orderId), (c) =>
-        c.changeOrder({ orderId, rate, amount: amount ?? numOf(broker.orders.get(orderId)?.amountK) }),
-      ),
+    setStop: (tradeId, rate, opts) => tradeLevel('setStop', 'stop', tradeId, rate, opts),
+    setLimit: (tradeId, rate, opts) => tradeLevel('setLimit', 'limit', tradeId, rate, opts),
+    changeOrder: (orderId, rate, amount) => {
+      let v!: ReturnType<typeof checkChangeOrder>;
+      const check = () => {
+        mustOrder(orderId);
+        v = checkChangeOrder(String(broker.orders.get(orderId)!.currency ?? ''), rate, amount);
+      };
+      return h.op('changeOrder', { orderId, rate, amount }, check, (c) =>
+        c.changeOrder({ orderId, rate: v.rate, amount: v.amount ?? numOf(broker.orders.get(orderId)?.amountK) }),
+      );
+    },
     // The broker deletes an OCO order's whole group. Its Order D pushes are handled after the hook,
     // so the group leaves the runner's state now: a delete of the other leg is then OrderGoneError,
     // as in a backtest. After the answer, not in the send: a replay runs this too.
