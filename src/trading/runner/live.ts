@@ -60,6 +60,8 @@ export interface LiveOptions {
   durationMs?: number;
   currency?: string;
   now?: () => number;
+  /** Called once the start-up calls (snapshot, subscriptions, history) are done. */
+  onRunning?: () => void;
 }
 
 export interface LiveResult extends RunResult {
@@ -677,6 +679,7 @@ export class LiveEngine {
       throw e;
     }
     this.holding = false;
+    this.o.onRunning?.();
     if (ending) await this.finishEndingRun(recordedError);
     else {
       for (const name of this.timers.keys()) this.armTimer(name);

@@ -11,6 +11,7 @@ import path from 'node:path';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { readJournal, type JournalLine } from '../../../src/trading/runner/journal';
 import { startSim, TOKEN } from '../helpers';
+import { freshRunnerEnv } from './helpers';
 
 const CLI = path.join(__dirname, '../../../dist/src/cli/runner.js');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-resume-'));
@@ -23,7 +24,7 @@ interface Exit {
 }
 
 function start(args: string[]): { child: ChildProcess; exited: Promise<Exit> } {
-  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, ...args], { env: freshRunnerEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
