@@ -49,7 +49,7 @@ module.exports = {
 describe('paper CLI', () => {
   let sim: BrokerSimulator;
   beforeAll(async () => {
-    sim = await startSim({ tickIntervalMs: 30 });
+    sim = await startSim({ tickIntervalMs: 25 });
   });
   afterAll(async () => {
     await sim.stop();

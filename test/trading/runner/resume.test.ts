@@ -59,7 +59,7 @@ const report = (name: string) => JSON.parse(fs.readFileSync(path.join(dir, `${na
 describe('resuming a paper run from its journal', () => {
   let sim: BrokerSimulator;
   beforeAll(async () => {
-    sim = await startSim({ tickIntervalMs: 30 });
+    sim = await startSim({ tickIntervalMs: 25 });
   });
   afterAll(async () => {
     await sim.stop();
