@@ -217,6 +217,8 @@ function workspace(): { dir: string; env: NodeJS.ProcessEnv } {
   for (const name of Object.keys(env)) {
     if (settingNames.has(name) || /^(DOG_STATSD_MOGRIFIER_|SIM_|RATELIMIT_RUNNER_|OTEL_)/.test(name) || name === 'FXCM_TOKEN') delete env[name];
   }
+  // A reader's own state directory: the runner keeps its broker budget there between runs.
+  env['XDG_STATE_HOME'] = path.join(base, 'state');
   return { dir, env };
 }
 

@@ -1,8 +1,10 @@
 /**
- * The whole decision pipeline in the caller's process, on a MemoryStore: what the strategy runner
- * uses when it does not talk to a remote `ratelimit`. Same config format, same answers; every
+ * The whole decision pipeline in the caller's process, on a MemoryStore, or on a FileStore when
+ * the counts must outlive the process and be shared with others on the machine: what the strategy
+ * runner uses when it does not talk to a remote `ratelimit`. Same config format, same answers; every
  * default (near-limit ratio, response flags) is the settings module's.
  */
+import { FileStore } from '../backends/file';
 import { MemoryStore } from '../backends/memory';
 import { loadConfig } from '../config/load';
 import type { ConfigFile, RateLimitConfig } from '../config/types';
@@ -19,6 +21,10 @@ export interface InProcessLimiterOptions {
   readonly cacheKeyPrefix?: string;
   /** Counters kept at most (past it, new keys are let through uncounted; see MEMORY_MAX_KEYS). */
   readonly maxKeys?: number;
+  /** Keep the counters in this file (FileStore: shared by the processes that name it, kept across restarts). */
+  readonly stateFile?: string;
+  /** Hears what the file store repaired (a corrupt state file set aside). */
+  readonly onStateWarning?: (message: string) => void;
 }
 
 export interface InProcessLimiter {
@@ -34,7 +40,10 @@ export function createInProcessLimiter(files: readonly ConfigFile[], options: In
   const config = loadConfig(files, { mergeDomainConfig: false, stats });
   const flags = toServiceFlags(loadReloadableFlags({}));
   const service = new RateLimitService({
-    store: new MemoryStore({ maxKeys: options.maxKeys ?? 100_000 }),
+    store:
+      options.stateFile !== undefined
+        ? new FileStore({ path: options.stateFile, maxKeys: options.maxKeys, onWarning: options.onStateWarning })
+        : new MemoryStore({ maxKeys: options.maxKeys ?? 100_000 }),
     snapshot: () => ({ config, flags }),
     stats,
     clock: options.clock,

@@ -77,10 +77,14 @@ describe('simulated market: one price path for live quotes and candle history', 
       for (const r of rows) {
         const open = at.get(r[TS] * 1000)!;
         expect([r[BID_OPEN], r[ASK_OPEN]]).toEqual([open.bid, open.ask]);
-        // the last candle is the current one: it closes at now, on the last tick
-        const close = at.get(Math.min(r[TS] * 1000 + MINUTE, clock.nowMs()))!;
+        // a candle is the ticks stamped in its minute: it closes on the last of them (the
+        // current one on the last tick until now), and counts them
+        const inside = mine.filter((x) => x.t >= r[TS] * 1000 && x.t < r[TS] * 1000 + MINUTE);
+        const close = at.get(Math.min(r[TS] * 1000 + MINUTE - 1000, clock.nowMs()))!;
         expect([r[BID_CLOSE], r[ASK_CLOSE]]).toEqual([close.bid, close.ask]);
-        for (const k of mine.filter((x) => x.t >= r[TS] * 1000 && x.t <= r[TS] * 1000 + MINUTE)) {
+        expect(r[TICKS]).toBe(inside.length);
+        expect([r[BID_HIGH], r[BID_LOW], r[ASK_HIGH], r[ASK_LOW]]).toEqual([Math.max(...inside.map((k) => k.bid)), Math.min(...inside.map((k) => k.bid)), Math.max(...inside.map((k) => k.ask)), Math.min(...inside.map((k) => k.ask))]);
+        for (const k of inside) {
           expect(k.bid).toBeGreaterThanOrEqual(r[BID_LOW]);
           expect(k.bid).toBeLessThanOrEqual(r[BID_HIGH]);
           expect(k.ask).toBeGreaterThanOrEqual(r[ASK_LOW]);

@@ -13,6 +13,17 @@ export function pipOf(symbol: string): number {
   return /JPY$/i.test(symbol.replace('/', '')) ? 0.01 : 0.0001;
 }
 
+/** Decimals of a symbol's rates (the broker's ratePrecision): a tenth of a pip, 5 (3 for JPY pairs). */
+export function ratePrecisionOf(symbol: string): number {
+  return pipOf(symbol) === 0.01 ? 3 : 5;
+}
+
+/** A rate rounded to the symbol's precision, as the broker quotes and takes it (no 1.2344300000000001). */
+export function roundRate(symbol: string, rate: number): number {
+  const f = 10 ** ratePrecisionOf(symbol);
+  return Math.round(rate * f) / f;
+}
+
 export function splitSymbol(symbol: string): [string, string] {
   const [b = '', q = ''] = symbol.split('/');
   return [b.toUpperCase(), q.toUpperCase()];

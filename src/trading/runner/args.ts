@@ -53,6 +53,7 @@ export const BROKER_OPTIONS: OptionSpecs = {
   limits: string,
   ratelimit: string,
   account: string,
+  'budget-state': string,
 };
 
 export const BACKTEST_OPTIONS: OptionSpecs = {
@@ -92,6 +93,7 @@ export const RUN_OPTIONS: OptionSpecs = {
   ...STRATEGY_OPTIONS,
   ...BROKER_OPTIONS,
   'allow-over-budget': bool,
+  'if-no-budget': string,
   journal: string,
   duration: string,
 };

@@ -24,6 +24,7 @@ import { silentLogger } from '../../telemetry/logger';
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import type { CandleSeries } from '../fxcm/candle-file';
 import type { Candle, Period } from '../fxcm/types';
+import { checkChangeOrder, checkCloseAmount, checkEntryOrder, checkOco, checkOpenTrade, checkTradeLevel } from './order-requests';
 import { SafetyError, OrderGoneError, OrderRejectedError, runErrorOf, runHook } from './errors';
 import { clean, exactConversion, notionalInAccount, pipOf, plInAccount } from '../execution/instruments';
 import { closeSide, entryFill, entryKind, exitFill, levelFromPips, marketFill, openSide, trailStop, type EntryKind, type Slippage } from '../execution/fills';
@@ -414,23 +415,25 @@ export class BacktestEngine {
           .filter((o) => !sym || o.symbol === sym)
           .map((o) => ({ orderId: o.orderId, symbol: o.symbol, isBuy: o.isBuy, amount: o.amount, rate: o.rate, stop: o.stop, limit: o.limit, ocoGroup: o.ocoGroup })),
       account: () => this.accountInfo(),
-      openTrade: (r) => this.record('openTrade', r, () => this.openMarket(r)),
-      createEntryOrder: (r) => this.record('createEntryOrder', r, () => ({ orderId: this.placeEntry(r) })),
-      createOco: (r: OcoRequest) =>
-        this.record('createOco', r, () => {
+      openTrade: (req) => this.record('openTrade', req, () => this.openMarket(checkOpenTrade(req, (sym) => this.quotes.get(sym)))),
+      createEntryOrder: (req) => this.record('createEntryOrder', req, () => ({ orderId: this.placeEntry(checkEntryOrder(req)) })),
+      createOco: (req: OcoRequest) =>
+        this.record('createOco', req, () => {
+          const r = checkOco(req);
           const g = this.nextId('G');
           const base = { symbol: r.symbol, amount: r.amount, isInPips: r.isInPips };
           return { orderIds: [this.placeEntry({ ...base, ...r.first }, g), this.placeEntry({ ...base, ...r.second }, g)] };
         }),
-      closeTrade: (id, amount) => this.record('closeTrade', { tradeId: id, amount }, () => this.closeTradeNow(id, amount, 'close')),
+      closeTrade: (id, amount) => this.record('closeTrade', { tradeId: id, amount }, () => this.closeTradeNow(id, checkCloseAmount(amount), 'close')),
       closeAll: (sym) =>
         this.record('closeAll', { symbol: sym }, () => {
           for (const t of [...this.open.values()]) if (!sym || t.symbol === sym) this.closeTradeNow(t.tradeId, undefined, 'close');
         }),
-      setStop: (id, rate, o) =>
-        this.record('setStop', { tradeId: id, rate, ...o }, () => {
+      setStop: (id, level, opts) =>
+        this.record('setStop', { tradeId: id, rate: level, ...opts }, () => {
           const t = this.open.get(id);
           if (!t) throw new OrderGoneError('trade', id);
+          const { rate, opts: o } = checkTradeLevel('stop', t, level, opts, this.quotes.get(t.symbol));
           const bad = checkTrailingStep(o?.trailingStep);
           if (bad) throw new OrderRejectedError(bad.message);
           const q = this.quote(t.symbol);
@@ -439,17 +442,19 @@ export class BacktestEngine {
           t.trailingStep = o?.trailingStep || undefined;
           t.trailDistance = t.stop !== undefined && t.trailingStep ? Math.abs(ref - t.stop) : undefined;
         }),
-      setLimit: (id, rate, o) =>
-        this.record('setLimit', { tradeId: id, rate, ...o }, () => {
+      setLimit: (id, level, opts) =>
+        this.record('setLimit', { tradeId: id, rate: level, ...opts }, () => {
           const t = this.open.get(id);
           if (!t) throw new OrderGoneError('trade', id);
+          const { rate, opts: o } = checkTradeLevel('limit', t, level, opts, this.quotes.get(t.symbol));
           const q = this.quote(t.symbol);
           t.limit = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, closeSide(t.isBuy, q.bid, q.ask), rate, !!o?.isInPips);
         }),
-      changeOrder: (id, rate, amount) =>
-        this.record('changeOrder', { orderId: id, rate, amount }, () => {
+      changeOrder: (id, newRate, newAmount) =>
+        this.record('changeOrder', { orderId: id, rate: newRate, amount: newAmount }, () => {
           const o = this.entries.get(id);
           if (!o) throw new OrderGoneError('order', id);
+          const { rate, amount } = checkChangeOrder(o.symbol, newRate, newAmount);
           o.rate = rate;
           if (amount !== undefined) o.amount = amount;
         }),

@@ -34,9 +34,13 @@ export interface LimitDecider {
   close?(): Promise<void>;
 }
 
-/** The in-process service: the same pipeline and config loader as `ratelimit`, on a MemoryStore. */
-export function inProcessDecider(files: ConfigFile[], clock: Clock): { decider: LimitDecider; config: RateLimitConfig } {
-  const limiter = createInProcessLimiter(files, { clock, cacheKeyPrefix: 'runner_' });
+/**
+ * The in-process service: the same pipeline and config loader as `ratelimit`, on a MemoryStore,
+ * or with `state.file` on a file every run on the machine that names it shares, kept across
+ * restarts (budget-state.ts).
+ */
+export function inProcessDecider(files: ConfigFile[], clock: Clock, state?: { file: string; onWarning?: (message: string) => void }): { decider: LimitDecider; config: RateLimitConfig } {
+  const limiter = createInProcessLimiter(files, { clock, cacheKeyPrefix: 'runner_', stateFile: state?.file, onStateWarning: state?.onWarning });
   return { decider: { shouldRateLimit: (r) => limiter.shouldRateLimit(r) }, config: limiter.config };
 }
 
@@ -95,14 +99,14 @@ export interface BrokerLimiterOptions {
   domain?: string;
   broker?: string;
   clock: Clock;
-  /** Waits on the limiter's clock (default setTimeout; a virtual clock advances itself). */
-  sleep?: (ms: number) => Promise<void>;
+  /** Waits on the limiter's clock (default setTimeout; a virtual clock advances itself); `stop` ends the wait early (close). */
+  sleep?: (ms: number, stop: AbortSignal) => Promise<void>;
   /** Added to every reset wait (default 5 ms). */
   marginMs?: number;
   /** Called for every call sent (after the limiter allowed it), e.g. to journal it. */
   onSent?: (endpoint: string, waitedMs: number) => void;
-  /** Called when a call is held back: its endpoint and the seconds until it is asked again. */
-  onWait?: (endpoint: string, seconds: number) => void;
+  /** Called when a call is held back (HeldBack: what is over its limit, until when). */
+  onWait?: (endpoint: string, seconds: number, heldBack: HeldBack) => void;
 }
 
 interface Item {
@@ -118,7 +122,20 @@ interface Item {
   reject: (e: Error) => void;
 }
 
-const realSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** A call the limiter holds back. */
+export interface HeldBack {
+  /** The limited descriptor's endpoint and model, e.g. `get_model OpenPosition`, `candles`. */
+  readonly what: string;
+  /** When it is asked again (limiter clock, ms): the time the next call fits. */
+  readonly untilMs: number;
+}
+
+const realSleep = (ms: number, stop: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const stopped = () => (clearTimeout(t), resolve());
+    const t = setTimeout(() => (stop.removeEventListener('abort', stopped), resolve()), ms);
+    stop.addEventListener('abort', stopped, { once: true });
+  });
 
 export class BrokerLimiter {
   private readonly queue: Item[] = [];
@@ -130,7 +147,9 @@ export class BrokerLimiter {
   private wake: (() => void) | undefined;
   private readonly domain: string;
   private readonly broker: string;
-  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly sleep: (ms: number, stop: AbortSignal) => Promise<void>;
+  /** Aborted by close(): a wait for budget must not hold the process open after it. */
+  private readonly closed = new AbortController();
 
   constructor(private readonly opts: BrokerLimiterOptions) {
     this.domain = opts.domain ?? 'fxcm';
@@ -227,7 +246,7 @@ export class BrokerLimiter {
             if (it.deadlineMs !== undefined) until = Math.min(until, it.deadlineMs + 1);
           }
           if (!Number.isFinite(until) || !this.queue.length) continue;
-          await Promise.race([this.sleep(Math.max(1, until - now)), new Promise<void>((r) => (this.wake = r))]);
+          await Promise.race([this.sleep(Math.max(1, until - now), this.closed.signal), new Promise<void>((r) => (this.wake = r))]);
           this.wake = undefined;
           continue;
         }
@@ -254,8 +273,10 @@ export class BrokerLimiter {
         }
         item.waited = true;
         const waitS = retryAfterS(res);
-        this.blocked.set(item.key, this.opts.clock.nowMs() + waitS * 1000 + (this.opts.marginMs ?? 5));
-        this.opts.onWait?.(item.endpoint, waitS);
+        const untilMs = this.opts.clock.nowMs() + waitS * 1000 + (this.opts.marginMs ?? 5);
+        this.blocked.set(item.key, untilMs);
+        const over = res.statuses.flatMap((st, i) => (st.code === 2 && item.descriptors[i] ? [item.descriptors[i]!.entries.slice(2).map((e) => e.value).join(' ')] : []));
+        this.opts.onWait?.(item.endpoint, waitS, { what: over[over.length - 1] ?? item.endpoint, untilMs });
       }
     } finally {
       this.pumping = false;
@@ -263,6 +284,7 @@ export class BrokerLimiter {
   }
 
   async close(): Promise<void> {
+    this.closed.abort();
     for (const it of this.queue.splice(0)) it.reject(new Error('limiter closed'));
     this.wake?.();
     await this.opts.decider.close?.();

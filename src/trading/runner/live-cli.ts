@@ -16,7 +16,8 @@ import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, 
 import { consoleLogger } from './cli';
 import { JournalFinishedError, StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { Journal, finishedRunOf, journalPath, readJournal } from './journal';
-import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider } from './limiter';
+import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, type HeldBack } from './limiter';
+import { IF_NO_BUDGET, budgetStateDir, budgetStateFile, heldBackLine, type IfNoBudget } from './budget-state';
 import { LiveEngine, type LiveIntent, type LiveResult } from './live';
 import { loadStrategy } from './loader';
 import { buildReport, leftOpenText, writeReport } from './report';
@@ -29,6 +30,13 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   --ratelimit HOST:PORT use a running 'ratelimit' over gRPC (shared budget, e.g. through Redis);
                         --limits is then the config it runs, used for the start-up check
   --account NAME        value of the 'account' descriptor (default: a fingerprint of the token)
+  --budget-state DIR    where the in-process limiter keeps the budget between runs, one file per
+                        broker and account that every run on the machine shares (default
+                        \$RATELIMIT_RUNNER_STATE, else \$XDG_STATE_HOME/ratelimit-runner, else
+                        ~/.local/state/ratelimit-runner); not used with --ratelimit
+  --if-no-budget wait|exit  when a start-up call (snapshot, subscriptions, warm-up candles) is
+                        over its budget: say until when and wait (default), or say it and exit 3
+                        without calling the broker
   --allow-over-budget   start even when the config could exceed the broker's documented limits
   --journal DIR         append-only journal (DIR/journal.jsonl); an existing one is resumed:
                         the state is rebuilt from it plus one reconciliation snapshot. A run
@@ -48,7 +56,8 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
 
 Exit status: 0 ok, 1 the strategy failed to load or threw (positions are flattened; the
 message says if any could not be), 2 usage, missing token, a journal that already ended, or a
-limits config that could exceed the broker's limits.
+limits config that could exceed the broker's limits, 3 a start-up call over its budget with
+--if-no-budget exit (the message says when the next call is allowed).
 `;
 
 export const PAPER_USAGE = `Usage: ratelimit-runner paper <strategy> --url URL --token TOKEN [options]
@@ -140,22 +149,26 @@ interface Broker {
   config: ReturnType<typeof inProcessDecider>['config'];
   /** The limits config file (--limits or the bundled one). */
   limitsFile: string;
+  /** Where the in-process limiter keeps the budget (undefined with --ratelimit). */
+  stateFile: string | undefined;
 }
 
 /**
  * FxcmClient behind a BrokerLimiter; checks the limits config (returns its problems).
  * `onHeldBack` hears each over-limit answer: the endpoint and the seconds until it is asked again.
  */
-function makeBroker(p: ParsedArgs, url: string, token: string, onHeldBack?: (endpoint: string, seconds: number) => void): { broker: Broker; problems: string[] } {
+function makeBroker(p: ParsedArgs, url: string, token: string, onHeldBack?: (endpoint: string, seconds: number, heldBack: HeldBack) => void): { broker: Broker; problems: string[] } {
   const limitsFile = flag(p, 'limits') ?? bundledLimitsFile();
   if (!fs.existsSync(limitsFile)) throw new UsageError(`limits file not found: ${limitsFile}`);
   const files: ConfigFile[] = [{ name: limitsFile, content: fs.readFileSync(limitsFile, 'utf8') }];
-  const local = inProcessDecider(files, systemClock);
   const remote = flag(p, 'ratelimit');
+  const account = flag(p, 'account') ?? accountKey(token);
+  const stateFile = remote ? undefined : budgetStateFile(budgetStateDir(flag(p, 'budget-state')), url, account);
+  const local = inProcessDecider(files, systemClock, stateFile ? { file: stateFile, onWarning: (m) => process.stderr.write(`ratelimit-runner: ${m}\n`) } : undefined);
   const decider = remote ? remoteDecider(remote) : local.decider;
-  const limiter = new BrokerLimiter({ decider, account: flag(p, 'account') ?? accountKey(token), clock: systemClock, onWait: onHeldBack });
+  const limiter = new BrokerLimiter({ decider, account, clock: systemClock, onWait: onHeldBack });
   const client = new FxcmClient({ baseUrl: url, token, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 15000, requestMs: 15000, tradeIdsMs: 30000 } });
-  return { broker: { client, limiter, config: local.config, limitsFile }, problems: checkBudget(local.config, limiter) };
+  return { broker: { client, limiter, config: local.config, limitsFile, stateFile }, problems: checkBudget(local.config, limiter) };
 }
 
 function budgetOf(b: Broker) {
@@ -183,7 +196,25 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   const strategy = load(file, mode);
   if (typeof strategy === 'number') return strategy;
   const log = consoleLogger(logLevelOf(p));
-  const { broker, problems } = makeBroker(p, url, token);
+  const ifNoBudget = (flag(p, 'if-no-budget') ?? 'wait') as IfNoBudget;
+  if (!IF_NO_BUDGET.includes(ifNoBudget)) throw new UsageError(`--if-no-budget must be wait or exit, got ${ifNoBudget}`);
+  // Until the run is going, a call held back by the budget is said with its time (once per limit
+  // and time); with --if-no-budget exit the run ends there instead of calling.
+  let running = false;
+  let outOfBudget: string | undefined;
+  const said = new Set<string>();
+  const { broker, problems } = makeBroker(p, url, token, (_endpoint, _s, held) => {
+    if (running || outOfBudget !== undefined) return;
+    const line = heldBackLine(mode, held, broker.stateFile, ifNoBudget, systemClock.nowMs());
+    if (ifNoBudget === 'exit') {
+      outOfBudget = line;
+      void broker.limiter.close();
+      return;
+    }
+    const key = `${held.what}@${Math.ceil(held.untilMs / 1000)}`;
+    if (!said.has(key)) process.stderr.write(line);
+    said.add(key);
+  });
   if (problems.length) {
     const allow = isSet(p, 'allow-over-budget');
     process.stderr.write(`ratelimit-runner ${mode}: the rate limit config ${broker.limitsFile} could let calls exceed the broker's documented limits:\n${problems.map((x) => `  - ${x}\n`).join('')}`);
@@ -216,8 +247,17 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     journal,
     recorded,
     durationMs: duration !== undefined ? duration * 1000 : undefined,
+    onRunning: () => (running = true),
   });
-  const onSignal = () => engine.stop();
+  let stoppedStarting = false;
+  const onSignal = () => {
+    // a start-up call may be waiting for budget: stop waiting too
+    if (!running) {
+      stoppedStarting = true;
+      void broker.limiter.close();
+    }
+    engine.stop();
+  };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   let result: LiveResult;
@@ -227,11 +267,11 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     process.stdout.write(`${strategy.name ?? 'strategy'}: ${mode} run on ${url} started\n`);
     result = await engine.run();
   } catch (e) {
-    process.stderr.write(`ratelimit-runner ${mode}: ${(e as Error).message}\n`);
+    process.stderr.write(outOfBudget ?? `ratelimit-runner ${mode}: ${stoppedStarting ? 'stopped before the run started' : (e as Error).message}\n`);
     await broker.client.close();
     await broker.limiter.close();
     journal?.close();
-    return 1;
+    return outOfBudget ? 3 : 1;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

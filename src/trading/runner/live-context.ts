@@ -11,8 +11,15 @@ import { FxcmNotFoundError } from '../fxcm/errors';
 import type { BarHistory } from './bars';
 import { numOf, type BrokerState } from './broker-state';
 import { OrderGoneError, SafetyError } from './errors';
+import { checkChangeOrder, checkCloseAmount, checkEntryOrder, checkOco, checkOpenTrade, checkTradeLevel } from './order-requests';
 import { pipOf } from '../execution/instruments';
-import type { AccountInfo, RunMode, Scope, Strategy, StrategyContext, StrategyLogger, Tick } from './strategy';
+import type { AccountInfo, RunMode, Scope, StopLimitOptions, Strategy, StrategyContext, StrategyLogger, Tick } from './strategy';
+
+/** A request's ttlMs, read before it is checked (the check itself refuses a bad one). */
+const ttlOf = (req: unknown): number | undefined => {
+  const t = (req as { ttlMs?: unknown } | null | undefined)?.ttlMs;
+  return typeof t === 'number' && Number.isFinite(t) ? t : undefined;
+};
 
 /** What the context needs from its engine. */
 export interface LiveContextHost {
@@ -50,6 +57,18 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
   const gone = (what: 'trade' | 'order', id: string) => (e: unknown) => {
     throw e instanceof FxcmNotFoundError ? new OrderGoneError(what, id) : e;
   };
+  const tradeLevel = (op: string, kind: 'stop' | 'limit', tradeId: string, rate: number, opts: StopLimitOptions | undefined): Promise<void> => {
+    let v!: ReturnType<typeof checkTradeLevel>;
+    const check = () => {
+      mustTrade(tradeId, opts);
+      v = checkTradeLevel(kind, broker.position(broker.positions.get(tradeId)!), rate, opts, h.quote(broker.position(broker.positions.get(tradeId)!).symbol));
+    };
+    return h.op(op, { tradeId, rate, ...opts }, check, (c) =>
+      c
+        .changeTradeStopLimit({ tradeId, isStop: kind === 'stop', rate: v.rate, isInPips: !!v.opts.isInPips, ...(kind === 'stop' ? { trailingStep: v.opts.trailingStep } : {}) })
+        .catch(gone('trade', tradeId)),
+    );
+  };
   return {
     mode: h.mode,
     params: h.params,
@@ -62,18 +81,37 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
     positions: (sym, scope) => broker.ownPositions(scope?.accountWide).map((r) => broker.position(r)).filter((p) => !sym || p.symbol === sym),
     orders: (sym, scope) => broker.ownEntryOrders(scope?.accountWide).map((r) => broker.pending(r)).filter((p) => !sym || p.symbol === sym),
     account: () => h.accountInfo(),
-    openTrade: (r) =>
-      h.op('openTrade', r, () => h.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
+    // Each request is checked (order-requests.ts) inside the intent, so a refusal is journaled as
+    // its answer; what is sent is the checked request, its rates rounded.
+    openTrade: (req) => {
+      let r!: ReturnType<typeof checkOpenTrade>;
+      const check = () => {
+        r = checkOpenTrade(req, h.quote);
+        h.checkOpen(r.symbol, r.isBuy, r.amount);
+      };
+      return h.op('openTrade', req, check, async (c) => {
         const res = await c.openTrade({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: broker.accountId() });
         return { orderId: res.orderId };
-      }, r.ttlMs),
-    createEntryOrder: (r) =>
-      h.op('createEntryOrder', r, () => h.checkOpen(r.symbol, r.isBuy, r.amount), async (c) => {
+      }, ttlOf(req));
+    },
+    createEntryOrder: (req) => {
+      let r!: ReturnType<typeof checkEntryOrder>;
+      const check = () => {
+        r = checkEntryOrder(req);
+        h.checkOpen(r.symbol, r.isBuy, r.amount);
+      };
+      return h.op('createEntryOrder', req, check, async (c) => {
         const res = await c.createEntryOrder({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, rate: r.rate, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: broker.accountId() });
         return { orderId: res.orderId };
-      }, r.ttlMs),
-    createOco: (r) =>
-      h.op('createOco', r, () => h.checkOpen(r.symbol, r.first.isBuy, r.amount), async (c) => {
+      }, ttlOf(req));
+    },
+    createOco: (req) => {
+      let r!: ReturnType<typeof checkOco>;
+      const check = () => {
+        r = checkOco(req);
+        h.checkOpen(r.symbol, r.first.isBuy, r.amount);
+      };
+      return h.op('createOco', req, check, async (c) => {
         await c.simpleOco({
           symbol: r.symbol,
           amount: r.amount,
@@ -89,9 +127,10 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
           accountId: broker.accountId(),
         });
         return { orderIds: [] as string[] };
-      }, r.ttlMs),
+      }, ttlOf(req));
+    },
     closeTrade: (tradeId, amount, scope) =>
-      h.op('closeTrade', { tradeId, amount, ...scope }, () => mustTrade(tradeId, scope), async (c) => {
+      h.op('closeTrade', { tradeId, amount, ...scope }, () => (mustTrade(tradeId, scope), checkCloseAmount(amount)), async (c) => {
         const p = broker.positions.get(tradeId);
         broker.closeReasons.set(tradeId, 'close');
         await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) }).catch(gone('trade', tradeId));
@@ -111,18 +150,18 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
         // a trade that closed meanwhile is closed all the same
         if (failed && !(failed.reason instanceof FxcmNotFoundError)) throw failed.reason;
       }),
-    setStop: (tradeId, rate, opts) =>
-      h.op('setStop', { tradeId, rate, ...opts }, () => mustTrade(tradeId, opts), (c) =>
-        c.changeTradeStopLimit({ tradeId, isStop: true, rate, isInPips: !!opts?.isInPips, trailingStep: opts?.trailingStep }).catch(gone('trade', tradeId)),
-      ),
-    setLimit: (tradeId, rate, opts) =>
-      h.op('setLimit', { tradeId, rate, ...opts }, () => mustTrade(tradeId, opts), (c) =>
-        c.changeTradeStopLimit({ tradeId, isStop: false, rate, isInPips: !!opts?.isInPips }).catch(gone('trade', tradeId)),
-      ),
-    changeOrder: (orderId, rate, amount, scope) =>
-      h.op('changeOrder', { orderId, rate, amount, ...scope }, () => mustOrder(orderId, scope), (c) =>
-        c.changeOrder({ orderId, rate, amount: amount ?? numOf(broker.orders.get(orderId)?.amountK) }).catch(gone('order', orderId)),
-      ),
+    setStop: (tradeId, rate, opts) => tradeLevel('setStop', 'stop', tradeId, rate, opts),
+    setLimit: (tradeId, rate, opts) => tradeLevel('setLimit', 'limit', tradeId, rate, opts),
+    changeOrder: (orderId, rate, amount, scope) => {
+      let v!: ReturnType<typeof checkChangeOrder>;
+      const check = () => {
+        mustOrder(orderId, scope);
+        v = checkChangeOrder(String(broker.orders.get(orderId)!.currency ?? ''), rate, amount);
+      };
+      return h.op('changeOrder', { orderId, rate, amount, ...scope }, check, (c) =>
+        c.changeOrder({ orderId, rate: v.rate, amount: v.amount ?? numOf(broker.orders.get(orderId)?.amountK) }).catch(gone('order', orderId)),
+      );
+    },
     // The broker deletes an OCO order's whole group. Its Order D pushes are handled after the hook,
     // so the group leaves the runner's state now: a delete of the other leg is then OrderGoneError,
     // as in a backtest. After the answer, not in the send: a replay runs this too.

@@ -6,7 +6,9 @@
  *   OpenPosition, ClosedPosition, Account), price subscriptions of the strategy's symbols.
  * - Every input of the strategy (snapshot, price push, table push, timer, start, stop) goes through
  *   one queue and is handled in order; hooks never run concurrently. Bars are built from the ticks
- *   (bid/ask OHLC, bucketed by the tick's time: bars.ts). `ctx.now()` is the time of the event being handled.
+ *   as the broker builds candles; a bar whose ticks were partly missed (at the start, across a
+ *   reconnect or a restart) is fetched from the broker instead, its answer one more input
+ *   (bars.ts: LiveBars). `ctx.now()` is the time of the event being handled.
  * - Table pushes map to hooks: OpenPosition I → onTrade opened; ClosedPosition I → onTrade closed;
  *   an entry Order I → onOrder accepted; Order D → onOrder filled/cancelled/rejected.
  * - Every decision (broker operation of the strategy) is an intent: journaled (fsync) before any
@@ -31,7 +33,8 @@ import { silentLogger } from '../../telemetry/logger';
 import type { FxcmClient, Snapshot } from '../fxcm/client';
 import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../fxcm/types';
 import type { ClosedTrade, EquityPoint, RunResult } from './results';
-import { BarHistory, TickBars } from './bars';
+import { BarHistory, LiveBars, type BarFetch, type BarsOut } from './bars';
+import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS } from '../fxcm/candles';
 import { BrokerState, brokerTimeMs, numOf, type OcoClaim } from './broker-state';
 import { pipOf } from '../execution/instruments';
 import { liveContext } from './live-context';
@@ -66,6 +69,8 @@ export interface LiveOptions {
   durationMs?: number;
   currency?: string;
   now?: () => number;
+  /** Called once the start-up calls (snapshot, subscriptions, history) are done. */
+  onRunning?: () => void;
 }
 
 export interface LiveResult extends RunResult {
@@ -84,11 +89,17 @@ type InEvent =
   | { k: 'price'; t: number; p: PriceUpdate }
   | { k: 'table'; t: number; model: ModelName; action: TableAction; rec: TableRecord }
   | { k: 'timer'; t: number; name: string }
-  | { k: 'stop'; t: number };
+  | { k: 'stop'; t: number }
+  /** The broker's bars of a range the live bars asked for (empty when it could not be fetched). */
+  | { k: 'bars'; t: number; fetch: BarFetch; bars: Bar[] }
+  /** The price stream was interrupted (disconnect, restart): ticks were missed. */
+  | { k: 'gap'; t: number };
 
-const IN_KINDS = new Set(['snapshot', 'own', 'history', 'start', 'price', 'table', 'timer', 'stop']);
+const IN_KINDS = new Set(['snapshot', 'own', 'history', 'start', 'price', 'table', 'timer', 'stop', 'bars', 'gap']);
 /** How many ends of unclaimed trades and orders are kept for a late claim. */
 const UNCLAIMED_ENDS = 200;
+/** Attempts at fetching a range of bars before the series is left with a gap (said in the log). */
+const BAR_FETCH_ATTEMPTS = 3;
 /** The tables a run subscribes to, and the models of its start-up snapshot (a restart adds ClosedPosition). */
 export const LIVE_TABLES: ModelName[] = ['Order', 'OpenPosition', 'ClosedPosition', 'Account'];
 export const LIVE_SNAPSHOT: ModelName[] = ['Account', 'OpenPosition', 'Order'];
@@ -114,7 +125,7 @@ export class LiveEngine {
   private readonly quotes = new Map<string, Tick>();
   private readonly broker = new BrokerState();
   private readonly history = new BarHistory();
-  private readonly tickBars: TickBars;
+  private readonly liveBars: LiveBars;
   private readonly timers = new Map<string, { every: number; handle?: NodeJS.Timeout }>();
   private readonly closed: ClosedTrade[] = [];
   private readonly closedIds = new Set<string>();
@@ -146,7 +157,7 @@ export class LiveEngine {
     this.log = opts.logger ?? silentLogger;
     this.guard = new SafetyGuard(opts.safety ?? {});
     this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : [LIVE_DEFAULT_TIMEFRAME];
-    this.tickBars = new TickBars(this.timeframes);
+    this.liveBars = new LiveBars(this.timeframes);
     this.ctx = this.makeContext();
     this.done = new Promise((r) => (this.finish = r));
   }
@@ -383,7 +394,12 @@ export class LiveEngine {
       case 'own':
         return this.applyOwn(ev);
       case 'history':
-        for (const b of ev.bars) this.history.push(b);
+        for (const b of this.liveBars.history(ev.bars, ev.t)) this.history.push(b);
+        return;
+      case 'bars':
+        return this.deliverBars(this.liveBars.fetched(ev.fetch, ev.bars));
+      case 'gap':
+        this.liveBars.discontinuity();
         return;
       case 'start':
         this.started = true;
@@ -545,13 +561,43 @@ export class LiveEngine {
     const tick: Tick = { symbol: p.Symbol, bid, ask, ts };
     this.quotes.set(p.Symbol, tick);
     if (!s.symbols.includes(p.Symbol)) return;
-    const done = this.tickBars.add(p.Symbol, bid, ask, ts);
+    await this.deliverBars(this.liveBars.tick(p.Symbol, bid, ask, ts));
     if (!this.started) return;
-    for (const b of done) {
-      this.history.push(b);
-      if (s.onBar) await this.call('onBar', () => s.onBar!.call(s, this.ctx, b));
-    }
     if (s.onTick) await this.call('onTick', () => s.onTick!.call(s, this.ctx, tick));
+  }
+
+  /** Closed bars into the history and onBar (once started); ranges to fetch asked for. */
+  private async deliverBars(out: BarsOut): Promise<void> {
+    const s = this.o.strategy;
+    for (const f of out.fetches) this.fetchBars(f);
+    for (const b of out.closed) {
+      this.history.push(b);
+      if (this.started && s.onBar) await this.call('onBar', () => s.onBar!.call(s, this.ctx, b));
+    }
+  }
+
+  /**
+   * Asks the broker for a range of closed bars (through the limiter); the answer is an input
+   * event. A replay has it in the journal; a resumed run asks again for what was not answered.
+   */
+  private fetchBars(f: BarFetch): void {
+    const c = this.o.client;
+    if (!c || this.replaying) return;
+    const num = Math.min(MAX_CANDLES_PER_REQUEST, (f.toTs - f.fromTs) / PERIOD_SECONDS[f.timeframe] + 1);
+    void (async () => {
+      let bars: Bar[] = [];
+      for (let attempt = 1; attempt <= BAR_FETCH_ATTEMPTS && !this.finished; attempt++) {
+        try {
+          bars = (await c.getCandles(f.symbol, f.timeframe, { num, from: f.fromTs, to: f.toTs })).map((k) => ({ symbol: f.symbol, timeframe: f.timeframe, ...k }));
+          break;
+        } catch (e) {
+          const range = `${f.symbol} ${f.timeframe} bars from ${new Date(f.fromTs * 1000).toISOString()} to ${new Date(f.toTs * 1000).toISOString()}`;
+          if (attempt === BAR_FETCH_ATTEMPTS) this.log.error(`${range} could not be fetched (${(e as Error).message}): the series has a gap there`);
+          else await new Promise((r) => setTimeout(r, 1000 * attempt));
+        }
+      }
+      this.enqueue({ k: 'bars', t: this.wallNow(), fetch: f, bars });
+    })();
   }
 
   /** A table push: the state of the whole account; events for this run's orders and trades only. */
@@ -785,6 +831,8 @@ export class LiveEngine {
     });
     const price = (p: PriceUpdate) => (onPrice(p), kick());
     const table = (m: ModelName, a: TableAction, r: TableRecord) => (onTable(m, a, r), kick());
+    // ticks are missed until the stream is back: the bars across it come from the broker
+    const gap = () => (this.queue.push({ k: 'gap', t: this.wallNow() }), kick());
     c.on('price', price);
     c.on('table', table);
     // A dropped stream: the connection reconnects, resubscribes and takes a snapshot, which
@@ -808,11 +856,15 @@ export class LiveEngine {
     c.on('reconciled', reconciled);
     c.on('reconnectFailed', gaveUp);
     this.listeners.push(() => c.off('disconnected', down), () => c.off('reconciled', reconciled), () => c.off('reconnectFailed', gaveUp));
+    c.on('disconnected', gap);
+    this.listeners.push(() => c.off('price', price), () => c.off('table', table), () => c.off('disconnected', gap));
     this.holding = true;
     try {
       await c.subscribeTables(LIVE_TABLES);
       // A restart also asks for the trades closed while it was away (their close and P/L).
       const snap = await c.getModel(this.resumed ? [...LIVE_SNAPSHOT, 'ClosedPosition'] : LIVE_SNAPSHOT);
+      // Prices before the history, so no bar falls between the two (bars.ts).
+      if (!ending) await c.subscribePrices(s.symbols);
       if (this.resumed) {
         this.journalLine({ k: 'resume', t: this.wallNow() }, true);
         this.settleOrphans(snap);
@@ -824,7 +876,7 @@ export class LiveEngine {
           await this.pumpStateOnly(); // the claims of settled intents, before the flatten
         }
         if (pendingHook) await pendingHook;
-        if (!ending) this.queue.unshift({ k: 'snapshot', t: this.wallNow(), snap, reason: 'resume' });
+        if (!ending) this.queue.unshift({ k: 'gap', t: this.wallNow() }, { k: 'snapshot', t: this.wallNow(), snap, reason: 'resume' });
       } else {
         this.journalLine({ k: 'run', t: this.wallNow(), strategy: this.strategyName, mode: this.o.mode, symbols: s.symbols, timeframes: this.timeframes, params: plain(this.ctx.params) }, true);
         const head: InEvent[] = [{ k: 'snapshot', t: this.wallNow(), snap, reason: 'start' }];
@@ -832,7 +884,8 @@ export class LiveEngine {
           const bars: Bar[] = [];
           for (const sym of s.symbols) {
             for (const tf of this.timeframes) {
-              const cs = await c.getCandles(sym, tf, { num: s.warmup });
+              // one more: the broker's last candle is usually the one still open (not taken)
+              const cs = await c.getCandles(sym, tf, { num: s.warmup + 1 });
               for (const k of cs) bars.push({ symbol: sym, timeframe: tf, ...k });
             }
           }
@@ -841,13 +894,14 @@ export class LiveEngine {
         head.push({ k: 'start', t: this.wallNow() });
         this.queue.unshift(...head);
       }
-      if (!ending) await c.subscribePrices(s.symbols);
     } catch (e) {
       this.holding = false;
       this.cleanup();
       throw e;
     }
     this.holding = false;
+    for (const f of this.liveBars.inFlight()) this.fetchBars(f);
+    this.o.onRunning?.();
     if (ending) await this.finishEndingRun(recordedError);
     else {
       for (const name of this.timers.keys()) this.armTimer(name);

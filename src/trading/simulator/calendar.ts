@@ -71,6 +71,19 @@ export class MarketCalendar {
     return first === undefined ? undefined : [first, last];
   }
 
+  /** Milliseconds of the whole grid steps inside [fromMs, toMs] when the market is closed. */
+  closedMs(fromMs: number, toMs: number): number {
+    let closed = 0;
+    for (let hour = floor(fromMs / HOUR_MS) * HOUR_MS; hour < toMs; hour += HOUR_MS) {
+      const lo = max(0, ceil((fromMs - hour) / GRID_MS));
+      const hi = min(STEPS_PER_HOUR, floor((toMs - hour) / GRID_MS));
+      if (hi <= lo) continue;
+      const open = this.openSteps(hour);
+      closed += hi - lo - max(0, min(hi, open.to) - max(lo, open.from));
+    }
+    return closed * GRID_MS;
+  }
+
   /** The instant of 17:00 US Eastern on the UTC day holding `ms`. */
   rolloverMs(ms: number): number {
     return this.day(floor(ms / DAY_MS) * DAY_MS).rolloverMs;

@@ -11,7 +11,7 @@ export const SIMULATOR_USAGE = `ratelimit-runner sim [options]
   --seed N                    price path seed: live prices and candle history (SIM_SEED, default 1)
   --token TOKEN               accepted API token, repeatable (SIM_TOKENS, comma-separated; required)
   --symbols A/B,C/D           symbols from the broker's offer list (SIM_SYMBOLS, default EUR/USD,USD/JPY,GBP/USD)
-  --tick-ms MS                price tick interval (SIM_TICK_MS, default 1000; 0 = no ticks)
+  --tick-ms MS                price tick interval, a divisor of 5000 (SIM_TICK_MS, default 1000; 0 = no ticks)
   --volatility X              daily std-dev of the log price, a fraction (SIM_VOLATILITY, default 0.005 = 0.5 %)
   --replay SYMBOL=FILE        replay candles (JSON rows/objects or CSV) for SYMBOL, repeatable
   --always-open               ignore FX market hours (SIM_ALWAYS_OPEN=1)

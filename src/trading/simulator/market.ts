@@ -2,6 +2,13 @@
  * The simulated market: quotes per symbol, market hours, and candles. Live quotes and candle
  * history both come from one seeded price path per symbol (price-path.ts), so history is exactly
  * the past of the live stream; replayed candles can drive the live quotes instead.
+ *
+ * The broker's candle rule, which a runner building bars from the stream reproduces exactly: the
+ * stream ticks at every multiple of the tick interval (epoch-aligned, stamped with that instant,
+ * while the market is open), and a candle of [start, end) is made of the ticks stamped in it: open
+ * the first, close the last, high and low over all of them, bid and ask apart, tickQty their
+ * number. The interval divides the path's 5-second grid, so every grid point (where the path
+ * turns) is a tick. Prices forced with setPrice are off the path and in no candle.
  */
 import { EventEmitter } from 'node:events';
 import { readCandles } from '../fxcm/candle-file';
@@ -11,7 +18,11 @@ import type { Clock } from '../../core/clock';
 import { isFxMarketOpen } from '../fxcm/market-hours';
 import { DEFAULT_ROLLOVER, type RolloverRates } from '../execution/financing';
 import { MarketCalendar } from './calendar';
+import { GRID_MS } from './calendar';
 import { DEFAULT_DAILY_VOLATILITY, PricePath } from './price-path';
+
+/** Tick interval when none is set (manual ticks): the grid of the candle rule. */
+const DEFAULT_TICK_MS = 1000;
 
 export { isFxMarketOpen } from '../fxcm/market-hours';
 export { mulberry32 } from './random';
@@ -61,7 +72,10 @@ export interface MarketOptions {
    * (default 0.005, so EUR/USD moves about 0.5 % a day; quiet and busy hours and spells vary around it).
    */
   volatility?: number;
-  /** Auto-tick interval on the clock; 0/undefined = only manual ticks. Ticks sample the path; they do not move it. */
+  /**
+   * Auto-tick interval on the clock; 0/undefined = only manual ticks. Ticks sample the path; they
+   * do not move it. It must divide 5000 (the path's grid); candles follow a 1000 ms grid without it.
+   */
   tickIntervalMs?: number;
   /** Replayed candles per symbol (or a candle file's path, read as backtests read it): each tick moves to the next candle's close. */
   replay?: Record<string, Candle[] | string>;
@@ -79,10 +93,18 @@ export class Market extends EventEmitter {
   private timer: unknown;
   private hoursOverride: boolean | undefined;
   private readonly calendar: MarketCalendar;
+  /** The instants the stream ticks at (multiples of it), and so what candles are made of. */
+  private readonly tickMs: number;
+  private nextTickMs = 0;
 
   constructor(private readonly opts: MarketOptions) {
     super();
     this.clock = opts.clock;
+    const iv = opts.tickIntervalMs ?? 0;
+    if (!Number.isInteger(iv) || iv < 0 || (iv > 0 && GRID_MS % iv !== 0)) {
+      throw new Error(`tick interval ${iv} ms: it must divide ${GRID_MS} ms (the price path's grid), e.g. 1000, 500, 250, 100, 50, 20`);
+    }
+    this.tickMs = iv || DEFAULT_TICK_MS;
     this.calendar = new MarketCalendar(opts.isOpen ?? isFxMarketOpen);
     const list = opts.symbols ?? ['EUR/USD', 'USD/JPY', 'GBP/USD'];
     const now = this.clock.nowMs();
@@ -141,6 +163,11 @@ export class Market extends EventEmitter {
    * fault injection force prices this way: the quote departs from the path until the next tick.
    */
   setPrice(symbol: string, bid: number, ask?: number): Quote {
+    return this.quoteAt(symbol, bid, ask, this.clock.nowMs());
+  }
+
+  /** The quote of `symbol` becomes bid/ask, stamped `atMs`, and is pushed. */
+  private quoteAt(symbol: string, bid: number, ask: number | undefined, atMs: number): Quote {
     const spec = this.specs.get(symbol);
     const q = this.quotes.get(symbol);
     if (!spec || !q) throw new Error(`unknown symbol ${symbol}`);
@@ -148,36 +175,43 @@ export class Market extends EventEmitter {
     q.ask = this.round(spec, ask ?? bid + spec.spreadPips * spec.pip);
     q.high = Math.max(q.high, q.ask);
     q.low = Math.min(q.low, q.bid);
-    q.updatedMs = this.clock.nowMs();
+    q.updatedMs = atMs;
     this.emit('price', symbol, { ...q });
     return { ...q };
   }
 
-  /** Every symbol's quote becomes the path's price now (or the next replayed candle). No-op when closed. */
-  tick(): void {
-    if (!this.isOpen()) return;
+  /**
+   * Every symbol's quote becomes the path's price at `atMs` (default now), stamped with it (or the
+   * next replayed candle). No-op when closed.
+   */
+  tick(atMs = this.clock.nowMs()): void {
+    if (!this.isOpen(atMs)) return;
     for (const [symbol, path] of this.paths) {
       const r = this.replay.get(symbol);
       if (r && r.candles.length) {
         const c = r.candles[r.i % r.candles.length];
         r.i++;
-        this.setPrice(symbol, c.bidClose, c.askClose);
+        this.quoteAt(symbol, c.bidClose, c.askClose, atMs);
         continue;
       }
-      const [bid, ask] = path.quoteAt(this.clock.nowMs());
-      this.setPrice(symbol, bid, ask);
+      const [bid, ask] = path.quoteAt(atMs);
+      this.quoteAt(symbol, bid, ask, atMs);
     }
   }
 
-  /** Auto-tick on the clock every `tickIntervalMs`. */
+  /**
+   * Auto-tick at every multiple of `tickIntervalMs` on the clock, each stamped with its instant;
+   * a timer that fires late catches up, so no instant of the candle rule is skipped.
+   */
   start(): void {
     const iv = this.opts.tickIntervalMs;
     if (!iv || this.timer !== undefined) return;
+    this.nextTickMs = (Math.floor(this.clock.nowMs() / iv) + 1) * iv;
     const loop = () => {
-      this.tick();
-      this.timer = this.clock.setTimeout(loop, iv);
+      for (; this.nextTickMs <= this.clock.nowMs(); this.nextTickMs += iv) this.tick(this.nextTickMs);
+      this.timer = this.clock.setTimeout(loop, this.nextTickMs - this.clock.nowMs());
     };
-    this.timer = this.clock.setTimeout(loop, iv);
+    this.timer = this.clock.setTimeout(loop, this.nextTickMs - this.clock.nowMs());
   }
 
   stop(): void {
@@ -215,11 +249,11 @@ export class Market extends EventEmitter {
   }
 
   /**
-   * Candles whose start lies in [fromSec, toSec] and not after now, ascending; the current one
-   * closes at now. A candle covers the part of its period when the market trades (its open is the
-   * first traded price, its close the last), so longer candles are exactly their shorter ones
-   * joined; candles shorter than a week wholly inside closed hours are absent. At most `max` (the
-   * most recent ones).
+   * Candles whose start lies in [fromSec, toSec] and not after now, ascending; the current one is
+   * made of the ticks until now. A candle is made of the ticks stamped in its period while the
+   * market trades (the rule in the header), so longer candles are exactly their shorter ones
+   * joined; candles shorter than a week without a tick are absent. At most `max` (the most recent
+   * ones).
    */
   candles(symbol: string, periodId: string, fromSec: number, toSec: number, max = MAX_CANDLES_PER_REQUEST): CandleRow[] {
     const period = normalizePeriod(periodId);
@@ -229,18 +263,26 @@ export class Market extends EventEmitter {
     const nowMs = this.clock.nowMs();
     const last = Math.min(toSec, Math.floor(nowMs / 1000));
     const intraday = PERIOD_SECONDS[period] < 86400 * 7;
-    const spans: [number, [number, number]][] = [];
+    const iv = this.tickMs;
+    const spans: [number, [number, number], number][] = [];
     let start = this.periodStart(period, fromSec);
     if (start < fromSec) start = this.nextStart(period, start);
     for (; start <= last; start = this.nextStart(period, start)) {
-      const whole: [number, number] = [start * 1000, Math.min(this.nextStart(period, start) * 1000, nowMs)];
-      const traded = this.calendar.openSpan(whole[0], whole[1]);
-      if (traded || !intraday) spans.push([start, traded ?? whole]);
+      // the ticks stamped in [start, end) and not after now, while the market is open
+      const end = Math.min(this.nextStart(period, start) * 1000, nowMs + 1);
+      const traded = this.calendar.openSpan(start * 1000, end);
+      const first = traded && Math.ceil(traded[0] / iv) * iv;
+      const lastTick = traded && Math.ceil(traded[1] / iv) * iv - iv;
+      if (first !== undefined && lastTick !== undefined && first <= lastTick) {
+        // a week or a month spans closed weekends: their instants are no ticks
+        spans.push([start, [first, lastTick], (lastTick - first - this.calendar.closedMs(first, lastTick)) / iv + 1]);
+      }
+      else if (!intraday) spans.push([start, [start * 1000, end - 1], 0]);
     }
     const r = (v: number) => this.round(spec, v);
-    return spans.slice(-max).map(([s, [from, to]]) => {
+    return spans.slice(-max).map(([s, [from, to], ticks]) => {
       const c = path.candle(from, to);
-      return [s, r(c.bidOpen), r(c.bidClose), r(c.bidHigh), r(c.bidLow), r(c.askOpen), r(c.askClose), r(c.askHigh), r(c.askLow), c.ticks];
+      return [s, r(c.bidOpen), r(c.bidClose), r(c.bidHigh), r(c.bidLow), r(c.askOpen), r(c.askClose), r(c.askHigh), r(c.askLow), ticks];
     });
   }
 }

@@ -358,7 +358,7 @@ describe('paper: a config that could exceed a documented limit', () => {
   });
 
   test('starts with --allow-over-budget, and still prints the warning; the bundled config starts silently', async () => {
-    const sim = await startSim({ tickIntervalMs: 30 });
+    const sim = await startSim({ tickIntervalMs: 25 });
     try {
       let r = await paper([EX, '--url', sim.url, '--token', TOKEN, '--limits', fixedCandles, '--allow-over-budget', '--duration', '0.3', '--quiet', '--report', path.join(dir, 'r1')]);
       expect(r.stderr).toContain('can send up to 6 calls within 60 s; the broker allows 3 per 60 s');

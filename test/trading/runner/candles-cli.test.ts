@@ -11,7 +11,7 @@ import path from 'node:path';
 import { readCandleFile } from '../../../src/trading/fxcm/candle-file';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { startSim, TOKEN } from '../helpers';
-import { tightBrokerLimits } from './helpers';
+import { tightBrokerLimits, freshRunnerEnv } from './helpers';
 import { waitFor } from '../../support/wait';
 
 const CLI = path.join(__dirname, '../../../dist/src/cli/runner.js');
@@ -28,7 +28,7 @@ interface Run {
 
 function run(args: string[], o: { env?: NodeJS.ProcessEnv; onSpawn?: (kill: (s: NodeJS.Signals) => void) => void } = {}): Promise<Run> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [CLI, ...args], { env: o.env ?? env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [CLI, ...args], { env: freshRunnerEnv(o.env ?? env), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

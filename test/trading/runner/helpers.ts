@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { ConfigFile } from '../../../src/config/types';
 import type { Candle } from '../../../src/trading/fxcm/types';
 
@@ -59,4 +62,12 @@ descriptors:
 ${limited}
 `;
   return [{ name: 'tight.yaml', content }];
+}
+
+/**
+ * The environment of a runner child process with a budget state of its own: the broker budget is
+ * kept across runs (budget-state.test.ts tests that); other tests start each run afresh.
+ */
+export function freshRunnerEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH, RATELIMIT_RUNNER_STATE: fs.mkdtempSync(path.join(os.tmpdir(), 'rr-budget-')), ...extra };
 }

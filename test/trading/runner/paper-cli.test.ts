@@ -10,6 +10,7 @@ import path from 'node:path';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { readJournal } from '../../../src/trading/runner/journal';
 import { startSim, TOKEN } from '../helpers';
+import { freshRunnerEnv } from './helpers';
 
 const CLI = path.join(__dirname, '../../../dist/src/cli/runner.js');
 const EX = path.join(__dirname, '../../../examples/strategies/ma-crossover.js');
@@ -18,7 +19,7 @@ const env = { PATH: process.env.PATH };
 
 function run(args: string[], timeout = 20000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [CLI, ...args], { env: freshRunnerEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -48,7 +49,7 @@ module.exports = {
 describe('paper CLI', () => {
   let sim: BrokerSimulator;
   beforeAll(async () => {
-    sim = await startSim({ tickIntervalMs: 30 });
+    sim = await startSim({ tickIntervalMs: 25 });
   });
   afterAll(async () => {
     await sim.stop();
@@ -92,7 +93,7 @@ describe('paper CLI', () => {
     const jdir = path.join(dir, 'j1');
     const jfile = path.join(jdir, 'journal.jsonl');
     sim.resetCounters();
-    const child = spawn(process.execPath, [CLI, 'paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--quiet', '--report', path.join(dir, 'r1')], { env, stdio: 'ignore' });
+    const child = spawn(process.execPath, [CLI, 'paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--quiet', '--report', path.join(dir, 'r1')], { env: freshRunnerEnv(env), stdio: 'ignore' });
     const exited = new Promise((r) => child.once('exit', r));
     const deadline = Date.now() + 15000;
     // both intents answered (open_trade and create_entry_order), then some more ticks

@@ -12,6 +12,7 @@ import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { readJournal, type JournalLine } from '../../../src/trading/runner/journal';
 import { startSim, TOKEN } from '../helpers';
 import { waitFor } from '../../support/wait';
+import { freshRunnerEnv } from './helpers';
 
 const CLI = path.join(__dirname, '../../../dist/src/cli/runner.js');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-resume-'));
@@ -24,7 +25,7 @@ interface Exit {
 }
 
 function start(args: string[]): { child: ChildProcess; exited: Promise<Exit> } {
-  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, ...args], { env: freshRunnerEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -54,7 +55,7 @@ const report = (name: string) => JSON.parse(fs.readFileSync(path.join(dir, `${na
 describe('resuming a paper run from its journal', () => {
   let sim: BrokerSimulator;
   beforeAll(async () => {
-    sim = await startSim({ tickIntervalMs: 30 });
+    sim = await startSim({ tickIntervalMs: 25 });
   });
   afterAll(async () => {
     await sim.stop();
