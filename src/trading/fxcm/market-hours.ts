@@ -62,6 +62,11 @@ export function fxOpenSeconds(fromSec: number, toSec: number): number {
 
 const WEDNESDAY = 3;
 
+/** 17:00 New York (the daily rollover) on the UTC day starting at `dayStartMs`: 21:00 or 22:00 UTC, the same date in both places. */
+export function newYorkFivePm(dayStartMs: number): number {
+  return dayStartMs + 17 * HOUR_MS - easternOffsetMs(dayStartMs);
+}
+
 /**
  * The broker's daily rollovers in (fromMs, toMs]: 17:00 New York, Monday to Friday (Friday's at the
  * weekend close covers the hold over the weekend's first day), each with the days of interest it
@@ -71,8 +76,7 @@ const WEDNESDAY = 3;
 export function rolloversBetween(fromMs: number, toMs: number): { ms: number; days: number }[] {
   const out: { ms: number; days: number }[] = [];
   for (let day = Math.floor(fromMs / DAY_MS); day * DAY_MS <= toMs; day++) {
-    // 17:00 New York is 21:00 or 22:00 UTC: the same date in both places
-    const ms = day * DAY_MS + 17 * HOUR_MS - easternOffsetMs(day * DAY_MS);
+    const ms = newYorkFivePm(day * DAY_MS);
     const weekday = (day + 4) % 7;
     if (ms > fromMs && ms <= toMs && weekday !== SATURDAY && weekday !== SUNDAY) out.push({ ms, days: weekday === WEDNESDAY ? 3 : 1 });
   }

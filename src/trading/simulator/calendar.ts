@@ -3,6 +3,7 @@
  * hours, fxcm/market-hours.ts) per hour and per 5-second grid step, and the daily rollover (17:00
  * US Eastern).
  */
+import { newYorkFivePm } from '../fxcm/market-hours';
 
 /** Math's functions bound once: inside a vm context (Jest) every global lookup in a hot loop is slow. */
 const { floor, ceil, min, max } = Math;
@@ -13,16 +14,6 @@ export const DAY_MS = 86_400_000;
 /** The price path's grid: 5-second steps, 720 to the hour. */
 export const GRID_MS = 5_000;
 export const STEPS_PER_HOUR = HOUR_MS / GRID_MS;
-
-const etHour = new Intl.DateTimeFormat('en-US', { timeZone: 'America/New_York', hour: '2-digit', hourCycle: 'h23' });
-
-/**
- * 17:00 New York on the UTC day starting at `dayStart`: 21:00 UTC in summer time, 22:00 UTC in
- * winter (asked at 21:00 UTC, after the clocks change on the days they do, at 02:00 local time).
- */
-function rolloverOf(dayStart: number): number {
-  return dayStart + (etHour.format(new Date(dayStart + 21 * HOUR_MS)) === '17' ? 21 : 22) * HOUR_MS;
-}
 
 /** Open grid steps of one hour: [from, to) in 0…720 (from = to when closed all hour). */
 export interface OpenSteps {
@@ -100,7 +91,7 @@ export class MarketCalendar {
         open.push(atStart === atEnd ? (atStart ? { from: 0, to: STEPS_PER_HOUR } : { from: 0, to: 0 }) : this.split(start, atStart));
         atStart = atEnd;
       }
-      d = { open, rolloverMs: rolloverOf(dayStart) };
+      d = { open, rolloverMs: newYorkFivePm(dayStart) };
       this.days.set(dayStart, d);
     }
     return d;
