@@ -149,6 +149,7 @@ function wildcardValue(node: ConfigNode, entry: Entry): string {
 /** A loaded config: the domains' descriptor trees, matched by getLimit (one per successful load). */
 export class LoadedConfig implements RateLimitConfig {
   readonly domainCount: number;
+  readonly ruleCount: number;
   private readonly overrideRules = new Map<string, RateLimitRule>();
   /**
    * Scratch space for one lookup: the node and match kind per entry (getLimit is synchronous, so
@@ -161,9 +162,11 @@ export class LoadedConfig implements RateLimitConfig {
     private readonly domains: ReadonlyMap<string, DomainNode>,
     private readonly stats: StatsStore,
     private readonly cacheBudget: RuleCacheBudget,
-    private readonly dumpText: string,
+    /** Every limit, in /rlconfig order. */
+    private readonly sortedRules: readonly RateLimitRule[],
   ) {
     this.domainCount = domains.size;
+    this.ruleCount = sortedRules.length;
     Object.freeze(this);
   }
 
@@ -459,9 +462,26 @@ export class LoadedConfig implements RateLimitConfig {
   }
 
   dump(): string {
-    return this.dumpText;
+    let out = '';
+    for (const chunk of this.dumpChunks()) out += chunk;
+    return out;
+  }
+
+  *dumpChunks(chunkBytes = DUMP_CHUNK_CHARS): Generator<string, void, undefined> {
+    let out = '';
+    for (const rule of this.sortedRules) {
+      out += dumpLine(rule);
+      if (out.length >= chunkBytes) {
+        yield out;
+        out = '';
+      }
+    }
+    if (out !== '') yield out;
   }
 }
+
+/** About how much text one step of the /rlconfig listing builds. */
+const DUMP_CHUNK_CHARS = 64 * 1024;
 
 /** The `/rlconfig` line of a rule. */
 export function dumpLine(rule: RateLimitRule): string {
