@@ -1,7 +1,7 @@
 import { ConfigError } from '../../src/config/types';
 import { ConfigStore } from '../../src/providers/config-store';
 import { StatsStore } from '../../src/stats/store';
-import { CapturingLogger, fakeLoader } from './helpers';
+import { CapturingLogger, fakeConfig } from './helpers';
 
 interface Flags {
   shadowMode: boolean;
@@ -30,7 +30,7 @@ describe('ConfigStore', () => {
     const seen: number[] = [];
     store.onUpdate((s) => seen.push(s.config.domainCount));
 
-    const c1 = fakeLoader([{ name: 'a.yaml', content: 'x' }], false);
+    const c1 = fakeConfig([{ name: 'a.yaml', content: 'x' }], false);
     store.update(c1);
     const s1 = store.current();
     expect(s1?.config).toBe(c1);
@@ -38,7 +38,7 @@ describe('ConfigStore', () => {
     expect(Object.isFrozen(s1)).toBe(true);
 
     shadow = true; // flags are re-read at every load
-    const c2 = fakeLoader([], false);
+    const c2 = fakeConfig([], false);
     store.update(c2);
     const s2 = store.current();
     expect(s2?.config).toBe(c2);
@@ -60,7 +60,7 @@ describe('ConfigStore', () => {
     const { store, logger, count } = setup();
     const listener = jest.fn();
     store.onUpdate(listener);
-    const c1 = fakeLoader([{ name: 'a.yaml', content: 'x' }], false);
+    const c1 = fakeConfig([{ name: 'a.yaml', content: 'x' }], false);
     store.update(c1);
     const before = store.current();
 
@@ -82,7 +82,7 @@ describe('ConfigStore', () => {
     expect(store.hasFirstEvent).toBe(true);
     expect(store.current()).toBeUndefined();
     // Later successes do not change what the first event reported.
-    store.update(fakeLoader([], false));
+    store.update(fakeConfig([], false));
     await expect(store.waitForFirst()).resolves.toBeUndefined();
     expect(store.current()).toBeDefined();
   });
@@ -90,7 +90,7 @@ describe('ConfigStore', () => {
   test('waitForFirst resolves with the first successful snapshot', async () => {
     const { store } = setup();
     const first = store.waitForFirst();
-    const c = fakeLoader([{ name: 'a.yaml', content: 'x' }], false);
+    const c = fakeConfig([{ name: 'a.yaml', content: 'x' }], false);
     store.update(c);
     const snap = await first;
     expect(snap?.config).toBe(c);
@@ -107,19 +107,19 @@ describe('ConfigStore', () => {
       throw new Error('boom');
     });
     const unsubscribe = store.onUpdate(good);
-    store.update(fakeLoader([], false));
+    store.update(fakeConfig([], false));
     expect(good).toHaveBeenCalledTimes(1);
     expect(logger.messages('error')).toEqual(['config listener failed: boom']);
 
     throwFlags = true;
     const before = store.current();
-    store.update(fakeLoader([{ name: 'a', content: 'x' }], false));
+    store.update(fakeConfig([{ name: 'a', content: 'x' }], false));
     expect(store.current()).toBe(before);
     expect(count('ratelimit.service.config_load_error')).toBe(1);
 
     unsubscribe();
     throwFlags = false;
-    store.update(fakeLoader([], false));
+    store.update(fakeConfig([], false));
     expect(good).toHaveBeenCalledTimes(1);
   });
 });
