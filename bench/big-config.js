@@ -76,6 +76,7 @@ function load(httpAddr) {
   };
   const t0 = performance.now();
   let sent = 0;
+  let markAt = 0;
   const timer = setInterval(() => {
     // Open loop: catch up with the schedule, whatever the answers do.
     const due = Math.floor(((performance.now() - t0) / 1000) * RATE);
@@ -85,6 +86,12 @@ function load(httpAddr) {
     }
   }, 5);
   return {
+    /** p99 and max of the calls answered since the previous mark (the machine's own noise, before a load). */
+    mark() {
+      const window = latencies.slice(markAt).sort((a, b) => a - b);
+      markAt = latencies.length;
+      return { p99Ms: window[Math.floor(0.99 * window.length)] ?? null, maxMs: window[window.length - 1] ?? null };
+    },
     async stop() {
       stopped = true;
       clearInterval(timer);
@@ -139,17 +146,26 @@ descriptors:
 
 /** The service under load; `content` added as a second config file, then removed. */
 async function scenario(id, content, env) {
-  const srv = await startService(id, BASE, env, '0,1');
+  // As the image runs it (deploy/Dockerfile): big buffers come from mmap and go back when freed.
+  const srv = await startService(id, BASE, { MALLOC_MMAP_THRESHOLD_: '65536', ...env }, '0,1');
   const dir = path.join(tmpDir(), `runtime-${id}`, 'current', 'ratelimit', 'config');
   const result = { id, env, bytes: Buffer.byteLength(content) };
   try {
     const calls = load(srv.httpAddr);
-    await sleep(3000);
+    await sleep(1000);
+    calls.mark();
+    await sleep(4000);
+    const baseline = calls.mark();
+    result.baselineP99Ms = baseline.p99Ms;
+    result.baselineMaxMs = baseline.maxMs;
     result.rssBeforeMiB = Math.round(rssMiB(srv.pid));
     const successes = await stat(srv.debugAddr, 'ratelimit.service.config_load_success');
     const errors = await stat(srv.debugAddr, 'ratelimit.service.config_load_error');
     const t0 = Date.now();
-    fs.writeFileSync(path.join(dir, 'big.yaml'), content);
+    // Written beside the directory and renamed into it: the service sees the whole file at once.
+    const staged = path.join(dir, '..', 'big.yaml.staged');
+    fs.writeFileSync(staged, content);
+    fs.renameSync(staged, path.join(dir, 'big.yaml'));
     // Loaded (a success) or refused (an error): whichever moves first.
     const outcome = await Promise.race([
       statChange(srv.debugAddr, 'ratelimit.service.config_load_success', successes, 180_000).then((v) => (v === null ? null : 'loaded')),
@@ -169,6 +185,8 @@ async function scenario(id, content, env) {
     await sleep(5000);
     result.rulesAfterRemoval = await stat(srv.debugAddr, 'ratelimit.config.rules');
     result.rssAfterRemovalMiB = Math.round(rssMiB(srv.pid));
+    await sleep(25_000);
+    result.rss30sAfterRemovalMiB = Math.round(rssMiB(srv.pid));
     result.peakRssMiB = Math.round(peakRssMiB(srv.pid));
     Object.assign(result, await calls.stop());
     result.alive = srv.proc.exitCode === null && srv.proc.signalCode === null;
@@ -205,11 +223,11 @@ async function main() {
   fs.mkdirSync(path.dirname(RESULTS), { recursive: true });
   fs.writeFileSync(RESULTS, JSON.stringify({ date: new Date().toISOString(), rate: RATE, deadlineMs: DEADLINE_MS, results }, null, 2));
   const f = (v, d = 0) => (v === null || v === undefined ? '-' : typeof v === 'number' ? v.toFixed(d) : String(v));
-  console.log('| Scenario | MB | Outcome | Load s | Rules | Calls | Failed | p99 ms | Max ms | RSS before | Peak RSS | RSS loaded | After /rlconfig | After removal |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('| Scenario | MB | Outcome | Load s | Rules | Calls | Failed | p99 ms (before) | Max ms (before) | RSS before | Peak RSS | RSS loaded | After /rlconfig | 5 s after removal | 30 s after |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     console.log(
-      `| ${r.id} | ${f(r.bytes / 1e6, 1)} | ${r.outcome}${r.alive ? '' : ' (process died)'} | ${f(r.loadSeconds, 1)} | ${f(r.rules)} | ${f(r.calls)} | ${f(r.failed)} | ${f(r.p99Ms)} | ${f(r.maxMs)} | ${f(r.rssBeforeMiB)} | ${f(r.peakRssMiB)} | ${f(r.rssLoadedMiB)} | ${f(r.rssAfterRlconfigMiB)} | ${f(r.rssAfterRemovalMiB)} |`,
+      `| ${r.id} | ${f(r.bytes / 1e6, 1)} | ${r.outcome}${r.alive ? '' : ' (process died)'} | ${f(r.loadSeconds, 1)} | ${f(r.rules)} | ${f(r.calls)} | ${f(r.failed)} | ${f(r.p99Ms)} (${f(r.baselineP99Ms)}) | ${f(r.maxMs)} (${f(r.baselineMaxMs)}) | ${f(r.rssBeforeMiB)} | ${f(r.peakRssMiB)} | ${f(r.rssLoadedMiB)} | ${f(r.rssAfterRlconfigMiB)} | ${f(r.rssAfterRemovalMiB)} | ${f(r.rss30sAfterRemovalMiB)} |`,
     );
   }
   for (const r of results) if (r.error) console.log(`\n${r.id}: ${r.error}`);
