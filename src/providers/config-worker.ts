@@ -3,6 +3,7 @@
  * into a plan off the event loop, then hands the plan's records to the main thread a slice at a
  * time, when it asks. It ends when the last slice is taken or the load failed.
  */
+import * as os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { planFiles, planObjects, type ConfigPlan } from '../config/load';
 import { ConfigError } from '../config/types';
@@ -12,6 +13,14 @@ import type { BuildJob, FromWorker, ToWorker } from './config-builder';
 
 const port = parentPort!;
 const job = workerData as BuildJob;
+
+// The lowest CPU priority for this thread alone (Linux: the nice value is per thread): when cores
+// are short, calls on the main thread go first and the config waits.
+try {
+  os.setPriority(19);
+} catch {
+  // Not permitted here: the build still runs, at the usual priority.
+}
 
 function post(message: FromWorker): void {
   port.postMessage(message);
