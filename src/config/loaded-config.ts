@@ -75,9 +75,9 @@ export class Level {
   /** finalKey -> node (also the bare `key` lookup). */
   readonly byFinalKey = new Map<string, ConfigNode>();
   /**
-   * Exact `key_value` lookup without building the string: `exact.get(k)?.get(v)` finds the node
-   * registered under its own key and value (a node without a value under the split of its key at
-   * an `_`, if any: see `add`).
+   * Exact `key_value` lookup without building the string: a node with a value is registered under
+   * its own key and value. Every other split of a finalKey (a bare key's included) is found through
+   * `otherSplits`.
    */
   private readonly exact = new Map<string, Map<string, ConfigNode>>();
   /**
