@@ -9,7 +9,6 @@ import { MemoryStore } from '../backends/memory';
 import { MemcacheConfigError, MemcacheStore } from '../backends/memcache/store';
 import { RedisDemandStore, RedisStore } from '../backends/redis';
 import type { CounterStore } from '../core/store';
-import { loadConfig } from '../config/load';
 import type { Clock } from '../core/clock';
 import { systemClock } from '../core/clock';
 import { explainRequest } from '../limiter/explain';
@@ -17,6 +16,7 @@ import { LocalCache } from '../limiter/local-cache';
 import { parseDescriptor } from '../limiter/descriptor-text';
 import { RateLimitService, type ServiceFlags, type StoreSpan } from '../limiter/service';
 import { toServiceFlags } from '../limiter/flags';
+import { ConfigBuilder } from '../providers/config-builder';
 import { ConfigStore } from '../providers/config-store';
 import { FileProvider } from '../providers/file-provider';
 import { XdsProvider } from '../providers/xds/provider';
@@ -196,6 +196,7 @@ export class RateLimitApp {
   private readonly opener: StoreOpener;
   private readonly clock: Clock;
   readonly configStore: ConfigStore<ServiceFlags>;
+  private readonly configBuilder: ConfigBuilder;
   private readonly localCache: LocalCache | undefined;
   private provider: FileProvider<ServiceFlags> | XdsProvider<ServiceFlags> | undefined;
   private grpc: GrpcListener | undefined;
@@ -230,6 +231,7 @@ export class RateLimitApp {
     this.health.add('sigterm', true);
     if (settings.config.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
 
+    this.configBuilder = new ConfigBuilder({ stats: this.stats });
     this.configStore = new ConfigStore<ServiceFlags>({
       stats: this.stats,
       logger,
@@ -314,6 +316,7 @@ export class RateLimitApp {
     }));
     this.configStore.onUpdate(() => void quota.configChanged());
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
+    const { maxBytes, maxDescriptors } = settings.config;
     if (settings.config.type === 'GRPC_XDS_SOTW') {
       logger.info(`config source: xDS server ${settings.xds.serverUrl} (node ${settings.xds.nodeId})`);
       this.provider = new XdsProvider<ServiceFlags>({
@@ -323,6 +326,9 @@ export class RateLimitApp {
         store: this.configStore,
         logger,
         restrictions: store.restrictions,
+        builder: this.configBuilder,
+        maxBytes,
+        maxDescriptors,
       });
     } else {
       this.provider = new FileProvider<ServiceFlags>({
@@ -333,9 +339,10 @@ export class RateLimitApp {
         watchRoot: settings.runtime.watchRoot,
         mergeDomainConfig,
         loader: (files, merge) =>
-          loadConfig(files, { mergeDomainConfig: merge, stats: this.stats, restrictions: store.restrictions }),
+          this.configBuilder.build({ kind: 'files', files }, { mergeDomainConfig: merge, restrictions: store.restrictions, maxDescriptors }),
         store: this.configStore,
         logger,
+        maxBytes,
       });
     }
     try {
@@ -422,7 +429,7 @@ export class RateLimitApp {
     this.debugServer = httpListener(
       createDebugHandler({
         stats: this.stats,
-        dumpConfig: () => this.dumpConfig(),
+        dumpConfig: () => this.dumpConfigChunks(),
         refreshGauges: () => this.localCache?.publish(this.stats),
         explain: (domain, texts) => this.explain(domain, texts),
         explainBucket: (domain, text) => this.explainBucket(domain, text),
@@ -441,6 +448,11 @@ export class RateLimitApp {
   /** The loaded config as /rlconfig prints it ('' before the first load). */
   dumpConfig(): string {
     return this.configStore.current()?.config.dump() ?? '';
+  }
+
+  /** The same text in pieces, made as they are sent (a big config is never one string). */
+  dumpConfigChunks(): Iterable<string> {
+    return this.configStore.current()?.config.dumpChunks() ?? [];
   }
 
   /** The /debug/explain report for a domain and descriptors in `k=v,k2=v2` form, or an error text. */
@@ -521,6 +533,7 @@ export class RateLimitApp {
       this.debugServer?.closeAllConnections();
     }
     this.provider?.stop();
+    this.configBuilder.close();
     this.certificates?.stop();
     const closed = Promise.all([this.store?.close(), this.demand?.close?.(), this.flusher?.stop(), this.tracing.shutdown()]);
     if (!(await settleWithin(closed, CLOSE_GRACE_MS))) {

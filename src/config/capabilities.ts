@@ -4,20 +4,28 @@
  * read-modify-write for token_bucket) in the load options, so a config using such an algorithm
  * fails to load with a clear error naming the rule (at start-up: the service does not start).
  */
-import type { RateLimitRule } from '../core/rule';
+import type { Algorithm } from '../core/rule';
 import type { AlgorithmRestriction } from '../core/store';
 import { ConfigProblem } from './schema';
 
-/** Throws the load error for a rule (or one of its further limits) the store cannot apply. */
-export function checkStoreSupport(rule: RateLimitRule, restrictions: readonly AlgorithmRestriction[] | undefined): void {
+/**
+ * Throws the load error for a rule (or one of its further limits, stats key `<key>.limit_N`) the
+ * store cannot apply.
+ */
+export function checkStoreSupport(
+  fullKey: string,
+  rule: { readonly algorithm?: Algorithm | undefined; readonly more?: ReadonlyArray<{ readonly algorithm?: Algorithm | undefined }> | undefined },
+  restrictions: readonly AlgorithmRestriction[] | undefined,
+): void {
   if (restrictions === undefined || restrictions.length === 0) return;
-  const all = rule.more === undefined ? [rule] : [rule, ...rule.more];
+  const all = [{ key: fullKey, algorithm: rule.algorithm }];
+  rule.more?.forEach((m, i) => all.push({ key: `${fullKey}.limit_${i + 2}`, algorithm: m.algorithm }));
   for (const r of all) {
     if (r.algorithm === undefined) continue;
     for (const x of restrictions) {
       if (x.algorithm === r.algorithm) {
         throw new ConfigProblem(
-          `rate limit '${r.fullKey}': algorithm ${r.algorithm} is not supported by the ${x.store} store (${x.reason})`,
+          `rate limit '${r.key}': algorithm ${r.algorithm} is not supported by the ${x.store} store (${x.reason})`,
         );
       }
     }

@@ -10,7 +10,7 @@ import { ConfigProblem, decodeRoot, validateKeys } from './schema';
 import type { YamlDescriptor, YamlRateLimit, YamlRoot } from './schema';
 import { type AlgorithmRestriction } from '../core/store';
 import { checkStoreSupport } from './capabilities';
-import { ConfigNode, LoadedConfig, DomainNode, Level, dumpLine } from './loaded-config';
+import { ConfigNode, LoadedConfig, DomainNode, Level } from './loaded-config';
 import { YamlLoadError, fromObject, goFormat, parseYaml } from './tree';
 import type { TreeNode } from './tree';
 import { ALGORITHMS } from '../core/rule';
@@ -25,6 +25,8 @@ export interface LoadOptions {
   readonly stats: StatsStore;
   /** Algorithms the counter store in use cannot apply (a rule using one fails the load). */
   readonly restrictions?: readonly AlgorithmRestriction[];
+  /** CONFIG_MAX_DESCRIPTORS: a config with more descriptors (all depths) fails to load; 0 = no limit. */
+  readonly maxDescriptors?: number;
 }
 
 /** An already decoded document with the YAML field names (the xDS conversion's output). */
@@ -47,14 +49,39 @@ const UNIT_VALUES: ReadonlyMap<string, number> = new Map([
 
 /** Parse, validate and load YAML config files. Only the first YAML document of each is read. */
 export function loadConfig(files: readonly ConfigFile[], opts: LoadOptions): RateLimitConfig {
-  const roots = files.map((f) => ({ name: f.name, root: decodeDocument(f.name, () => parseYaml(f.content)) }));
-  return build(roots, opts);
+  return assembleConfig(planFiles(files, opts), opts.stats);
 }
 
 /** Validate and load already decoded documents (plain objects with the YAML field names). */
 export function loadConfigFromObjects(docs: readonly ConfigObject[], opts: LoadOptions): RateLimitConfig {
+  return assembleConfig(planObjects(docs, opts), opts.stats);
+}
+
+/** What planning needs: the load options without the stats store (plans cross threads). */
+export type PlanOptions = Omit<LoadOptions, 'stats'>;
+
+/** Parse and validate YAML files into a plan: every load error is thrown here. */
+export function planFiles(files: readonly ConfigFile[], opts: PlanOptions): ConfigPlan {
+  // Every document parses before any loads: a YAML error in a later file wins over a semantic one.
+  const roots = files.map((f) => ({ name: f.name, root: decodeDocument(f.name, () => parseYaml(f.content)) }));
+  const planner = new Planner(opts);
+  for (const r of roots) planner.add(r.name, r.root);
+  return planner.finish();
+}
+
+/** Validate decoded documents into a plan: every load error is thrown here. */
+export function planObjects(docs: readonly ConfigObject[], opts: PlanOptions): ConfigPlan {
   const roots = docs.map((d) => ({ name: d.name, root: decodeDocument(d.name, () => fromObject(d.root)) }));
-  return build(roots, opts);
+  const planner = new Planner(opts);
+  for (const r of roots) planner.add(r.name, r.root);
+  return planner.finish();
+}
+
+/** Builds a whole plan at once (small configs, tools, tests). */
+export function assembleConfig(plan: ConfigPlan, stats: StatsStore): RateLimitConfig {
+  const a = new ConfigAssembly(stats, plan.ruleCount);
+  a.add(plan.records);
+  return a.finish();
 }
 
 function decodeDocument(name: string, tree: () => TreeNode | null): YamlRoot {
@@ -74,61 +101,112 @@ function decodeDocument(name: string, tree: () => TreeNode | null): YamlRoot {
   }
 }
 
-function build(roots: ReadonlyArray<{ name: string; root: YamlRoot }>, opts: LoadOptions): RateLimitConfig {
-  const builder = new Builder(opts.stats, opts.mergeDomainConfig, opts.restrictions);
-  for (const { name, root } of roots) {
-    try {
-      builder.loadRoot(root);
-    } catch (e) {
-      if (e instanceof ConfigProblem) throw new ConfigError(`${name}: ${e.message}`);
-      throw e;
-    }
-  }
-  return builder.finish();
+/**
+ * A validated config as plain data: the descriptor nodes in depth-first order, each domain opened
+ * by a {@link DomainPlan}. Plain data crosses a worker thread by structured clone, in slices, and
+ * is assembled into the immutable snapshot by {@link ConfigAssembly} without further checks.
+ */
+export interface ConfigPlan {
+  readonly records: PlanRecord[];
+  readonly ruleCount: number;
+  readonly domainCount: number;
+}
+
+export type PlanRecord = DomainPlan | NodePlan;
+
+export interface DomainPlan {
+  /** The domain whose top-level descriptors follow (seen again with MERGE_DOMAIN_CONFIG). */
+  readonly domain: string;
+}
+
+export interface NodePlan {
+  /** 1 for a top-level descriptor of the domain, 2 for its children, ... */
+  readonly depth: number;
+  readonly key: string;
+  readonly value: string;
+  readonly valueToMetric: boolean;
+  readonly shareThreshold: boolean;
+  readonly detailedMetric: boolean;
+  readonly metadata?: JsonObject | undefined;
+  readonly rule?: RulePlan | undefined;
+}
+
+export interface LimitPlan {
+  readonly name: string;
+  readonly requestsPerUnit: number;
+  readonly unit: number;
+  readonly algorithm?: Algorithm | undefined;
+  readonly burst?: number | undefined;
+  /** Position of this limit's line in the sorted /rlconfig listing. */
+  rank: number;
+}
+
+export interface RulePlan extends LimitPlan {
+  readonly unlimited: boolean;
+  readonly shadowMode: boolean;
+  readonly quotaMode: boolean;
+  readonly replaces: readonly string[];
+  /** The 2nd and later limits (`rate_limits:`). */
+  readonly more?: readonly LimitPlan[] | undefined;
 }
 
 /** Per path-level state the children of a node inherit. */
 interface PathInfo {
   readonly fullKey: string;
-  readonly shareCount: number;
-  readonly sharePatterns: readonly (string | undefined)[];
+  readonly depth: number;
 }
 
-class Builder {
-  private readonly domains = new Map<string, DomainNode>();
-  private readonly lines: string[] = [];
+const NO_REPLACES: readonly string[] = Object.freeze([]);
 
-  constructor(
-    private readonly stats: StatsStore,
-    private readonly merge: boolean,
-    private readonly restrictions: readonly AlgorithmRestriction[] | undefined,
-  ) {}
+/** Runs every check of upstream's loader (in its order) and writes the plan. */
+class Planner {
+  private readonly records: PlanRecord[] = [];
+  /** Top-level finalKeys per domain (kept across documents: MERGE_DOMAIN_CONFIG). */
+  private readonly domains = new Map<string, Set<string>>();
+  /** Every limit with its stats key, to rank the /rlconfig lines. */
+  private readonly limits: Array<{ key: string; limit: LimitPlan }> = [];
+  private nodes = 0;
+  private name = '';
+  private readonly maxDescriptors: number;
 
-  loadRoot(root: YamlRoot): void {
-    if (root.domain === '') throw new ConfigProblem('config file cannot have empty domain');
-    let dom = this.domains.get(root.domain);
-    if (dom !== undefined) {
-      if (!this.merge) throw new ConfigProblem(`duplicate domain '${root.domain}' in config file`);
-    } else {
-      dom = new DomainNode(root.domain);
-      // Registered before the descriptors load, as upstream; a failed load is discarded anyway.
-      this.domains.set(root.domain, dom);
-    }
-    this.loadDescriptors(dom.children, root.descriptors, {
-      fullKey: root.domain,
-      shareCount: 0,
-      sharePatterns: [],
-    });
+  constructor(private readonly opts: PlanOptions) {
+    this.maxDescriptors = opts.maxDescriptors ?? 0;
   }
 
-  private loadDescriptors(level: Level, descriptors: readonly YamlDescriptor[], parent: PathInfo): void {
+  add(name: string, root: YamlRoot): void {
+    this.name = name;
+    try {
+      this.loadRoot(root);
+    } catch (e) {
+      if (e instanceof ConfigProblem) throw new ConfigError(`${name}: ${e.message}`);
+      throw e;
+    }
+  }
+
+  private loadRoot(root: YamlRoot): void {
+    if (root.domain === '') throw new ConfigProblem('config file cannot have empty domain');
+    let top = this.domains.get(root.domain);
+    if (top !== undefined) {
+      if (!this.opts.mergeDomainConfig) throw new ConfigProblem(`duplicate domain '${root.domain}' in config file`);
+    } else {
+      top = new Set();
+      this.domains.set(root.domain, top);
+    }
+    this.records.push({ domain: root.domain });
+    this.loadDescriptors(top, root.descriptors, { fullKey: root.domain, depth: 1 });
+  }
+
+  private loadDescriptors(level: Set<string>, descriptors: readonly YamlDescriptor[], parent: PathInfo): void {
     for (const d of descriptors) {
+      if (this.maxDescriptors > 0 && ++this.nodes > this.maxDescriptors) {
+        throw new ConfigError(
+          `${this.name}: the configuration has more than ${this.maxDescriptors} descriptors, the limit set by CONFIG_MAX_DESCRIPTORS; it was not loaded`,
+        );
+      }
       if (d.key === '') throw new ConfigProblem('descriptor has empty key');
       const finalKey = d.value !== '' ? d.key + '_' + d.value : d.key;
       const fullKey = parent.fullKey + '.' + finalKey;
-      if (level.byFinalKey.has(finalKey)) {
-        throw new ConfigProblem(`duplicate descriptor composite key '${fullKey}'`);
-      }
+      if (level.has(finalKey)) throw new ConfigProblem(`duplicate descriptor composite key '${fullKey}'`);
 
       let unit = 0;
       // Extension: `rate_limits:` beside (after) `rate_limit:`; the first limit is the primary rule.
@@ -158,93 +236,186 @@ class Builder {
       let metadata: JsonObject | undefined;
       if (d.metadata !== undefined) metadata = convertMetadata(d.metadata);
 
-      const node = new ConfigNode(
-        d.key,
-        d.value,
-        finalKey,
-        fullKey,
-        d.valueToMetric,
-        d.shareThreshold,
-        rl !== undefined && d.detailedMetric,
-        metadata,
-      );
-      const sharePatterns = [...parent.sharePatterns, d.shareThreshold ? d.value : undefined];
-      node.shareCount = parent.shareCount + (d.shareThreshold ? 1 : 0);
-
+      let rule: RulePlan | undefined;
       if (rl !== undefined) {
         const algo = algorithmOf(rl);
-        let more: RateLimitRule[] | undefined;
+        let more: LimitPlan[] | undefined;
         for (let k = 1; k < limits.length; k++) {
           const x = limits[k]!;
           if (rl.unlimited || x.unlimited) throw new ConfigProblem('unlimited cannot be combined with other limits (rate_limits)');
           if (x.replaces.length > 0) throw new ConfigProblem('replaces is only allowed on the first limit of a descriptor');
-          const u = UNIT_VALUES.get(x.unit.toUpperCase());
-          if (u === undefined || u === 0) throw new ConfigProblem(`invalid rate limit unit '${x.unit}'`);
-          const xa = algorithmOf(x);
-          const statsKey = fullKey + '.limit_' + String(k + 1);
-          const extra: RateLimitRule = Object.freeze({
-            fullKey: statsKey,
-            stats: this.stats.ruleStats(sanitizeStatName(statsKey)),
-            limit: Object.freeze({ name: x.name, requestsPerUnit: x.requestsPerUnit, unit: u }),
-            unlimited: false,
-            shadowMode: d.shadowMode,
-            quotaMode: d.quotaMode,
-            replaces: Object.freeze([]),
-            metadata,
-            shareThresholdKeyPattern: undefined,
-            isOverride: false,
-            ...algorithmFields(xa, x),
-            keySuffix: '_l' + String(k + 1),
-          });
+          const xu = UNIT_VALUES.get(x.unit.toUpperCase());
+          if (xu === undefined || xu === 0) throw new ConfigProblem(`invalid rate limit unit '${x.unit}'`);
+          const extra: LimitPlan = { name: x.name, requestsPerUnit: x.requestsPerUnit, unit: xu, ...algorithmFields(algorithmOf(x), x), rank: 0 };
           (more ??= []).push(extra);
-          this.lines.push(dumpLine(extra));
+          this.limits.push({ key: fullKey + '.limit_' + String(k + 1), limit: extra });
         }
-        const rule: RateLimitRule = Object.freeze({
-          fullKey,
-          stats: this.stats.ruleStats(sanitizeStatName(fullKey)),
-          limit: Object.freeze({ name: rl.name, requestsPerUnit: rl.requestsPerUnit, unit }),
+        rule = {
+          name: rl.name,
+          requestsPerUnit: rl.requestsPerUnit,
+          unit,
           unlimited: rl.unlimited,
           shadowMode: d.shadowMode,
           quotaMode: d.quotaMode,
-          replaces: Object.freeze(rl.replaces.map((r) => r.name)),
-          metadata,
-          shareThresholdKeyPattern: undefined,
-          isOverride: false,
+          replaces: rl.replaces.length === 0 ? NO_REPLACES : rl.replaces.map((r) => r.name),
           ...(rl.unlimited ? {} : algorithmFields(algo, rl)),
-          ...(more !== undefined ? { more: Object.freeze(more) } : {}),
-        });
-        checkStoreSupport(rule, this.restrictions);
-        node.rule = rule;
-        if (node.shareCount > 0) {
-          node.sharePatterns = Object.freeze(sharePatterns);
-          node.shareRule = Object.freeze({ ...rule, shareThresholdKeyPattern: node.sharePatterns });
-        }
-        this.lines.push(dumpLine(rule));
+          ...(more !== undefined ? { more } : {}),
+          rank: 0,
+        };
+        checkStoreSupport(fullKey, rule, this.opts.restrictions);
+        this.limits.push({ key: fullKey, limit: rule });
       }
 
-      if (d.descriptors.length > 0) {
-        const children = new Level();
-        this.loadDescriptors(children, d.descriptors, {
-          fullKey,
-          shareCount: node.shareCount,
-          sharePatterns,
-        });
-        if (children.byFinalKey.size > 0) node.children = children;
-      }
-      level.add(node);
+      this.records.push({
+        depth: parent.depth,
+        key: d.key,
+        value: d.value,
+        valueToMetric: d.valueToMetric,
+        shareThreshold: d.shareThreshold,
+        detailedMetric: rl !== undefined && d.detailedMetric,
+        ...(metadata !== undefined ? { metadata } : {}),
+        ...(rule !== undefined ? { rule } : {}),
+      });
+      level.add(finalKey);
+      if (d.descriptors.length > 0) this.loadDescriptors(new Set(), d.descriptors, { fullKey, depth: parent.depth + 1 });
     }
   }
 
-  finish(): RateLimitConfig {
-    this.lines.sort();
-    return new LoadedConfig(
-      this.domains,
-      this.stats,
-      { remaining: this.stats.maxDynamicSeries },
-      this.lines.join(''),
-    );
+  finish(): ConfigPlan {
+    const limits = this.limits;
+    limits.sort((a, b) => compareDumpKeys(a.key, b.key));
+    for (let i = 0; i < limits.length; i++) limits[i]!.limit.rank = i;
+    return { records: this.records, ruleCount: limits.length, domainCount: this.domains.size };
   }
 }
+
+/**
+ * The order of two /rlconfig lines (`<key>: ...`) from their keys alone: the key, then `:`. Keys
+ * are unique, so this is the order of the lines (a key followed by `:` inside another aside).
+ */
+function compareDumpKeys(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const d = a.charCodeAt(i) - b.charCodeAt(i);
+    if (d !== 0) return d;
+  }
+  if (a.length === b.length) return 0;
+  return a.length < b.length ? 58 /* : */ - b.charCodeAt(n) : a.charCodeAt(n) - 58;
+}
+
+/**
+ * Turns plan records into the immutable snapshot. `add` may be called once per slice of records
+ * (in order), so a big config is assembled between other work on the event loop.
+ */
+export class ConfigAssembly {
+  private readonly domains = new Map<string, DomainNode>();
+  private readonly sorted: RateLimitRule[];
+  private domain: DomainNode | undefined;
+  /** The last node at each depth: the parent of the next deeper record. */
+  private readonly path: ConfigNode[] = [];
+  private readonly sharePath: Array<readonly (string | undefined)[]> = [];
+
+  constructor(
+    private readonly stats: StatsStore,
+    ruleCount: number,
+  ) {
+    this.sorted = new Array<RateLimitRule>(ruleCount);
+  }
+
+  add(records: readonly PlanRecord[], from = 0, to = records.length): void {
+    for (let i = from; i < to; i++) {
+      const r = records[i]!;
+      if ('domain' in r) this.openDomain(r.domain);
+      else this.addNode(r);
+    }
+  }
+
+  private openDomain(name: string): void {
+    let dom = this.domains.get(name);
+    if (dom === undefined) {
+      dom = new DomainNode(name);
+      this.domains.set(name, dom);
+    }
+    this.domain = dom;
+    this.path.length = 0;
+    this.sharePath.length = 0;
+  }
+
+  private addNode(p: NodePlan): void {
+    const dom = this.domain!;
+    const parent = p.depth > 1 ? this.path[p.depth - 2]! : undefined;
+    const finalKey = p.value !== '' ? p.key + '_' + p.value : p.key;
+    const fullKey = (parent !== undefined ? parent.fullKey : dom.name) + '.' + finalKey;
+    const node = new ConfigNode(p.key, p.value, finalKey, fullKey, p.valueToMetric, p.shareThreshold, p.detailedMetric, p.metadata);
+    const parentShares = p.depth > 1 ? this.sharePath[p.depth - 2]! : NO_SHARES;
+    const sharePatterns = [...parentShares, p.shareThreshold ? p.value : undefined];
+    node.shareCount = (parent !== undefined ? parent.shareCount : 0) + (p.shareThreshold ? 1 : 0);
+
+    const rl = p.rule;
+    if (rl !== undefined) {
+      let more: RateLimitRule[] | undefined;
+      if (rl.more !== undefined) {
+        for (let k = 0; k < rl.more.length; k++) {
+          const x = rl.more[k]!;
+          const statsKey = fullKey + '.limit_' + String(k + 2);
+          const extra: RateLimitRule = Object.freeze({
+            fullKey: statsKey,
+            stats: this.stats.configRuleStats(sanitizeStatName(statsKey)),
+            limit: Object.freeze({ name: x.name, requestsPerUnit: x.requestsPerUnit, unit: x.unit }),
+            unlimited: false,
+            shadowMode: rl.shadowMode,
+            quotaMode: rl.quotaMode,
+            replaces: NO_REPLACES,
+            metadata: p.metadata,
+            shareThresholdKeyPattern: undefined,
+            isOverride: false,
+            ...(x.algorithm !== undefined ? { algorithm: x.algorithm, burst: x.burst } : {}),
+            keySuffix: '_l' + String(k + 2),
+          });
+          (more ??= []).push(extra);
+          this.place(x.rank, extra);
+        }
+      }
+      const rule: RateLimitRule = Object.freeze({
+        fullKey,
+        stats: this.stats.configRuleStats(sanitizeStatName(fullKey)),
+        limit: Object.freeze({ name: rl.name, requestsPerUnit: rl.requestsPerUnit, unit: rl.unit }),
+        unlimited: rl.unlimited,
+        shadowMode: rl.shadowMode,
+        quotaMode: rl.quotaMode,
+        replaces: rl.replaces.length === 0 ? NO_REPLACES : Object.freeze(rl.replaces),
+        metadata: p.metadata,
+        shareThresholdKeyPattern: undefined,
+        isOverride: false,
+        ...(rl.algorithm !== undefined ? { algorithm: rl.algorithm, burst: rl.burst } : {}),
+        ...(more !== undefined ? { more: Object.freeze(more) } : {}),
+      });
+      node.rule = rule;
+      if (node.shareCount > 0) {
+        node.sharePatterns = Object.freeze(sharePatterns);
+        node.shareRule = Object.freeze({ ...rule, shareThresholdKeyPattern: node.sharePatterns });
+      }
+      this.place(rl.rank, rule);
+    }
+
+    const level = parent !== undefined ? (parent.children ??= new Level()) : dom.children;
+    level.add(node);
+    this.path.length = p.depth;
+    this.path[p.depth - 1] = node;
+    this.sharePath.length = p.depth;
+    this.sharePath[p.depth - 1] = sharePatterns;
+  }
+
+  private place(rank: number, rule: RateLimitRule): void {
+    this.sorted[rank] = rule;
+  }
+
+  finish(): RateLimitConfig {
+    return new LoadedConfig(this.domains, this.stats, { remaining: this.stats.maxDynamicSeries }, this.sorted);
+  }
+}
+
+const NO_SHARES: readonly (string | undefined)[] = Object.freeze([]);
 
 /** Validates `algorithm` and `burst` of one limit; undefined for upstream's fixed window. */
 function algorithmOf(rl: YamlRateLimit): Algorithm | undefined {

@@ -75,27 +75,48 @@ export class Level {
   /** finalKey -> node (also the bare `key` lookup). */
   readonly byFinalKey = new Map<string, ConfigNode>();
   /**
-   * Exact `key_value` lookup without building the string: every node is registered under each
-   * split of its finalKey at an `_`, so `exact.get(k)?.get(v)` finds the node whose finalKey is
-   * `k + '_' + v`, exactly as upstream's map lookup of the concatenation would.
+   * Exact `key_value` lookup without building the string: a node with a value is registered under
+   * its own key and value. Every other split of a finalKey (a bare key's included) is found through
+   * `otherSplits`.
    */
-  readonly exact = new Map<string, Map<string, ConfigNode>>();
+  private readonly exact = new Map<string, Map<string, ConfigNode>>();
+  /**
+   * The other places a finalKey can be split at an `_` (`a_b_c`: `a` | `b_c` besides `a_b` | `c`):
+   * upstream looks up the concatenation `key + '_' + value`, so a request `a`=`b_c` finds node
+   * `a_b`=`c`. Only the distinct key parts are kept (a handful per level, however many nodes); a
+   * lookup that misses `exact` with such a key builds the string once.
+   */
+  private readonly otherSplits = new Set<string>();
   /** finalKeys containing `*`, in load order. */
   readonly wildcards: Wildcard[] = [];
 
   add(node: ConfigNode): void {
     const fk = node.finalKey;
     this.byFinalKey.set(fk, node);
+    // Registered under its own split when it has one; a bare key is found by its other splits.
+    const own = node.value !== '' ? node.key.length : -1;
+    if (own >= 0) this.register(node.key, node.value, node);
     for (let i = fk.indexOf('_'); i >= 0; i = fk.indexOf('_', i + 1)) {
-      const k = fk.slice(0, i);
-      let byValue = this.exact.get(k);
-      if (byValue === undefined) {
-        byValue = new Map();
-        this.exact.set(k, byValue);
-      }
-      byValue.set(fk.slice(i + 1), node);
+      if (i !== own) this.otherSplits.add(fk.slice(0, i));
     }
     if (fk.includes('*')) this.wildcards.push(new Wildcard(fk, node));
+  }
+
+  /** The node whose finalKey is `key + '_' + value`, as upstream's map lookup of the concatenation. */
+  exactMatch(key: string, value: string): ConfigNode | undefined {
+    const byValue = this.exact.get(key);
+    const node = byValue !== undefined ? byValue.get(value) : undefined;
+    if (node !== undefined || !this.otherSplits.has(key)) return node;
+    return this.byFinalKey.get(key + '_' + value);
+  }
+
+  private register(key: string, value: string, node: ConfigNode): void {
+    let byValue = this.exact.get(key);
+    if (byValue === undefined) {
+      byValue = new Map();
+      this.exact.set(key, byValue);
+    }
+    byValue.set(value, node);
   }
 }
 
@@ -149,6 +170,7 @@ function wildcardValue(node: ConfigNode, entry: Entry): string {
 /** A loaded config: the domains' descriptor trees, matched by getLimit (one per successful load). */
 export class LoadedConfig implements RateLimitConfig {
   readonly domainCount: number;
+  readonly ruleCount: number;
   private readonly overrideRules = new Map<string, RateLimitRule>();
   /**
    * Scratch space for one lookup: the node and match kind per entry (getLimit is synchronous, so
@@ -161,9 +183,11 @@ export class LoadedConfig implements RateLimitConfig {
     private readonly domains: ReadonlyMap<string, DomainNode>,
     private readonly stats: StatsStore,
     private readonly cacheBudget: RuleCacheBudget,
-    private readonly dumpText: string,
+    /** Every limit, in /rlconfig order. */
+    private readonly sortedRules: readonly RateLimitRule[],
   ) {
     this.domainCount = domains.size;
+    this.ruleCount = sortedRules.length;
     Object.freeze(this);
   }
 
@@ -192,8 +216,7 @@ export class LoadedConfig implements RateLimitConfig {
       const e = entries[i]!;
       let node: ConfigNode | undefined;
       let how = EXACT;
-      const byValue = level.exact.get(e.key);
-      if (byValue !== undefined) node = byValue.get(e.value);
+      node = level.exactMatch(e.key, e.value);
       if (node !== undefined) {
         // The stats segment is `key` (not the finalKey `key_`) for an empty request value.
         if (e.value === '') dynamic = true;
@@ -309,7 +332,7 @@ export class LoadedConfig implements RateLimitConfig {
       for (let i = 0; i < left.length && bestHow !== EXACT; i++) {
         const key = left[i]!;
         const value = pairs.get(key)!;
-        const exact = level.exact.get(key)?.get(value);
+        const exact = level.exactMatch(key, value);
         const wild = exact === undefined ? level.wildcards.find((w) => w.matches(key, value))?.node : undefined;
         const bare = exact === undefined && wild === undefined ? level.byFinalKey.get(key) : undefined;
         const how = exact !== undefined ? EXACT : wild !== undefined ? WILDCARD : bare !== undefined ? BARE : BARE + 1;
@@ -343,7 +366,7 @@ export class LoadedConfig implements RateLimitConfig {
       if (level === undefined) {
         return { domainFound: true, override: false, steps, reason: `the request is deeper than the config: nothing is nested under ${steps[i - 1]!.node} (depth rule)` };
       }
-      let node: ConfigNode | undefined = level.exact.get(e.key)?.get(e.value);
+      let node: ConfigNode | undefined = level.exactMatch(e.key, e.value);
       let how: MatchStep['how'] = 'exact';
       if (node === undefined) {
         node = level.wildcards.find((w) => w.matches(e.key, e.value))?.node;
@@ -459,9 +482,26 @@ export class LoadedConfig implements RateLimitConfig {
   }
 
   dump(): string {
-    return this.dumpText;
+    let out = '';
+    for (const chunk of this.dumpChunks()) out += chunk;
+    return out;
+  }
+
+  *dumpChunks(chunkBytes = DUMP_CHUNK_CHARS): Generator<string, void, undefined> {
+    let out = '';
+    for (const rule of this.sortedRules) {
+      out += dumpLine(rule);
+      if (out.length >= chunkBytes) {
+        yield out;
+        out = '';
+      }
+    }
+    if (out !== '') yield out;
   }
 }
+
+/** About how much text one step of the /rlconfig listing builds. */
+const DUMP_CHUNK_CHARS = 64 * 1024;
 
 /** The `/rlconfig` line of a rule. */
 export function dumpLine(rule: RateLimitRule): string {

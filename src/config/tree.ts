@@ -6,6 +6,7 @@
  */
 import { Alias, Document, LineCounter, isAlias, isMap, isScalar, isSeq, parseAllDocuments } from 'yaml';
 import type { Node as YamlNode, Scalar } from 'yaml';
+import { parseBlockYaml } from './block-yaml';
 
 /** yaml.v2's resolved scalar kinds. `uint64` = an integer above int64 max; `timestamp` stays text. */
 export type ScalarType = 'str' | 'int' | 'uint64' | 'float' | 'bool' | 'null' | 'timestamp';
@@ -55,7 +56,7 @@ export const NULL_SCALAR: ScalarNode = Object.freeze({
 // yaml.v2 plain-scalar resolution (resolve.go), reimplemented.
 
 const BOOL_NULL_SPECIALS = new Map<string, ScalarNodeInit>();
-interface ScalarNodeInit {
+export interface ScalarNodeInit {
   type: ScalarType;
   value: string | number | boolean | null;
 }
@@ -161,7 +162,7 @@ function shortTag(tag: string): string {
   return tag.startsWith(TAG_PREFIX) ? '!!' + tag.slice(TAG_PREFIX.length) : tag;
 }
 
-function makeScalar(init: ScalarNodeInit, text: string, tag: string | undefined, line: number | undefined): ScalarNode {
+export function makeScalar(init: ScalarNodeInit, text: string, tag: string | undefined, line: number | undefined): ScalarNode {
   let big: bigint | undefined;
   if (init.type === 'int' || init.type === 'uint64') {
     big = parseGoInt(text.replace(/_/g, ''), init.type === 'int');
@@ -186,6 +187,12 @@ function makeScalar(init: ScalarNodeInit, text: string, tag: string | undefined,
  * Throws YamlLoadError with a one-line `yaml: line N: ...` message on a syntax error.
  */
 export function parseYaml(content: string): TreeNode | null {
+  const fast = parseBlockYaml(content);
+  return fast !== undefined ? fast : parseGeneralYaml(content);
+}
+
+/** parseYaml with the `yaml` package alone: every YAML construct, and every syntax error text. */
+export function parseGeneralYaml(content: string): TreeNode | null {
   const lineCounter = new LineCounter();
   const docs = parseAllDocuments(content, {
     version: '1.1',

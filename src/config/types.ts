@@ -25,8 +25,12 @@ export interface RateLimitConfig {
   explainMatch(domain: string, descriptor: Descriptor): MatchTrace;
   /** `/rlconfig`: one line per rule, `<FullKey>: unit=<UNIT> requests_per_unit=<N>, shadow_mode: <b>, quota_mode: <b>`. */
   dump(): string;
+  /** The same text in pieces of about `chunkChars` characters, built as they are taken (a big config streams). */
+  dumpChunks(chunkChars?: number): Iterable<string>;
   /** Number of loaded domains (health with HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED). */
   readonly domainCount: number;
+  /** Number of limits (the lines of `dump()`): a `rate_limits:` descriptor counts each of its limits. */
+  readonly ruleCount: number;
 }
 
 /** What one request reads: a config and the flags loaded with it, swapped together. */

@@ -13,11 +13,16 @@
  *   successful load: requests then fail with `no rate limit configuration loaded`), listeners are
  *   not called (health does not change on a failed load).
  *
+ * Beyond upstream, so that losing limits is never silent: the gauges `ratelimit.config.domains` and
+ * `ratelimit.config.rules` hold what the current snapshot has (0 before the first successful load,
+ * so a failed first load shows as 0 rules), and a load that leaves fewer rules than the snapshot it
+ * replaces (none included) is logged at error level with both counts.
+ *
  * `waitForFirst()` resolves at the first event, success or failure, as upstream unblocks start-up
  * on the first event even when it is an error.
  */
 import type { ConfigSnapshot, RateLimitConfig } from '../config/types';
-import type { Counter, StatsStore } from '../stats/store';
+import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 
 /** The logger the providers write to (a subset of the service logger). */
@@ -37,6 +42,9 @@ export interface ConfigStoreOptions<F> {
 
 export const CONFIG_LOAD_SUCCESS = 'ratelimit.service.config_load_success';
 export const CONFIG_LOAD_ERROR = 'ratelimit.service.config_load_error';
+/** Gauges (not upstream): domains and rules (limits, the lines of /rlconfig) of the current config. */
+export const CONFIG_DOMAINS = 'ratelimit.config.domains';
+export const CONFIG_RULES = 'ratelimit.config.rules';
 
 /** The message of an Error (duck-typed: errors may come from another realm), else String(err). */
 function errorMessage(err: unknown): string {
@@ -53,11 +61,15 @@ export class ConfigStore<F> {
   private readonly listeners = new Set<ConfigListener<F>>();
   private readonly loadSuccess: Counter;
   private readonly loadError: Counter;
+  private readonly domains: Gauge;
+  private readonly rules: Gauge;
   private readonly logger: ProviderLogger;
   private readonly readFlags: () => F;
   private firstEventSeen = false;
-  private resolveFirst!: (snapshot: ConfigSnapshot<F> | undefined) => void;
-  private readonly first: Promise<ConfigSnapshot<F> | undefined>;
+  private resolveFirst!: () => void;
+  /** Settles at the first event. It holds no snapshot: a big first config must not outlive its replacement. */
+  private readonly first: Promise<void>;
+  private firstLoaded = false;
 
   constructor(opts: ConfigStoreOptions<F>) {
     this.logger = opts.logger;
@@ -65,6 +77,8 @@ export class ConfigStore<F> {
     // Created up front so both series exist (at 0) before the first load, as gostats does.
     this.loadSuccess = opts.stats.counter(CONFIG_LOAD_SUCCESS);
     this.loadError = opts.stats.counter(CONFIG_LOAD_ERROR);
+    this.domains = opts.stats.gauge(CONFIG_DOMAINS);
+    this.rules = opts.stats.gauge(CONFIG_RULES);
     this.first = new Promise((resolve) => {
       this.resolveFirst = resolve;
     });
@@ -81,11 +95,11 @@ export class ConfigStore<F> {
   }
 
   /**
-   * Resolves at the first event: with the snapshot after it (undefined when the first load failed).
+   * Resolves at the first event: with the current snapshot (undefined when the first load failed).
    * Already resolved when the first event has happened.
    */
   waitForFirst(): Promise<ConfigSnapshot<F> | undefined> {
-    return this.first;
+    return this.first.then(() => (this.firstLoaded ? this.snapshot : undefined));
   }
 
   /** A successful load: swap in `config` with freshly read flags. */
@@ -98,8 +112,18 @@ export class ConfigStore<F> {
       return;
     }
     const next: ConfigSnapshot<F> = Object.freeze({ config, flags });
+    const before = this.snapshot?.config;
     this.snapshot = next;
     this.loadSuccess.inc();
+    this.domains.set(config.domainCount);
+    this.rules.set(config.ruleCount);
+    if (before !== undefined && config.ruleCount < before.ruleCount) {
+      this.logger.error(
+        `the new configuration has ${config.ruleCount} rate limit rules (${config.domainCount} domains), ` +
+          `the one it replaces had ${before.ruleCount} (${before.domainCount} domains)` +
+          (config.ruleCount === 0 ? ': no request is limited any more' : ''),
+      );
+    }
     for (const listener of this.listeners) {
       try {
         listener(next);
@@ -133,6 +157,7 @@ export class ConfigStore<F> {
   private markFirst(): void {
     if (this.firstEventSeen) return;
     this.firstEventSeen = true;
-    this.resolveFirst(this.snapshot);
+    this.firstLoaded = this.snapshot !== undefined;
+    this.resolveFirst();
   }
 }

@@ -35,9 +35,15 @@
  *   fails the load with `<name>: error loading config file: <reason>` (a ConfigError; upstream only
  *   logs a warning and drops the file, which silently drops its domain). The previous snapshot
  *   stays.
- * - A missing directory loads as zero files (an empty config) with a warning; the provider keeps
- *   watching (and polls every `retryMs` for directories it cannot watch yet), so creating the
- *   directory or swapping the root link later loads it.
+ * - A missing directory at start-up loads as zero files (an empty config) with a warning, as
+ *   upstream. A directory that disappears later (or a root link swapped to a target without it)
+ *   keeps the last loaded config and counts a load error (upstream loads an empty config: every
+ *   limit gone, counted as a success): a directory vanishes far more often by accident (a volume
+ *   or ConfigMap unmounted, a half-done deploy) than to lift every limit, which an empty directory
+ *   still does. Either way the provider keeps watching (and polls every `retryMs` for directories
+ *   it cannot watch yet), so creating the directory or swapping the root link later loads it.
+ * - CONFIG_MAX_BYTES (`maxBytes`) bounds the bytes of all files of one load: a load past it fails
+ *   (each file's size is checked before it is read) and the last good config stays.
  * - An empty RUNTIME_SUBDIRECTORY in watch-root mode (an empty RUNTIME_APPDIRECTORY in directory
  *   mode, an empty RUNTIME_ROOT) is goruntime's nil loader: an empty config, never reloaded, with a
  *   warning naming the variable.
@@ -47,18 +53,24 @@
  *   watches of replaced directories and polling missing ones are the DirectoryWatcher's
  *   (directory-watcher.ts, with the fs.watch facts this relies on).
  *
- * Loading is synchronous (node:fs sync calls; config directories are small): `start()` performs
- * the initial load before it returns, so the store has had its first event (success or failure)
- * when `start()` returns. `stop()` closes every watcher and timer.
+ * Files are listed synchronously (node:fs sync calls) and read by the loader, on the thread that
+ * builds the config (a worker for a big one). The loader may
+ * answer at once (then `start()` returns after the store had its first event) or with a promise
+ * (the config builder's worker thread for a big config): one load runs at a time, and changes seen
+ * meanwhile reload once it is done. `stop()` closes every watcher and timer.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ConfigError, type ConfigFile, type RateLimitConfig } from '../config/types';
+import { ConfigError, type RateLimitConfig } from '../config/types';
+import { fileLoadError as loadError, type ListedFile } from './config-files';
 import type { ConfigStore, ProviderLogger } from './config-store';
 import { DirectoryWatcher, errCode, type EventFilter, fsReason, isMissing } from '../core/directory-watcher';
 
-/** The config loader, injected (normally `src/config/load.ts` bound to the stats store). */
-export type ConfigLoaderFn = (files: ConfigFile[], mergeDomainConfig: boolean) => RateLimitConfig;
+/**
+ * The config loader, injected (normally the config builder bound to the stats store): reads the
+ * listed files (`readListedFiles`) and loads them, at once or as a promise.
+ */
+export type ConfigLoaderFn = (files: ListedFile[], mergeDomainConfig: boolean) => RateLimitConfig | Promise<RateLimitConfig>;
 
 export interface FileProviderOptions<F> {
   /** RUNTIME_ROOT, e.g. `/srv/runtime_data/current` (often a symlink). */
@@ -82,11 +94,12 @@ export interface FileProviderOptions<F> {
   retryMs?: number;
   /** Whether the watchers keep the process alive (fs.watch `persistent`, default true). */
   persistent?: boolean;
+  /** CONFIG_MAX_BYTES: most bytes all files of one load may hold; 0 (default) = no limit. */
+  maxBytes?: number;
 }
 
-function loadError(name: string, reason: string): ConfigError {
-  return new ConfigError(`${name}: error loading config file: ${reason}`);
-}
+/** The config directory is not there (or not a directory). */
+class MissingDirectory extends Error {}
 
 export class FileProvider<F> {
   private readonly root: string;
@@ -106,6 +119,10 @@ export class FileProvider<F> {
   private readonly fixedWatches: Array<{ dir: string; relevant?: EventFilter }> = [];
   private started = false;
   private stopped = false;
+  private readonly maxBytes: number;
+  /** A load's promise is pending; `reloadAgain`: something changed meanwhile. */
+  private loading = false;
+  private reloadAgain = false;
 
   constructor(opts: FileProviderOptions<F>) {
     this.root = opts.root === '' ? '' : path.resolve(opts.root);
@@ -126,6 +143,7 @@ export class FileProvider<F> {
       persistent: opts.persistent,
     });
     this.appDirPath = path.resolve(opts.root, opts.subdirectory, opts.appDirectory);
+    this.maxBytes = opts.maxBytes ?? 0;
   }
 
   /**
@@ -161,9 +179,9 @@ export class FileProvider<F> {
     this.watcher.close();
   }
 
-  /** An fs event arrived and the reload it calls for is still due. */
+  /** An fs event arrived and the reload it calls for is still due (or a load is still running). */
   get reloadPending(): boolean {
-    return this.watcher.changePending;
+    return this.watcher.changePending || this.loading;
   }
 
   /**
@@ -173,13 +191,27 @@ export class FileProvider<F> {
   reload(): void {
     if (this.stopped || !this.started) return;
     if (this.nilLoaderVariable() !== undefined) return;
+    if (this.loading) {
+      this.reloadAgain = true;
+      return;
+    }
 
     for (const f of this.fixedWatches) this.watcher.watch(f.dir, f.relevant);
     const seen = new Set<string>(this.fixedWatches.map((f) => f.dir));
-    let files: ConfigFile[];
+    let files: ListedFile[];
     try {
       files = this.readFiles(seen);
     } catch (err) {
+      if (err instanceof MissingDirectory) {
+        this.watcher.unwatchExcept(seen);
+        if (this.store.current() !== undefined) {
+          this.store.fail(new ConfigError(`${err.message}; keeping the last loaded configuration`));
+          return;
+        }
+        this.logger.warn(`runtime: ${err.message}; loading an empty configuration`);
+        this.load([]);
+        return;
+      }
       this.store.fail(err);
       return;
     }
@@ -198,26 +230,45 @@ export class FileProvider<F> {
     return undefined;
   }
 
-  private load(files: ConfigFile[]): void {
-    let config: RateLimitConfig;
+  private load(files: ListedFile[]): void {
+    let config: RateLimitConfig | Promise<RateLimitConfig>;
     try {
       config = this.loader(files, this.mergeDomainConfig());
     } catch (err) {
       this.store.fail(err);
       return;
     }
-    this.store.update(config);
+    if (!(config instanceof Promise)) {
+      this.store.update(config);
+      return;
+    }
+    this.loading = true;
+    config
+      .then(
+        (c) => {
+          if (!this.stopped) this.store.update(c);
+        },
+        (err: unknown) => {
+          if (!this.stopped) this.store.fail(err);
+        },
+      )
+      .finally(() => {
+        this.loading = false;
+        if (this.reloadAgain) {
+          this.reloadAgain = false;
+          this.reload();
+        }
+      });
   }
 
-  private readFiles(seen: Set<string>): ConfigFile[] {
+  private readFiles(seen: Set<string>): ListedFile[] {
     if (this.watchRoot) {
       let real: string;
       try {
         real = fs.realpathSync(this.root);
       } catch (err) {
         if (!isMissing(err)) throw loadError(this.root, fsReason(err));
-        this.logger.warn(`runtime: ${this.root} does not exist; loading an empty configuration`);
-        return [];
+        throw new MissingDirectory(`${this.root} does not exist`);
       }
       return this.scanTree(path.join(real, this.subdirectory), this.appDirectory + '.', undefined);
     }
@@ -228,7 +279,7 @@ export class FileProvider<F> {
    * Reads every file under `base`. `prefix`: keep only names starting with it (watch-root mode).
    * `watchDirs`: watch each directory before listing it, recording it in the set (directory mode).
    */
-  private scanTree(base: string, prefix: string | undefined, watchDirs: Set<string> | undefined): ConfigFile[] {
+  private scanTree(base: string, prefix: string | undefined, watchDirs: Set<string> | undefined): ListedFile[] {
     let top: fs.Stats | undefined;
     try {
       top = fs.statSync(base, { throwIfNoEntry: false });
@@ -236,13 +287,11 @@ export class FileProvider<F> {
       if (!isMissing(err)) throw loadError(base, fsReason(err));
     }
     if (top === undefined || !top.isDirectory()) {
-      this.logger.warn(
-        `runtime: directory ${base} ${top === undefined ? 'does not exist' : 'is not a directory'}; loading an empty configuration`,
-      );
-      return [];
+      throw new MissingDirectory(`directory ${base} ${top === undefined ? 'does not exist' : 'is not a directory'}`);
     }
 
-    const files: ConfigFile[] = [];
+    const files: ListedFile[] = [];
+    let bytes = 0;
     const walk = (dir: string, parts: string[]): void => {
       if (watchDirs !== undefined) {
         watchDirs.add(dir);
@@ -298,15 +347,21 @@ export class FileProvider<F> {
         }
         if (prefix !== undefined && !key.startsWith(prefix)) continue;
         if (kind === 'other') throw loadError(key, `read ${full}: not a regular file`);
-        let content: string;
+        let size: number;
         try {
-          content = fs.readFileSync(full, 'utf8');
+          size = fs.statSync(full).size;
         } catch (err) {
           // Removed between listing and reading: its removal event reloads again.
           if (errCode(err) === 'ENOENT') continue;
           throw loadError(key, fsReason(err));
         }
-        files.push({ name: key, content });
+        bytes += size;
+        if (this.maxBytes > 0 && bytes > this.maxBytes) {
+          throw new ConfigError(
+            `${key}: the configuration files hold more than the ${this.maxBytes} bytes set by CONFIG_MAX_BYTES; they were not loaded`,
+          );
+        }
+        files.push({ name: key, path: full, size });
       }
     };
     walk(base, []);

@@ -14,8 +14,11 @@ import { pathOf, plainError, plainText } from './http-util';
 
 export interface DebugServerOptions {
   stats: StatsStore;
-  /** The current config dump, or '' when none is loaded. */
-  dumpConfig: () => string | Promise<string>;
+  /**
+   * The current config dump ('' when none is loaded): a string, or pieces made as they are sent,
+   * so that the listing of a big config is never one string.
+   */
+  dumpConfig: () => string | Iterable<string> | Promise<string>;
   /** Called before /stats renders, so gauges (local cache, memory) are fresh. */
   refreshGauges?: () => void | Promise<void>;
   /** `/debug/explain`: the explain report for a domain and descriptors, or an error text. */
@@ -79,7 +82,7 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
     const path = pathOf(req.url);
     switch (path) {
       case '/rlconfig':
-        answer(res, 'rlconfig', opts.dumpConfig, (text) => plainText(res, 200, text));
+        answer(res, 'rlconfig', opts.dumpConfig, (text) => (typeof text === 'string' ? plainText(res, 200, text) : streamText(res, text)));
         return;
       case '/stats':
         answer(
@@ -162,6 +165,36 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
       }
     }
   };
+}
+
+/**
+ * Sends `pieces` as a 200 text answer, taking the next piece only when the socket has room: memory
+ * stays at a piece or two whatever the size, and a client that leaves stops the listing.
+ */
+function streamText(res: http.ServerResponse, pieces: Iterable<string>): void {
+  res.statusCode = 200;
+  res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+  const it = pieces[Symbol.iterator]();
+  const more = (): void => {
+    try {
+      for (;;) {
+        if (res.destroyed) return;
+        const next = it.next();
+        if (next.done === true) {
+          res.end();
+          return;
+        }
+        if (!res.write(next.value)) {
+          res.once('drain', more);
+          return;
+        }
+      }
+    } catch (err) {
+      // Headers are sent: all that is left is to cut the answer short.
+      res.destroy(err as Error);
+    }
+  };
+  more();
 }
 
 /** Records a CPU profile of this process for `ms` milliseconds. */

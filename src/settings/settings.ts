@@ -141,6 +141,10 @@ export interface ConfigSourceSettings {
   readonly forceStartWithoutInitialConfig: boolean;
   /** HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: unhealthy until a config with a domain is loaded */
   readonly healthyWithAtLeastOneConfigLoaded: boolean;
+  /** CONFIG_MAX_BYTES (default 32 MiB; 0 = no limit): most bytes of one load */
+  readonly maxBytes: number;
+  /** CONFIG_MAX_DESCRIPTORS (default 250,000; 0 = no limit): most descriptors of one load */
+  readonly maxDescriptors: number;
 }
 
 export interface RuntimeSettings {
@@ -894,6 +898,8 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       type: r.choice<ConfigType>('CONFIG_TYPE'),
       forceStartWithoutInitialConfig: r.bool('FORCE_START_WITHOUT_INITIAL_CONFIG'),
       healthyWithAtLeastOneConfigLoaded: r.bool('HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED'),
+      maxBytes: r.int('CONFIG_MAX_BYTES'),
+      maxDescriptors: r.int('CONFIG_MAX_DESCRIPTORS'),
     },
     runtime: {
       root: r.string('RUNTIME_ROOT'),

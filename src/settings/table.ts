@@ -142,6 +142,8 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   logcfg('LOG_FORMAT', 'enum', 'text', 'log format; `json` writes `@timestamp`, `@message`, `level`', { choices: ['text', 'json'] }),
   logcfg('CONFIG_TYPE', 'enum', 'FILE', 'where rate limit configs come from: files (RUNTIME_*) or an xDS server', { choices: ['FILE', 'GRPC_XDS_SOTW'] }),
   logcfg('FORCE_START_WITHOUT_INITIAL_CONFIG', 'bool', 'false', 'start the listeners before the first config is loaded (false: wait for it)'),
+  logcfg('CONFIG_MAX_BYTES', 'int', '33554432', 'most bytes one config load may hold (all files, or all resources of an xDS response); a bigger one is refused with an error naming this setting and the last good config stays (0 = no limit)', { min: 0, extension: true }),
+  logcfg('CONFIG_MAX_DESCRIPTORS', 'int', '250000', 'most descriptors (every depth) one config load may hold; a bigger one is refused with an error naming this setting and the last good config stays (0 = no limit)', { min: 0, extension: true }),
 
   // xDS client
   xds('CONFIG_GRPC_XDS_NODE_ID', 'string', 'default', 'xDS node id'),

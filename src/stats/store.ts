@@ -264,6 +264,17 @@ export class StatsStore {
   }
 
   /**
+   * Rule stats of a rule from config, whose series are made when one of them first counts: a rule
+   * that never counts costs no series, so a config of many rules stays small, and the series of a
+   * removed config are only those it used. Upstream's sinks see the same (a counter that never
+   * moved is never sent). Not bounded by the dynamic-series cap: the config bounds them.
+   */
+  configRuleStats(key: string): RuleCounters {
+    const made = this.ruleStatsByKey.get(key);
+    return made !== undefined ? made : new PendingRuleStats(this, key);
+  }
+
+  /**
    * Rule stats for a key built from request data (limit overrides, detailed_metric). Upstream
    * creates these without bound (#275, #1132); past `maxDynamicSeries` new keys share one
    * catch-all series, `ratelimit.service.rate_limit.overflow.*`.
@@ -349,6 +360,36 @@ export class StatsStore {
       withinLimit: this.counter(p + 'within_limit'),
       shadowMode: this.counter(p + 'shadow_mode'),
     };
+  }
+}
+
+/** Rule stats that make their series when one first counts (see {@link StatsStore.configRuleStats}). */
+class PendingRuleStats implements RuleCounters {
+  private made: RuleStats | undefined;
+  constructor(
+    private readonly store: StatsStore,
+    readonly key: string,
+  ) {}
+  private get series(): RuleStats {
+    return (this.made ??= this.store.ruleStats(this.key));
+  }
+  get totalHits(): Counter {
+    return this.series.totalHits;
+  }
+  get overLimit(): Counter {
+    return this.series.overLimit;
+  }
+  get nearLimit(): Counter {
+    return this.series.nearLimit;
+  }
+  get overLimitWithLocalCache(): Counter {
+    return this.series.overLimitWithLocalCache;
+  }
+  get withinLimit(): Counter {
+    return this.series.withinLimit;
+  }
+  get shadowMode(): Counter {
+    return this.series.shadowMode;
   }
 }
 

@@ -242,3 +242,33 @@ describe('unknown domain and overrides', () => {
     expect(r.fullKey).toBe('d.zzz');
   });
 });
+
+describe('exact match is upstream\'s lookup of `key + "_" + value`, wherever the `_` falls', () => {
+  const c = load(`domain: d
+descriptors:
+  - key: a
+    value: b_c
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: a_b
+    value: x
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: k_z
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 4}
+`);
+  const rpu = (key: string, value: string) => c.getLimit('d', desc([key, value]))?.limit.requestsPerUnit;
+
+  test('each node by its own key and value', () => {
+    expect(rpu('a', 'b_c')).toBe(1);
+    expect(rpu('a_b', 'x')).toBe(2);
+  });
+
+  test('and by any other split of the same text', () => {
+    expect(rpu('a_b', 'c')).toBe(1); // "a_b_c" is a=b_c
+    expect(rpu('a', 'b_x')).toBe(2); // "a_b_x" is a_b=x
+    expect(rpu('k', 'z')).toBe(3); // "k_z" is the bare key k_z, before k's default
+    expect(rpu('k', 'y')).toBe(4);
+    expect(c.explainMatch('d', desc(['a_b', 'c'])).steps[0]).toMatchObject({ how: 'exact', node: 'a_b_c' });
+  });
+});

@@ -1,5 +1,5 @@
 /** Stats keys ("FullKey", reference 1.15) and share_threshold cache-key patterns (1.3). */
-import { StatsStore } from '../../src/stats/store';
+import { type Counter, StatsStore } from '../../src/stats/store';
 import { desc, load } from './helpers';
 
 const RL = 'rate_limit: {unit: minute, requests_per_unit: 10}';
@@ -39,7 +39,11 @@ descriptors:
     expect(ip.stats.key).toBe('test-domain.ip_10_0_0_1');
     const k = c.getLimit('test-domain', desc(['k', 'a:b|c']))!;
     expect(k.stats.key).toBe('test-domain.k_a_b_c');
+    // A rule's series are made when it first counts: a big config that is little used stays small.
+    expect(counterExists(stats, 'test-domain.k_a_b_c')).toBe(false);
+    k.stats.totalHits.inc();
     expect(counterExists(stats, 'test-domain.k_a_b_c')).toBe(true);
+    expect((c.getLimit('test-domain', desc(['k', 'a:b|c']))!.stats.totalHits as Counter).value).toBe(1);
   });
 });
 

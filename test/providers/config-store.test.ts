@@ -1,7 +1,9 @@
 import { ConfigError } from '../../src/config/types';
-import { ConfigStore } from '../../src/providers/config-store';
+import { CONFIG_DOMAINS, CONFIG_RULES, ConfigStore } from '../../src/providers/config-store';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
 import { StatsStore } from '../../src/stats/store';
-import { CapturingLogger, fakeLoader } from './helpers';
+import { CapturingLogger, fakeConfig } from './helpers';
 
 interface Flags {
   shadowMode: boolean;
@@ -30,7 +32,7 @@ describe('ConfigStore', () => {
     const seen: number[] = [];
     store.onUpdate((s) => seen.push(s.config.domainCount));
 
-    const c1 = fakeLoader([{ name: 'a.yaml', content: 'x' }], false);
+    const c1 = fakeConfig([{ name: 'a.yaml', content: 'x' }], false);
     store.update(c1);
     const s1 = store.current();
     expect(s1?.config).toBe(c1);
@@ -38,7 +40,7 @@ describe('ConfigStore', () => {
     expect(Object.isFrozen(s1)).toBe(true);
 
     shadow = true; // flags are re-read at every load
-    const c2 = fakeLoader([], false);
+    const c2 = fakeConfig([], false);
     store.update(c2);
     const s2 = store.current();
     expect(s2?.config).toBe(c2);
@@ -60,7 +62,7 @@ describe('ConfigStore', () => {
     const { store, logger, count } = setup();
     const listener = jest.fn();
     store.onUpdate(listener);
-    const c1 = fakeLoader([{ name: 'a.yaml', content: 'x' }], false);
+    const c1 = fakeConfig([{ name: 'a.yaml', content: 'x' }], false);
     store.update(c1);
     const before = store.current();
 
@@ -82,7 +84,7 @@ describe('ConfigStore', () => {
     expect(store.hasFirstEvent).toBe(true);
     expect(store.current()).toBeUndefined();
     // Later successes do not change what the first event reported.
-    store.update(fakeLoader([], false));
+    store.update(fakeConfig([], false));
     await expect(store.waitForFirst()).resolves.toBeUndefined();
     expect(store.current()).toBeDefined();
   });
@@ -90,7 +92,7 @@ describe('ConfigStore', () => {
   test('waitForFirst resolves with the first successful snapshot', async () => {
     const { store } = setup();
     const first = store.waitForFirst();
-    const c = fakeLoader([{ name: 'a.yaml', content: 'x' }], false);
+    const c = fakeConfig([{ name: 'a.yaml', content: 'x' }], false);
     store.update(c);
     const snap = await first;
     expect(snap?.config).toBe(c);
@@ -107,19 +109,67 @@ describe('ConfigStore', () => {
       throw new Error('boom');
     });
     const unsubscribe = store.onUpdate(good);
-    store.update(fakeLoader([], false));
+    store.update(fakeConfig([], false));
     expect(good).toHaveBeenCalledTimes(1);
     expect(logger.messages('error')).toEqual(['config listener failed: boom']);
 
     throwFlags = true;
     const before = store.current();
-    store.update(fakeLoader([{ name: 'a', content: 'x' }], false));
+    store.update(fakeConfig([{ name: 'a', content: 'x' }], false));
     expect(store.current()).toBe(before);
     expect(count('ratelimit.service.config_load_error')).toBe(1);
 
     unsubscribe();
     throwFlags = false;
-    store.update(fakeLoader([], false));
+    store.update(fakeConfig([], false));
     expect(good).toHaveBeenCalledTimes(1);
+  });
+
+  test('gauges follow the domains and rules loaded; fewer rules (none included) is an error line', () => {
+    const { store, stats, logger } = setup();
+    const gauge = (name: string) => stats.gauge(name).value;
+    // Registered at 0 before any load: a failed first load shows as 0 rules.
+    expect(stats.entries()).toEqual(expect.arrayContaining([[CONFIG_DOMAINS, 0], [CONFIG_RULES, 0]]));
+    store.fail(new ConfigError('a.yaml: bad'));
+    expect(gauge(CONFIG_RULES)).toBe(0);
+
+    const files = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `f${i}.yaml`, content: 'x' }));
+    store.update(fakeConfig(files(3), false));
+    expect([gauge(CONFIG_DOMAINS), gauge(CONFIG_RULES)]).toEqual([3, 3]);
+    store.update(fakeConfig(files(4), false));
+    const errors = () => logger.messages('error').filter((m) => !m.startsWith('Error loading new configuration'));
+    expect(errors()).toEqual([]);
+
+    store.update(fakeConfig(files(1), false));
+    expect([gauge(CONFIG_DOMAINS), gauge(CONFIG_RULES)]).toEqual([1, 1]);
+    expect(errors()).toEqual([
+      'the new configuration has 1 rate limit rules (1 domains), the one it replaces had 4 (4 domains)',
+    ]);
+
+    store.update(fakeConfig([], false));
+    expect([gauge(CONFIG_DOMAINS), gauge(CONFIG_RULES)]).toEqual([0, 0]);
+    expect(logger.messages('error').at(-1)).toBe(
+      'the new configuration has 0 rate limit rules (0 domains), the one it replaces had 1 (1 domains): no request is limited any more',
+    );
+    // A failed load changes neither the config nor the gauges.
+    store.fail(new ConfigError('b.yaml: bad'));
+    expect(gauge(CONFIG_RULES)).toBe(0);
+  });
+
+  test('a replaced first config is not kept alive by waitForFirst', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const { store } = setup();
+    let first: ReturnType<typeof fakeConfig> | undefined = fakeConfig([{ name: 'big.yaml', content: 'x' }], false);
+    const ref = new WeakRef(first);
+    store.update(first);
+    first = undefined;
+    await store.waitForFirst();
+    store.update(fakeConfig([], false));
+    expect((await store.waitForFirst())?.config.domainCount).toBe(0);
+    // WeakRefs are cleared by a collection after the job that last read them.
+    await new Promise((resolve) => setImmediate(resolve));
+    gc();
+    expect(ref.deref()).toBeUndefined();
   });
 });

@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import type { ConfigFile } from '../../src/config/types';
+import type { ListedFile } from '../../src/providers/config-files';
 import { CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, ConfigStore } from '../../src/providers/config-store';
 import { FileProvider, type FileProviderOptions } from '../../src/providers/file-provider';
 import { StatsStore } from '../../src/stats/store';
@@ -34,7 +35,7 @@ function setup(opts: Partial<FileProviderOptions<Flags>> & { root: string }) {
   const stats = new StatsStore();
   const logger = new CapturingLogger();
   const store = new ConfigStore<Flags>({ stats, logger, readFlags: () => ({ loadedAt: Date.now() }) });
-  const loaderCalls: Array<{ files: ConfigFile[]; merge: boolean }> = [];
+  const loaderCalls: Array<{ files: ListedFile[]; merge: boolean }> = [];
   const provider = new FileProvider<Flags>({
     subdirectory: 'ratelimit',
     appDirectory: 'config',
@@ -155,8 +156,13 @@ describe('FileProvider, watch-root mode', () => {
     const t = setup({ root: current });
     t.provider.start();
 
+    const loaded = t.names();
     fs.rmSync(runtime, { recursive: true, force: true });
-    await waitFor(() => t.successes() >= 2 && t.names().length === 0, 'the empty config after removal');
+    // A directory that disappears keeps the last loaded config, and says so as a load error.
+    await waitFor(() => t.errors() >= 1, 'the load error after removal');
+    expect(t.successes()).toBe(1);
+    expect(t.names()).toEqual(loaded);
+    expect(t.logger.messages('error').some((m) => m.includes(current) && m.includes('keeping the last loaded configuration'))).toBe(true);
 
     writeTree(path.join(runtime, 'v3'), { 'ratelimit/config/basic.yaml': 'v3-basic' });
     fs.symlinkSync('v3', current);
@@ -371,8 +377,14 @@ describe('FileProvider, directory mode', () => {
   test('the app directory removed and recreated: watchers re-armed', async () => {
     const { root, appDir } = layout();
     const t = start({ root });
+    const loaded = t.names();
     fs.rmSync(appDir, { recursive: true });
-    await waitFor(() => t.names().length === 0 && t.successes() >= 2, 'the empty config');
+    await waitFor(() => t.errors() >= 1, 'the load error after removal');
+    expect(t.names()).toEqual(loaded);
+    expect(t.successes()).toBe(1);
+    expect(t.logger.messages('error')).toContain(
+      `Error loading new configuration: directory ${appDir} does not exist; keeping the last loaded configuration`,
+    );
 
     writeTree(appDir, { 'basic.yaml': 'recreated' });
     await waitFor(() => t.content('basic.yaml') === 'recreated', 'the recreated config');

@@ -4,6 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { ConfigError, type ConfigFile, type RateLimitConfig } from '../../src/config/types';
 import type { ProviderLogger } from '../../src/providers/config-store';
+import { readListedFiles, type ListedFile } from '../../src/providers/config-files';
 
 /** What the fake loader returns: the files it was given, so tests can look at names and contents. */
 export interface FakeConfig extends RateLimitConfig {
@@ -11,8 +12,13 @@ export interface FakeConfig extends RateLimitConfig {
   readonly merge: boolean;
 }
 
+/** The file provider's loader over fakeConfig: reads the listed files as the real one does. */
+export function fakeLoader(listed: ListedFile[], mergeDomainConfig: boolean): RateLimitConfig {
+  return fakeConfig(readListedFiles(listed), mergeDomainConfig);
+}
+
 /** Every file is one "domain"; a file whose content is `bad` fails like the real loader would. */
-export function fakeLoader(files: ConfigFile[], mergeDomainConfig: boolean): RateLimitConfig {
+export function fakeConfig(files: ConfigFile[], mergeDomainConfig: boolean): RateLimitConfig {
   for (const f of files) {
     if (f.content.trim() === 'bad') throw new ConfigError(`${f.name}: config file cannot have empty domain`);
   }
@@ -20,11 +26,13 @@ export function fakeLoader(files: ConfigFile[], mergeDomainConfig: boolean): Rat
     files: files.map((f) => ({ ...f })),
     merge: mergeDomainConfig,
     domainCount: files.length,
+    ruleCount: files.length,
     hasDomain: () => false,
     getLimit: () => undefined,
     bucketDescriptor: () => undefined,
     explainMatch: () => ({ domainFound: false, override: false, steps: [] }),
     dump: () => files.map((f) => `${f.name}=${f.content}\n`).join(''),
+    dumpChunks: () => files.map((f) => `${f.name}=${f.content}\n`),
   };
   return config;
 }

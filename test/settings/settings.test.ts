@@ -56,7 +56,7 @@ const DEFAULTS: Settings = {
     rlqsMaxBucketsPerStream: 10_000,
   },
   log: { level: 'warn', format: 'text' },
-  config: { type: 'FILE', forceStartWithoutInitialConfig: false, healthyWithAtLeastOneConfigLoaded: false },
+  config: { type: 'FILE', forceStartWithoutInitialConfig: false, healthyWithAtLeastOneConfigLoaded: false, maxBytes: 33_554_432, maxDescriptors: 250_000 },
   runtime: { root: '/srv/runtime_data/current', subdirectory: '', appDirectory: 'config', ignoreDotFiles: false, watchRoot: true },
   xds: {
     nodeId: 'default',

@@ -149,6 +149,8 @@ const OWN: ReadonlyArray<readonly [string, string]> = [
   ['HTTP_REQUEST_BODY_TIMEOUT', '10s'],
   ['SHUTDOWN_DELAY', '0s'],
   ['SHUTDOWN_DRAIN_TIMEOUT', '10s'],
+  ['CONFIG_MAX_BYTES', '33554432'],
+  ['CONFIG_MAX_DESCRIPTORS', '250000'],
 ];
 
 describe('SETTINGS_TABLE', () => {

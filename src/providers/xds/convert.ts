@@ -24,6 +24,7 @@ import {
   RateLimitUnit,
 } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
 import type { ConfigObject } from '../../config/load';
+import { ConfigError } from '../../config/types';
 import { convertMetadata, loadConfig } from '../../config/load';
 import type { YamlDescriptor, YamlRateLimit } from '../../config/schema';
 import { decodeRoot } from '../../config/schema';
@@ -144,3 +145,20 @@ function descriptorToProto(fileName: string, parentKey: string, d: YamlDescripto
   };
 }
 
+/** Unpacks one Any as a RateLimitConfig document for the loader. */
+export function decodeResource(any: { readonly typeUrl: string; readonly value: Uint8Array }, index: number): ConfigObject {
+  const slash = any.typeUrl.lastIndexOf('/');
+  const message = any.typeUrl.slice(slash + 1);
+  if (message !== RATE_LIMIT_CONFIG_MESSAGE) {
+    throw new ConfigError(
+      `resource ${index}: cannot unpack ${JSON.stringify(any.typeUrl)} as ${RATE_LIMIT_CONFIG_MESSAGE}: mismatched message type`,
+    );
+  }
+  let proto: RateLimitConfigProto;
+  try {
+    proto = RateLimitConfigProto.decode(any.value);
+  } catch (err) {
+    throw new ConfigError(`resource ${index}: cannot decode ${RATE_LIMIT_CONFIG_MESSAGE}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return rateLimitConfigToObject(proto);
+}

@@ -15,7 +15,7 @@
  * Per response (State of the World: the resources replace the whole config):
  * 1. every Any must be a RateLimitConfig (type URL ending in `/ratelimit.config.ratelimit.v3.RateLimitConfig`)
  *    that decodes; otherwise the error is `resource <i> (<type url>): …`;
- * 2. all resources are loaded together by `loadConfigFromObjects` (the YAML validation and error
+ * 2. all resources are loaded together by the config builder (`loadConfigFromObjects`: the YAML validation and error
  *    texts, prefixed with RateLimitConfig.name), MERGE_DOMAIN_CONFIG read now via
  *    `mergeDomainConfig()`; an empty resource list is an empty config (0 domains);
  * 3. success: `store.update(config)`, then ACK, then log `xDS config version <v> accepted`;
@@ -52,16 +52,14 @@ import * as grpc from '@grpc/grpc-js';
 import { Node } from '../../../generated/envoy/config/core/v3/base';
 import { AggregatedDiscoveryServiceClient } from '../../../generated/envoy/service/discovery/v3/ads';
 import { DiscoveryRequest, type DiscoveryResponse } from '../../../generated/envoy/service/discovery/v3/discovery';
-import type { Any } from '../../../generated/google/protobuf/any';
-import { RateLimitConfig as RateLimitConfigProto } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
 import { Backoff } from '../../core/backoff';
 import type { AlgorithmRestriction } from '../../core/store';
-import { type ConfigObject, loadConfigFromObjects } from '../../config/load';
 import { ConfigError, type RateLimitConfig } from '../../config/types';
+import { ConfigBuilder, sourceBytes, type BuildSource } from '../config-builder';
 import type { XdsSettings } from '../../settings/settings';
 import type { StatsStore } from '../../stats/store';
 import type { ConfigStore, ProviderLogger } from '../config-store';
-import { RATE_LIMIT_CONFIG_MESSAGE, RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject } from './convert';
+import { RATE_LIMIT_CONFIG_TYPE_URL } from './convert';
 
 export { RATE_LIMIT_CONFIG_TYPE_URL } from './convert';
 
@@ -77,6 +75,12 @@ export interface XdsProviderOptions<F> {
   readonly random?: () => number;
   /** Algorithms the counter store cannot apply (configs using them are NACKed). */
   readonly restrictions?: readonly AlgorithmRestriction[];
+  /** Builds the configs (default: one of its own on `stats`). */
+  readonly builder?: ConfigBuilder;
+  /** CONFIG_MAX_BYTES: a response whose resources hold more is NACKed; 0 = no limit. */
+  readonly maxBytes?: number;
+  /** CONFIG_MAX_DESCRIPTORS: a config with more descriptors is NACKed; 0 = no limit. */
+  readonly maxDescriptors?: number;
 }
 
 /** One connection attempt: a channel and the stream on it. */
@@ -146,7 +150,13 @@ export function reconnectBackoff(settings: XdsSettings['backoff'], random?: () =
 export class XdsProvider<F> {
   private readonly settings: XdsSettings;
   private readonly mergeDomainConfig: () => boolean;
-  private readonly stats: StatsStore;
+  private readonly builder: ConfigBuilder;
+  private readonly ownBuilder: boolean;
+  private readonly maxBytes: number;
+  private readonly maxDescriptors: number;
+  /** Responses waiting while an earlier one is still being built (handled in order). */
+  private readonly queue: Array<() => void | Promise<void>> = [];
+  private draining = false;
   private readonly store: ConfigStore<F>;
   private readonly logger: ProviderLogger;
   private readonly backoff: Backoff;
@@ -166,7 +176,10 @@ export class XdsProvider<F> {
   constructor(opts: XdsProviderOptions<F>) {
     this.settings = opts.settings;
     this.mergeDomainConfig = opts.mergeDomainConfig;
-    this.stats = opts.stats;
+    this.ownBuilder = opts.builder === undefined;
+    this.builder = opts.builder ?? new ConfigBuilder({ stats: opts.stats });
+    this.maxBytes = opts.maxBytes ?? 0;
+    this.maxDescriptors = opts.maxDescriptors ?? 0;
     this.store = opts.store;
     this.logger = opts.logger;
     this.restrictions = opts.restrictions;
@@ -212,6 +225,8 @@ export class XdsProvider<F> {
   /** Cancels the stream, closes the channel, clears the timer. Idempotent. */
   stop(): void {
     this.stopped = true;
+    this.queue.length = 0;
+    if (this.ownBuilder) this.builder.close();
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     const a = this.attempt;
@@ -282,29 +297,76 @@ export class XdsProvider<F> {
     attempt.connected = true;
     attempt.responses++;
 
-    let config: RateLimitConfig;
+    this.enqueue(() => this.load(attempt, resp));
+  }
+
+  /** Runs `task` after the responses before it (one config is built at a time, in order). */
+  private enqueue(task: () => void | Promise<void>): void {
+    this.queue.push(task);
+    if (!this.draining) this.drain();
+  }
+
+  private drain(): void {
+    this.draining = true;
+    for (let task = this.queue.shift(); task !== undefined; task = this.queue.shift()) {
+      const pending = task();
+      if (pending !== undefined) {
+        void pending.then(() => this.drain());
+        return;
+      }
+    }
+    this.draining = false;
+  }
+
+  /** Builds the response's config, then swaps it in and ACKs, or counts the failure and NACKs. */
+  private load(attempt: Attempt, resp: DiscoveryResponse): void | Promise<void> {
+    if (this.stopped) return;
+    let built: RateLimitConfig | Promise<RateLimitConfig>;
     try {
-      const docs = resp.resources.map((any, i) => decodeResource(any, i));
-      config = loadConfigFromObjects(docs, {
+      const source: BuildSource = { kind: 'resources', resources: resp.resources };
+      const bytes = sourceBytes(source);
+      if (this.maxBytes > 0 && bytes > this.maxBytes) {
+        throw new ConfigError(
+          `the configuration holds ${bytes} bytes, more than the ${this.maxBytes} set by CONFIG_MAX_BYTES; it was not loaded`,
+        );
+      }
+      built = this.builder.build(source, {
         mergeDomainConfig: this.mergeDomainConfig(),
-        stats: this.stats,
         restrictions: this.restrictions,
+        maxDescriptors: this.maxDescriptors,
       });
     } catch (err) {
-      const message = errorMessage(err);
-      this.store.fail(err);
-      this.send(attempt, {
-        versionInfo: this.ackedVersion,
-        responseNonce: resp.nonce,
-        errorDetail: { code: 0, message, details: [] },
-      });
-      this.logger.warn(`xDS config version ${resp.versionInfo} rejected (NACK): ${message}`);
+      this.rejected(attempt, resp, err);
       return;
     }
+    if (!(built instanceof Promise)) {
+      this.accepted(attempt, resp, built);
+      return;
+    }
+    return built.then(
+      (config) => this.accepted(attempt, resp, config),
+      (err: unknown) => this.rejected(attempt, resp, err),
+    );
+  }
+
+  private accepted(attempt: Attempt, resp: DiscoveryResponse, config: RateLimitConfig): void {
+    if (this.stopped) return;
     this.store.update(config);
     this.ackedVersion = resp.versionInfo;
     this.send(attempt, { versionInfo: resp.versionInfo, responseNonce: resp.nonce });
     this.logger.info(`xDS config version ${resp.versionInfo} accepted`);
+  }
+
+  private rejected(attempt: Attempt, resp: DiscoveryResponse, err: unknown): void {
+    if (this.stopped) return;
+    const message = errorMessage(err);
+    this.store.fail(err);
+    this.send(attempt, {
+      versionInfo: this.ackedVersion,
+      responseNonce: resp.nonce,
+      errorDetail: { code: 0, message, details: [] },
+    });
+    this.logger.warn(`xDS config version ${resp.versionInfo} rejected (NACK): ${message}`);
   }
 
   private onStreamEnd(attempt: Attempt, status: grpc.StatusObject): void {
@@ -341,22 +403,4 @@ export class XdsProvider<F> {
     }
     attempt.client.close();
   }
-}
-
-/** Unpacks one Any as a RateLimitConfig document for the loader. */
-function decodeResource(any: Any, index: number): ConfigObject {
-  const slash = any.typeUrl.lastIndexOf('/');
-  const message = any.typeUrl.slice(slash + 1);
-  if (message !== RATE_LIMIT_CONFIG_MESSAGE) {
-    throw new ConfigError(
-      `resource ${index}: cannot unpack ${JSON.stringify(any.typeUrl)} as ${RATE_LIMIT_CONFIG_MESSAGE}: mismatched message type`,
-    );
-  }
-  let proto: RateLimitConfigProto;
-  try {
-    proto = RateLimitConfigProto.decode(any.value);
-  } catch (err) {
-    throw new ConfigError(`resource ${index}: cannot decode ${RATE_LIMIT_CONFIG_MESSAGE}: ${errorMessage(err)}`);
-  }
-  return rateLimitConfigToObject(proto);
 }

@@ -41,7 +41,7 @@ export async function runCleanups(): Promise<void> {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 }
 
-export function setupProvider(settings: XdsSettings, opts: { merge?: () => boolean; random?: () => number } = {}) {
+export function setupProvider(settings: XdsSettings, opts: { merge?: () => boolean; random?: () => number; maxBytes?: number } = {}) {
   const stats = new StatsStore();
   const logger = new CapturingLogger();
   const store = new ConfigStore<Flags>({ stats, logger, readFlags: () => ({ loadedAt: Date.now() }) });
@@ -52,6 +52,7 @@ export function setupProvider(settings: XdsSettings, opts: { merge?: () => boole
     store,
     logger,
     random: opts.random,
+    maxBytes: opts.maxBytes,
   });
   onCleanup(() => provider.stop());
   return {

@@ -1,5 +1,5 @@
 import { Duration } from '../../../generated/google/protobuf/duration';
-import { RateLimitUnit } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
+import { RateLimitConfig as RateLimitConfigProto, RateLimitUnit } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
 import { reconnectBackoff } from '../../../src/providers/xds/provider';
 import { rlc, TestXdsServer } from '../../support/xds';
 
@@ -36,6 +36,36 @@ describe('reconnectBackoff (XDS_CLIENT_BACKOFF_*)', () => {
 });
 
 describe('XdsProvider', () => {
+  /** `n` descriptors client_id=client_<i>, each limited to i+1 a minute. */
+  const many = (name: string, n: number) =>
+    rlc(name, 'big', Array.from({ length: n }, (_, i) => ({ key: 'client_id', value: `client_${i}`, rateLimit: { unit: RateLimitUnit.MINUTE, requestsPerUnit: i + 1 } })));
+
+  test('a big response is built off the event loop and ACKed after it, in order; one over CONFIG_MAX_BYTES is NACKed by name', async () => {
+    const xds = await server();
+    const p = setupProvider(xdsSettings({ serverUrl: xds.address }), { maxBytes: 200_000 });
+    p.provider.start();
+    await xds.waitForRequest((r) => r.kind === 'subscribe');
+    const big = many('big', 3_000);
+    expect(RateLimitConfigProto.encode(big).finish().byteLength).toBeGreaterThan(64 * 1024); // built in the worker
+    xds.push('1', [big]);
+    xds.push('2', [simple('small', 'dom-a', 'a', 5)]);
+    // The second waits for the first: both are ACKed, in order, and the second is what stays.
+    await xds.waitForRequest((r) => r.kind === 'ack' && r.request.versionInfo === '2');
+    const acks = xds.requests.filter((r) => r.kind === 'ack').map((r) => r.request.versionInfo);
+    expect(acks).toEqual(['1', '2']);
+    expect(p.successes()).toBe(2);
+    expect(p.config()?.hasDomain('dom-a')).toBe(true);
+    expect(p.logger.messages('error')).toContain(
+      'the new configuration has 1 rate limit rules (1 domains), the one it replaces had 3000 (1 domains)',
+    );
+
+    xds.push('3', [many('big', 8_000)]); // about 280 KB
+    const nack = await xds.waitForRequest((r) => r.kind === 'nack');
+    expect(nack.request.errorDetail?.message).toMatch(/^the configuration holds \d+ bytes, more than the 200000 set by CONFIG_MAX_BYTES; it was not loaded$/);
+    expect(nack.request.versionInfo).toBe('2');
+    expect(p.config()?.hasDomain('dom-a')).toBe(true);
+  }, 60_000);
+
   test('initial request, load and ACK with the response version and nonce', async () => {
     const xds = await server();
     xds.push('1', [simple('one', 'dom-a', 'a', 5), simple('two', 'dom-b', 'b', 7)]);

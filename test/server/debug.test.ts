@@ -1,0 +1,60 @@
+/**
+ * The debug port's /rlconfig sends a big listing piece by piece, as the client takes it: the
+ * listing is never one string, and a client that leaves stops it.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createDebugHandler } from '../../src/server/debug';
+import { StatsStore } from '../../src/stats/store';
+import { waitFor } from '../support/wait';
+
+const PIECE = 'x'.repeat(64 * 1024 - 1) + '\n';
+const PIECES = 2_000; // 128 MiB if it were one string
+
+async function serve(dumpConfig: () => Iterable<string>) {
+  const server = http.createServer(createDebugHandler({ stats: new StatsStore(), dumpConfig }));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, port: (server.address() as AddressInfo).port };
+}
+
+test('/rlconfig takes the next piece only when the socket has room; a client that leaves ends it', async () => {
+  let taken = 0;
+  let finished = false;
+  function* pieces(): Generator<string> {
+    try {
+      for (; taken < PIECES; taken++) yield PIECE;
+    } finally {
+      finished = true;
+    }
+  }
+  const { server, port } = await serve(() => pieces());
+  try {
+    const res = await new Promise<http.IncomingMessage>((resolve) => http.get({ port, host: '127.0.0.1', path: '/rlconfig' }, resolve));
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toBe('text/plain; charset=utf-8');
+    // Read one chunk, then stop reading: the server must stop taking pieces soon after.
+    await new Promise((resolve) => res.once('data', resolve));
+    res.pause();
+    await waitFor(() => taken > 0, 'a piece taken');
+    const before = taken;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(taken).toBeLessThan(PIECES / 4);
+    expect(taken - before).toBeLessThan(PIECES / 4);
+    // The client leaves: the generator is dropped, never run to its end.
+    res.destroy();
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+  expect(finished).toBe(false);
+});
+
+test('/rlconfig sends every piece, in order, when the client reads it all', async () => {
+  const { server, port } = await serve(() => ['a: 1\n', 'b: 2\n', 'c: 3\n']);
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/rlconfig`);
+    expect(res.headers.get('transfer-encoding')).toBe('chunked');
+    expect(await res.text()).toBe('a: 1\nb: 2\nc: 3\n');
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
