@@ -79,7 +79,7 @@ const MAX_DEMAND_PER_S = 1e9;
 const NEWEST = 0.5;
 /** A published demand moves only when the measured one differs from it by more than this part. */
 const REPUBLISH_CHANGE = 0.1;
-/** An assignment is sent again only when its rate moved by more than this part. */
+/** An assignment is sent again only when its rate moved by more than this part (and a token per interval, or a tenth). */
 const RESEND_CHANGE = 0.01;
 /** Reports with no request after which a bucket is abandoned (Envoy stops reporting it). */
 const IDLE_REPORTS_TO_ABANDON = 6;
@@ -89,7 +89,7 @@ const EXCHANGE_TTL_MS = 5000;
 /** The next exchange after one that saw the other replicas' demand move. */
 const EXCHANGE_SOON_MS = 200;
 /** Report intervals a stream's shares stay reserved after it ends (Envoy may be about to reopen it). */
-const RESERVED_AFTER_END = 0.8;
+const RESERVED_AFTER_END = 0.6;
 /**
  * Changes of a group are pushed to its streams this long after the first one: the reports of a
  * fleet that came together (start-up, a config change) make one new assignment, not one each.
@@ -140,6 +140,8 @@ interface Division {
   readonly limit: number;
   readonly unitS: number;
   readonly grain: Grain;
+  /** This replica's tokens. */
+  readonly mine: number;
   readonly tokens: Map<QuotaStream, number>;
 }
 
@@ -265,6 +267,8 @@ export class QuotaService {
     }
     g.members.set(stream, b);
     this.changed(g);
+    // Streams joining: the other replicas hear of it at once (a fleet starting must not get the limit once per replica).
+    this.scheduleExchange(0);
     return g;
   }
 
@@ -280,15 +284,15 @@ export class QuotaService {
   }
 
   /**
-   * Something in the division of `g` changed: divide again, and tell its streams (soon, once);
-   * a change of this replica's own demand is published to the others soon too.
+   * Something in the division of `g` changed: it is divided again and its streams are told in
+   * PUSH_AFTER_MS, once for all the changes until then (a division costs a pass over the bucket's
+   * streams: not one per report). A change of this replica's own demand goes to the others then too.
    */
   changed(g: Group, local = true): void {
     if (local) {
       this.unpublished.add(g);
-      this.scheduleExchange(0);
+      this.scheduleExchange(PUSH_AFTER_MS);
     }
-    g.division = undefined;
     this.dirty.add(g);
     if (this.pushTimer === undefined && !this.closed) this.pushTimer = this.opts.clock.setTimeout(() => this.push(), PUSH_AFTER_MS);
   }
@@ -298,14 +302,30 @@ export class QuotaService {
     const groups = [...this.dirty];
     this.dirty.clear();
     const now = this.opts.clock.nowMs();
-    for (const g of groups) for (const s of [...g.members.keys()]) s.reassign(g.key, now);
+    // One response per stream, whatever the number of its buckets that changed.
+    const out = new Map<QuotaStream, BucketAction[]>();
+    for (const g of groups) {
+      g.division = undefined;
+      for (const s of [...g.members.keys()]) {
+        const a = s.reassign(g.key, now);
+        if (a === undefined) continue;
+        const list = out.get(s);
+        if (list === undefined) out.set(s, [a]);
+        else list.push(a);
+      }
+    }
+    for (const [s, actions] of out) s.deliver(actions);
   }
 
-  /** Whole tokens of `stream` in the division of `g` for a limit of `limit` per `unitS`. */
+  /**
+   * Whole tokens of `stream` in the division of `g` for a limit of `limit` per `unitS`: the last
+   * division (changes since are pushed soon); a stream that joined since gets an equal part of
+   * this replica's tokens until then.
+   */
   tokensOf(g: Group, stream: QuotaStream, limit: number, unitS: number): { tokens: number; grain: Grain } {
     let d = g.division;
     if (d === undefined || d.limit !== limit || d.unitS !== unitS) d = g.division = this.divideGroup(g, limit, unitS);
-    return { tokens: d.tokens.get(stream) ?? 1, grain: d.grain };
+    return { tokens: d.tokens.get(stream) ?? Math.max(1, Math.floor(d.mine / g.members.size)), grain: d.grain };
   }
 
   private divideGroup(g: Group, limit: number, unitS: number): Division {
@@ -323,7 +343,7 @@ export class QuotaService {
     const mean = meanDemand(parties);
     const mine = divide(grain.total, parties, grain.fillSeconds, mean)[replicas.findIndex(([r]) => r === this.replica)]!;
     const tokens = divide(mine, local, grain.fillSeconds, mean);
-    return { limit, unitS, grain, tokens: new Map(members.map(([s], i) => [s, tokens[i]!])) };
+    return { limit, unitS, grain, mine, tokens: new Map(members.map(([s], i) => [s, tokens[i]!])) };
   }
 
   /** The next exchange in `ms`, unless one is due sooner; right after the current one if `ms` is 0. */
@@ -541,14 +561,17 @@ export class QuotaStream {
     }, RESERVED_AFTER_END * this.cadenceS * 1000);
   }
 
-  /** The division of one of its buckets changed: send the new share if it moved materially. */
-  reassign(scopedKey: string, now: number): void {
+  /** The division of one of its buckets changed: the new assignment if its share moved materially. */
+  reassign(scopedKey: string, now: number): BucketAction | undefined {
     const prefix = `${this.domain}|`;
-    if (this.closed || !scopedKey.startsWith(prefix)) return;
+    if (this.closed || !scopedKey.startsWith(prefix)) return undefined;
     const b = this.buckets.get(scopedKey.slice(prefix.length));
-    if (b === undefined) return;
-    const a = this.assign(b, now, false);
-    if (a !== undefined && !this.closed) this.send([a]);
+    return b === undefined ? undefined : this.assign(b, now, false);
+  }
+
+  /** Sends actions made outside a report (a push). */
+  deliver(actions: BucketAction[]): void {
+    if (!this.closed) this.send(actions);
   }
 
   /** After a config change: assign every bucket again, abandon those whose rule is gone. */
@@ -655,7 +678,11 @@ export class QuotaStream {
       const unitS = unitToDivider(rule!.limit.unit);
       b.group ??= service.join(`${this.domain}|${b.key}`, this, b);
       const { tokens, grain } = service.tokensOf(b.group, this, limit, unitS);
-      const tb = tokenBucketFor(tokens, grain.fillSeconds, limit / unitS, b.demand === NOT_MEASURED);
+      // Until its first report with a rate, a stream holds half its share and a small burst: each
+      // Envoy of a fleet starting together admits its first request unasked and starts its first
+      // bucket full, which the fleet's first interval pays back.
+      const first = b.demand === NOT_MEASURED;
+      const tb = tokenBucketFor(first ? Math.max(1, Math.floor(tokens / 2)) : tokens, grain.fillSeconds, limit / unitS, first);
       // Envoy scales a replaced bucket's tokens to the new max_tokens: a burst grows at most
       // twofold per report, so a nearly empty small bucket does not become a full large one.
       const held = b.sent?.strategy;
@@ -664,7 +691,7 @@ export class QuotaStream {
       ttlS = this.ttlS();
     }
     const sent = b.sent;
-    if (sent !== undefined && !materiallyDifferent(sent.strategy, strategy)) {
+    if (sent !== undefined && !materiallyDifferent(sent.strategy, strategy, this.cadenceS)) {
       // The same assignment again only when the next report could come after it expires.
       if ((now - sent.atMs) / 1000 + 2 * this.cadenceS <= sent.ttlS) return undefined;
       strategy = sent.strategy;
@@ -685,12 +712,16 @@ export class QuotaStream {
   }
 }
 
-/** Whether Envoy should be sent `next` instead of `sent`: another kind, a rate moved by more than RESEND_CHANGE, or a burst doubled. */
-function materiallyDifferent(sent: QuotaStrategy, next: QuotaStrategy): boolean {
+/**
+ * Whether Envoy should be sent `next` instead of `sent`: another kind; a burst doubled; a rate
+ * moved by more than a tenth, or by more than RESEND_CHANGE and a token per report interval (Envoy
+ * replaces its bucket and truncates its tokens: a smaller change costs more than it brings).
+ */
+function materiallyDifferent(sent: QuotaStrategy, next: QuotaStrategy, intervalS: number): boolean {
   if (sent.kind !== 'token-bucket' || next.kind !== 'token-bucket') return sent.kind !== next.kind;
   const was = sent.tokensPerFill / sent.fillIntervalSeconds;
-  const now = next.tokensPerFill / next.fillIntervalSeconds;
-  return Math.abs(now - was) > RESEND_CHANGE * was || next.maxTokens >= 2 * sent.maxTokens;
+  const moved = Math.abs(next.tokensPerFill / next.fillIntervalSeconds - was);
+  return moved > REPUBLISH_CHANGE * was || (moved > RESEND_CHANGE * was && moved * intervalS >= 1) || next.maxTokens >= 2 * sent.maxTokens;
 }
 
 function partyOf(b: TrackedBucket): BucketDemand {
