@@ -30,7 +30,7 @@ import type { RateLimitRule } from '../core/rule';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import type { DemandStore, ReplicaDemand } from './demand';
-import { divide, grainFor, meanDemand, tokenBucketFor, type Grain, type TokenBucketAssignment } from './shares';
+import { divide, grainFor, meanDemand, tokenBucketFor, visibleChange, type Grain } from './shares';
 import { QuotaStreamError, type BucketAction, type BucketPairs, type QuotaStrategy, type UsageReports } from './types';
 
 export interface QuotaServiceOptions {
@@ -79,8 +79,8 @@ const MAX_DEMAND_PER_S = 1e9;
 const NEWEST = 0.5;
 /** A published demand moves only when the measured one differs from it by more than this part. */
 const REPUBLISH_CHANGE = 0.1;
-/** An assignment is sent again only when its rate moved by more than this part (and a token per interval, or a tenth). */
-const RESEND_CHANGE = 0.01;
+/** An assignment is sent again only when its rate moved by more than this part (and a token per interval). */
+const RESEND_CHANGE = 0.1;
 /** Reports with no request after which a bucket is abandoned (Envoy stops reporting it). */
 const IDLE_REPORTS_TO_ABANDON = 6;
 /** How often replicas exchange their demand, and how long an exchanged entry lives. */
@@ -95,8 +95,22 @@ const RESERVED_AFTER_END = 0.6;
  * fleet that came together (start-up, a config change) make one new assignment, not one each.
  */
 const PUSH_AFTER_MS = 100;
+/**
+ * A group whose streams' demand only drifts is divided again at most this often: a division is a
+ * pass over all its streams (a thousand Envoys on one bucket), not to be made at each report.
+ */
+const DRIFT_PUSH_EVERY_MS = 1000;
 /** Demand not yet measured (a stream's first report of a bucket has time_elapsed 0). */
 export const NOT_MEASURED = -1;
+
+/** Where a bucket lands in one config: its rule, and its strategy unless its limit is divided. */
+interface Placement {
+  readonly config: RateLimitConfig | undefined;
+  readonly matched: boolean;
+  readonly rule: RateLimitRule | undefined;
+  readonly fixed: QuotaStrategy | undefined;
+  readonly counters?: { readonly allowed: Counter; readonly denied: Counter };
+}
 
 interface SentAssignment {
   readonly strategy: QuotaStrategy;
@@ -121,6 +135,8 @@ interface TrackedBucket {
   deniedSinceAssign: number;
   /** Whether a descriptor took the bucket when last assigned. */
   matched: boolean;
+  /** Where it landed in the config last seen. */
+  placement: Placement | undefined;
   /** The group it is divided in (a limited rule), if any. */
   group: Group | undefined;
   /** Left out of the division: its stream has not reported it for two intervals. */
@@ -134,6 +150,11 @@ interface Group {
   readonly members: Map<QuotaStream, TrackedBucket>;
   remote: Map<string, ReplicaDemand>;
   division: Division | undefined;
+  /** The members in stream id order, until they change. */
+  sorted: Array<[QuotaStream, TrackedBucket]> | undefined;
+  /** Changes waiting that are not demand drift (a stream joined, left, went idle). */
+  urgent: boolean;
+  pushedAtMs: number;
 }
 
 interface Division {
@@ -262,10 +283,11 @@ export class QuotaService {
   join(scopedKey: string, stream: QuotaStream, b: TrackedBucket): Group {
     let g = this.groups.get(scopedKey);
     if (g === undefined) {
-      g = { key: scopedKey, members: new Map(), remote: new Map(), division: undefined };
+      g = { key: scopedKey, members: new Map(), remote: new Map(), division: undefined, sorted: undefined, urgent: false, pushedAtMs: -Infinity };
       this.groups.set(scopedKey, g);
     }
     g.members.set(stream, b);
+    g.sorted = undefined;
     this.changed(g);
     // Streams joining: the other replicas hear of it at once (a fleet starting must not get the limit once per replica).
     this.scheduleExchange(0);
@@ -274,6 +296,7 @@ export class QuotaService {
 
   leave(g: Group, stream: QuotaStream): void {
     if (!g.members.delete(stream)) return;
+    g.sorted = undefined;
     if (g.members.size === 0) {
       this.groups.delete(g.key);
       this.dirty.delete(g);
@@ -288,26 +311,44 @@ export class QuotaService {
    * PUSH_AFTER_MS, once for all the changes until then (a division costs a pass over the bucket's
    * streams: not one per report). A change of this replica's own demand goes to the others then too.
    */
-  changed(g: Group, local = true): void {
+  changed(g: Group, local = true, drift = false): void {
     if (local) {
       this.unpublished.add(g);
       this.scheduleExchange(PUSH_AFTER_MS);
     }
+    // Demand drifting is told at most every DRIFT_PUSH_EVERY_MS; anything else at the next push.
+    if (!drift) g.urgent = true;
     this.dirty.add(g);
     if (this.pushTimer === undefined && !this.closed) this.pushTimer = this.opts.clock.setTimeout(() => this.push(), PUSH_AFTER_MS);
   }
 
   private push(): void {
     this.pushTimer = undefined;
-    const groups = [...this.dirty];
-    this.dirty.clear();
     const now = this.opts.clock.nowMs();
+    const groups: Group[] = [];
+    let later = Infinity;
+    for (const g of this.dirty) {
+      const due = g.pushedAtMs + DRIFT_PUSH_EVERY_MS;
+      if (g.urgent || due <= now) groups.push(g);
+      else later = Math.min(later, due);
+    }
+    for (const g of groups) {
+      this.dirty.delete(g);
+      g.urgent = false;
+      g.pushedAtMs = now;
+    }
+    if (later < Infinity && !this.closed) this.pushTimer = this.opts.clock.setTimeout(() => this.push(), later - now);
     // One response per stream, whatever the number of its buckets that changed.
     const out = new Map<QuotaStream, BucketAction[]>();
     for (const g of groups) {
+      const old = g.division;
       g.division = undefined;
-      for (const s of [...g.members.keys()]) {
-        const a = s.reassign(g.key, now);
+      if (old === undefined) continue; // never divided: its streams are assigned as they report
+      const d = (g.division = this.divideGroup(g, old.limit, old.unitS));
+      for (const [s, b] of [...g.members]) {
+        // A pass over the bucket's streams: the full assignment only for a share that moved enough.
+        if (!s.mayHaveMoved(b, d.tokens.get(s), d.grain)) continue;
+        const a = s.reassign(b, now);
         if (a === undefined) continue;
         const list = out.get(s);
         if (list === undefined) out.set(s, [a]);
@@ -330,7 +371,9 @@ export class QuotaService {
 
   private divideGroup(g: Group, limit: number, unitS: number): Division {
     const now = this.opts.clock.nowMs();
-    const members = [...g.members].sort((a, b) => (a[0].id < b[0].id ? -1 : a[0].id > b[0].id ? 1 : 0));
+    // Streams in id order (the same order on every replica), sorted again only when they changed.
+    g.sorted ??= [...g.members].sort((a, b) => (a[0].id < b[0].id ? -1 : a[0].id > b[0].id ? 1 : 0));
+    const members = g.sorted;
     const local = members.map(([, b]) => partyOf(b));
     const own = sumOf(local);
     const replicas: Array<[string, BucketDemand]> = [[this.replica, own]];
@@ -466,7 +509,7 @@ export class QuotaStream {
       this.lastPeriodicMs = now;
     }
     const actions: BucketAction[] = [];
-    const touched: TrackedBucket[] = [];
+    const touched = new Set<TrackedBucket>();
     for (const u of r.usages) {
       if (u.bucket.size === 0) throw new QuotaStreamError(3, 'bucket_id must hold at least one key/value pair');
       for (const [k, v] of u.bucket) if (k === '' || v === '') throw new QuotaStreamError(3, `bucket_id keys and values must not be empty (got '${k}': '${v}')`);
@@ -495,6 +538,7 @@ export class QuotaStream {
           allowedSinceAssign: 0,
           deniedSinceAssign: 0,
           matched: false,
+          placement: undefined,
           group: undefined,
           stale: false,
           sent: undefined,
@@ -512,7 +556,7 @@ export class QuotaStream {
       b.allowedSinceAssign += allowed;
       b.deniedSinceAssign += denied;
       this.measure(b, now, count);
-      if (!touched.includes(b)) touched.push(b);
+      touched.add(b);
     }
     for (const b of touched) {
       if (b.idleReports >= IDLE_REPORTS_TO_ABANDON) {
@@ -538,8 +582,10 @@ export class QuotaStream {
     const p = b.published;
     const moved = b.demand === 0 ? p !== 0 : p <= 0 || Math.abs(b.demand - p) > REPUBLISH_CHANGE * p;
     if (!moved) return;
+    // From or to idle (or a first rate) is told at once; a busy stream's demand moving, with the drift.
+    const drift = p > 0 && b.demand > 0;
     b.published = b.demand;
-    if (b.group !== undefined) this.service.changed(b.group);
+    if (b.group !== undefined) this.service.changed(b.group, true, drift);
   }
 
   /**
@@ -562,11 +608,21 @@ export class QuotaStream {
   }
 
   /** The division of one of its buckets changed: the new assignment if its share moved materially. */
-  reassign(scopedKey: string, now: number): BucketAction | undefined {
-    const prefix = `${this.domain}|`;
-    if (this.closed || !scopedKey.startsWith(prefix)) return undefined;
-    const b = this.buckets.get(scopedKey.slice(prefix.length));
-    return b === undefined ? undefined : this.assign(b, now, false);
+  reassign(b: TrackedBucket, now: number): BucketAction | undefined {
+    return this.closed || this.buckets.get(b.key) !== b ? undefined : this.assign(b, now, false);
+  }
+
+  /**
+   * Whether `tokens` of `grain` may differ materially from what the bucket holds (a cheap test
+   * before the full assignment; a time to live running out is renewed at the stream's reports).
+   */
+  mayHaveMoved(b: TrackedBucket, tokens: number | undefined, grain: Grain): boolean {
+    const held = b.sent?.strategy;
+    if (this.closed || tokens === undefined || held?.kind !== 'token-bucket') return !this.closed;
+    if (held.fillIntervalSeconds !== grain.fillSeconds) return true;
+    // A first assignment holds half its share: compare with what it would be sent.
+    const share = b.demand === NOT_MEASURED ? Math.max(1, Math.floor(tokens / 2)) : tokens;
+    return rateMoved(held.tokensPerFill / held.fillIntervalSeconds, share / grain.fillSeconds, this.cadenceS);
   }
 
   /** Sends actions made outside a report (a push). */
@@ -612,30 +668,40 @@ export class QuotaStream {
       this.warnedExcess = true;
       o.logger?.warn(`RLQS stream ${this.id} reports more than ${o.maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM): the others are denied when a limit applies`);
     }
-    const { strategy, ttlS } = this.staticStrategy(pairs) ?? { strategy: { kind: 'deny-all' } as QuotaStrategy, ttlS: this.ttlS() };
-    return { bucket: pairs, assign: { strategy, ttlSeconds: ttlS } };
+    const p = this.place(pairs);
+    const strategy: QuotaStrategy = p.fixed ?? { kind: 'deny-all' };
+    return { bucket: pairs, assign: { strategy, ttlSeconds: this.ttlFor(p) } };
   }
 
-  /** What a bucket gets that is not divided (undefined for a limited rule), and the rule if any. */
-  private staticStrategy(pairs: BucketPairs): { strategy: QuotaStrategy; ttlS: number; rule?: RateLimitRule; matched: boolean } | undefined {
+  /** Where a bucket lands in the current config (remembered per config: a lookup is not per report). */
+  private place(pairs: BucketPairs, known?: Placement): Placement {
     const o = this.service.opts;
     const config = o.config();
+    if (known !== undefined && known.config === config) return known;
     const descriptor = config?.bucketDescriptor(this.domain, pairs);
-    const ttl = this.ttlS();
-    if (descriptor === undefined) return { strategy: { kind: o.unmatched.strategy }, ttlS: Math.max(ttl, o.unmatched.ttlSeconds), matched: false };
+    if (descriptor === undefined) return { config, matched: false, rule: undefined, fixed: { kind: o.unmatched.strategy } };
     const rule = config!.getLimit(this.domain, descriptor);
-    if (rule === undefined || rule.unlimited || rule.shadowMode) return { strategy: { kind: 'allow-all' }, ttlS: ttl, rule, matched: true };
-    if (rule.limit.requestsPerUnit === 0 || !(unitToDivider(rule.limit.unit) > 0)) return { strategy: { kind: 'deny-all' }, ttlS: ttl, rule, matched: true };
-    return undefined;
+    const stats = o.stats;
+    const counters =
+      stats === undefined || rule === undefined
+        ? undefined
+        : { allowed: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_allowed`), denied: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_denied`) };
+    let fixed: QuotaStrategy | undefined;
+    if (rule === undefined || rule.unlimited || rule.shadowMode) fixed = { kind: 'allow-all' };
+    else if (rule.limit.requestsPerUnit === 0 || !(unitToDivider(rule.limit.unit) > 0)) fixed = { kind: 'deny-all' };
+    return { config, matched: true, rule, fixed, counters };
+  }
+
+  /** Time to live of an assignment: three report intervals; for an unmatched bucket, RLQS_UNMATCHED_TTL if longer. */
+  private ttlFor(p: Placement): number {
+    return p.matched ? this.ttlS() : Math.max(this.ttlS(), this.service.opts.unmatched.ttlSeconds);
   }
 
   /** What Envoy reported for a bucket since it was last assigned, on its rule's `rlqs_allowed` / `rlqs_denied`. */
-  private countUsage(b: TrackedBucket, rule: RateLimitRule | undefined): void {
-    const stats = this.service.opts.stats;
-    if (stats !== undefined && rule !== undefined) {
-      const prefix = `ratelimit.service.rate_limit.${rule.stats.key}`;
-      if (b.allowedSinceAssign > 0) stats.counter(`${prefix}.rlqs_allowed`).inc(b.allowedSinceAssign);
-      if (b.deniedSinceAssign > 0) stats.counter(`${prefix}.rlqs_denied`).inc(b.deniedSinceAssign);
+  private countUsage(b: TrackedBucket, p: Placement): void {
+    if (p.counters !== undefined) {
+      if (b.allowedSinceAssign > 0) p.counters.allowed.inc(b.allowedSinceAssign);
+      if (b.deniedSinceAssign > 0) p.counters.denied.inc(b.deniedSinceAssign);
     }
     b.allowedSinceAssign = 0;
     b.deniedSinceAssign = 0;
@@ -658,24 +724,19 @@ export class QuotaStream {
    */
   private assign(b: TrackedBucket, now: number, configChange: boolean, onReport = false): BucketAction | undefined {
     const service = this.service;
-    const fixed = this.staticStrategy(b.pairs);
-    const config = service.opts.config();
-    const descriptor = fixed === undefined ? config!.bucketDescriptor(this.domain, b.pairs) : undefined;
-    const rule = fixed !== undefined ? fixed.rule : config!.getLimit(this.domain, descriptor!);
-    const matched = fixed === undefined || fixed.matched;
-    this.countUsage(b, rule);
-    if (configChange && b.matched && !matched) return this.abandon(b);
-    b.matched = matched;
+    const place = (b.placement = this.place(b.pairs, b.placement));
+    this.countUsage(b, place);
+    if (configChange && b.matched && !place.matched) return this.abandon(b);
+    b.matched = place.matched;
     let strategy: QuotaStrategy;
-    let ttlS: number;
-    if (fixed !== undefined) {
+    const ttlS = this.ttlFor(place);
+    if (place.fixed !== undefined) {
       if (b.group !== undefined) service.leave(b.group, this);
       b.group = undefined;
-      strategy = fixed.strategy;
-      ttlS = fixed.ttlS;
+      strategy = place.fixed;
     } else {
-      const limit = rule!.limit.requestsPerUnit;
-      const unitS = unitToDivider(rule!.limit.unit);
+      const limit = place.rule!.limit.requestsPerUnit;
+      const unitS = unitToDivider(place.rule!.limit.unit);
       b.group ??= service.join(`${this.domain}|${b.key}`, this, b);
       const { tokens, grain } = service.tokensOf(b.group, this, limit, unitS);
       // Until its first report with a rate, a stream holds half its share and a small burst: each
@@ -687,8 +748,7 @@ export class QuotaStream {
       // twofold per report, so a nearly empty small bucket does not become a full large one.
       const held = b.sent?.strategy;
       if (held?.kind === 'token-bucket') tb.maxTokens = Math.min(tb.maxTokens, (onReport ? 2 : 1) * held.maxTokens);
-      strategy = { kind: 'token-bucket', ...this.unlikeOnlyInInterval(tb, held) };
-      ttlS = this.ttlS();
+      strategy = { kind: 'token-bucket', ...visibleChange(tb, held?.kind === 'token-bucket' ? held : undefined) };
     }
     const sent = b.sent;
     if (sent !== undefined && !materiallyDifferent(sent.strategy, strategy, this.cadenceS)) {
@@ -700,28 +760,22 @@ export class QuotaStream {
     service.stats?.assignments.inc();
     return { bucket: b.pairs, assign: { strategy, ttlSeconds: ttlS } };
   }
-
-  /**
-   * Envoy does not see a change of fill_interval's seconds alone: such a bucket goes out with
-   * tokens and interval doubled (the same rate, told apart by tokens_per_fill).
-   */
-  private unlikeOnlyInInterval(tb: TokenBucketAssignment, sent: QuotaStrategy | undefined): TokenBucketAssignment {
-    if (sent?.kind !== 'token-bucket' || sent.fillIntervalSeconds === tb.fillIntervalSeconds) return tb;
-    if (sent.tokensPerFill !== tb.tokensPerFill || sent.maxTokens !== tb.maxTokens) return tb;
-    return { ...tb, tokensPerFill: tb.tokensPerFill * 2, fillIntervalSeconds: tb.fillIntervalSeconds * 2 };
-  }
 }
 
 /**
  * Whether Envoy should be sent `next` instead of `sent`: another kind; a burst doubled; a rate
- * moved by more than a tenth, or by more than RESEND_CHANGE and a token per report interval (Envoy
- * replaces its bucket and truncates its tokens: a smaller change costs more than it brings).
+ * moved by more than RESEND_CHANGE of itself and by a token per report interval (Envoy replaces
+ * its bucket and truncates its tokens: a smaller change costs more than it brings).
  */
 function materiallyDifferent(sent: QuotaStrategy, next: QuotaStrategy, intervalS: number): boolean {
   if (sent.kind !== 'token-bucket' || next.kind !== 'token-bucket') return sent.kind !== next.kind;
-  const was = sent.tokensPerFill / sent.fillIntervalSeconds;
-  const moved = Math.abs(next.tokensPerFill / next.fillIntervalSeconds - was);
-  return moved > REPUBLISH_CHANGE * was || (moved > RESEND_CHANGE * was && moved * intervalS >= 1) || next.maxTokens >= 2 * sent.maxTokens;
+  return rateMoved(sent.tokensPerFill / sent.fillIntervalSeconds, next.tokensPerFill / next.fillIntervalSeconds, intervalS) || next.maxTokens >= 2 * sent.maxTokens;
+}
+
+/** A rate moved by more than RESEND_CHANGE of itself and by a token per report interval. */
+function rateMoved(was: number, now: number, intervalS: number): boolean {
+  const moved = Math.abs(now - was);
+  return moved > RESEND_CHANGE * was && moved * intervalS >= 1;
 }
 
 function partyOf(b: TrackedBucket): BucketDemand {

@@ -155,3 +155,14 @@ export function tokenBucketFor(tokens: number, fillSeconds: number, limitPerSeco
   const maxTokens = Math.min(0xffffffff, ceiling, burst);
   return { maxTokens, tokensPerFill: Math.min(tokens, 0xffffffff), fillIntervalSeconds: fillSeconds };
 }
+
+/**
+ * Envoy does not see a change of fill_interval's seconds alone (it compares max_tokens,
+ * tokens_per_fill and the interval's nanos): such a bucket goes out with tokens and interval
+ * doubled, the same rate told apart by tokens_per_fill.
+ */
+export function visibleChange(next: TokenBucketAssignment, held: TokenBucketAssignment | undefined): TokenBucketAssignment {
+  if (held === undefined || held.fillIntervalSeconds === next.fillIntervalSeconds) return next;
+  if (held.tokensPerFill !== next.tokensPerFill || held.maxTokens !== next.maxTokens) return next;
+  return { ...next, tokensPerFill: next.tokensPerFill * 2, fillIntervalSeconds: next.fillIntervalSeconds * 2 };
+}

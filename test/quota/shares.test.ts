@@ -1,5 +1,5 @@
 /** RLQS: dividing a limit in whole tokens among Envoys by demand, and the token bucket a share goes out as. */
-import { FLOOR_OF_EQUAL_SPLIT, divide, grainFor, tokenBucketFor, type Party } from '../../src/quota/shares';
+import { FLOOR_OF_EQUAL_SPLIT, divide, grainFor, tokenBucketFor, visibleChange, type Party } from '../../src/quota/shares';
 
 const sum = (xs: number[]) => xs.reduce((s, x) => s + x, 0);
 const stream = (demand: number): Party => (demand > 0 ? { demand, measured: 1, unmeasured: 0, idle: 0 } : { demand: 0, measured: 0, unmeasured: 0, idle: 1 });
@@ -78,5 +78,15 @@ describe('tokenBucketFor', () => {
   test("a stream's first assignment holds a fifth of that burst, at least 1 (Envoy starts it full)", () => {
     expect(tokenBucketFor(1000, 100, 10, true).maxTokens).toBe(2);
     expect(tokenBucketFor(483, 100, 10, true).maxTokens).toBe(1);
+  });
+});
+
+describe('visibleChange', () => {
+  test('fill_interval never changes alone (Envoy would not see it): the same tokens and burst over another interval go out doubled', () => {
+    const held = { tokensPerFill: 1, fillIntervalSeconds: 100, maxTokens: 2 };
+    expect(visibleChange({ tokensPerFill: 1, fillIntervalSeconds: 1000, maxTokens: 2 }, held)).toEqual({ tokensPerFill: 2, fillIntervalSeconds: 2000, maxTokens: 2 });
+    expect(visibleChange({ tokensPerFill: 3, fillIntervalSeconds: 1000, maxTokens: 2 }, held)).toEqual({ tokensPerFill: 3, fillIntervalSeconds: 1000, maxTokens: 2 });
+    expect(visibleChange({ tokensPerFill: 1, fillIntervalSeconds: 100, maxTokens: 2 }, held)).toEqual(held);
+    expect(visibleChange(held, undefined)).toEqual(held);
   });
 });
