@@ -64,8 +64,8 @@ interface QuotaStats {
 
 /** Envoy's report interval (filter_persistence.cc), assumed until a stream shows its own. */
 export const ENVOY_REPORT_INTERVAL_S = 5;
-/** An assignment lives this many of its stream's report intervals. */
-const TTL_INTERVALS = 3;
+/** An assignment lives this many of its stream's report intervals (renewed every third report). */
+const TTL_INTERVALS = 4;
 const MIN_TTL_S = 3;
 /** Report intervals taken as measured are clamped to this range. */
 const MIN_CADENCE_S = 1;
@@ -79,8 +79,10 @@ const MAX_DEMAND_PER_S = 1e9;
 const NEWEST = 0.5;
 /** A published demand moves only when the measured one differs from it by more than this part. */
 const REPUBLISH_CHANGE = 0.1;
-/** An assignment is sent again only when its rate moved by more than this part (and a token per interval). */
+/** An assignment is sent again only when its rate moved by more than this part. */
 const RESEND_CHANGE = 0.1;
+/** A share this many times its stream's demand or more is not changed for a change's sake. */
+const UNUSED_SHARE = 1.5;
 /** Reports with no request after which a bucket is abandoned (Envoy stops reporting it). */
 const IDLE_REPORTS_TO_ABANDON = 6;
 /** How often replicas exchange their demand, and how long an exchanged entry lives. */
@@ -622,7 +624,7 @@ export class QuotaStream {
     if (held.fillIntervalSeconds !== grain.fillSeconds) return true;
     // A first assignment holds half its share: compare with what it would be sent.
     const share = b.demand === NOT_MEASURED ? Math.max(1, Math.floor(tokens / 2)) : tokens;
-    return rateMoved(held.tokensPerFill / held.fillIntervalSeconds, share / grain.fillSeconds, this.cadenceS);
+    return rateMoved(held.tokensPerFill / held.fillIntervalSeconds, share / grain.fillSeconds, b.published);
   }
 
   /** Sends actions made outside a report (a push). */
@@ -751,7 +753,7 @@ export class QuotaStream {
       strategy = { kind: 'token-bucket', ...visibleChange(tb, held?.kind === 'token-bucket' ? held : undefined) };
     }
     const sent = b.sent;
-    if (sent !== undefined && !materiallyDifferent(sent.strategy, strategy, this.cadenceS)) {
+    if (sent !== undefined && !materiallyDifferent(sent.strategy, strategy, b.published)) {
       // The same assignment again only when the next report could come after it expires.
       if ((now - sent.atMs) / 1000 + 2 * this.cadenceS <= sent.ttlS) return undefined;
       strategy = sent.strategy;
@@ -764,18 +766,22 @@ export class QuotaStream {
 
 /**
  * Whether Envoy should be sent `next` instead of `sent`: another kind; a burst doubled; a rate
- * moved by more than RESEND_CHANGE of itself and by a token per report interval (Envoy replaces
- * its bucket and truncates its tokens: a smaller change costs more than it brings).
+ * moved by more than RESEND_CHANGE (Envoy replaces its bucket and truncates its tokens: a smaller
+ * change costs about as much as it brings).
  */
-function materiallyDifferent(sent: QuotaStrategy, next: QuotaStrategy, intervalS: number): boolean {
+function materiallyDifferent(sent: QuotaStrategy, next: QuotaStrategy, demand: number): boolean {
   if (sent.kind !== 'token-bucket' || next.kind !== 'token-bucket') return sent.kind !== next.kind;
-  return rateMoved(sent.tokensPerFill / sent.fillIntervalSeconds, next.tokensPerFill / next.fillIntervalSeconds, intervalS) || next.maxTokens >= 2 * sent.maxTokens;
+  return rateMoved(sent.tokensPerFill / sent.fillIntervalSeconds, next.tokensPerFill / next.fillIntervalSeconds, demand) || next.maxTokens >= 2 * sent.maxTokens;
 }
 
-/** A rate moved by more than RESEND_CHANGE of itself and by a token per report interval. */
-function rateMoved(was: number, now: number, intervalS: number): boolean {
+/**
+ * A rate moved by more than RESEND_CHANGE of itself, unless both rates are well above the
+ * stream's demand (it cannot use the difference; a rise of its demand is reported and published).
+ */
+function rateMoved(was: number, now: number, demand: number): boolean {
   const moved = Math.abs(now - was);
-  return moved > RESEND_CHANGE * was && moved * intervalS >= 1;
+  if (demand > 0 && Math.min(was, now) >= UNUSED_SHARE * demand) return false;
+  return moved > RESEND_CHANGE * was;
 }
 
 function partyOf(b: TrackedBucket): BucketDemand {

@@ -40,13 +40,13 @@ afterAll(async () => {
 
 const bucketOf = (r: RateLimitQuotaResponse) => r.bucketAction[0]!;
 
-test("a bucket's first report gets a token bucket at once: whole tokens per whole seconds (half the limit until a rate is reported), living three of Envoy's 5 s intervals", async () => {
+test("a bucket's first report gets a token bucket at once: whole tokens per whole seconds (half the limit until a rate is reported), living four of Envoy's 5 s intervals", async () => {
   const s = openQuotaStream(client);
   s.report('search', 0, 1);
   const r = await s.next();
   expect(bucketOf(r).bucketId).toEqual({ bucket: { api: 'search' } });
   expect(bucketOf(r).quotaAssignmentAction).toMatchObject({
-    assignmentTimeToLive: { seconds: 15n, nanos: 0 },
+    assignmentTimeToLive: { seconds: 20n, nanos: 0 },
     rateLimitStrategy: { tokenBucket: { maxTokens: 10, tokensPerFill: 500, fillInterval: { seconds: 10n, nanos: 0 } } },
   });
   s.call.end();
@@ -110,7 +110,7 @@ test('the debug port shows the live buckets and explains a bucket; /stats counts
   await waitFor(async () => (await allowedSoFar()) === before + 43, 'the reported usage on the rule');
   const live = (await httpGet(svc.debug, '/debug/rlqs')).body;
   expect(live).toMatch(/stream \S+ domain 'gw': 1 buckets/);
-  expect(live).toMatch(/\[\["api","search"\]\]: demand .*assigned token bucket \(max \d+, \d+ tokens every 10 s\) for 15 s/);
+  expect(live).toMatch(/\[\["api","search"\]\]: demand .*assigned token bucket \(max \d+, \d+ tokens every 10 s\) for 20 s/);
   const why = await httpGet(svc.debug, '/debug/explain?domain=gw&bucket=api=search');
   expect(why.status).toBe(200);
   expect(why.body).toContain('descriptor: api=search');

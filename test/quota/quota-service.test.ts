@@ -63,31 +63,31 @@ const report = (s: QuotaStream, bucket: Map<string, string>, elapsedSeconds: num
   s.report({ domain, usages: [{ bucket, elapsedSeconds, allowed, denied }] });
 const rateOf = (st: QuotaStrategy | undefined) => (st?.kind === 'token-bucket' ? st.tokensPerFill / st.fillIntervalSeconds : NaN);
 
-test("a bucket's first report (time_elapsed 0, as Envoy sends it) is answered at once: half the limit in whole tokens and a small burst until a rate is reported, 15 s to live", async () => {
+test("a bucket's first report (time_elapsed 0, as Envoy sends it) is answered at once: half the limit in whole tokens and a small burst until a rate is reported, 20 s to live", async () => {
   const { stream, advance } = setup();
   const a = stream();
   report(a.s, api('search'), 0, 1);
-  expect(a.sent).toEqual([[{ bucket: api('search'), assign: { ttlSeconds: 15, strategy: { kind: 'token-bucket', tokensPerFill: 500, fillIntervalSeconds: 10, maxTokens: 10 } } }]]);
+  expect(a.sent).toEqual([[{ bucket: api('search'), assign: { ttlSeconds: 20, strategy: { kind: 'token-bucket', tokensPerFill: 500, fillIntervalSeconds: 10, maxTokens: 10 } } }]]);
   await advance(5000);
   report(a.s, api('search'), 5, 250);
   expect(a.latest('search')?.strategy).toEqual({ kind: 'token-bucket', tokensPerFill: 1000, fillIntervalSeconds: 10, maxTokens: 20 });
 });
 
-test("the time to live covers three of the stream's report intervals: 15 s at Envoy's 5 s, 3 s for a client reporting every second", async () => {
+test("the time to live covers four of the stream's report intervals: 20 s at Envoy's 5 s, 4 s for a client reporting every second", async () => {
   const { stream, advance } = setup();
   const a = stream();
   report(a.s, api('search'), 0, 1);
-  expect(a.latest('search')?.ttlSeconds).toBe(15);
+  expect(a.latest('search')?.ttlSeconds).toBe(20);
   // A shorter time to live goes out with the next assignment (the 15 s one runs until then).
   for (let i = 0; i < 16; i++) {
     await advance(1000);
     report(a.s, api('search'), 1, 50);
   }
-  expect(a.latest('search')?.ttlSeconds).toBeLessThanOrEqual(4);
-  expect(a.latest('search')?.ttlSeconds).toBeGreaterThanOrEqual(3);
+  expect(a.latest('search')?.ttlSeconds).toBeLessThanOrEqual(5);
+  expect(a.latest('search')?.ttlSeconds).toBeGreaterThanOrEqual(4);
 });
 
-test('an unchanged assignment is sent again only when the next report could come after it expires (every other report at 5 s)', async () => {
+test('an unchanged assignment is sent again only when the next report could come after it expires (every third report at 5 s)', async () => {
   const { stream, advance } = setup();
   const a = stream();
   report(a.s, api('search'), 0, 1);
@@ -99,9 +99,9 @@ test('an unchanged assignment is sent again only when the next report could come
     if (a.sent.length > before) sentAt.push(t);
   }
   // The full share at 5 s, its burst doubling at each report (5, 10, 15 s: 20, 40, 80 tokens);
-  // from then on every other report, the same bucket.
+  // from then on every third report, the same bucket.
   const steady = sentAt.filter((t) => t > 20);
-  expect(steady).toEqual([25, 35, 45, 55, 65, 75]);
+  expect(steady).toEqual([30, 45, 60, 75]);
   expect(a.sent).toHaveLength(1 + sentAt.length);
   expect(new Set(a.sent.slice(-steady.length - 1).map((x) => JSON.stringify('assign' in x[0]! && x[0].assign.strategy))).size).toBe(1);
 });
@@ -174,13 +174,13 @@ test('a bucket with no request for six reports is abandoned (Envoy then stops re
   expect(stats.counter('ratelimit.rlqs.abandons').value).toBe(1);
 });
 
-test('unlimited and shadow-mode rules and whitelisting descriptors allow all; requests_per_unit 0 denies all; an unplaced bucket gets the default for at least three intervals', () => {
+test('unlimited and shadow-mode rules and whitelisting descriptors allow all; requests_per_unit 0 denies all; an unplaced bucket gets the default for at least four intervals', () => {
   const { stream } = setup(YAML, 10);
   const x = stream();
   for (const v of ['free', 'shadow', 'blocked', 'open']) report(x.s, api(v), 0, 1);
   expect(['free', 'shadow', 'blocked', 'open'].map((v) => x.latest(v)?.strategy.kind)).toEqual(['allow-all', 'allow-all', 'deny-all', 'allow-all']);
   report(x.s, new Map([['colour', 'red']]), 0, 1);
-  expect(x.sent[x.sent.length - 1]![0]).toMatchObject({ assign: { strategy: { kind: 'allow-all' }, ttlSeconds: 15 } });
+  expect(x.sent[x.sent.length - 1]![0]).toMatchObject({ assign: { strategy: { kind: 'allow-all' }, ttlSeconds: 20 } });
 });
 
 test('a config change re-assigns: a new limit is sent, a removed rule abandons its buckets', async () => {
