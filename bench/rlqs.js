@@ -1,165 +1,196 @@
 'use strict';
 /**
- * RLQS against RLS at the same request rate: what the service spends when every request asks it
- * (ShouldRateLimit, h2load at a fixed rate) and when Envoys decide locally and only report their
- * usage (StreamRateLimitQuotas, one report per bucket per reporting interval per Envoy). The
- * service runs on CPU 0 (memory store), the load on CPU 1; its CPU time is read from /proc over
- * the measured window. Needs a build (`make build`) and h2load.
+ * RLQS at fleet scale on one replica: STREAMS Envoys, each with its one StreamRateLimitQuotas
+ * stream, each reporting the same BUCKETS buckets (so every bucket is divided among all of them)
+ * the way Envoy's filter does: a report of one bucket with time_elapsed 0 when the bucket is new,
+ * then a report of every bucket every 5 s, the fleet's timers spread over the 5 s. The demand per
+ * bucket varies by ±20 % from report to report, so shares move and are pushed. The service
+ * (memory store) runs on CPU 0, the Envoys on this process (run it on CPU 1: `taskset -c 1`).
  *
- *   node bench/rlqs.js [requests-per-second] [envoys] [seconds]     (defaults 20000 10 10)
+ * After the fleet has started and a warm-up, over SECONDS: service CPU per report and per bucket
+ * reported, resident memory per stream, and the time from a report to its assignment, p50 / p99 /
+ * max: PROBES more Envoys each report a new bucket every second (an assignment is then due at
+ * once), timed to the answer that carries it, in the same event loop as the fleet's reports.
  *
- * Prints one JSON line and a table; bench/README.md ("RLQS") records a run.
+ *   flock /work/bench.lock taskset -c 1 node bench/rlqs.js [streams] [buckets] [seconds]   (defaults 1000 100 30)
+ *
+ * Needs a build (`make build`). Prints one JSON line and a table; bench/README.md ("RLQS") records a run.
  */
-const { spawn, spawnSync } = require('node:child_process');
-const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
+const { ROOT, startService, cpuTicks, rssMiB, sleep, removeTmp } = require('./processes');
 
-const ROOT = path.join(__dirname, '..');
-const { RateLimitRequest } = require(path.join(ROOT, 'dist/generated/envoy/service/ratelimit/v3/rls.js'));
 const { RateLimitQuotaServiceClient } = require(path.join(ROOT, 'dist/generated/envoy/service/rate_limit_quota/v3/rlqs.js'));
 
-const RATE = Number(process.argv[2] ?? 20000);
-const ENVOYS = Number(process.argv[3] ?? 10);
-const SECONDS = Number(process.argv[4] ?? 10);
-const TICK_HZ = 100; // /proc/<pid>/stat counts in clock ticks of 1/100 s here
+const STREAMS = Number(process.argv[2] ?? 1000);
+const BUCKETS = Number(process.argv[3] ?? 100);
+const SECONDS = Number(process.argv[4] ?? 30);
+const REPORT_MS = 5000; // Envoy's filter_persistence.cc
+const STREAMS_PER_CONNECTION = 50; // each Envoy would have its own; 50 per HTTP/2 connection keeps the client light
+const WARMUP_MS = 15_000;
+const PROBES = 10;
 
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-rlqs-bench-'));
-const configDir = path.join(tmp, 'ratelimit', 'config');
-fs.mkdirSync(configDir, { recursive: true });
-// One rule both ways: RLS counts each request against it; RLQS divides it among the Envoys.
-fs.writeFileSync(path.join(configDir, 'bench.yaml'), 'domain: bench\ndescriptors:\n  - key: api\n    rate_limit: {unit: second, requests_per_unit: 1000000}\n');
+// Per bucket the fleet asks some 5,500 a second (1 to 10 per Envoy): the limit binds, the division matters.
+const CONFIG = `domain: bench
+descriptors:
+  - key: api
+    rate_limit: {unit: second, requests_per_unit: 3000}
+`;
 
-function cpuTicks(pid) {
-  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return Number(f[11]) + Number(f[12]);
+/** Bucket j's demand per stream: 1 to 10 requests a second. */
+const demandOf = (j) => 1 + (j % 10);
+
+function percentile(sorted, p) {
+  if (sorted.length === 0) return null;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-function startService() {
-  const env = {
-    PATH: process.env.PATH,
-    BACKEND_TYPE: 'memory',
-    RUNTIME_ROOT: tmp,
-    RUNTIME_SUBDIRECTORY: 'ratelimit',
-    RUNTIME_WATCH_ROOT: 'false',
-    USE_STATSD: 'false',
-    LOG_LEVEL: 'info',
-    HOST: '127.0.0.1',
-    PORT: '0',
-    GRPC_HOST: '127.0.0.1',
-    GRPC_PORT: '0',
-    DEBUG_HOST: '127.0.0.1',
-    DEBUG_PORT: '0',
-  };
-  const proc = spawn('taskset', ['-c', '0', process.execPath, path.join(ROOT, 'dist/src/cli/ratelimit.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`service did not start: ${out}`)), 15000);
-    proc.stderr.on('data', (d) => {
-      out += d;
-      const m = /listening: gRPC (\S+), HTTP/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc, grpc: m[1] });
+function fleet(addr) {
+  const clients = [];
+  const envoys = [];
+  let reports = 0;
+  let buckets = 0;
+  let actions = 0;
+  let measuring = false;
+  const latencies = [];
+  const firstAssignments = [];
+  for (let i = 0; i < STREAMS; i++) {
+    if (i % STREAMS_PER_CONNECTION === 0) {
+      // A channel of its own (its own connection) for each group of streams.
+      clients.push(new RateLimitQuotaServiceClient(addr, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1, 'grpc.max_receive_message_length': 64 << 20 }));
+    }
+    const client = clients[clients.length - 1];
+    const envoy = { call: undefined, timers: [], firstAt: undefined, assigned: 0, ended: false };
+    envoys.push(envoy);
+    const start = setTimeout(() => {
+      const call = client.streamRateLimitQuotas();
+      envoy.call = call;
+      call.on('data', (r) => {
+        const now = performance.now();
+        const n = r.bucketAction.length;
+        if (measuring) actions += n;
+        if (envoy.assigned < BUCKETS) {
+          envoy.assigned += n;
+          if (envoy.assigned >= BUCKETS && envoy.firstAt !== undefined) firstAssignments.push(now - envoy.firstAt);
+        }
+      });
+      call.on('error', () => undefined);
+      call.on('status', () => (envoy.ended = true));
+      // Each bucket's first request: a report of that bucket alone, time_elapsed 0.
+      envoy.firstAt = performance.now();
+      for (let j = 0; j < BUCKETS; j++) {
+        call.write({ domain: 'bench', bucketQuotaUsages: [{ bucketId: { bucket: { api: `b${j}` } }, timeElapsed: { seconds: 0n, nanos: 0 }, numRequestsAllowed: 1n, numRequestsDenied: 0n }] });
+      }
+      const tick = () => {
+        const usages = [];
+        for (let j = 0; j < BUCKETS; j++) {
+          const n = Math.round(demandOf(j) * (REPORT_MS / 1000) * (0.8 + 0.4 * Math.random()));
+          usages.push({ bucketId: { bucket: { api: `b${j}` } }, timeElapsed: { seconds: 5n, nanos: 0 }, numRequestsAllowed: BigInt(n), numRequestsDenied: 0n });
+        }
+        call.write({ domain: 'bench', bucketQuotaUsages: usages });
+        if (measuring) {
+          reports++;
+          buckets += BUCKETS;
+        }
+      };
+      envoy.timers.push(setInterval(tick, REPORT_MS));
+    }, (i * REPORT_MS) / STREAMS);
+    envoy.timers.push(start);
+  }
+  // Probes: a new bucket a second each; the time to the answer that names it.
+  for (let i = 0; i < PROBES; i++) {
+    const client = clients[i % clients.length];
+    const envoy = { call: client.streamRateLimitQuotas(), timers: [], ended: false };
+    envoys.push(envoy);
+    const sent = new Map();
+    let n = 0;
+    envoy.call.on('data', (r) => {
+      const now = performance.now();
+      for (const a of r.bucketAction) {
+        const key = a.bucketId?.bucket?.probe;
+        const at = sent.get(key);
+        if (at === undefined) continue;
+        sent.delete(key);
+        if (measuring) latencies.push(now - at);
       }
     });
-  });
-}
-
-/** Service CPU (% of one core) while `load` runs for SECONDS, after a second of warm-up. */
-async function measure(pid, load) {
-  const running = load();
-  await new Promise((r) => setTimeout(r, 1000));
-  const t0 = cpuTicks(pid);
-  const w0 = Date.now();
-  await new Promise((r) => setTimeout(r, SECONDS * 1000));
-  const cpu = ((cpuTicks(pid) - t0) / TICK_HZ / ((Date.now() - w0) / 1000)) * 100;
-  await running.stop();
-  return cpu;
-}
-
-/** ShouldRateLimit at RATE calls/s: h2load, 50 connections of one stream at a fixed rate each. */
-function rlsLoad(addr) {
-  const body = Buffer.from(RateLimitRequest.encode({ domain: 'bench', descriptors: [{ entries: [{ key: 'api', value: 'search' }] }], hitsAddend: 1 }).finish());
-  const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
-  frame.writeUInt32BE(body.length, 1);
-  const file = path.join(tmp, 'frame.bin');
-  fs.writeFileSync(file, frame);
-  return () => {
-    const h = spawn('taskset', ['-c', '1', 'h2load', '-t1', '-c50', '-m1', `--rps=${(RATE / 50).toFixed(2)}`, '-D', String(SECONDS + 1), '-d', file, '-H', 'content-type: application/grpc', '-H', 'te: trailers',
-      `http://${addr}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    h.stdout.on('data', (d) => (out += d));
-    const ended = new Promise((r) => h.once('exit', () => r(out)));
-    // h2load stops by itself after -D seconds (the warm-up second and the measured window).
-    return { stop: async () => { rlsLoad.lastOutput = await ended; } };
-  };
-}
-
-/**
- * ENVOYS Envoys sharing RATE requests/s among them: each decides locally and reports its one
- * bucket's usage every second over its stream, as Envoy's filter does.
- */
-function rlqsLoad(addr) {
-  return () => {
-    const client = new RateLimitQuotaServiceClient(addr, grpc.credentials.createInsecure());
-    const streams = [];
-    let assignments = 0;
-    for (let i = 0; i < ENVOYS; i++) {
-      const call = client.streamRateLimitQuotas();
-      call.on('data', () => assignments++);
-      call.on('error', () => undefined);
-      const report = (elapsed, allowed) =>
-        call.write({ domain: 'bench', bucketQuotaUsages: [{ bucketId: { bucket: { api: 'search' } }, timeElapsed: { seconds: BigInt(elapsed), nanos: 0 }, numRequestsAllowed: BigInt(allowed), numRequestsDenied: 0n }] });
-      report(0, 1);
-      const timer = setInterval(() => report(1, Math.round(RATE / ENVOYS)), 1000);
-      streams.push({ call, timer });
-    }
-    return {
-      stop: async () => {
-        for (const s of streams) {
-          clearInterval(s.timer);
-          s.call.end();
-        }
-        client.close();
-        rlqsLoad.assignments = assignments;
-      },
-    };
+    envoy.call.on('error', () => undefined);
+    envoy.call.on('status', () => (envoy.ended = true));
+    envoy.timers.push(
+      setInterval(() => {
+        const key = `p${i}-${++n}`;
+        sent.set(key, performance.now());
+        envoy.call.write({ domain: 'bench', bucketQuotaUsages: [{ bucketId: { bucket: { probe: key } }, timeElapsed: { seconds: 0n, nanos: 0 }, numRequestsAllowed: 1n, numRequestsDenied: 0n }] });
+      }, 1000),
+    );
+  }
+  return {
+    startMeasuring() {
+      measuring = true;
+    },
+    stopMeasuring() {
+      measuring = false;
+      return { reports, buckets, actions, latencies: latencies.sort((a, b) => a - b), firstAssignments: firstAssignments.sort((a, b) => a - b), ended: envoys.filter((e) => e.ended).length };
+    },
+    stop() {
+      for (const e of envoys) {
+        for (const t of e.timers) clearTimeout(t);
+        e.call?.cancel();
+      }
+      for (const c of clients) c.close();
+    },
   };
 }
 
 async function main() {
-  if (spawnSync('h2load', ['--version']).status !== 0) throw new Error('h2load is needed (apt-get install nghttp2-client)');
-  const svc = await startService();
+  const svc = await startService('rlqs', CONFIG);
+  const pid = svc.proc.pid;
   try {
-    const idle = await measure(svc.proc.pid, () => ({ stop: async () => undefined }));
-    const rls = await measure(svc.proc.pid, rlsLoad(svc.grpc));
-    const done = /(\d+) succeeded/.exec(rlsLoad.lastOutput ?? '');
-    const rlqs = await measure(svc.proc.pid, rlqsLoad(svc.grpc));
+    await sleep(1000);
+    const rssIdle = rssMiB(pid);
+    const f = fleet(svc.grpcAddr);
+    await sleep(REPORT_MS + WARMUP_MS);
+    f.startMeasuring();
+    const t0 = performance.now();
+    const c0 = cpuTicks(pid);
+    await sleep(SECONDS * 1000);
+    const c1 = cpuTicks(pid);
+    const wall = (performance.now() - t0) / 1000;
+    const m = f.stopMeasuring();
+    const rssLoaded = rssMiB(pid);
+    f.stop();
+    const cpuS = (c1 - c0) / 100;
+    const r = (x) => (x === null ? null : Math.round(x * 10) / 10);
     const result = {
-      requestsPerSecond: RATE,
-      envoys: ENVOYS,
+      streams: STREAMS,
+      bucketsPerStream: BUCKETS,
       seconds: SECONDS,
-      idleServiceCpuPct: Number(idle.toFixed(2)),
-      rlsServiceCpuPct: Number(rls.toFixed(1)),
-      rlsCallsSucceeded: done ? Number(done[1]) : null,
-      rlqsServiceCpuPct: Number(rlqs.toFixed(2)),
-      rlqsReportsPerSecond: ENVOYS,
-      rlqsAssignmentsSent: rlqsLoad.assignments,
-      rlsCpuMicrosPerRequest: Number(((rls / 100) * 1e6 / RATE).toFixed(2)),
-      rlqsCpuMicrosPerRequest: Number(((rlqs / 100) * 1e6 / RATE).toFixed(3)),
+      reportsPerSecond: r(m.reports / wall),
+      bucketsReportedPerSecond: Math.round(m.buckets / wall),
+      assignmentsPerSecond: Math.round(m.actions / wall),
+      serviceCpuPct: r((cpuS / wall) * 100),
+      cpuMicrosPerReport: r((cpuS * 1e6) / m.reports),
+      cpuMicrosPerBucket: Math.round(((cpuS * 1e6) / m.buckets) * 100) / 100,
+      rssIdleMiB: r(rssIdle),
+      rssLoadedMiB: r(rssLoaded),
+      rssKiBPerStream: r(((rssLoaded - rssIdle) * 1024) / STREAMS),
+      reportToAnswerMs: { samples: m.latencies.length, p50: r(percentile(m.latencies, 50)), p99: r(percentile(m.latencies, 99)), max: r(m.latencies[m.latencies.length - 1] ?? null) },
+      firstReportsToAllAssignedMs: { p50: r(percentile(m.firstAssignments, 50)), p99: r(percentile(m.firstAssignments, 99)) },
+      streamsEnded: m.ended,
     };
     process.stdout.write(`${JSON.stringify(result)}\n`);
     process.stdout.write(
-      `| path | service CPU at ${RATE} req/s | per request |\n|---|---:|---:|\n` +
-        `| idle (no load) | ${result.idleServiceCpuPct} % | — |\n` +
-        `| RLS (ShouldRateLimit per request) | ${result.rlsServiceCpuPct} % | ${result.rlsCpuMicrosPerRequest} µs |\n` +
-        `| RLQS (${ENVOYS} Envoys, a report each per second) | ${result.rlqsServiceCpuPct} % | ${result.rlqsCpuMicrosPerRequest} µs |\n`,
+      `| ${STREAMS} streams × ${BUCKETS} buckets, a report per stream every 5 s | |\n|---|---:|\n` +
+        `| reports / buckets reported per second | ${result.reportsPerSecond} / ${result.bucketsReportedPerSecond} |\n` +
+        `| service CPU | ${result.serviceCpuPct} % of a core |\n` +
+        `| CPU per report / per bucket | ${result.cpuMicrosPerReport} µs / ${result.cpuMicrosPerBucket} µs |\n` +
+        `| resident memory: idle → loaded (per stream) | ${result.rssIdleMiB} → ${result.rssLoadedMiB} MiB (${result.rssKiBPerStream} KiB) |\n` +
+        `| report → answer p50 / p99 / max | ${result.reportToAnswerMs.p50} / ${result.reportToAnswerMs.p99} / ${result.reportToAnswerMs.max} ms |\n` +
+        `| assignments sent per second | ${result.assignmentsPerSecond} |\n`,
     );
   } finally {
     svc.proc.kill('SIGTERM');
-    fs.rmSync(tmp, { recursive: true, force: true });
+    removeTmp();
   }
 }
 

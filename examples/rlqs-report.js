@@ -114,8 +114,9 @@ function report(elapsedSeconds, allowed) {
   if (sent < reports) {
     timer = setTimeout(() => report(every, rate * every), every * 1000);
   } else {
-    // The service answers a report only when an assignment changes (or half its time to live
-    // has passed): after the last report, wait for one answer or one interval, then end.
+    // The service answers a report only when an assignment changes (or its time to live would
+    // run out before the next report): after the last report, wait for one answer or one
+    // interval, then end.
     timer = setTimeout(finish, every * 1000);
   }
 }

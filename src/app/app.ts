@@ -313,6 +313,7 @@ export class RateLimitApp {
       unmatched: settings.server.rlqsUnmatched,
       maxBucketsPerStream: settings.server.rlqsMaxBucketsPerStream,
       stats: this.stats,
+      logger,
     }));
     this.configStore.onUpdate(() => void quota.configChanged());
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
@@ -535,6 +536,7 @@ export class RateLimitApp {
     this.provider?.stop();
     this.configBuilder.close();
     this.certificates?.stop();
+    this.quota?.close();
     const closed = Promise.all([this.store?.close(), this.demand?.close?.(), this.flusher?.stop(), this.tracing.shutdown()]);
     if (!(await settleWithin(closed, CLOSE_GRACE_MS))) {
       logger.warn(`the counter store, stats sink or trace exporter did not close within ${CLOSE_GRACE_MS} ms; exiting without them`);

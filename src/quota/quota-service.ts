@@ -1,28 +1,36 @@
 /**
  * The Rate Limit Quota Service (RLQS): each Envoy reports its usage per bucket over one stream,
- * and gets back an assignment it enforces locally until the assignment's time to live runs out.
+ * every 5 s (Envoy's filter hardcodes it), and enforces locally the assignment it gets back until
+ * the assignment's time to live runs out. docs/rlqs.md explains the design; in short:
  *
  * - A bucket (BucketId pairs) is placed on the domain's descriptor tree (config
  *   `bucketDescriptor`) and limited by the rule found there. Unlimited, shadow-mode and
  *   whitelisted rules allow all; `requests_per_unit: 0` denies all; a bucket that no descriptor
- *   takes gets the configured default (allow all with a short time to live, by default).
- * - A rule's limit is divided among the streams that report the bucket, in proportion to their
- *   demand with a floor each (shares.ts), through the DemandStore, so replicas sharing one store
- *   divide one limit. The shares add up to the limit; a share goes out as a token bucket.
- * - A bucket's first report is answered at once. Every report re-assigns its buckets: a changed
- *   assignment is sent, an unchanged one again when half its time to live has passed. A stream
- *   that ends releases its shares; one that stops reporting loses them when its demand expires.
- * - When the config changes, every bucket is assigned again; a bucket whose rule is gone is
- *   abandoned (Envoy forgets it; its next request subscribes it again).
+ *   takes gets the configured default.
+ * - A rule's limit is divided among the streams that report the bucket, by demand (shares.ts),
+ *   in whole tokens per a whole-second fill interval that add up to the limit exactly. The streams
+ *   of one replica form a group per bucket; replicas exchange each group's demand through the
+ *   DemandStore about once a second and divide the limit first among replicas, then each its part
+ *   among its streams.
+ * - A stream's demand moves its published weight only when it changes by more than a tenth (or
+ *   to or from zero), so the division is stable; a stream is sent a new assignment only when its
+ *   share moved by more than RESEND_CHANGE, so Envoy does not keep replacing (and truncating) its
+ *   token bucket. Every change of a group is pushed to its other streams at once.
+ * - Time to live: three of the stream's report intervals (5 s assumed until it has shown its
+ *   cadence); an unchanged assignment is sent again before the next report could come too late.
+ * - A bucket idle for IDLE_REPORTS_TO_ABANDON reports is abandoned; a stream over its bucket
+ *   budget gets a static answer for the excess buckets (deny for a limited rule), never an end.
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../core/clock';
+import type { BucketDemand } from '../core/quota-demand';
 import { unitToDivider } from '../core/rls';
 import type { RateLimitConfig } from '../config/types';
 import type { RateLimitRule } from '../core/rule';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
-import type { DemandStore } from './demand';
-import { divide, NOT_MEASURED, tokenBucketFor } from './shares';
+import type { Logger } from '../telemetry/logger';
+import type { DemandStore, ReplicaDemand } from './demand';
+import { divide, grainFor, meanDemand, tokenBucketFor, visibleChange, type Grain } from './shares';
 import { QuotaStreamError, type BucketAction, type BucketPairs, type QuotaStrategy, type UsageReports } from './types';
 
 export interface QuotaServiceOptions {
@@ -32,13 +40,16 @@ export interface QuotaServiceOptions {
   clock: Clock;
   /** What a bucket that no descriptor takes gets. */
   unmatched: { strategy: 'allow-all' | 'deny-all'; ttlSeconds: number };
-  /** Most buckets one stream may report (a flood of new buckets ends the stream). */
+  /** Most buckets one stream may report; the excess gets a static answer (and is not divided). */
   maxBucketsPerStream: number;
   /**
-   * `ratelimit.rlqs.{streams,buckets}` (gauges), `.{reports,assignments,abandons,stream_errors}`,
-   * and per rule `ratelimit.service.rate_limit.<key>.rlqs_{allowed,denied}` (what Envoy reported).
+   * `ratelimit.rlqs.{streams,buckets}` (gauges), `.{reports,assignments,abandons,stream_errors,
+   * refused_buckets}`, and per rule `ratelimit.service.rate_limit.<key>.rlqs_{allowed,denied}`.
    */
   stats?: StatsStore;
+  logger?: Logger;
+  /** This replica's name among those sharing the demand store (random unless given: tests name them). */
+  replica?: string;
 }
 
 interface QuotaStats {
@@ -48,40 +59,138 @@ interface QuotaStats {
   readonly assignments: Counter;
   readonly abandons: Counter;
   readonly streamErrors: Counter;
+  readonly refusedBuckets: Counter;
 }
 
-/** Stream ids must differ across replicas that share a demand store (pids may collide across hosts). */
-const REPLICA = randomUUID().slice(0, 8);
-/** Reports closer together than this are taken as this (whole-second reports from Envoy). */
-const MIN_INTERVAL_S = 1;
-/** Weight of the newest report in a bucket's demand and interval (the rest is history). */
+/** Envoy's report interval (filter_persistence.cc), assumed until a stream shows its own. */
+export const ENVOY_REPORT_INTERVAL_S = 5;
+/** An assignment lives this many of its stream's report intervals (renewed every third report). */
+const TTL_INTERVALS = 4;
+const MIN_TTL_S = 3;
+/** Report intervals taken as measured are clamped to this range. */
+const MIN_CADENCE_S = 1;
+const MAX_CADENCE_S = 300;
+/** A bucket's usage is turned into a rate over no less than this (shorter gaps accumulate). */
+const MIN_MEASURE_S = 0.5;
+/** Clamps on what a report may claim (time_elapsed of years, counts near 2^64). */
+const MAX_ELAPSED_S = 3600;
+const MAX_DEMAND_PER_S = 1e9;
+/** Weight of the newest measurement in a bucket's demand. */
 const NEWEST = 0.5;
+/** A published demand moves only when the measured one differs from it by more than this part. */
+const REPUBLISH_CHANGE = 0.1;
+/** An assignment is sent again only when its rate moved by more than this part. */
+const RESEND_CHANGE = 0.1;
+/** A share this many times its stream's demand or more is not changed for a change's sake. */
+const UNUSED_SHARE = 1.5;
+/** Reports with no request after which a bucket is abandoned (Envoy stops reporting it). */
+const IDLE_REPORTS_TO_ABANDON = 6;
+/** How often replicas exchange their demand, and how long an exchanged entry lives. */
+const EXCHANGE_EVERY_MS = 1000;
+const EXCHANGE_TTL_MS = 5000;
+/** The next exchange after one that saw the other replicas' demand move. */
+const EXCHANGE_SOON_MS = 200;
+/** Report intervals a stream's shares stay reserved after it ends (Envoy may be about to reopen it). */
+const RESERVED_AFTER_END = 0.6;
+/**
+ * Changes of a group are pushed to its streams this long after the first one: the reports of a
+ * fleet that came together (start-up, a config change) make one new assignment, not one each.
+ */
+const PUSH_AFTER_MS = 100;
+/**
+ * A group whose streams' demand only drifts is divided again at most this often: a division is a
+ * pass over all its streams (a thousand Envoys on one bucket), not to be made at each report.
+ */
+const DRIFT_PUSH_EVERY_MS = 1000;
+/** Demand not yet measured (a stream's first report of a bucket has time_elapsed 0). */
+export const NOT_MEASURED = -1;
+
+/** Where a bucket lands in one config: its rule, and its strategy unless its limit is divided. */
+interface Placement {
+  readonly config: RateLimitConfig | undefined;
+  readonly matched: boolean;
+  readonly rule: RateLimitRule | undefined;
+  readonly fixed: QuotaStrategy | undefined;
+  readonly counters?: { readonly allowed: Counter; readonly denied: Counter };
+}
+
+interface SentAssignment {
+  readonly strategy: QuotaStrategy;
+  readonly atMs: number;
+  readonly ttlS: number;
+}
 
 interface TrackedBucket {
   readonly key: string;
   readonly pairs: BucketPairs;
-  /** Requests per second (allowed + denied), smoothed; NOT_MEASURED before a report with a rate. */
+  /** Requests per second (allowed + denied), smoothed; NOT_MEASURED before a measurement. */
   demand: number;
+  /** What the division uses: the demand, moved only by a material change. */
+  published: number;
+  /** Requests reported since `measureFromMs` (server clock), not yet turned into a rate. */
+  countSince: number;
+  measureFromMs: number;
+  lastReportMs: number;
+  idleReports: number;
   /** Reported since the bucket was last assigned: counted on its rule's stats then. */
   allowedSinceAssign: number;
   deniedSinceAssign: number;
-  /** The streams (of all replicas) that shared the bucket at its last division, as one text. */
-  peers: string | undefined;
-  /** Seconds between reports, smoothed. */
-  intervalS: number;
-  /** Whether a rule (or a whitelisting descriptor) took the bucket when last assigned. */
+  /** Whether a descriptor took the bucket when last assigned. */
   matched: boolean;
-  sentStrategy: string | undefined;
-  sentAtMs: number;
-  sentTtlS: number;
+  /** Where it landed in the config last seen. */
+  placement: Placement | undefined;
+  /** The group it is divided in (a limited rule), if any. */
+  group: Group | undefined;
+  /** Left out of the division: its stream has not reported it for two intervals. */
+  stale: boolean;
+  sent: SentAssignment | undefined;
+}
+
+/** This replica's streams of one bucket, and what the other replicas said of theirs. */
+interface Group {
+  readonly key: string;
+  readonly members: Map<QuotaStream, TrackedBucket>;
+  remote: Map<string, ReplicaDemand>;
+  division: Division | undefined;
+  /** The members in stream id order, until they change. */
+  sorted: Array<[QuotaStream, TrackedBucket]> | undefined;
+  /** Changes waiting that are not demand drift (a stream joined, left, went idle). */
+  urgent: boolean;
+  pushedAtMs: number;
+}
+
+interface Division {
+  readonly limit: number;
+  readonly unitS: number;
+  readonly grain: Grain;
+  /** This replica's tokens. */
+  readonly mine: number;
+  readonly tokens: Map<QuotaStream, number>;
 }
 
 export class QuotaService {
   private readonly streams = new Set<QuotaStream>();
+  private readonly groups = new Map<string, Group>();
+  private readonly dirty = new Set<Group>();
+  /** Groups whose demand changed here since the last exchange. */
+  private readonly unpublished = new Set<Group>();
+  /** When the last exchange of every group ran (the others run on changes only). */
+  private fullExchangeAtMs = -Infinity;
+  private pushTimer: unknown;
+  private exchangeTimer: unknown;
+  private exchanging: Promise<void> | undefined;
+  /** When the scheduled exchange runs (clock ms), if one is scheduled. */
+  private exchangeAtMs: number | undefined;
+  /** A local change to publish came while an exchange was under way: exchange again right after. */
+  private exchangeAgain = false;
   private nextId = 0;
+  private closed = false;
+  /** Stream ids must differ across replicas that share a demand store. */
+  readonly replica: string;
   readonly stats: QuotaStats | undefined;
 
   constructor(readonly opts: QuotaServiceOptions) {
+    this.replica = opts.replica ?? randomUUID().slice(0, 8);
     const st = opts.stats;
     this.stats =
       st === undefined
@@ -93,12 +202,13 @@ export class QuotaService {
             assignments: st.counter('ratelimit.rlqs.assignments'),
             abandons: st.counter('ratelimit.rlqs.abandons'),
             streamErrors: st.counter('ratelimit.rlqs.stream_errors'),
+            refusedBuckets: st.counter('ratelimit.rlqs.refused_buckets'),
           };
   }
 
   /** A new stream; `send` delivers its bucket actions (one response per call). */
   open(send: (actions: BucketAction[]) => void): QuotaStream {
-    const s = new QuotaStream(this, `${REPLICA}.${++this.nextId}`, send, () => {
+    const s = new QuotaStream(this, `${this.replica}.${String(++this.nextId).padStart(9, '0')}`, send, () => {
       this.streams.delete(s);
       this.stats?.streams.set(this.streams.size);
     });
@@ -107,9 +217,16 @@ export class QuotaService {
     return s;
   }
 
-  /** Assigns `scopedKey` again on this replica's streams other than `except` (its sharers changed). */
-  redivide(scopedKey: string, except: QuotaStream): void {
-    for (const s of this.streams) if (s !== except) void s.reassignBucket(scopedKey);
+  /** Stops the exchange timer and the pushes (the service is stopping). */
+  close(): void {
+    this.closed = true;
+    this.opts.clock.clearTimeout(this.exchangeTimer);
+    this.opts.clock.clearTimeout(this.pushTimer);
+  }
+
+  /** Resolves once the exchange under way (if any) has been applied: for tests on a manual clock. */
+  async settled(): Promise<void> {
+    while (this.exchanging !== undefined) await this.exchanging;
   }
 
   /** The buckets of all streams changed in number. */
@@ -146,6 +263,8 @@ export class QuotaService {
     else if (rule.limit.requestsPerUnit === 0) out += `  rule ${rule.fullKey}: 0 per unit: deny all\n`;
     else out += `  rule ${rule.fullKey}: ${rule.limit.requestsPerUnit} per ${unitToDivider(rule.limit.unit)} s, divided among the streams that report it\n`;
     const key = bucketKey(pairs);
+    const group = this.groups.get(`${domain}|${key}`);
+    if (group !== undefined && group.remote.size > 0) out += `  other replicas: ${[...group.remote].map(([r, d]) => `${r} (${describeDemand(d.demand)})`).join(', ')}\n`;
     for (const s of this.streams) out += s.describeBucket(domain, key);
     return out;
   }
@@ -155,8 +274,191 @@ export class QuotaService {
   }
 
   /** The config changed: every bucket of every stream is assigned again (or abandoned). */
-  async configChanged(): Promise<void> {
-    await Promise.all([...this.streams].map((s) => s.reassignAll()));
+  configChanged(): Promise<void> {
+    for (const g of this.groups.values()) g.division = undefined;
+    for (const s of this.streams) s.reassignAll();
+    return Promise.resolve();
+  }
+
+  // --- groups: one per bucket with a divided limit on this replica ---
+
+  join(scopedKey: string, stream: QuotaStream, b: TrackedBucket): Group {
+    let g = this.groups.get(scopedKey);
+    if (g === undefined) {
+      g = { key: scopedKey, members: new Map(), remote: new Map(), division: undefined, sorted: undefined, urgent: false, pushedAtMs: -Infinity };
+      this.groups.set(scopedKey, g);
+    }
+    g.members.set(stream, b);
+    g.sorted = undefined;
+    this.changed(g);
+    // Streams joining: the other replicas hear of it at once (a fleet starting must not get the limit once per replica).
+    this.scheduleExchange(0);
+    return g;
+  }
+
+  leave(g: Group, stream: QuotaStream): void {
+    if (!g.members.delete(stream)) return;
+    g.sorted = undefined;
+    if (g.members.size === 0) {
+      this.groups.delete(g.key);
+      this.dirty.delete(g);
+      this.opts.demand.release(g.key, this.replica);
+      return;
+    }
+    this.changed(g);
+  }
+
+  /**
+   * Something in the division of `g` changed: it is divided again and its streams are told in
+   * PUSH_AFTER_MS, once for all the changes until then (a division costs a pass over the bucket's
+   * streams: not one per report). A change of this replica's own demand goes to the others then too.
+   */
+  changed(g: Group, local = true, drift = false): void {
+    if (local) {
+      this.unpublished.add(g);
+      this.scheduleExchange(PUSH_AFTER_MS);
+    }
+    // Demand drifting is told at most every DRIFT_PUSH_EVERY_MS; anything else at the next push.
+    if (!drift) g.urgent = true;
+    this.dirty.add(g);
+    if (this.pushTimer === undefined && !this.closed) this.pushTimer = this.opts.clock.setTimeout(() => this.push(), PUSH_AFTER_MS);
+  }
+
+  private push(): void {
+    this.pushTimer = undefined;
+    const now = this.opts.clock.nowMs();
+    const groups: Group[] = [];
+    let later = Infinity;
+    for (const g of this.dirty) {
+      const due = g.pushedAtMs + DRIFT_PUSH_EVERY_MS;
+      if (g.urgent || due <= now) groups.push(g);
+      else later = Math.min(later, due);
+    }
+    for (const g of groups) {
+      this.dirty.delete(g);
+      g.urgent = false;
+      g.pushedAtMs = now;
+    }
+    if (later < Infinity && !this.closed) this.pushTimer = this.opts.clock.setTimeout(() => this.push(), later - now);
+    // One response per stream, whatever the number of its buckets that changed.
+    const out = new Map<QuotaStream, BucketAction[]>();
+    for (const g of groups) {
+      const old = g.division;
+      g.division = undefined;
+      if (old === undefined) continue; // never divided: its streams are assigned as they report
+      const d = (g.division = this.divideGroup(g, old.limit, old.unitS));
+      for (const [s, b] of [...g.members]) {
+        // A pass over the bucket's streams: the full assignment only for a share that moved enough.
+        if (!s.mayHaveMoved(b, d.tokens.get(s), d.grain)) continue;
+        const a = s.reassign(b, now);
+        if (a === undefined) continue;
+        const list = out.get(s);
+        if (list === undefined) out.set(s, [a]);
+        else list.push(a);
+      }
+    }
+    for (const [s, actions] of out) s.deliver(actions);
+  }
+
+  /**
+   * Whole tokens of `stream` in the division of `g` for a limit of `limit` per `unitS`: the last
+   * division (changes since are pushed soon); a stream that joined since gets an equal part of
+   * this replica's tokens until then.
+   */
+  tokensOf(g: Group, stream: QuotaStream, limit: number, unitS: number): { tokens: number; grain: Grain } {
+    let d = g.division;
+    if (d === undefined || d.limit !== limit || d.unitS !== unitS) d = g.division = this.divideGroup(g, limit, unitS);
+    return { tokens: d.tokens.get(stream) ?? Math.max(1, Math.floor(d.mine / g.members.size)), grain: d.grain };
+  }
+
+  private divideGroup(g: Group, limit: number, unitS: number): Division {
+    const now = this.opts.clock.nowMs();
+    // Streams in id order (the same order on every replica), sorted again only when they changed.
+    g.sorted ??= [...g.members].sort((a, b) => (a[0].id < b[0].id ? -1 : a[0].id > b[0].id ? 1 : 0));
+    const members = g.sorted;
+    const local = members.map(([, b]) => partyOf(b));
+    const own = sumOf(local);
+    const replicas: Array<[string, BucketDemand]> = [[this.replica, own]];
+    for (const [r, d] of g.remote) if (d.expiresAtMs > now) replicas.push([r, d.demand]);
+    replicas.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    const parties = replicas.map(([, d]) => d);
+    let streams = 0;
+    for (const p of parties) streams += p.measured + p.unmeasured + p.idle;
+    const grain = grainFor(limit, unitS, streams);
+    const mean = meanDemand(parties);
+    const mine = divide(grain.total, parties, grain.fillSeconds, mean)[replicas.findIndex(([r]) => r === this.replica)]!;
+    const tokens = divide(mine, local, grain.fillSeconds, mean);
+    return { limit, unitS, grain, mine, tokens: new Map(members.map(([s], i) => [s, tokens[i]!])) };
+  }
+
+  /** The next exchange in `ms`, unless one is due sooner; right after the current one if `ms` is 0. */
+  private scheduleExchange(ms: number): void {
+    if (this.closed) return;
+    if (ms === 0 && this.exchanging !== undefined) {
+      this.exchangeAgain = true;
+      return;
+    }
+    const at = this.opts.clock.nowMs() + ms;
+    if (this.exchangeAtMs !== undefined && this.exchangeAtMs <= at) return;
+    this.opts.clock.clearTimeout(this.exchangeTimer);
+    this.exchangeAtMs = at;
+    this.exchangeTimer = this.opts.clock.setTimeout(() => this.exchange(), ms);
+  }
+
+  /** Publishes every group's demand, reads the other replicas', marks stale streams; once at a time. */
+  private exchange(): void {
+    this.exchangeTimer = undefined;
+    this.exchangeAtMs = undefined;
+    if (this.closed || this.groups.size === 0) return;
+    if (this.exchanging !== undefined) {
+      this.exchangeAgain = true;
+      return;
+    }
+    const now = this.opts.clock.nowMs();
+    // Every group once a second (entries renewed, stale streams found); in between, the changed ones.
+    const full = now - this.fullExchangeAtMs >= EXCHANGE_EVERY_MS;
+    if (full) this.fullExchangeAtMs = now;
+    const groups = full ? [...this.groups.values()] : [...this.unpublished].filter((g) => this.groups.get(g.key) === g);
+    this.unpublished.clear();
+    const mine = new Map<string, BucketDemand>();
+    for (const g of groups) {
+      if (full) {
+        let staleChanged = false;
+        for (const [s, b] of g.members) {
+          const stale = now - b.lastReportMs > (2 * s.cadenceS + 1) * 1000;
+          if (stale !== b.stale) {
+            b.stale = stale;
+            staleChanged = true;
+          }
+        }
+        for (const d of g.remote.values()) if (d.expiresAtMs <= now) staleChanged = true;
+        if (staleChanged) this.changed(g, false);
+      }
+      mine.set(g.key, sumOf([...g.members.values()].map(partyOf)));
+    }
+    let remoteChanged = false;
+    const done = this.opts.demand.exchange(this.replica, mine, now, now + EXCHANGE_TTL_MS).then(
+      (answer) => {
+        if (answer === undefined) return;
+        for (const [key, remote] of answer) {
+          const g = this.groups.get(key);
+          if (g === undefined) continue;
+          if (!sameRemote(g.remote, remote)) {
+            remoteChanged = true;
+            this.changed(g, false);
+          }
+          g.remote = remote;
+        }
+      },
+      () => undefined,
+    );
+    this.exchanging = done.finally(() => {
+      this.exchanging = undefined;
+      const again = this.exchangeAgain;
+      this.exchangeAgain = false;
+      // While the other replicas' demand moves (a fleet starting), look again soon.
+      this.scheduleExchange(again ? 0 : remoteChanged ? EXCHANGE_SOON_MS : EXCHANGE_EVERY_MS);
+    });
   }
 }
 
@@ -164,6 +466,10 @@ export class QuotaStream {
   private domain = '';
   private readonly buckets = new Map<string, TrackedBucket>();
   private closed = false;
+  private warnedExcess = false;
+  /** Seconds between the stream's periodic reports, smoothed. */
+  cadenceS = ENVOY_REPORT_INTERVAL_S;
+  private lastPeriodicMs: number | undefined;
 
   constructor(
     private readonly service: QuotaService,
@@ -177,7 +483,7 @@ export class QuotaStream {
   }
 
   describe(): string {
-    let out = `stream ${this.id} domain '${this.domain}': ${this.buckets.size} buckets\n`;
+    let out = `stream ${this.id} domain '${this.domain}': ${this.buckets.size} buckets, reports every ${this.cadenceS.toFixed(1)} s\n`;
     for (const b of this.buckets.values()) out += `  ${bucketLine(b)}\n`;
     return out;
   }
@@ -187,92 +493,217 @@ export class QuotaStream {
     return b === undefined ? '' : `  stream ${this.id}: ${bucketLine(b)}\n`;
   }
 
-  /** One message of the stream. Throws QuotaStreamError for a report the stream must end on. */
-  async report(r: UsageReports): Promise<void> {
+  /** One message of the stream. Throws QuotaStreamError for a malformed report (the stream ends). */
+  report(r: UsageReports): void {
     if (this.closed) return;
     this.checkDomain(r.domain);
-    this.service.stats?.reports.inc();
+    const service = this.service;
+    service.stats?.reports.inc();
     // Envoy keeps reporting (the domain alone) when it has no bucket left, e.g. after abandons.
     if (r.usages.length === 0) return;
-    const now = this.service.opts.clock.nowMs();
-    const touched: TrackedBucket[] = [];
+    const now = service.opts.clock.nowMs();
+    // A bucket's first report is alone and has time_elapsed 0; a periodic one carries every bucket.
+    if (r.usages.length > 1 || r.usages.some((u) => u.elapsedSeconds > 0)) {
+      if (this.lastPeriodicMs !== undefined) {
+        const gap = Math.min(MAX_CADENCE_S, Math.max(MIN_CADENCE_S, (now - this.lastPeriodicMs) / 1000));
+        this.cadenceS = NEWEST * gap + (1 - NEWEST) * this.cadenceS;
+      }
+      this.lastPeriodicMs = now;
+    }
+    const actions: BucketAction[] = [];
+    const touched = new Set<TrackedBucket>();
     for (const u of r.usages) {
       if (u.bucket.size === 0) throw new QuotaStreamError(3, 'bucket_id must hold at least one key/value pair');
       for (const [k, v] of u.bucket) if (k === '' || v === '') throw new QuotaStreamError(3, `bucket_id keys and values must not be empty (got '${k}': '${v}')`);
       const key = bucketKey(u.bucket);
-      if (!(u.elapsedSeconds >= 0) || !Number.isFinite(u.elapsedSeconds)) {
-        throw new QuotaStreamError(3, `bucket ${key}: time_elapsed must be a duration of zero or more, got ${u.elapsedSeconds} s`);
-      }
+      if (!(u.elapsedSeconds >= 0)) throw new QuotaStreamError(3, `bucket ${key}: time_elapsed must be a duration of zero or more, got ${u.elapsedSeconds} s`);
+      const elapsedS = Math.min(MAX_ELAPSED_S, u.elapsedSeconds);
+      const allowed = clampCount(u.allowed);
+      const denied = clampCount(u.denied);
+      const count = allowed + denied;
       let b = this.buckets.get(key);
       if (b === undefined) {
-        if (this.buckets.size >= this.service.opts.maxBucketsPerStream) {
-          throw new QuotaStreamError(8, `this stream reports more than ${this.service.opts.maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM)`);
+        if (this.buckets.size >= service.opts.maxBucketsPerStream) {
+          actions.push(this.excess(u.bucket));
+          continue;
         }
-        b = { key, pairs: u.bucket, demand: NOT_MEASURED, allowedSinceAssign: 0, deniedSinceAssign: 0, peers: undefined, intervalS: MIN_INTERVAL_S, matched: false, sentStrategy: undefined, sentAtMs: 0, sentTtlS: 0 };
+        b = {
+          key,
+          pairs: u.bucket,
+          demand: NOT_MEASURED,
+          published: NOT_MEASURED,
+          // A stream that reopened reports its buckets with the time since Envoy's last report.
+          countSince: elapsedS > 0 ? count : 0,
+          measureFromMs: now - elapsedS * 1000,
+          lastReportMs: now,
+          idleReports: 0,
+          allowedSinceAssign: 0,
+          deniedSinceAssign: 0,
+          matched: false,
+          placement: undefined,
+          group: undefined,
+          stale: false,
+          sent: undefined,
+        };
         this.buckets.set(key, b);
-        this.service.bucketsChanged();
+        service.bucketsChanged();
+      } else {
+        b.countSince += count;
+        if (b.stale && b.group !== undefined) {
+          b.stale = false;
+          service.changed(b.group);
+        }
       }
-      b.allowedSinceAssign += u.allowed;
-      b.deniedSinceAssign += u.denied;
-      // Envoy's first report of a bucket has time_elapsed 0: a subscription, no rate yet.
-      if (u.elapsedSeconds > 0) {
-        const interval = Math.max(MIN_INTERVAL_S, u.elapsedSeconds);
-        const rate = (u.allowed + u.denied) / interval;
-        b.demand = b.demand === NOT_MEASURED ? rate : NEWEST * rate + (1 - NEWEST) * b.demand;
-        b.intervalS = NEWEST * interval + (1 - NEWEST) * b.intervalS;
-      }
-      if (!touched.includes(b)) touched.push(b);
+      b.lastReportMs = now;
+      b.allowedSinceAssign += allowed;
+      b.deniedSinceAssign += denied;
+      this.measure(b, now, count);
+      touched.add(b);
     }
-    const actions: BucketAction[] = [];
     for (const b of touched) {
-      const a = await this.assign(b, now, false);
+      if (b.idleReports >= IDLE_REPORTS_TO_ABANDON) {
+        actions.push(this.abandon(b));
+        continue;
+      }
+      const a = this.assign(b, now, false, true);
       if (a !== undefined) actions.push(a);
     }
     if (actions.length > 0 && !this.closed) this.send(actions);
   }
 
-  /** The stream ended: its shares go back to the others. */
+  /** Turns the usage reported since the last measurement into a rate, and publishes a material change. */
+  private measure(b: TrackedBucket, now: number, count: number): void {
+    const spanS = (now - b.measureFromMs) / 1000;
+    if (spanS < MIN_MEASURE_S) return;
+    const rate = Math.min(MAX_DEMAND_PER_S, b.countSince / spanS);
+    b.countSince = 0;
+    b.measureFromMs = now;
+    // No request in a whole report: the share goes back at once (not by halves).
+    b.demand = count === 0 ? 0 : b.demand <= 0 ? rate : NEWEST * rate + (1 - NEWEST) * b.demand;
+    b.idleReports = count === 0 ? b.idleReports + 1 : 0;
+    const p = b.published;
+    const moved = b.demand === 0 ? p !== 0 : p <= 0 || Math.abs(b.demand - p) > REPUBLISH_CHANGE * p;
+    if (!moved) return;
+    // From or to idle (or a first rate) is told at once; a busy stream's demand moving, with the drift.
+    const drift = p > 0 && b.demand > 0;
+    b.published = b.demand;
+    if (b.group !== undefined) this.service.changed(b.group, true, drift);
+  }
+
+  /**
+   * The stream ended. Envoy keeps enforcing its assignments until they expire and reopens the
+   * stream at its next report, so its shares stay reserved for most of a report interval
+   * (RESERVED_AFTER_END), then go back to the others (told at once).
+   */
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    const left = [...this.buckets.values()].map((b) => this.scoped(b.key));
-    for (const key of left) this.service.opts.demand.release(key, this.id);
+    const groups: Group[] = [];
+    for (const b of this.buckets.values()) if (b.group !== undefined) groups.push(b.group);
     this.buckets.clear();
     this.onClose();
     this.service.bucketsChanged();
-    // Its shares go to the streams that remain, now.
-    for (const key of left) this.service.redivide(key, this);
+    if (groups.length === 0) return;
+    this.service.opts.clock.setTimeout(() => {
+      for (const g of groups) this.service.leave(g, this);
+    }, RESERVED_AFTER_END * this.cadenceS * 1000);
   }
 
-  /** Assigns one bucket again (another stream joined or left it), sending the change if any. */
-  async reassignBucket(scopedKey: string): Promise<void> {
-    const prefix = `${this.domain}|`;
-    if (this.closed || !scopedKey.startsWith(prefix)) return;
-    const b = this.buckets.get(scopedKey.slice(prefix.length));
-    if (b === undefined) return;
-    const a = await this.assign(b, this.service.opts.clock.nowMs(), false);
-    if (a !== undefined && !this.closed) this.send([a]);
+  /** The division of one of its buckets changed: the new assignment if its share moved materially. */
+  reassign(b: TrackedBucket, now: number): BucketAction | undefined {
+    return this.closed || this.buckets.get(b.key) !== b ? undefined : this.assign(b, now, false);
+  }
+
+  /**
+   * Whether `tokens` of `grain` may differ materially from what the bucket holds (a cheap test
+   * before the full assignment; a time to live running out is renewed at the stream's reports).
+   */
+  mayHaveMoved(b: TrackedBucket, tokens: number | undefined, grain: Grain): boolean {
+    const held = b.sent?.strategy;
+    if (this.closed || tokens === undefined || held?.kind !== 'token-bucket') return !this.closed;
+    if (held.fillIntervalSeconds !== grain.fillSeconds) return true;
+    // A first assignment holds half its share: compare with what it would be sent.
+    const share = b.demand === NOT_MEASURED ? Math.max(1, Math.floor(tokens / 2)) : tokens;
+    return rateMoved(held.tokensPerFill / held.fillIntervalSeconds, share / grain.fillSeconds, b.published);
+  }
+
+  /** Sends actions made outside a report (a push). */
+  deliver(actions: BucketAction[]): void {
+    if (!this.closed) this.send(actions);
   }
 
   /** After a config change: assign every bucket again, abandon those whose rule is gone. */
-  async reassignAll(): Promise<void> {
+  reassignAll(): void {
     if (this.closed || this.buckets.size === 0) return;
     const now = this.service.opts.clock.nowMs();
     const actions: BucketAction[] = [];
     for (const b of [...this.buckets.values()]) {
-      const a = await this.assign(b, now, true);
+      const a = this.assign(b, now, true);
       if (a !== undefined) actions.push(a);
     }
     if (actions.length > 0 && !this.closed) this.send(actions);
   }
 
+  /** Time to live of an assignment now: three report intervals, at least MIN_TTL_S. */
+  private ttlS(): number {
+    return Math.max(MIN_TTL_S, Math.ceil(TTL_INTERVALS * this.cadenceS));
+  }
+
+  private abandon(b: TrackedBucket): BucketAction {
+    this.buckets.delete(b.key);
+    if (b.group !== undefined) this.service.leave(b.group, this);
+    b.group = undefined;
+    this.service.stats?.abandons.inc();
+    this.service.bucketsChanged();
+    return { bucket: b.pairs, abandon: true };
+  }
+
+  /**
+   * A bucket beyond RLQS_MAX_BUCKETS_PER_STREAM: not tracked nor divided, answered at each report
+   * with what its rule gives without a share (a limited rule denies: an Envoy must not escape a
+   * limit by reporting many buckets).
+   */
+  private excess(pairs: BucketPairs): BucketAction {
+    const o = this.service.opts;
+    this.service.stats?.refusedBuckets.inc();
+    if (!this.warnedExcess) {
+      this.warnedExcess = true;
+      o.logger?.warn(`RLQS stream ${this.id} reports more than ${o.maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM): the others are denied when a limit applies`);
+    }
+    const p = this.place(pairs);
+    const strategy: QuotaStrategy = p.fixed ?? { kind: 'deny-all' };
+    return { bucket: pairs, assign: { strategy, ttlSeconds: this.ttlFor(p) } };
+  }
+
+  /** Where a bucket lands in the current config (remembered per config: a lookup is not per report). */
+  private place(pairs: BucketPairs, known?: Placement): Placement {
+    const o = this.service.opts;
+    const config = o.config();
+    if (known !== undefined && known.config === config) return known;
+    const descriptor = config?.bucketDescriptor(this.domain, pairs);
+    if (descriptor === undefined) return { config, matched: false, rule: undefined, fixed: { kind: o.unmatched.strategy } };
+    const rule = config!.getLimit(this.domain, descriptor);
+    const stats = o.stats;
+    const counters =
+      stats === undefined || rule === undefined
+        ? undefined
+        : { allowed: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_allowed`), denied: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_denied`) };
+    let fixed: QuotaStrategy | undefined;
+    if (rule === undefined || rule.unlimited || rule.shadowMode) fixed = { kind: 'allow-all' };
+    else if (rule.limit.requestsPerUnit === 0 || !(unitToDivider(rule.limit.unit) > 0)) fixed = { kind: 'deny-all' };
+    return { config, matched: true, rule, fixed, counters };
+  }
+
+  /** Time to live of an assignment: three report intervals; for an unmatched bucket, RLQS_UNMATCHED_TTL if longer. */
+  private ttlFor(p: Placement): number {
+    return p.matched ? this.ttlS() : Math.max(this.ttlS(), this.service.opts.unmatched.ttlSeconds);
+  }
+
   /** What Envoy reported for a bucket since it was last assigned, on its rule's `rlqs_allowed` / `rlqs_denied`. */
-  private countUsage(b: TrackedBucket, rule: RateLimitRule | undefined): void {
-    const stats = this.service.opts.stats;
-    if (stats !== undefined && rule !== undefined) {
-      const prefix = `ratelimit.service.rate_limit.${rule.stats.key}`;
-      if (b.allowedSinceAssign > 0) stats.counter(`${prefix}.rlqs_allowed`).inc(b.allowedSinceAssign);
-      if (b.deniedSinceAssign > 0) stats.counter(`${prefix}.rlqs_denied`).inc(b.deniedSinceAssign);
+  private countUsage(b: TrackedBucket, p: Placement): void {
+    if (p.counters !== undefined) {
+      if (b.allowedSinceAssign > 0) p.counters.allowed.inc(b.allowedSinceAssign);
+      if (b.deniedSinceAssign > 0) p.counters.denied.inc(b.deniedSinceAssign);
     }
     b.allowedSinceAssign = 0;
     b.deniedSinceAssign = 0;
@@ -287,60 +718,105 @@ export class QuotaStream {
     }
   }
 
-  /** The bucket's key in the demand store: all replicas' streams of one domain share it. */
-  private scoped(key: string): string {
-    return `${this.domain}|${key}`;
-  }
-
   /**
-   * The action for a bucket now, or undefined when the assignment Envoy holds is still good: the
-   * same strategy, sent less than half its time to live ago. `configChange`: a bucket whose rule
-   * is gone is abandoned.
+   * The action for a bucket now, or undefined when the assignment Envoy holds is still good: its
+   * share moved by no more than RESEND_CHANGE and its time to live outlasts the next report.
+   * `configChange`: a bucket whose rule is gone is abandoned. `onReport`: its stream just reported
+   * it (the burst may grow).
    */
-  private async assign(b: TrackedBucket, now: number, configChange: boolean): Promise<BucketAction | undefined> {
-    const o = this.service.opts;
-    const config = o.config();
-    const descriptor = config?.bucketDescriptor(this.domain, b.pairs);
-    const rule = descriptor !== undefined ? config!.getLimit(this.domain, descriptor) : undefined;
-    const matched = descriptor !== undefined;
-    this.countUsage(b, rule);
-    if (configChange && b.matched && !matched) {
-      this.buckets.delete(b.key);
-      o.demand.release(this.scoped(b.key), this.id);
-      this.service.stats?.abandons.inc();
-      this.service.bucketsChanged();
-      return { bucket: b.pairs, abandon: true };
-    }
-    b.matched = matched;
-    const ttlS = matched ? Math.max(2, Math.ceil(3 * b.intervalS)) : o.unmatched.ttlSeconds;
+  private assign(b: TrackedBucket, now: number, configChange: boolean, onReport = false): BucketAction | undefined {
+    const service = this.service;
+    const place = (b.placement = this.place(b.pairs, b.placement));
+    this.countUsage(b, place);
+    if (configChange && b.matched && !place.matched) return this.abandon(b);
+    b.matched = place.matched;
     let strategy: QuotaStrategy;
-    if (!matched) strategy = { kind: o.unmatched.strategy };
-    else if (rule === undefined || rule.unlimited || rule.shadowMode) strategy = { kind: 'allow-all' };
-    else if (rule.limit.requestsPerUnit === 0) strategy = { kind: 'deny-all' };
-    else {
-      const unitS = unitToDivider(rule.limit.unit);
-      const live = await o.demand.report(this.scoped(b.key), this.id, b.demand, now, now + Math.ceil(2 * b.intervalS + 1) * 1000);
-      const streams = [...live.keys()].sort();
-      const peers = streams.join(' ');
-      if (peers !== b.peers) {
-        b.peers = peers;
-        // Streams joined or left: this replica's other streams of the bucket are divided again
-        // now, not at their next report, so the shares do not add up to more than the limit.
-        if (!configChange) this.service.redivide(this.scoped(b.key), this);
-      }
-      const shares = divide(rule.limit.requestsPerUnit, streams.map((s) => live.get(s)!));
-      const share = shares[streams.indexOf(this.id)] ?? 0;
-      const tb = unitS > 0 ? tokenBucketFor(share, unitS, b.intervalS) : undefined;
-      strategy = tb === undefined ? { kind: 'deny-all' } : { kind: 'token-bucket', ...tb };
+    const ttlS = this.ttlFor(place);
+    if (place.fixed !== undefined) {
+      if (b.group !== undefined) service.leave(b.group, this);
+      b.group = undefined;
+      strategy = place.fixed;
+    } else {
+      const limit = place.rule!.limit.requestsPerUnit;
+      const unitS = unitToDivider(place.rule!.limit.unit);
+      b.group ??= service.join(`${this.domain}|${b.key}`, this, b);
+      const { tokens, grain } = service.tokensOf(b.group, this, limit, unitS);
+      // Until its first report with a rate, a stream holds half its share and a small burst: each
+      // Envoy of a fleet starting together admits its first request unasked and starts its first
+      // bucket full, which the fleet's first interval pays back.
+      const first = b.demand === NOT_MEASURED;
+      const tb = tokenBucketFor(first ? Math.max(1, Math.floor(tokens / 2)) : tokens, grain.fillSeconds, limit / unitS, first);
+      // Envoy scales a replaced bucket's tokens to the new max_tokens: a burst grows at most
+      // twofold per report, so a nearly empty small bucket does not become a full large one.
+      const held = b.sent?.strategy;
+      if (held?.kind === 'token-bucket') tb.maxTokens = Math.min(tb.maxTokens, (onReport ? 2 : 1) * held.maxTokens);
+      strategy = { kind: 'token-bucket', ...visibleChange(tb, held?.kind === 'token-bucket' ? held : undefined) };
     }
-    const text = JSON.stringify(strategy);
-    if (text === b.sentStrategy && b.sentTtlS === ttlS && now - b.sentAtMs < (ttlS * 1000) / 2) return undefined;
-    b.sentStrategy = text;
-    b.sentAtMs = now;
-    b.sentTtlS = ttlS;
-    this.service.stats?.assignments.inc();
+    const sent = b.sent;
+    if (sent !== undefined && !materiallyDifferent(sent.strategy, strategy, b.published)) {
+      // The same assignment again only when the next report could come after it expires.
+      if ((now - sent.atMs) / 1000 + 2 * this.cadenceS <= sent.ttlS) return undefined;
+      strategy = sent.strategy;
+    }
+    b.sent = { strategy, atMs: now, ttlS };
+    service.stats?.assignments.inc();
     return { bucket: b.pairs, assign: { strategy, ttlSeconds: ttlS } };
   }
+}
+
+/**
+ * Whether Envoy should be sent `next` instead of `sent`: another kind; a burst doubled; a rate
+ * moved by more than RESEND_CHANGE (Envoy replaces its bucket and truncates its tokens: a smaller
+ * change costs about as much as it brings).
+ */
+function materiallyDifferent(sent: QuotaStrategy, next: QuotaStrategy, demand: number): boolean {
+  if (sent.kind !== 'token-bucket' || next.kind !== 'token-bucket') return sent.kind !== next.kind;
+  return rateMoved(sent.tokensPerFill / sent.fillIntervalSeconds, next.tokensPerFill / next.fillIntervalSeconds, demand) || next.maxTokens >= 2 * sent.maxTokens;
+}
+
+/**
+ * A rate moved by more than RESEND_CHANGE of itself, unless both rates are well above the
+ * stream's demand (it cannot use the difference; a rise of its demand is reported and published).
+ */
+function rateMoved(was: number, now: number, demand: number): boolean {
+  const moved = Math.abs(now - was);
+  if (demand > 0 && Math.min(was, now) >= UNUSED_SHARE * demand) return false;
+  return moved > RESEND_CHANGE * was;
+}
+
+function partyOf(b: TrackedBucket): BucketDemand {
+  const p = b.stale ? 0 : b.published;
+  if (p === NOT_MEASURED) return { demand: 0, measured: 0, unmeasured: 1, idle: 0 };
+  if (p <= 0) return { demand: 0, measured: 0, unmeasured: 0, idle: 1 };
+  return { demand: p, measured: 1, unmeasured: 0, idle: 0 };
+}
+
+function sumOf(parties: readonly BucketDemand[]): BucketDemand {
+  let demand = 0;
+  let measured = 0;
+  let unmeasured = 0;
+  let idle = 0;
+  for (const p of parties) {
+    demand += p.demand;
+    measured += p.measured;
+    unmeasured += p.unmeasured;
+    idle += p.idle;
+  }
+  return { demand, measured, unmeasured, idle };
+}
+
+function sameRemote(a: ReadonlyMap<string, ReplicaDemand>, b: ReadonlyMap<string, ReplicaDemand>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [r, x] of a) {
+    const y = b.get(r)?.demand;
+    if (y === undefined || y.demand !== x.demand.demand || y.measured !== x.demand.measured || y.unmeasured !== x.demand.unmeasured || y.idle !== x.demand.idle) return false;
+  }
+  return true;
+}
+
+/** A reported count as a number no larger than 2^53 (uint64 on the wire). */
+function clampCount(n: number): number {
+  return Number.isFinite(n) && n > 0 ? Math.min(n, Number.MAX_SAFE_INTEGER) : 0;
 }
 
 /** A bucket's pairs in one canonical text (sorted by key): the same bucket whatever the map order. */
@@ -348,7 +824,17 @@ export function bucketKey(pairs: BucketPairs): string {
   return JSON.stringify([...pairs.keys()].sort().map((k) => [k, pairs.get(k)]));
 }
 
+function describeDemand(d: BucketDemand): string {
+  return `${d.demand.toFixed(2)}/s from ${d.measured} streams, ${d.unmeasured} not measured, ${d.idle} idle`;
+}
+
+function describeStrategy(s: QuotaStrategy): string {
+  if (s.kind !== 'token-bucket') return s.kind;
+  return `token bucket (max ${s.maxTokens}, ${s.tokensPerFill} tokens every ${s.fillIntervalSeconds} s)`;
+}
+
 function bucketLine(b: TrackedBucket): string {
   const demand = b.demand === NOT_MEASURED ? 'not measured yet' : `${b.demand.toFixed(2)}/s`;
-  return `${b.key}: demand ${demand}, reports every ${b.intervalS.toFixed(1)} s, assigned ${b.sentStrategy ?? 'nothing yet'} for ${b.sentTtlS} s`;
+  const sent = b.sent === undefined ? 'nothing yet' : `${describeStrategy(b.sent.strategy)} for ${b.sent.ttlS} s`;
+  return `${b.key}: demand ${demand}${b.stale ? ' (stale)' : ''}, assigned ${sent}`;
 }

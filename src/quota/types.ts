@@ -34,8 +34,8 @@ export type BucketAction =
 export class QuotaStreamError extends Error {
   override readonly name = 'QuotaStreamError';
   constructor(
-    /** gRPC status: 3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED. */
-    readonly code: 3 | 8,
+    /** gRPC status: 3 INVALID_ARGUMENT. */
+    readonly code: 3,
     message: string,
   ) {
     super(message);

@@ -89,21 +89,14 @@ class Watching implements StreamCall {
   }
 }
 
-/** Reports handed to the quota engine and not yet handled beyond which the stream's window stays shut. */
-const MAX_PENDING_REPORTS = 16;
-
 /**
  * An RLQS stream (StreamRateLimitQuotas): each request message goes to the quota calls as soon as
- * it is complete; responses are DATA on the open stream; the client's end of stream ends it with
- * OK. The stream's window opens as reports are handled, so a client that reports faster than the
- * engine handles them waits.
+ * it is complete (the engine answers a report at once: it does no I/O on the way); responses
+ * are DATA on the open stream; the client's end of stream ends it with OK.
  */
 class QuotaStreaming implements StreamCall {
   readonly handle: QuotaStreamHandle;
   private headersSent = false;
-  /** Reports handed over and not yet handled; at the bound, the rest waits in the stream's body. */
-  private pending = 0;
-  private clientEnded = false;
 
   constructor(
     private readonly stream: H2Stream,
@@ -127,10 +120,10 @@ class QuotaStreaming implements StreamCall {
     });
   }
 
-  /** Hands over every complete message received so far (up to the bound of pending reports). */
+  /** Hands over every complete message received so far. */
   data(): void {
     const s = this.stream;
-    while (!s.closed && this.pending < MAX_PENDING_REPORTS && s.body.length >= GRPC_PREFIX_BYTES) {
+    while (!s.closed && s.body.length >= GRPC_PREFIX_BYTES) {
       const length = s.body.bytes().readUInt32BE(1);
       const tooLarge = checkQuotaLength(length, this.maxRequestBytes);
       if (tooLarge !== undefined) {
@@ -148,30 +141,14 @@ class QuotaStreaming implements StreamCall {
         return;
       }
       this.handle.message(m);
-      if (++this.pending === MAX_PENDING_REPORTS) {
-        // The window stays shut until the engine catches up; then the held reports are read.
-        s.acceptBody(s.body.length);
-        void this.handle.settled().then(() => {
-          this.pending = 0;
-          if (s.closed) return;
-          s.acceptBody(STREAM_WINDOW);
-          this.data();
-          if (this.clientEnded) this.ended();
-        });
-      }
     }
   }
 
-  /**
-   * The client ended its side: once its reports are handled the stream ends with OK (after a
-   * message left incomplete, INTERNAL).
-   */
+  /** The client ended its side: the stream ends with OK (after a message left incomplete, INTERNAL). */
   ended(): void {
-    this.clientEnded = true;
-    if (this.pending >= MAX_PENDING_REPORTS) return; // the reports held back are read first
     const held = this.stream.body.length;
     if (held > 0) this.finish(status.INTERNAL, `Received an incomplete request message (${held} bytes)`);
-    else void this.handle.settled().then(() => this.finish(status.OK, ''));
+    else this.finish(status.OK, '');
   }
 
   abort(reason: AbortReason): void {

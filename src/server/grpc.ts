@@ -90,10 +90,8 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
         });
         call.on('data', (m: RateLimitQuotaUsageReports) => stream.message(m));
         call.on('end', () => {
-          void stream.settled().then(() => {
-            stream.close();
-            call.end();
-          });
+          stream.close();
+          call.end();
         });
         for (const ev of ['cancelled', 'close', 'error'] as const) call.on(ev, () => stream.close());
       },

@@ -32,9 +32,8 @@ export interface QuotaStreamTransport {
 }
 
 export interface QuotaStreamHandle {
+  /** Handles one report at once (its answer, if any, is written before this returns). */
   message(m: RateLimitQuotaUsageReports): void;
-  /** Resolves once every message so far has been handled (before the stream ends with OK). */
-  settled(): Promise<void>;
   /** The client ended or left: the stream's shares are released. */
   close(): void;
 }
@@ -73,21 +72,17 @@ export class QuotaCalls {
       this.logger.debug(`RLQS stream ${stream.id} ended: ${details}`);
       t.fail(code, details);
     };
-    // Reports are handled one after the other, in the order they came.
-    let chain: Promise<void> = Promise.resolve();
+    // A report is handled at once (the engine does no I/O on the way), so in the order they came.
     return {
       message: (m) => {
-        chain = chain.then(async () => {
-          if (ended) return;
-          try {
-            await stream.report(usageReportsOf(m));
-          } catch (err) {
-            if (err instanceof QuotaStreamError) end(err.code, err.message);
-            else end(status.INTERNAL, `RLQS: ${(err as Error)?.message ?? String(err)}`);
-          }
-        });
+        if (ended) return;
+        try {
+          stream.report(usageReportsOf(m));
+        } catch (err) {
+          if (err instanceof QuotaStreamError) end(err.code, err.message);
+          else end(status.INTERNAL, `RLQS: ${(err as Error)?.message ?? String(err)}`);
+        }
       },
-      settled: () => chain,
       close: () => {
         ended = true;
         stream.close();

@@ -52,10 +52,11 @@ test('each bucket lands on the rule its comment names; the catch-all on none (th
   // Units: RLS numbers (1 second, 2 minute, 3 hour, 4 day, 7 week).
   expect(placed).toEqual(['example.user.method_POST 10/2', 'example.path_/api/* 100/1', 'example.plan_free 10000/7']);
   expect(limitOf(bucketOf(at(settings, 'bucket_matchers', 'on_no_match', 'action')))).toBe('no descriptor');
-  // Every bucket reports at least once a second or so, and allows all before its first assignment.
+  // Every bucket says Envoy's real cadence (the filter ignores reporting_interval and reports every 5 s),
+  // and allows all before its first assignment.
   for (const m of matchers) {
     const b = at(m, 'on_match', 'action', 'typed_config') as Json;
-    expect(b['reporting_interval']).toBe('1s');
+    expect(b['reporting_interval']).toBe('5s');
     expect(at(b, 'no_assignment_behavior', 'fallback_rate_limit', 'blanket_rule')).toBe('ALLOW_ALL');
   }
 });

@@ -1,7 +1,8 @@
 /**
  * RLQS across replicas: two services on one Redis divide one limit among the Envoys of both
  * (each sees the other's demand through Redis); while Redis hangs, each still answers, dividing
- * among its own streams, and the division is global again once Redis is back.
+ * among its own streams once the other's entry has expired (5 s), and the division is global
+ * again once Redis is back.
  */
 import * as grpc from '@grpc/grpc-js';
 import { RateLimitQuotaServiceClient } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
@@ -42,7 +43,7 @@ test('two replicas on one Redis divide one limit by the demand of the Envoys of 
     async () => {
       a.report('search', 1, 60);
       b.report('search', 1, 20);
-      await quietFor(50); // the next reporting interval, as Envoy paces its reports
+      await quietFor(600); // the next report, paced (the service measures demand over half a second at least)
       return a.rate() + b.rate() <= 100 && a.rate() > 2 * b.rate() && b.rate() >= 10;
     },
     'the two replicas to divide the limit by demand',
@@ -54,10 +55,11 @@ test('two replicas on one Redis divide one limit by the demand of the Envoys of 
     await waitFor(
       async () => {
         a.report('search', 1, 60);
-        await quietFor(400); // REDIS_TIMEOUT (300 ms) passes before the replica answers alone
+        await quietFor(400); // paced reports; the other replica's entry expires 5 s after its last exchange
         return a.rate() === 100;
       },
       'replica 1 to divide among its own streams',
+      15_000,
     );
   } finally {
     redis.resume();
@@ -67,7 +69,7 @@ test('two replicas on one Redis divide one limit by the demand of the Envoys of 
     async () => {
       a.report('search', 1, 60);
       b.report('search', 1, 20);
-      await quietFor(50); // the next reporting interval, as Envoy paces its reports
+      await quietFor(600); // the next report, paced (the service measures demand over half a second at least)
       return a.rate() + b.rate() <= 100;
     },
     'the division to be global again',

@@ -1,43 +1,42 @@
 /**
- * A stand-in for Envoy's `envoy.filters.http.rate_limit_quota` filter (one Envoy, one domain), for
- * tests against the real service. It reproduces what upstream Envoy does on the RLQS stream, read
- * from source/extensions/filters/http/rate_limit_quota/{filter,global_client_impl}.cc and
- * source/common/common/token_bucket_impl.h:
+ * A model of one Envoy process running the `envoy.filters.http.rate_limit_quota` filter for one
+ * domain, for tests against the real service. It does what Envoy's source does (read in
+ * source/extensions/filters/http/rate_limit_quota/{filter.cc, global_client_impl.cc,
+ * filter_persistence.cc, quota_bucket_cache.h} and source/common/common/token_bucket_impl.h),
+ * not what the proto comments promise:
  *
- * - One bidirectional stream per client, opened with the reporting timer when the first bucket is
- *   created. The first request of a new bucket creates it (counted as allowed or denied by
- *   `noAssignmentBehavior`) and sends at once a report of that bucket alone, time_elapsed 0 s.
- *   From then on, every `reportingIntervalMs` (the timer is re-armed after each tick, as Envoy's
- *   enableTimer) one report carries every bucket: allowed/denied since its last report (then 0)
- *   and time_elapsed in whole seconds since that bucket's last report (truncated). With no bucket
- *   left (all abandoned) Envoy still sends the report: a domain and no usage.
- * - A request on a bucket with no assignment follows `noAssignmentBehavior` (a blanket rule).
- * - `token_bucket`: capacity max_tokens, refilled continuously at tokens_per_fill / fill_interval
- *   (fill_interval read in whole seconds); a new one starts full; an identical one (Envoy compares
- *   max_tokens, tokens_per_fill and fill_interval's nanos — not its seconds, see
- *   `sameTokenBucket`) keeps the current bucket and its tokens; a different one starts with the
- *   old one's ratio of remaining to max tokens (truncated to whole tokens). `blanket_rule`
- *   ALLOW_ALL / DENY_ALL apply as such. `requests_per_time_unit`, and an assignment without a
- *   strategy, are logged as errors and ignored (the bucket keeps what it had, TTL timer included).
- *   An action that is neither an assignment nor an abandon is cached as is: requests fail open and
- *   its time to live (0 s) ends it at once.
- * - assignment_time_to_live (whole seconds) arms an expiry timer; on expiry
- *   `expiredAssignmentBehavior` applies (its fallback strategy for its timeout in whole seconds;
- *   a token-bucket fallback identical to the expired assignment carries the bucket over), then the
- *   no-assignment behaviour. Without it, the bucket goes back to the no-assignment behaviour.
- * - An abandon_action erases the bucket (its unreported usage is lost); the next request creates
- *   it again and sends a fresh first report.
- * - A stream that ends (any status) is dropped; the next reporting tick opens a new one and sends
- *   its report there. A report due while there is no stream (a new bucket's first report) is
- *   dropped, its counts lost, as Envoy does.
- * - `close()` resets the stream (Envoy's client destructor resets it) and clears every timer.
+ * - One stream per RLQS target and domain per Envoy process, opened with the report timer when
+ *   the first bucket is created. The timer fires every 5 s (hardcoded in filter_persistence.cc;
+ *   the bucket's reporting_interval is ignored) and is re-armed after each tick.
+ * - A new bucket's first request is decided by no_assignment_behavior (allowed unless it is a
+ *   DENY_ALL blanket rule), counted, and sends at once a report of that bucket alone with
+ *   time_elapsed 0. Each tick reports every bucket: its counts since its last report (then reset,
+ *   even when the report is dropped) and time_elapsed in whole seconds, truncated. Idle buckets
+ *   keep being reported with zero counts until the server abandons them.
+ * - A token_bucket assignment refills continuously at tokens_per_fill / fill_interval, where the
+ *   interval is truncated to whole seconds (a sub-second one divides by zero: an always-full
+ *   bucket). It replaces the bucket only when max_tokens, tokens_per_fill or fill_interval.nanos
+ *   differ (a change of fill_interval.seconds alone is not seen); a replacement starts at
+ *   trunc(max_tokens × remaining / old max); the first one starts full.
+ * - requests_per_time_unit, and an assignment without a strategy, are dropped: the bucket keeps
+ *   its previous action and that action's TTL timer. An action that is neither an assignment nor
+ *   an abandon is cached as is: requests fail open, and its TTL (0 s) ends it at once.
+ * - The TTL reads assignment_time_to_live.seconds only (unset: expires at once); every
+ *   assignment restarts it. At expiry expired_assignment_behavior's fallback applies for its
+ *   timeout (whole seconds), then no_assignment_behavior; without it, no_assignment_behavior at
+ *   once. reuse_last_assignment is never read.
+ * - abandon_action erases the bucket (unreported counts lost); its next request creates it again.
+ * - A stream that ends (any status) is dropped; the next tick opens a new one and sends the full
+ *   report there. A new bucket's first report while there is no stream is dropped.
+ *
+ * Time comes from a Clock (src/core/clock): a ManualClock runs many simulated seconds in
+ * milliseconds and deterministically; systemClock runs in real time. The stream goes through a
+ * QuotaTransport: over gRPC to a running service, or in process to a QuotaService.
  *
  * Not modelled: worker threads and the TLS cache (a bucket exists as soon as its first request is
  * seen), request matching and bucket_id_builder (the caller passes the bucket's pairs), deny
- * responses, preview matchers, the `reuse_last_assignment` expired behaviour, gRPC retries and
- * timeouts of Envoy's async client.
+ * responses, preview matchers, gRPC retries and timeouts of Envoy's async client.
  */
-import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import {
   RateLimitQuotaServiceClient,
@@ -47,6 +46,14 @@ import {
 } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
 import { RateLimitStrategy_BlanketRule, type RateLimitStrategy } from '../../generated/envoy/type/v3/ratelimit_strategy';
 import type { TokenBucket as TokenBucketProto } from '../../generated/envoy/type/v3/token_bucket';
+import type { Clock } from '../../src/core/clock';
+import type { QuotaService } from '../../src/quota/quota-service';
+import { QuotaCalls } from '../../src/server/quota-calls';
+import { StatsStore } from '../../src/stats/store';
+import type { Logger } from '../../src/telemetry/logger';
+
+/** filter_persistence.cc: `std::chrono::milliseconds reporting_interval(5000);` */
+export const ENVOY_REPORT_INTERVAL_MS = 5000;
 
 /** Envoy's AtomicTokenBucketImpl floor on the fill rate (one token a year). */
 const MIN_FILL_RATE = 1 / (365 * 24 * 60 * 60);
@@ -97,7 +104,6 @@ export type StrategyView =
 export interface AssignmentView {
   readonly source: 'no-assignment' | 'assignment' | 'fallback';
   readonly strategy: StrategyView;
-  /** For an assignment: its time to live in whole seconds; for a fallback: the fallback's. */
   readonly ttlSeconds?: number;
   /** Client clock (ms) when it took effect. */
   readonly sinceMs: number;
@@ -111,6 +117,8 @@ export interface BucketView {
   readonly denied: number;
   /** Tokens in its token bucket now (undefined without one). */
   readonly tokens: number | undefined;
+  /** Token buckets built for it so far (replacements included). */
+  readonly tokenBucketsBuilt: number;
 }
 
 export interface SentReport {
@@ -130,31 +138,36 @@ export interface ReceivedAction {
 export interface StreamEnd {
   readonly atMs: number;
   readonly stream: number;
-  readonly code: grpc.status;
+  readonly code: number;
   readonly details: string;
 }
 
+/** One RLQS stream as the client sees it. */
+export interface QuotaCall {
+  write(m: RateLimitQuotaUsageReports): void;
+  /** Resets the stream (Envoy's client going away). */
+  cancel(): void;
+}
+
+/** How the client reaches the service: each `open` is a new stream. */
+export interface QuotaTransport {
+  open(on: { response(r: RateLimitQuotaResponse): void; ended(code: number, details: string): void }): QuotaCall;
+}
+
 export interface EnvoyQuotaClientOptions {
-  /** The service's gRPC address (host:port). */
-  address: string;
+  transport: QuotaTransport;
+  clock: Clock;
   domain: string;
-  /** RateLimitQuotaFilterConfig.bucket_matchers' reporting_interval (Envoy requires ≥ 100 ms). */
-  reportingIntervalMs: number;
   /** no_assignment_behavior's blanket rule; Envoy allows all when it is not set. */
   noAssignmentBehavior?: Blanket;
-  /**
-   * expired_assignment_behavior: `fallback` (fallback_rate_limit) applies for `timeoutSeconds`
-   * (expired_assignment_behavior_timeout, whole seconds, 0 when unset) after an assignment
-   * expires. Without it, an expired assignment goes back to the no-assignment behaviour.
-   */
+  /** expired_assignment_behavior: `fallback` (fallback_rate_limit) for `timeoutSeconds` (0 when unset). */
   expiredAssignmentBehavior?: { fallback: RateLimitStrategy; timeoutSeconds: number };
-  credentials?: grpc.ChannelCredentials;
 }
 
 interface Cached {
   readonly bucket: Readonly<Record<string, string>>;
   readonly key: string;
-  /** Unreported usage (reset by each report). */
+  /** QuotaUsage: unreported counts (reset by each report) and the last report's time. */
   pendingAllowed: number;
   pendingDenied: number;
   lastReportMs: number;
@@ -163,8 +176,9 @@ interface Cached {
   /** Envoy's cached_action: undefined = the default (no-assignment) action. */
   action: { readonly source: 'assignment' | 'fallback'; readonly message: RateLimitQuotaResponse_BucketAction; readonly sinceMs: number; readonly ttlSeconds: number } | undefined;
   limiter: EnvoyTokenBucket | undefined;
-  timer: NodeJS.Timeout | undefined;
+  timer: unknown;
   createdMs: number;
+  tokenBucketsBuilt: number;
 }
 
 type StrategyCase = 'blanket' | 'token-bucket' | 'requests-per-time-unit' | 'unset';
@@ -185,7 +199,7 @@ export function sameTokenBucket(a: TokenBucketProto, b: TokenBucketProto): boole
 /** fill_interval in whole seconds (absl::ToInt64Seconds truncates). */
 const wholeSeconds = (d: { seconds: bigint; nanos: number } | undefined): number => (d === undefined ? 0 : Math.trunc(Number(d.seconds) + d.nanos / 1e9));
 
-/** tokens_per_fill().value(): an unset wrapper reads 0. */
+/** tokens_per_fill().value() / whole seconds: an unset wrapper reads 0; 0 s gives Infinity (or NaN). */
 function fillRateOf(tb: TokenBucketProto): number {
   return (tb.tokensPerFill ?? 0) / wholeSeconds(tb.fillInterval);
 }
@@ -208,8 +222,7 @@ function viewOf(s: RateLimitStrategy | undefined): StrategyView {
 }
 
 /** A bucket's identity: its pairs, order-free (Envoy hashes the BucketId deterministically). */
-export const bucketKey = (bucket: Readonly<Record<string, string>>): string =>
-  JSON.stringify(Object.keys(bucket).sort().map((k) => [k, bucket[k]]));
+export const bucketKey = (bucket: Readonly<Record<string, string>>): string => JSON.stringify(Object.keys(bucket).sort().map((k) => [k, bucket[k]]));
 
 export class EnvoyQuotaClient {
   /** Every report sent, in order. */
@@ -220,24 +233,25 @@ export class EnvoyQuotaClient {
   readonly streamEnds: StreamEnd[] = [];
   /** What Envoy would log at error level (ignored actions, dropped reports). */
   readonly errors: string[] = [];
+  /** Times (client clock, ms) a bucket went back to no_assignment_behavior or a fallback on expiry. */
+  readonly expiries: Array<{ atMs: number; key: string }> = [];
 
-  private readonly client: RateLimitQuotaServiceClient;
   private readonly buckets = new Map<string, Cached>();
   private readonly noAssignment: Blanket;
-  private call: grpc.ClientDuplexStream<RateLimitQuotaUsageReports, RateLimitQuotaResponse> | undefined;
+  private readonly clock: Clock;
+  private call: QuotaCall | undefined;
   private streamNumber = 0;
-  private reportTimer: NodeJS.Timeout | undefined;
+  private reportTimer: unknown;
   private started = false;
   private closed = false;
 
   constructor(readonly opts: EnvoyQuotaClientOptions) {
-    this.client = new RateLimitQuotaServiceClient(opts.address, opts.credentials ?? grpc.credentials.createInsecure());
+    this.clock = opts.clock;
     this.noAssignment = opts.noAssignmentBehavior ?? 'allow-all';
   }
 
-  /** The client's monotonic clock, in ms (the clock of every timestamp it records). */
   now(): number {
-    return performance.now();
+    return this.clock.nowMs();
   }
 
   /** Streams opened so far. */
@@ -275,42 +289,35 @@ export class EnvoyQuotaClient {
   bucket(bucket: Readonly<Record<string, string>>): BucketView | undefined {
     const b = this.buckets.get(bucketKey(bucket));
     if (b === undefined) return undefined;
-    const nowS = this.now() / 1000;
     return {
       bucket: b.bucket,
       assignment:
         b.action === undefined
           ? { source: 'no-assignment', strategy: { kind: this.noAssignment }, sinceMs: b.createdMs }
-          : {
-              source: b.action.source,
-              strategy: viewOf(b.action.message.quotaAssignmentAction?.rateLimitStrategy),
-              ttlSeconds: b.action.ttlSeconds,
-              sinceMs: b.action.sinceMs,
-            },
+          : { source: b.action.source, strategy: viewOf(b.action.message.quotaAssignmentAction?.rateLimitStrategy), ttlSeconds: b.action.ttlSeconds, sinceMs: b.action.sinceMs },
       allowed: b.allowed,
       denied: b.denied,
-      tokens: b.limiter?.remaining(nowS),
+      tokens: b.limiter?.remaining(this.now() / 1000),
+      tokenBucketsBuilt: b.tokenBucketsBuilt,
     };
   }
 
-  /** The token bucket's refill rate (tokens per second) the bucket enforces now, if any. */
+  /** The refill rate (tokens per second) the bucket enforces now, if a token bucket. */
   tokensPerSecond(bucket: Readonly<Record<string, string>>): number | undefined {
     const s = this.bucket(bucket)?.assignment.strategy;
     return s?.kind === 'token-bucket' ? s.tokensPerSecond : undefined;
   }
 
-  /** Stops reporting, resets the stream (as Envoy's client does when it goes away), ends the channel. */
+  /** Stops reporting and resets the stream (Envoy's client going away). */
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    clearTimeout(this.reportTimer);
-    this.reportTimer = undefined;
-    for (const b of this.buckets.values()) clearTimeout(b.timer);
+    this.clock.clearTimeout(this.reportTimer);
+    for (const b of this.buckets.values()) this.clock.clearTimeout(b.timer);
     this.buckets.clear();
     const call = this.call;
     this.call = undefined;
     call?.cancel();
-    this.client.close();
   }
 
   // --- the filter's decision (filter.cc shouldAllowRequest) ---
@@ -334,7 +341,7 @@ export class EnvoyQuotaClient {
   private createBucket(bucket: Readonly<Record<string, string>>, key: string, allowed: boolean): void {
     if (!this.started) {
       this.started = true;
-      this.armReportTimer(this.now());
+      this.armReportTimer();
       this.startStream();
     }
     const now = this.now();
@@ -350,6 +357,7 @@ export class EnvoyQuotaClient {
       limiter: undefined,
       timer: undefined,
       createdMs: now,
+      tokenBucketsBuilt: 0,
     };
     this.buckets.set(key, b);
     this.send({ domain: this.opts.domain, bucketQuotaUsages: [this.usageOf(b, now)] }, 'first');
@@ -369,43 +377,36 @@ export class EnvoyQuotaClient {
     return usage;
   }
 
-  /**
-   * Envoy's timer is re-armed for the interval after each tick; libevent never runs it early, so
-   * a Node timer that fires a little early (it can, by a millisecond) waits out the rest.
-   */
-  private armReportTimer(fromMs: number): void {
-    const due = fromMs + this.opts.reportingIntervalMs;
-    const wait = (): void => {
-      const left = due - this.now();
-      this.reportTimer = setTimeout(() => {
-        if (this.closed) return;
-        if (this.now() < due) return wait();
-        this.onReportTimer();
-        this.armReportTimer(this.now());
-      }, Math.max(0, Math.ceil(left)));
-    };
-    wait();
+  /** enableTimer(5 s), re-armed after each tick. */
+  private armReportTimer(): void {
+    this.reportTimer = this.clock.setTimeout(() => {
+      if (this.closed) return;
+      this.onReportTimer();
+      this.armReportTimer();
+    }, ENVOY_REPORT_INTERVAL_MS);
   }
 
   private onReportTimer(): void {
     const now = this.now();
+    // buildReports() first: the counts are taken even if the report is then dropped.
     const message: RateLimitQuotaUsageReports = { domain: this.opts.domain, bucketQuotaUsages: [...this.buckets.values()].map((b) => this.usageOf(b, now)) };
     if (this.call === undefined) this.startStream();
     this.send(message, 'periodic');
   }
 
   private startStream(): void {
-    const call = this.client.streamRateLimitQuotas();
     const stream = ++this.streamNumber;
-    this.call = call;
-    call.on('data', (r: RateLimitQuotaResponse) => {
-      if (this.call === call) this.onResponse(r, stream);
+    let call: QuotaCall | undefined;
+    call = this.opts.transport.open({
+      response: (r) => {
+        if (call !== undefined && this.call === call) this.onResponse(r, stream);
+      },
+      ended: (code, details) => {
+        this.streamEnds.push({ atMs: this.now(), stream, code, details });
+        if (call !== undefined && this.call === call) this.call = undefined;
+      },
     });
-    call.on('status', (s: grpc.StatusObject) => {
-      this.streamEnds.push({ atMs: this.now(), stream, code: s.code, details: s.details });
-      if (this.call === call) this.call = undefined;
-    });
-    call.on('error', () => undefined); // the status event carries it
+    if (!this.streamEnds.some((e) => e.stream === stream)) this.call = call;
   }
 
   private send(message: RateLimitQuotaUsageReports, kind: SentReport['kind']): void {
@@ -446,16 +447,16 @@ export class EnvoyQuotaClient {
         }
         if (c === 'token-bucket') limiter = this.limiterFor(cached, strategy!.tokenBucket!, now);
       } else if (action.abandonAction !== undefined) {
-        clearTimeout(cached.timer);
+        this.clock.clearTimeout(cached.timer);
         this.buckets.delete(key);
         continue;
       }
       // A new cached bucket: timers and the old action are not carried over.
-      clearTimeout(cached.timer);
+      this.clock.clearTimeout(cached.timer);
       const ttlSeconds = Number(action.quotaAssignmentAction?.assignmentTimeToLive?.seconds ?? 0n);
       cached.action = { source: 'assignment', message: action, sinceMs: now, ttlSeconds };
       cached.limiter = limiter;
-      cached.timer = setTimeout(() => this.onAssignmentExpired(cached), ttlSeconds * 1000);
+      cached.timer = this.clock.setTimeout(() => this.onAssignmentExpired(cached), ttlSeconds * 1000);
     }
   }
 
@@ -465,14 +466,15 @@ export class EnvoyQuotaClient {
     if (old !== undefined && cached.limiter !== undefined && sameTokenBucket(tb, old)) return cached.limiter;
     const nowS = now / 1000;
     const existing = cached.limiter;
-    const initial =
-      existing === undefined ? tb.maxTokens : existing.maxTokens > 0 ? Math.trunc(tb.maxTokens * (existing.remaining(nowS) / existing.maxTokens)) : 0;
+    const initial = existing === undefined ? tb.maxTokens : existing.maxTokens > 0 ? Math.trunc(tb.maxTokens * (existing.remaining(nowS) / existing.maxTokens)) : 0;
+    cached.tokenBucketsBuilt++;
     return new EnvoyTokenBucket(tb.maxTokens, fillRateOf(tb), initial, nowS);
   }
 
   private onAssignmentExpired(cached: Cached): void {
     if (this.closed || this.buckets.get(cached.key) !== cached) return;
     const now = this.now();
+    this.expiries.push({ atMs: now, key: cached.key });
     const behaviour = this.opts.expiredAssignmentBehavior;
     if (behaviour === undefined) {
       cached.action = undefined;
@@ -487,11 +489,64 @@ export class EnvoyQuotaClient {
     };
     cached.limiter = strategyCase(fallback) === 'token-bucket' ? this.limiterFor(cached, fallback.tokenBucket!, now) : undefined;
     cached.action = { source: 'fallback', message, sinceMs: now, ttlSeconds: behaviour.timeoutSeconds };
-    cached.timer = setTimeout(() => {
+    cached.timer = this.clock.setTimeout(() => {
       if (this.closed || this.buckets.get(cached.key) !== cached || cached.action?.message !== message) return;
       cached.action = undefined;
       cached.limiter = undefined;
       cached.timer = undefined;
     }, behaviour.timeoutSeconds * 1000);
   }
+}
+
+/** Streams over gRPC to a running service (grpc-js). `close()` closes the channel. */
+export function grpcTransport(address: string, credentials = grpc.credentials.createInsecure()): QuotaTransport & { close(): void } {
+  const client = new RateLimitQuotaServiceClient(address, credentials);
+  return {
+    open(on) {
+      const call = client.streamRateLimitQuotas();
+      call.on('data', (r: RateLimitQuotaResponse) => on.response(r));
+      call.on('status', (s: grpc.StatusObject) => on.ended(s.code, s.details));
+      call.on('error', () => undefined); // the status event carries it
+      return { write: (m) => call.write(m), cancel: () => call.cancel() };
+    },
+    close: () => client.close(),
+  };
+}
+
+/**
+ * Streams in process to a QuotaService through the same QuotaCalls the gRPC transports use (the
+ * messages as decoded protos), each response delivered `latencyMs` later on `clock` (Envoy posts
+ * responses to its main thread: never within the report's own call).
+ */
+export function inProcessTransport(service: QuotaService, clock: Clock, logger: Logger, latencyMs = 1): QuotaTransport & { cut(details: string): void } {
+  const calls = new QuotaCalls(service, new StatsStore(), logger);
+  const open = new Set<(code: number, details: string) => void>();
+  return {
+    open(on) {
+      let ended = false;
+      const end = (code: number, details: string): void => {
+        if (ended) return;
+        ended = true;
+        open.delete(cut);
+        handle.close();
+        clock.setTimeout(() => on.ended(code, details), latencyMs);
+      };
+      const cut = (code: number, details: string): void => end(code, details);
+      const handle = calls.open({
+        write: (response) => clock.setTimeout(() => !ended && on.response(response), latencyMs),
+        unread: () => 0,
+        fail: (code, details) => end(code, details),
+        reset: (details) => end(grpc.status.RESOURCE_EXHAUSTED, details),
+      });
+      open.add(cut);
+      return {
+        write: (m) => clock.setTimeout(() => !ended && handle.message(m), latencyMs),
+        cancel: () => end(grpc.status.CANCELLED, 'Cancelled on client'),
+      };
+    },
+    /** Ends every open stream with UNAVAILABLE (a network cut, a replica going away). */
+    cut(details: string): void {
+      for (const c of [...open]) c(grpc.status.UNAVAILABLE, details);
+    },
+  };
 }

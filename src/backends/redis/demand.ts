@@ -1,13 +1,14 @@
 /**
  * RLQS demand shared through Redis, so that replicas behind one Service divide one limit: one
- * hash per bucket, `<prefix>rlqs:<domain|bucket>`, with a field per stream holding
- * `<demand> <expiresAtMs>`; one pipeline per report (HSET, PEXPIRE, HGETALL), on a connection of
- * its own beside the counters', opened by the first report. Entries past their expiry are ignored
- * and deleted. When Redis cannot answer within REDIS_TIMEOUT (connecting included), the division
- * falls back to this replica's own streams (the limit is then divided per replica until Redis is
- * back) rather than leaving Envoy without an assignment.
+ * hash per bucket, `<prefix>rlqs:<domain|bucket>`, with a field per replica holding its streams'
+ * demand taken together and the entry's expiry (src/core/quota-demand.ts). A replica exchanges
+ * all its buckets in one pipeline (HSET, PEXPIRE and HGETALL per bucket) about once a second, on
+ * a connection of its own beside the counters', opened by the first exchange; entries past their
+ * expiry are ignored and deleted. When Redis cannot answer within REDIS_TIMEOUT (connecting
+ * included), the exchange answers nothing: the replica keeps the other replicas' last entries
+ * until they expire, then divides among its own streams until Redis is back.
  */
-import type { DemandStore } from '../../core/quota-demand';
+import { decodeReplicaDemand, encodeReplicaDemand, type BucketDemand, type DemandStore, type ReplicaDemand } from '../../core/quota-demand';
 import type { RedisSettings } from '../../settings';
 import type { Logger } from '../../telemetry/logger';
 import { RedisConnection } from './connection';
@@ -17,10 +18,8 @@ const KEY_SLACK_MS = 5_000;
 
 export class RedisDemandStore implements DemandStore {
   private readonly conn: RedisConnection;
-  /** This replica's own entries: the fallback while Redis does not answer. */
-  private readonly local = new Map<string, Map<string, { demand: number; expiresAtMs: number }>>();
   private failing = false;
-  /** The first connection attempt, under way or done; cleared when it fails so the next report tries again. */
+  /** The first connection attempt, under way or done; cleared when it fails so the next exchange tries again. */
   private connecting: Promise<void> | undefined;
 
   constructor(
@@ -40,17 +39,12 @@ export class RedisDemandStore implements DemandStore {
     return this.connecting;
   }
 
-  async report(bucketKey: string, stream: string, demand: number, nowMs: number, expiresAtMs: number): Promise<ReadonlyMap<string, number>> {
-    let mine = this.local.get(bucketKey);
-    if (mine === undefined) {
-      mine = new Map();
-      this.local.set(bucketKey, mine);
-    }
-    mine.set(stream, { demand, expiresAtMs });
-    const key = `${this.prefix}rlqs:${bucketKey}`;
-    let fields: Record<string, string>;
+  async exchange(replica: string, mine: ReadonlyMap<string, BucketDemand>, nowMs: number, expiresAtMs: number): Promise<Map<string, Map<string, ReplicaDemand>> | undefined> {
+    if (mine.size === 0) return new Map();
+    const keys = [...mine.keys()];
+    let replies: Array<Record<string, string>>;
     try {
-      fields = await this.withTimeout(this.connect().then(() => this.exchange(key, stream, demand, nowMs, expiresAtMs)));
+      replies = await this.withTimeout(this.connect().then(() => this.pipeline(replica, keys, mine, nowMs, expiresAtMs)));
       if (this.failing) {
         this.failing = false;
         this.logger.info('RLQS: Redis answers again; limits are divided among all replicas');
@@ -60,51 +54,53 @@ export class RedisDemandStore implements DemandStore {
         this.failing = true;
         this.logger.warn(`RLQS: Redis does not answer (${(err as Error).message}); dividing limits among this replica's streams until it does`);
       }
-      return this.live(mine, nowMs);
+      return undefined;
     }
-    const all = new Map<string, { demand: number; expiresAtMs: number }>();
-    const expired: string[] = [];
-    for (const [s, v] of Object.entries(fields)) {
-      const [d, e] = v.split(' ').map(Number);
-      if (!(e! > nowMs) || !Number.isFinite(d)) expired.push(s);
-      else all.set(s, { demand: d!, expiresAtMs: e! });
-    }
-    if (expired.length > 0) this.conn.client().hdel(key, ...expired).catch(() => undefined);
-    return this.live(all, nowMs);
+    const out = new Map<string, Map<string, ReplicaDemand>>();
+    keys.forEach((key, i) => {
+      const others = new Map<string, ReplicaDemand>();
+      const expired: string[] = [];
+      for (const [r, v] of Object.entries(replies[i]!)) {
+        if (r === replica) continue;
+        const d = decodeReplicaDemand(v);
+        if (d === undefined || d.expiresAtMs <= nowMs) expired.push(r);
+        else others.set(r, d);
+      }
+      if (expired.length > 0) this.conn.client().hdel(this.redisKey(key), ...expired).catch(() => undefined);
+      out.set(key, others);
+    });
+    return out;
   }
 
-  /** Writes this stream's demand and reads every stream's, in one pipeline. */
-  private async exchange(key: string, stream: string, demand: number, nowMs: number, expiresAtMs: number): Promise<Record<string, string>> {
-    const replies = await this.conn
-      .client()
-      .pipeline()
-      .hset(key, stream, `${demand} ${expiresAtMs}`)
-      .pexpire(key, Math.max(1, expiresAtMs - nowMs) + KEY_SLACK_MS)
-      .hgetall(key)
-      .exec();
-    const last = replies?.[2];
-    if (last === undefined || last[0] !== null) throw last?.[0] ?? new Error('no reply to HGETALL');
-    return last[1] as Record<string, string>;
+  private redisKey(bucketKey: string): string {
+    return `${this.prefix}rlqs:${bucketKey}`;
   }
 
-  release(bucketKey: string, stream: string): void {
-    const mine = this.local.get(bucketKey);
-    mine?.delete(stream);
-    if (mine?.size === 0) this.local.delete(bucketKey);
+  /** Writes this replica's entry of every bucket and reads every replica's, in one pipeline. */
+  private async pipeline(replica: string, keys: string[], mine: ReadonlyMap<string, BucketDemand>, nowMs: number, expiresAtMs: number): Promise<Array<Record<string, string>>> {
+    const p = this.conn.client().pipeline();
+    const ttl = Math.max(1, expiresAtMs - nowMs) + KEY_SLACK_MS;
+    for (const key of keys) {
+      const k = this.redisKey(key);
+      p.hset(k, replica, encodeReplicaDemand(mine.get(key)!, expiresAtMs)).pexpire(k, ttl).hgetall(k);
+    }
+    const replies = await p.exec();
+    return keys.map((_, i) => {
+      const r = replies?.[3 * i + 2];
+      if (r === undefined || r[0] !== null) throw r?.[0] ?? new Error('no reply to HGETALL');
+      return r[1] as Record<string, string>;
+    });
+  }
+
+  release(bucketKey: string, replica: string): void {
     this.conn
       .client()
-      .hdel(`${this.prefix}rlqs:${bucketKey}`, stream)
+      .hdel(this.redisKey(bucketKey), replica)
       .catch(() => undefined);
   }
 
   async close(): Promise<void> {
     await this.conn.close();
-  }
-
-  private live(entries: Map<string, { demand: number; expiresAtMs: number }>, nowMs: number): Map<string, number> {
-    const out = new Map<string, number>();
-    for (const [s, v] of entries) if (v.expiresAtMs > nowMs) out.set(s, v.demand);
-    return out;
   }
 
   private withTimeout<T>(p: Promise<T>): Promise<T> {
