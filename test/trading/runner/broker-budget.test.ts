@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ManualClock } from '../../../src/core/clock';
+import { mulberry32 } from '../../../src/core/random';
 import type { RateLimitRule } from '../../../src/core/rule';
 import { paperCommand } from '../../../src/trading/runner/live-cli';
 import { BrokerLimiter, DOCUMENTED_LIMITS, budgetProblems, checkBudget, inProcessDecider, retryAfterS, worstCaseOfLimit } from '../../../src/trading/runner/limiter';
@@ -119,18 +120,6 @@ describe('start-up check: worst case over any window of the documented length', 
 
 // ---------------------------------------------------------------- the bounds against the algorithms
 
-/** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Most of `times` (ascending) in any half-open window [s, s + w). */
 function maxInWindow(times: readonly number[], w: number): number {
   let best = 0;
@@ -169,7 +158,7 @@ describe('worstCaseOfLimit is a bound of the real algorithms, reached by the wor
     '{unit: second, requests_per_unit: 1, algorithm: token_bucket, burst: 3}',
   ];
   test.each(RULES)('%s: random arrivals never exceed the bound in windows of 0.5, 1, 2.5 and 10 units', async (rl) => {
-    const next = rng(RULES.indexOf(rl) + 1);
+    const next = mulberry32(RULES.indexOf(rl) + 1);
     const unitMs = rl.includes('second') ? 1000 : MIN;
     const at: number[] = [];
     // bursts and gaps over 40 units, at times that are not whole milliseconds apart from edges only
@@ -282,7 +271,7 @@ describe('end to end: the issue burst of candle calls across a minute boundary',
   });
 
   test('bundled config: calls arriving at random over 10 minutes never exceed 3 in any 60 s', async () => {
-    const next = rng(179);
+    const next = mulberry32(179);
     const batches: [number, number][] = [];
     for (let t = AT_11_27; t < AT_11_27 + 10 * MIN; t += 1000 + Math.floor(next() * 20_000)) batches.push([t, 1 + Math.floor(next() * 2)]);
     const sent = await candleCalls([{ name: BUNDLED_FILE, content: BUNDLED }], batches);
