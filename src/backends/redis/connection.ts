@@ -154,6 +154,9 @@ interface Tracked {
  * One Redis instance as the store sees it: a pool of connections (single, sentinel) or a cluster
  * client. `client()` hands out the connection for the next pipeline.
  */
+/** How long the losses of one outage are gathered into its one log line. */
+const LOST_LINE_GATHER_MS = 100;
+
 export class RedisConnection {
   readonly type: RedisConnectionSettings['type'];
   /** The URL with passwords masked, for logs and errors. */
@@ -174,6 +177,11 @@ export class RedisConnection {
   private sleepTimer: NodeJS.Timeout | undefined;
   private lastError = '';
   private lastErrorCode: unknown;
+  /** Pool connections lost since the last line about it: one line per outage, not per connection. */
+  private lostSinceLine = 0;
+  private lostLineTimer: NodeJS.Timeout | undefined;
+  /** A loss was logged and not every connection is back yet. */
+  private degraded = false;
 
   constructor(private readonly options: RedisConnectionOptions) {
     const s = options.settings;
@@ -308,6 +316,7 @@ export class RedisConnection {
     if (this.closed) return;
     this.closed = true;
     if (this.sleepTimer !== undefined) clearTimeout(this.sleepTimer);
+    if (this.lostLineTimer !== undefined) clearTimeout(this.lostLineTimer);
     this.wake?.();
     const clients: RedisClient[] = this.cluster !== undefined ? [this.cluster] : this.pool;
     await Promise.all(clients.map((c) => this.quit(c)));
@@ -509,8 +518,13 @@ export class RedisConnection {
         this.readyCount++;
         this.total?.inc();
         this.active?.set(this.readyCount);
-        if (this.started && !this.closed && this.cluster === undefined) {
-          this.options.logger.info(`${this.label}: reconnected to ${this.maskedUrl}`);
+        if (this.degraded && !this.closed && this.readyCount === this.pool.length) {
+          if (this.lostLineTimer !== undefined) {
+            clearTimeout(this.lostLineTimer);
+            this.logLost(); // the loss before the return
+          }
+          this.degraded = false;
+          this.options.logger.info(`${this.label}: reconnected to ${this.maskedUrl} (${this.readyCount} connection${this.readyCount === 1 ? '' : 's'})`);
         }
       }
       this.changed();
@@ -533,11 +547,22 @@ export class RedisConnection {
     this.localClose?.inc();
     this.active?.set(this.readyCount);
     if (this.started && !this.closed && this.cluster === undefined) {
-      this.options.logger.warn(
-        `${this.label}: lost a connection to ${this.maskedUrl}${this.lastError === '' ? '' : `: ${this.lastError}`}; reconnecting`,
-      );
+      // The pool's connections go down together when Redis does: say it once, with the count.
+      this.lostSinceLine++;
+      this.degraded = true;
+      this.lostLineTimer ??= setTimeout(() => this.logLost(), LOST_LINE_GATHER_MS);
     }
     this.changed();
+  }
+
+  private logLost(): void {
+    this.lostLineTimer = undefined;
+    const n = this.lostSinceLine;
+    this.lostSinceLine = 0;
+    if (this.closed || n === 0) return;
+    this.options.logger.warn(
+      `${this.label}: lost ${n} of ${this.pool.length} connection${this.pool.length === 1 ? '' : 's'} to ${this.maskedUrl}${this.lastError === '' ? '' : `: ${this.lastError}`}; reconnecting`,
+    );
   }
 
   private onError(err: Error): void {

@@ -86,6 +86,27 @@ describe('redis store: outages', () => {
   });
 });
 
+describe('redis store: outage log', () => {
+  it('an outage of a pool of 10 is one warning with the count, and one line when all are back', async () => {
+    const r = await startRedis();
+    const logger = recordingLogger();
+    const s = await connectStore(redisSettings({ url: r.address, timeoutMs: TIMEOUT_MS, poolSize: 10 }), { logger });
+    const said = (what: RegExp) => logger.lines.filter((l) => what.test(l.msg));
+    try {
+      await waitFor(() => s.isHealthy(), 'the pool');
+      await r.kill();
+      await waitFor(() => said(/lost/).length > 0, 'the outage line');
+      await r.restart();
+      await waitFor(() => said(/reconnected/).length > 0, 'the reconnection line', 15_000);
+      expect(said(/lost/)).toEqual([{ level: 'warn', msg: expect.stringMatching(new RegExp(`^redis: lost 10 of 10 connections to ${r.address}.*; reconnecting$`)) }]);
+      expect(said(/reconnected/)).toEqual([{ level: 'info', msg: `redis: reconnected to ${r.address} (10 connections)` }]);
+    } finally {
+      await s.close();
+      await r.stop();
+    }
+  });
+});
+
 describe('redis store: start-up', () => {
   it('keeps retrying while Redis is down (logging each attempt with a masked URL) and connects when it comes up', async () => {
     const port = await freePort();
