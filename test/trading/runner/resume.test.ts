@@ -141,7 +141,9 @@ describe('resuming a paper run from its journal', () => {
     const runner = start(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--report', path.join(dir, 'restart-r')]);
     await journalHas(jfile, tableEvent('OpenPosition'));
     const [open] = sim.engine.snapshot(TOKEN, 'OpenPosition') as Array<{ tradeId: string; stop: number }>;
-    await sim.restart(() => sim.market.setPrice('EUR/USD', open!.stop - 0.0005));
+    await sim.restart(() => {
+      sim.market.setPrice('EUR/USD', open!.stop - 0.0005);
+    });
     const closed = (sim.engine.snapshot(TOKEN, 'ClosedPosition') as Array<{ tradeId: string; close: number; grossPL: number; com: number }>).find((c) => c.tradeId === open!.tradeId);
     expect(closed).toBeDefined();
     await journalHas(jfile, (lines) => lines.some((l) => l.k === 'snapshot' && l.reason === 'reconnect'));
