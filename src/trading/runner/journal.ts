@@ -38,10 +38,12 @@ export function journalPath(p: string): string {
 
 export class Journal {
   private fd: number | undefined;
+  /** Bytes of a torn last line cut off when the journal was opened (0: it ended cleanly). */
+  readonly tornTailBytes: number;
   constructor(readonly file: string, private readonly fsync = true) {
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
     this.fd = fs.openSync(file, 'a+');
-    dropTornTail(file, this.fd);
+    this.tornTailBytes = dropTornTail(file, this.fd);
   }
 
   append(line: JournalLine, sync = false): void {
@@ -66,13 +68,15 @@ export class Journal {
  * A run killed mid-write leaves a last line without its newline; readJournal ignores it, and the
  * next line appended must not be glued to it: cut the file back to its last complete line.
  */
-function dropTornTail(file: string, fd: number): void {
+function dropTornTail(file: string, fd: number): number {
   const size = fs.fstatSync(fd).size;
-  if (size === 0) return;
+  if (size === 0) return 0;
   const last = Buffer.alloc(1);
   fs.readSync(fd, last, 0, 1, size - 1);
-  if (last[0] === 0x0a) return; // the usual case: only the last byte is read
-  fs.ftruncateSync(fd, fs.readFileSync(file).lastIndexOf(0x0a) + 1);
+  if (last[0] === 0x0a) return 0; // the usual case: only the last byte is read
+  const kept = fs.readFileSync(file).lastIndexOf(0x0a) + 1;
+  fs.ftruncateSync(fd, kept);
+  return size - kept;
 }
 
 /** Reads a journal; a torn last line (the process was killed mid-write) is ignored. */

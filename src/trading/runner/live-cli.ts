@@ -234,6 +234,11 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     throw new UsageError(`${jfile}: ${new JournalFinishedError(stoppedAt).message}`);
   }
   const journal = jfile ? new Journal(jfile) : undefined;
+  if (journal !== undefined && journal.tornTailBytes > 0) {
+    process.stderr.write(
+      `ratelimit-runner ${mode}: ${journal.file}: its last line was cut (${journal.tornTailBytes} bytes; the run stopped while writing it) and is dropped; resuming from the line before it\n`,
+    );
+  }
   const duration = num(p, 'duration');
   const engine = new LiveEngine({
     mode,

@@ -180,12 +180,17 @@ describe('run journal', () => {
       j.append({ k: 'run', t: 1 });
       j.append({ k: 'intent', id: 1, t: 2, op: 'openTrade', args: { amount: 10 } });
       j.close();
-      fs.truncateSync(file, fs.statSync(file).size - 8); // killed in the middle of the intent
+      const whole = fs.statSync(file).size;
+      const intentLine = JSON.stringify({ k: 'intent', id: 1, t: 2, op: 'openTrade', args: { amount: 10 } }).length + 1;
+      fs.truncateSync(file, whole - 8); // killed in the middle of the intent
+      const torn: number[] = [];
       for (const t of [3, 4]) {
         const resumed = new Journal(file);
+        torn.push(resumed.tornTailBytes); // what the runner warns about
         resumed.append({ k: 'resume', t });
         resumed.close();
       }
+      expect(torn).toEqual([intentLine - 8, 0]);
       expect(readJournal(file)).toEqual([
         { k: 'run', t: 1 },
         { k: 'resume', t: 3 },
