@@ -62,6 +62,14 @@ export function fxOpenSeconds(fromSec: number, toSec: number): number {
 
 const WEDNESDAY = 3;
 
+/**
+ * The broker's trading day of `ms`: days end at 17:00 New York (the rollover), so the Sunday
+ * evening session belongs to Monday and a week has five trading days. A day number, not a date.
+ */
+export function fxTradingDay(ms: number): number {
+  return Math.floor((ms + easternOffsetMs(ms) + 7 * HOUR_MS) / DAY_MS);
+}
+
 /** 17:00 New York (the daily rollover) on the UTC day starting at `dayStartMs`: 21:00 or 22:00 UTC, the same date in both places. */
 export function newYorkFivePm(dayStartMs: number): number {
   return dayStartMs + 17 * HOUR_MS - easternOffsetMs(dayStartMs);

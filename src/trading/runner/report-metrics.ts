@@ -8,6 +8,7 @@
  * Sharpe 25 on a minute-bar backtest; daily returns are what traders compare.
  */
 import { clean } from '../execution/instruments';
+import { fxTradingDay } from '../fxcm/market-hours';
 import type { ClosedTrade, EquityPoint } from './results';
 
 /** Trades of one side (long = buy, short = sell). */
@@ -89,13 +90,13 @@ export interface Metrics {
   monthly: MonthReturn[];
 }
 
-const DAY_MS = 86400_000;
 /** Trading days in a year, to annualise daily figures. */
 const TRADING_DAYS = 252;
 /** Fewer daily returns than this make Sharpe and Sortino noise: reported n/a. */
 export const MIN_DAILY_RETURNS = 20;
 export const RATIO_METHOD =
-  `daily returns: the equity at the last point of each UTC day against the day before (the first day against the start balance), ` +
+  `daily returns: the equity at the last point of each trading day (the broker's, ending at 17:00 New York: five a week, as the ${TRADING_DAYS} a year assume) ` +
+  `against the day before (the first day against the start balance), ` +
   `annualised by sqrt(${TRADING_DAYS}), risk-free rate 0; Sharpe = mean / sample standard deviation, ` +
   `Sortino = mean / downside deviation (root mean square of the negative returns over all days); n/a with fewer than ${MIN_DAILY_RETURNS} daily returns`;
 
@@ -110,14 +111,18 @@ export function drawdownSeries(equity: readonly EquityPoint[]): number[] {
   });
 }
 
-/** The return of each UTC day that has equity points: its last equity against the previous day's. */
+/**
+ * The return of each trading day that has equity points: its last equity against the previous
+ * day's. Trading days end at 17:00 New York, so the Sunday evening session counts with Monday
+ * (by UTC days an FX week has six, some 310 a year, against the 252 the annualising assumes).
+ */
 export function dailyReturns(equity: readonly EquityPoint[], startBalance: number): number[] {
   const returns: number[] = [];
   let previous = startBalance;
   for (let i = 0; i < equity.length; i++) {
-    const day = Math.floor(equity[i]!.ts / DAY_MS);
+    const day = fxTradingDay(equity[i]!.ts);
     const next = equity[i + 1];
-    if (next !== undefined && Math.floor(next.ts / DAY_MS) === day) continue; // not the day's last point
+    if (next !== undefined && fxTradingDay(next.ts) === day) continue; // not the day's last point
     const close = equity[i]!.equity;
     returns.push(previous === 0 ? 0 : close / previous - 1);
     previous = close;

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { CandleSeries } from '../../../src/trading/fxcm/candle-file';
+import { isFxMarketOpen } from '../../../src/trading/fxcm/market-hours';
 import { runBacktest } from '../../../src/trading/runner/backtest';
 import { loadStrategy } from '../../../src/trading/runner/loader';
 import { buildReport, computeMetrics, renderHtml, writeReport } from '../../../src/trading/runner/report';
@@ -464,8 +465,23 @@ describe('reports', () => {
     expect(m.ratioMethod).toContain('risk-free rate 0');
   });
 
+  test('daily returns are the broker\'s trading days (ending 17:00 New York): five a week, the Sunday evening session counted with Monday', () => {
+    // Four FX weeks of hourly points, Sunday 17:00 New York (22:00 UTC in winter) to Friday 16:00.
+    const sunday = Date.UTC(2024, 0, 7, 22);
+    const points: { ts: number; balance: number; equity: number }[] = [];
+    for (let h = 0; h < 4 * 7 * 24; h++) {
+      const ts = sunday + h * 3600_000;
+      if (!isFxMarketOpen(ts)) continue;
+      points.push({ ts, balance: 1000, equity: 1000 + h });
+    }
+    const m = computeMetrics([], points, 1000);
+    expect(m.dailyReturns).toBe(4 * 5); // by UTC day there would be 4 × 6
+    expect(m.ratioMethod).toContain('17:00 New York');
+  });
+
   test('fewer than 20 daily returns: Sharpe and Sortino are n/a, however many points', () => {
-    const points = Array.from({ length: 19 * 1440 }, (_, i) => ({ ts: i * 60_000, balance: 100, equity: 100 + Math.sin(i) }));
+    // from 17:00 New York on 1969-12-31 (22:00 UTC), where a trading day starts
+    const points = Array.from({ length: 19 * 1440 }, (_, i) => ({ ts: -7_200_000 + i * 60_000, balance: 100, equity: 100 + Math.sin(i) }));
     const m = computeMetrics([], points, 100);
     expect(m.dailyReturns).toBe(19);
     expect(m).toMatchObject({ sharpe: null, sortino: null });
