@@ -106,6 +106,8 @@ export class MemcacheNode {
   private readonly dueAt: Float64Array;
   private dueHead = 0;
   private deadlineTimer: NodeJS.Timeout | undefined;
+  /** A deadline passed: judged after the loop's reads (see checkDeadline). */
+  private lateCheck: NodeJS.Immediate | undefined;
   private readonly sockets = new Set<Socket>();
   private newest: Socket | undefined;
   private closed = false;
@@ -240,6 +242,8 @@ export class MemcacheNode {
     this.closed = true;
     clearTimeout(this.deadlineTimer);
     this.deadlineTimer = undefined;
+    if (this.lateCheck !== undefined) clearImmediate(this.lateCheck);
+    this.lateCheck = undefined;
     this.client.close();
     this.reset(new Error(`memcached ${this.name}: client closed`));
   }
@@ -284,7 +288,7 @@ export class MemcacheNode {
     }
     this.dueAt[(this.dueHead + this.inflight) % cap] = Date.now() + this.opts.timeoutMs;
     this.inflight++;
-    if (this.deadlineTimer === undefined) this.armDeadline(this.opts.timeoutMs);
+    if (this.deadlineTimer === undefined && this.lateCheck === undefined) this.armDeadline(this.opts.timeoutMs);
     let failed = false;
     this.server.onResponse(seq, onResponse);
     this.server.onError(seq, (e: unknown) => {
@@ -317,9 +321,20 @@ export class MemcacheNode {
     this.deadlineTimer.unref();
   }
 
-  /** The oldest command is late: the connection is reset and everything on it fails. */
   private readonly checkDeadline = (): void => {
     this.deadlineTimer = undefined;
+    if (this.inflight === 0 || this.closed) return;
+    const wait = this.dueAt[this.dueHead]! - Date.now();
+    if (wait > 0) return this.armDeadline(wait);
+    // After the process itself stalled (CPU starved, a long GC), every deadline passes at once
+    // while the answers already wait in the socket: timers run before the loop reads sockets, so
+    // the verdict waits for this turn's reads (the check phase follows the poll phase).
+    this.lateCheck = setImmediate(this.confirmLate);
+  };
+
+  /** The oldest command is still unanswered after the reads: the connection is reset and everything on it fails. */
+  private readonly confirmLate = (): void => {
+    this.lateCheck = undefined;
     if (this.inflight === 0 || this.closed) return;
     const wait = this.dueAt[this.dueHead]! - Date.now();
     if (wait > 0) return this.armDeadline(wait);

@@ -155,3 +155,27 @@ describe('memcache store: a hung memcached (SIGSTOP) under steady traffic', () =
     }
   });
 });
+
+describe('memcache store: a stalled process is not a hung memcached', () => {
+  test('answers that arrived while the event loop was blocked past MEMCACHE_TIMEOUT are taken, not timed out', async () => {
+    const mc = await MemcachedServer.start();
+    const store = await createStore([mc.address], { stats: new StatsStore(), timeoutMs: 200, failureMode: 'deny' });
+    try {
+      const key = uniqueKey('stall');
+      expect(await store.increment([op(key, 1)], Date.now())).toEqual([1]);
+      await store.idle();
+      // The call is sent; then this process stalls (as a CPU-starved or collecting process does)
+      // well past the deadline while memcached answers at once.
+      const call = store.increment([op(key, 1)], Date.now());
+      const until = Date.now() + 600;
+      while (Date.now() < until) {
+        /* a blocked event loop */
+      }
+      expect(await call).toEqual([2]);
+      expect(store.nodeStates()[0]!.up).toBe(true);
+    } finally {
+      await store.close();
+      await mc.stop();
+    }
+  });
+});
