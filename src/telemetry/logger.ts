@@ -3,7 +3,7 @@
  * object per line with `@timestamp`, `@message` and `level`, otherwise logrus-style text lines.
  */
 
-export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'panic';
+import type { LogLevel } from '../settings/settings';
 
 const RANK: Record<LogLevel, number> = { trace: 0, debug: 1, info: 2, warn: 3, error: 4, fatal: 5, panic: 6 };
 

@@ -215,13 +215,13 @@ export function safetyOf(p: ParsedArgs): SafetyLimits {
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 /** What a strategy's ctx.log writes: this level and above; 'silent' writes nothing. */
-export type LogLevel = (typeof LOG_LEVELS)[number] | 'silent';
+export type StrategyLogLevel = (typeof LOG_LEVELS)[number] | 'silent';
 
 /** `--log-level debug|info|warn|error` (default info); `--quiet` is silent. */
-export function logLevelOf(p: ParsedArgs, otherwise: LogLevel = 'info'): LogLevel {
+export function logLevelOf(p: ParsedArgs, otherwise: StrategyLogLevel = 'info'): StrategyLogLevel {
   if (isSet(p, 'quiet')) return 'silent';
   const v = flag(p, 'log-level');
   if (v === undefined) return otherwise;
   if (!(LOG_LEVELS as readonly string[]).includes(v)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${v}"`);
-  return v as LogLevel;
+  return v as StrategyLogLevel;
 }

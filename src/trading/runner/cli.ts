@@ -8,7 +8,7 @@ import { readCandleFile } from '../fxcm/candle-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { bundledLimitsFile } from './limits-file';
 import { loadStrategy } from './loader';
-import { BACKTEST_OPTIONS, LOG_LEVELS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type LogLevel, type ParsedArgs } from './args';
+import { BACKTEST_OPTIONS, LOG_LEVELS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type StrategyLogLevel, type ParsedArgs } from './args';
 import { buildReport, writeReport } from './report';
 import type { StrategyLogger } from './strategy';
 
@@ -49,7 +49,7 @@ Exit status: 0 ok, 1 the strategy failed (the report still lists the error and i
 `;
 
 /** ctx.log on stderr, from `level` up (`[debug] message {fields}`). */
-export function consoleLogger(level: LogLevel): StrategyLogger {
+export function consoleLogger(level: StrategyLogLevel): StrategyLogger {
   const from = level === 'silent' ? LOG_LEVELS.length : LOG_LEVELS.indexOf(level);
   const w = (lvl: (typeof LOG_LEVELS)[number]) =>
     LOG_LEVELS.indexOf(lvl) < from

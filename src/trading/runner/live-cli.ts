@@ -12,7 +12,7 @@ import { isoTime, writeCandleFile } from '../fxcm/candle-file';
 import { bundledLimitsFile } from './limits-file';
 import { DownloadProgress } from './candles-progress';
 import { CANDLE_STORE_ENV, downloadIntoStore, type StoreDownload } from './candles-store';
-import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type LogLevel, type ParsedArgs } from './args';
+import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type StrategyLogLevel, type ParsedArgs } from './args';
 import { consoleLogger } from './cli';
 import { JournalFinishedError, StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { Journal, finishedRunOf, journalPath, readJournal } from './journal';
@@ -307,7 +307,7 @@ export const liveCommand = (argv: string[]) => runMode(argv, 'live');
 const key = (i: LiveIntent) => JSON.stringify(i);
 
 /** Replays a journal; returns the recorded and replayed decisions. */
-export async function replayJournal(strategy: Strategy<Record<string, unknown>>, file: string, opts: { strategyFile?: string; params?: Record<string, unknown>; logLevel?: LogLevel } = {}) {
+export async function replayJournal(strategy: Strategy<Record<string, unknown>>, file: string, opts: { strategyFile?: string; params?: Record<string, unknown>; logLevel?: StrategyLogLevel } = {}) {
   const lines = readJournal(file);
   const run = lines.find((l) => l.k === 'run');
   const recorded = lines.filter((l) => l.k === 'intent').map((l) => ({ id: l.id, ts: l.t ?? (l as { ts?: number }).ts, op: l.op, args: l.args }) as LiveIntent);
