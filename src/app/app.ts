@@ -446,12 +446,7 @@ export class RateLimitApp {
     return { grpc: grpcAddr, http: httpAddr, debug: debugAddr };
   }
 
-  /** The loaded config as /rlconfig prints it ('' before the first load). */
-  dumpConfig(): string {
-    return this.configStore.current()?.config.dump() ?? '';
-  }
-
-  /** The same text in pieces, made as they are sent (a big config is never one string). */
+  /** The loaded config as /rlconfig prints it, in pieces made as they are sent (a big config is never one string). */
   dumpConfigChunks(): Iterable<string> {
     return this.configStore.current()?.config.dumpChunks() ?? [];
   }

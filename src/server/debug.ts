@@ -15,10 +15,10 @@ import { pathOf, plainError, plainText } from './http-util';
 export interface DebugServerOptions {
   stats: StatsStore;
   /**
-   * The current config dump ('' when none is loaded): a string, or pieces made as they are sent,
-   * so that the listing of a big config is never one string.
+   * The current config dump ('' when none is loaded): a string, or pieces made (or fetched from a
+   * worker) as they are sent, so that the listing of a big config is never one string.
    */
-  dumpConfig: () => string | Iterable<string> | Promise<string>;
+  dumpConfig: () => string | Iterable<string> | Promise<string | AsyncIterable<string>>;
   /** Called before /stats renders, so gauges (local cache, memory) are fresh. */
   refreshGauges?: () => void | Promise<void>;
   /** `/debug/explain`: the explain report for a domain and descriptors, or an error text. */
@@ -82,7 +82,7 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
     const path = pathOf(req.url);
     switch (path) {
       case '/rlconfig':
-        answer(res, 'rlconfig', opts.dumpConfig, (text) => (typeof text === 'string' ? plainText(res, 200, text) : streamText(res, text)));
+        answer<string | Iterable<string> | AsyncIterable<string>>(res, 'rlconfig', opts.dumpConfig, (text) => (typeof text === 'string' ? plainText(res, 200, text) : void streamText(res, text)));
         return;
       case '/stats':
         answer(
@@ -169,32 +169,24 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
 
 /**
  * Sends `pieces` as a 200 text answer, taking the next piece only when the socket has room: memory
- * stays at a piece or two whatever the size, and a client that leaves stops the listing.
+ * stays at a piece or two whatever the size. A client that leaves stops the listing and closes
+ * the pieces' iterator (in worker mode that tells the worker to drop its listing).
  */
-function streamText(res: http.ServerResponse, pieces: Iterable<string>): void {
+async function streamText(res: http.ServerResponse, pieces: Iterable<string> | AsyncIterable<string>): Promise<void> {
   res.statusCode = 200;
   res.setHeader('Content-Type', 'text/plain; charset=utf-8');
-  const it = pieces[Symbol.iterator]();
-  const more = (): void => {
-    try {
-      for (;;) {
-        if (res.destroyed) return;
-        const next = it.next();
-        if (next.done === true) {
-          res.end();
-          return;
-        }
-        if (!res.write(next.value)) {
-          res.once('drain', more);
-          return;
-        }
-      }
-    } catch (err) {
-      // Headers are sent: all that is left is to cut the answer short.
-      res.destroy(err as Error);
+  const closed = new Promise<void>((resolve) => res.once('close', resolve));
+  try {
+    for await (const piece of pieces) {
+      if (res.destroyed) return;
+      if (!res.write(piece)) await Promise.race([new Promise((resolve) => res.once('drain', resolve)), closed]);
+      if (res.destroyed) return;
     }
-  };
-  more();
+    res.end();
+  } catch (err) {
+    // Headers are sent: all that is left is to cut the answer short.
+    res.destroy(err as Error);
+  }
 }
 
 /** Records a CPU profile of this process for `ms` milliseconds. */

@@ -6,16 +6,10 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, runtimeDir, type Service, startService } from './harness';
+import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, manyDescriptors, runtimeDir, type Service, startService } from './harness';
 import { waitFor } from '../support/wait';
 
 const ONE_A_MINUTE = (domain: string) => `domain: ${domain}\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n`;
-
-function manyDescriptors(domain: string, n: number): string {
-  let s = `domain: ${domain}\ndescriptors:\n`;
-  for (let i = 0; i < n; i++) s += `  - key: client\n    value: c${i}\n    rate_limit:\n      unit: second\n      requests_per_unit: ${i + 1}\n`;
-  return s;
-}
 
 const services: Service[] = [];
 afterEach(async () => {

@@ -169,3 +169,9 @@ export async function httpGet(address: string, pathName: string): Promise<{ stat
   return { status: res.status, body: await res.text() };
 }
 
+/** A config of `n` rules under one key with distinct values (`c0`..), each its own limit per second. */
+export function manyDescriptors(domain: string, n: number): string {
+  let s = `domain: ${domain}\ndescriptors:\n`;
+  for (let i = 0; i < n; i++) s += `  - key: client\n    value: c${i}\n    rate_limit:\n      unit: second\n      requests_per_unit: ${i + 1}\n`;
+  return s;
+}

@@ -14,7 +14,7 @@ import { openQuotaStream } from '../support/rlqs-stream';
 import { incrementsProcessed, MemcachedServer } from '../support/memcached';
 import { freePort } from '../support/ports';
 import { type RedisServer, startRedis } from '../support/redis';
-import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, run, runtimeDir, type Service, startService } from './harness';
+import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, manyDescriptors, run, runtimeDir, type Service, startService } from './harness';
 import { waitFor } from '../support/wait';
 
 const CONFIG = `
@@ -75,8 +75,8 @@ describe('worker mode on Redis', () => {
   let dir: ReturnType<typeof runtimeDir>;
   const services: Service[] = [];
 
-  const env = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({
-    ...baseEnv(dir.root),
+  const env = (extra: Record<string, string> = {}, root = dir.root): NodeJS.ProcessEnv => ({
+    ...baseEnv(root),
     BACKEND_TYPE: 'redis',
     REDIS_SOCKET_TYPE: 'tcp',
     REDIS_URL: redis.address,
@@ -151,6 +151,25 @@ describe('worker mode on Redis', () => {
     expect(await portIsFree(svc.grpc)).toBe(true);
     expect(await portIsFree(svc.debug)).toBe(true);
   });
+
+  test('/rlconfig of a big config is pulled from a worker piece by piece: every line, in order', async () => {
+    const n = 20_000; // about 1.6 MB of listing: 25 pieces over IPC
+    const big = runtimeDir({ 'big.yaml': manyDescriptors('big', n) });
+    try {
+      const svc = await startService(env({}, big.root));
+      services.push(svc);
+      const res = await fetch(`http://${svc.debug}/rlconfig`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('transfer-encoding')).toBe('chunked');
+      const lines = (await res.text()).trimEnd().split('\n');
+      expect(lines).toHaveLength(n);
+      expect(lines[0]).toBe('big.client_c0: unit=SECOND requests_per_unit=1, shadow_mode: false, quota_mode: false');
+      expect([...lines].sort()).toEqual(lines);
+      expect(lines).toContain('big.client_c19999: unit=SECOND requests_per_unit=20000, shadow_mode: false, quota_mode: false');
+    } finally {
+      fs.rmSync(big.base, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   test('RLQS in worker mode: a stream is served by a worker; the primary\'s /debug/rlqs and bucket explanation gather every worker', async () => {
     const svc = await startService(env());

@@ -1,7 +1,8 @@
 /**
  * The primary's debug page in worker mode: the same handler as a single process (`../debug.ts`),
- * with /stats read from the summed store after a fresh flush of every worker, /rlconfig,
- * /debug/explain and CPU profiles answered by one worker over IPC (503 when none answers), and
+ * with /stats read from the summed store after a fresh flush of every worker, /rlconfig (pulled
+ * from one worker piece by piece), /debug/explain and CPU profiles answered by one worker over
+ * IPC (503 when none answers), and
  * the RLQS pages (/debug/rlqs, /debug/explain?bucket=) gathered from every worker.
  */
 import { WORKER_HEADER } from '../app';
@@ -27,14 +28,35 @@ async function fromEveryWorker(pool: WorkerQueries, query: WorkerQuery, workers:
   return answers.map((a, i) => `worker ${i + 1}:\n${a.status === 'fulfilled' ? a.value.value : `  no answer (${(a.reason as Error)?.message ?? String(a.reason)})\n`}`).join('');
 }
 
+/**
+ * The rest of /rlconfig listing `listing` after its `first` piece, pulled from the same worker one
+ * piece at a time as the HTTP client takes them; a client that leaves early ends it in the worker.
+ */
+async function* pulledListing(pool: WorkerQueries, listing: number, first: { slot: number; value: string }): AsyncGenerator<string> {
+  let ended = false;
+  try {
+    for (let piece = first.value; piece !== ''; piece = (await pool.query({ op: 'rlconfig-next', listing }, QUERY_TIMEOUT_MS, first.slot)).value) {
+      yield piece;
+    }
+    ended = true;
+  } finally {
+    if (!ended) pool.query({ op: 'rlconfig-end', listing }, QUERY_TIMEOUT_MS, first.slot).catch(() => undefined);
+  }
+}
+
 export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, workers: number): DebugServerOptions {
+  let nextListing = 1;
   const ask = (query: WorkerQuery, timeoutMs: number, slot?: number): Promise<{ slot: number; value: string }> =>
     pool.query(query, timeoutMs, slot).catch((err: unknown) => {
       throw err instanceof WorkerUnavailableError ? new DebugHttpError(503, err.message) : err;
     });
   return {
     stats,
-    dumpConfig: async () => (await ask({ op: 'rlconfig' }, QUERY_TIMEOUT_MS)).value,
+    dumpConfig: async () => {
+      const listing = nextListing++;
+      const first = await ask({ op: 'rlconfig', listing }, QUERY_TIMEOUT_MS);
+      return pulledListing(pool, listing, first);
+    },
     refreshGauges: () => pool.flushAll(REFRESH_TIMEOUT_MS),
     explain: async (domain, descriptors) => (await ask({ op: 'explain', domain, descriptors }, QUERY_TIMEOUT_MS)).value,
     quotaBuckets: () => fromEveryWorker(pool, { op: 'rlqs' }, workers),

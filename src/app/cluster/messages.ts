@@ -6,7 +6,12 @@ import type { StatsBatch } from '../../stats/sinks/ipc';
 
 /** What the primary asks a worker, answered by one {@link Reply} with the same id. */
 export type WorkerQuery =
-  | { readonly op: 'rlconfig' }
+  /** Starts /rlconfig listing `listing` (numbered by the primary); answered by its first piece, '' = the end. */
+  | { readonly op: 'rlconfig'; readonly listing: number }
+  /** The next piece of a listing, '' at its end. */
+  | { readonly op: 'rlconfig-next'; readonly listing: number }
+  /** The listing's client left before its end. */
+  | { readonly op: 'rlconfig-end'; readonly listing: number }
   | { readonly op: 'explain'; readonly domain: string; readonly descriptors: string[] }
   | { readonly op: 'profile'; readonly ms: number }
   /** The worker's live RLQS streams and buckets (/debug/rlqs). */

@@ -12,6 +12,7 @@ import { cpuProfile } from '../../server/debug';
 import type { Settings } from '../../settings';
 import { IpcStatsSink } from '../../stats/sinks/ipc';
 import type { Logger } from '../../telemetry/logger';
+import { Listings } from './listings';
 import { type FromWorker, isMessage, type ToWorker, type WorkerQuery } from './messages';
 
 function send(message: FromWorker): Promise<void> {
@@ -35,10 +36,15 @@ function prefixed(logger: Logger, prefix: string): Logger {
   };
 }
 
-function answer(app: RateLimitApp, query: WorkerQuery): Promise<string> {
+function answer(app: RateLimitApp, listings: Listings, query: WorkerQuery): Promise<string> {
   switch (query.op) {
     case 'rlconfig':
-      return Promise.resolve(app.dumpConfig());
+      return Promise.resolve(listings.start(query.listing, app.dumpConfigChunks()));
+    case 'rlconfig-next':
+      return Promise.resolve(listings.next(query.listing));
+    case 'rlconfig-end':
+      listings.end(query.listing);
+      return Promise.resolve('');
     case 'explain':
       return app.explain(query.domain, query.descriptors);
     case 'profile':
@@ -72,10 +78,13 @@ export async function runWorker(settings: Settings, baseLogger: Logger): Promise
   sink.forwardTimerSamples = init.forwardTimerSamples;
   const app = new RateLimitApp({ settings, logger, worker: { slot: init.slot, statsSink: sink } });
 
+  const listings = new Listings();
   process.on('message', (m: unknown) => {
     if (!isMessage<ToWorker>(m) || m.type !== 'query') return;
     const { id } = m;
-    answer(app, m.query).then(
+    Promise.resolve()
+      .then(() => answer(app, listings, m.query))
+      .then(
       (value) => send({ type: 'reply', id, ok: true, value }),
       (err: unknown) => send({ type: 'reply', id, ok: false, error: err instanceof Error ? err.message : String(err) }),
     ).catch(() => {

@@ -9,6 +9,7 @@ import type { WorkerQuery } from '../../../src/app/cluster/messages';
 import { WorkerUnavailableError } from '../../../src/app/cluster/pool';
 import { createDebugHandler } from '../../../src/server/debug';
 import { StatsStore } from '../../../src/stats/store';
+import { quietFor, waitFor } from '../../support/wait';
 
 async function serve(pool: WorkerQueries, stats = new StatsStore()): Promise<{ get: (p: string) => Promise<{ status: number; body: string; worker: string | null }>; close: () => void }> {
   const server = http.createServer(createDebugHandler(primaryDebugOptions(pool, stats, 2)));
@@ -28,7 +29,8 @@ test('/rlconfig and /debug/explain are answered by a worker', async () => {
   const pool: WorkerQueries = {
     query: async (q, _timeout, slot) => {
       asked.push([q, slot]);
-      return { slot: 1, value: q.op === 'rlconfig' ? 'd.k: unit=MINUTE\n' : `explained ${JSON.stringify(q)}` };
+      if (q.op === 'rlconfig' || q.op === 'rlconfig-next') return { slot: 1, value: q.op === 'rlconfig' ? 'd.k: unit=MINUTE\n' : '' };
+      return { slot: 1, value: `explained ${JSON.stringify(q)}` };
     },
     flushAll: async () => undefined,
   };
@@ -110,4 +112,67 @@ test('the RLQS pages gather every worker\'s streams (they are spread over the wo
   } finally {
     s.close();
   }
+});
+
+describe('/rlconfig is pulled from one worker a piece at a time', () => {
+  const PIECE = 'x'.repeat(64 * 1024 - 1) + '\n';
+
+  /** A worker with a listing of `pieces` pieces, answering as slot 2 (the first listening one). */
+  function listingWorker(pieces: number) {
+    const asked: Array<[WorkerQuery, number | undefined]> = [];
+    const sent = new Map<number, number>();
+    const pool: WorkerQueries = {
+      query: async (q, _timeout, slot) => {
+        asked.push([q, slot]);
+        if (q.op === 'rlconfig') sent.set(q.listing, 0);
+        if (q.op === 'rlconfig-end') sent.delete(q.listing);
+        if (q.op !== 'rlconfig' && q.op !== 'rlconfig-next') return { slot: 2, value: '' };
+        const n = sent.get(q.listing);
+        if (n === undefined) throw new Error(`listing ${q.listing} is not open`);
+        sent.set(q.listing, n + 1);
+        return { slot: 2, value: n < pieces ? PIECE : '' };
+      },
+      flushAll: async () => undefined,
+    };
+    return { pool, asked, sent };
+  }
+
+  test('every piece in order, all from the worker that started the listing', async () => {
+    const { pool, asked, sent } = listingWorker(40);
+    const s = await serve(pool);
+    try {
+      const res = await s.get('/rlconfig');
+      expect(res.status).toBe(200);
+      expect(res.body).toBe(PIECE.repeat(40));
+      expect(asked[0]).toEqual([{ op: 'rlconfig', listing: 1 }, undefined]);
+      expect(asked.slice(1).every(([q, slot]) => q.op === 'rlconfig-next' && q.listing === 1 && slot === 2)).toBe(true);
+      expect(asked).toHaveLength(41);
+      expect(sent.get(1)).toBe(41); // the worker said '' once: the end
+    } finally {
+      s.close();
+    }
+  });
+
+  test('a client that stops reading stops the pulls; one that leaves ends the listing in the worker', async () => {
+    const { pool, asked, sent } = listingWorker(2_000); // 128 MiB
+    const server = http.createServer(createDebugHandler(primaryDebugOptions(pool, new StatsStore(), 2)));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const res = await new Promise<http.IncomingMessage>((resolve) =>
+        http.get({ port: (server.address() as AddressInfo).port, host: '127.0.0.1', path: '/rlconfig' }, resolve),
+      );
+      await new Promise((resolve) => res.once('data', resolve));
+      res.pause();
+      await waitFor(() => asked.length > 1, 'a piece pulled');
+      // Paused: the socket's buffers fill and the pulls stop far before the end (2,000 pieces).
+      await quietFor(200);
+      expect(asked.length).toBeLessThan(500);
+      res.destroy();
+      await waitFor(() => asked.some(([q]) => q.op === 'rlconfig-end'), 'the listing ended in the worker');
+      expect(asked.at(-1)).toEqual([{ op: 'rlconfig-end', listing: 1 }, 2]);
+      expect(sent.size).toBe(0);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
 });
