@@ -95,7 +95,10 @@ export interface BacktestResult extends RunResult {
   mode: 'backtest';
   account: AccountInfo;
   intents: Intent[];
+  /** Candles the strategy reached (fewer than given when it stopped on an error). */
   candles: number;
+  /** Candles given to trade on (after the warm-up). */
+  candlesGiven: number;
   approximateCurrency: string[];
 }
 
@@ -597,6 +600,7 @@ export class BacktestEngine {
       }
     }
     let error: BacktestResult['error'];
+    let reached = 0;
     const every = this.opts.progressEvery ?? 1000;
     try {
       if (traded.length) this.nowMs = traded[0]!.c.ts * 1000;
@@ -607,6 +611,7 @@ export class BacktestEngine {
         const ts = traded[i]!.c.ts;
         let j = i;
         while (j < traded.length && traded[j]!.c.ts === ts) j++;
+        reached = j;
         const group = traded.slice(i, j);
         this.bookRollovers(ts * 1000);
         for (const { series, c } of group) this.processTriggers(series.symbol, c, PERIOD_SECONDS[series.timeframe]);
@@ -660,7 +665,7 @@ export class BacktestEngine {
       this.events.length = 0;
       this.markEnd();
     }
-    if (this.opts.onProgress) this.opts.onProgress(total, total);
+    if (this.opts.onProgress) this.opts.onProgress(reached, total);
     return {
       strategy: s.name ?? 'strategy',
       mode: 'backtest',
@@ -671,7 +676,8 @@ export class BacktestEngine {
       equity: this.equity,
       account: this.accountInfo(),
       intents: this.intents,
-      candles: total,
+      candles: reached,
+      candlesGiven: total,
       approximateCurrency: [...this.approx].sort(),
       error,
     };

@@ -73,6 +73,11 @@ export function progressBar(stream: NodeJS.WriteStream): (done: number, total: n
   };
 }
 
+/** Ends a progress bar's line when the run stopped before its last candle. */
+export function endProgress(stream: NodeJS.WriteStream, done: number, total: number): void {
+  if (done < total) stream.write('\n');
+}
+
 /** The strategy file and the candle files a backtest or a sweep runs (usage errors when missing). */
 export function strategyAndCandles(p: ParsedArgs, command: string): { file: string; candleFiles: string[] } {
   const file = p.positional[0];
@@ -118,6 +123,7 @@ export async function backtestCommand(argv: string[]): Promise<number> {
     onProgress: !quiet && process.stderr.isTTY ? progressBar(process.stderr) : undefined,
   });
   const secs = Number(process.hrtime.bigint() - started) / 1e9;
+  if (!quiet && process.stderr.isTTY) endProgress(process.stderr, result.candles, result.candlesGiven);
   const limitsFile = bundledLimitsFile();
   const projectedBudget = await projectBudget(
     { strategy, startTime: result.startTime ?? 0, intents: result.intents, trades: result.trades },
@@ -127,7 +133,7 @@ export async function backtestCommand(argv: string[]): Promise<number> {
   const out = writeReport(report, flag(p, 'report') ?? 'report');
   const m = report.metrics;
   process.stdout.write(
-    `${result.strategy}: ${result.candles} candles in ${secs.toFixed(2)} s; ${m.trades} trades, win rate ${(m.winRate * 100).toFixed(1)}%, ` +
+    `${result.strategy}: ${result.candles < result.candlesGiven ? `${result.candles} of ${result.candlesGiven}` : result.candles} candles in ${secs.toFixed(2)} s; ${m.trades} trades, win rate ${(m.winRate * 100).toFixed(1)}%, ` +
       `net P/L ${m.netPL.toFixed(2)} ${report.currency} (${m.plPips.toFixed(1)} pips), max drawdown ${m.maxDrawdown.toFixed(2)}${m.rollover ? `, rollover ${m.rollover.toFixed(2)}` : ''}, Sharpe ${m.sharpe === null ? `n/a (${m.dailyReturns} daily returns)` : m.sharpe.toFixed(2)}\n` +
       `report: ${out.json} ${out.html}\n`,
   );

@@ -229,7 +229,9 @@ describe('backtest engine: known answers', () => {
     expect(r.error!.location).toBe(`${file}:6:16`);
     expect(r.trades).toHaveLength(1);
     expect(r.trades[0]!.reason).toBe('flatten');
-    expect(r.candles).toBe(4);
+    // It stopped at the second candle: the summary says so rather than claiming all four.
+    expect(r.candles).toBe(2);
+    expect(r.candlesGiven).toBe(4);
   });
 
   test('deterministic: the example crossover gives identical results twice (.js and .ts)', async () => {

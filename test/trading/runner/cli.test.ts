@@ -54,6 +54,7 @@ describe('ratelimit-runner backtest (CLI)', () => {
     const out = path.join(dir, 'thr');
     const r = run(['backtest', f, '--candles', candles, '--quiet', '--report', out]);
     expect(r.status).toBe(1);
+    expect(r.stdout).toMatch(/^strategy: 8 of 400 candles in /); // not the candles it never reached
     expect(r.stderr).toContain(`${f}:4:`);
     expect(JSON.parse(fs.readFileSync(`${out}.json`, 'utf8')).error.hook).toBe('onBar');
   });
