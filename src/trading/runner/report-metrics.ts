@@ -31,8 +31,15 @@ export interface MonthReturn {
    * the month has no equity point (only a trade closed in it) or the reference equity is not positive.
    */
   returnPct: number | null;
-  /** Net P/L of the trades closed in the month. */
-  pl: number;
+  /**
+   * The same change in the account currency (null when returnPct is): it includes the open
+   * positions' unrealised P/L and accrued rollover, so it differs from closedPL.
+   */
+  equityChange: number | null;
+  /** Trades closed in the month. */
+  closedTrades: number;
+  /** Net P/L of the trades closed in the month (a trade's whole P/L falls in its closing month). */
+  closedPL: number;
 }
 
 export interface Metrics {
@@ -179,7 +186,7 @@ export function sideStats(trades: readonly ClosedTrade[]): SideStats {
 
 const monthOf = (ms: number) => new Date(ms).toISOString().slice(0, 7);
 
-/** Return and P/L per UTC calendar month that has an equity point or a closed trade (MonthReturn). */
+/** Per UTC calendar month that has an equity point or a closed trade: its equity change, and apart from it the trades closed in it (MonthReturn). */
 export function monthlyReturns(trades: readonly ClosedTrade[], equity: readonly EquityPoint[], startBalance: number): MonthReturn[] {
   const lastEquity = new Map<string, number>();
   for (const p of equity) lastEquity.set(monthOf(p.ts), p.equity);
@@ -194,9 +201,12 @@ export function monthlyReturns(trades: readonly ClosedTrade[], equity: readonly 
   let reference = startBalance;
   return months.map((month) => {
     const close = lastEquity.get(month);
-    const returnPct = close === undefined || !(reference > 0) ? null : clean((close / reference - 1) * 100);
+    const measured = close !== undefined && reference > 0;
+    const returnPct = measured ? clean((close / reference - 1) * 100) : null;
+    const equityChange = measured ? clean(close - reference) : null;
     if (close !== undefined) reference = close;
-    return { month, returnPct, pl: sum(pl.get(month) ?? []) };
+    const closed = pl.get(month) ?? [];
+    return { month, returnPct, equityChange, closedTrades: closed.length, closedPL: sum(closed) };
   });
 }
 

@@ -247,7 +247,13 @@ export function renderHtml(r: RunReport): string {
     const s = m[k];
     return [k === 'long' ? 'long (buy)' : 'short (sell)', String(s.trades), String(s.wins), s.winRate === null ? 'n/a' : `${fmt(s.winRate * 100, 1)}%`, signed(s.netPL, fmt(s.netPL))];
   });
-  const months = m.monthly.map((x) => [x.month, signed(x.returnPct, x.returnPct === null ? 'n/a' : `${fmt(x.returnPct)}%`), signed(x.pl, fmt(x.pl))]);
+  const months = m.monthly.map((x) => [
+    x.month,
+    signed(x.returnPct, x.returnPct === null ? 'n/a' : `${fmt(x.returnPct)}%`),
+    signed(x.equityChange, x.equityChange === null ? 'n/a' : fmt(x.equityChange)),
+    String(x.closedTrades),
+    signed(x.closedPL, fmt(x.closedPL)),
+  ]);
   const trades = r.trades.map((t) =>
     [esc(t.tradeId), esc(t.symbol), t.isBuy ? 'buy' : 'sell', String(t.amount), esc(iso(t.openTime)), String(t.openRate), esc(iso(t.closeTime)), String(t.closeRate), fmt(t.plPips, 1), signed(t.pl, fmt(t.pl)), esc(t.reason)],
   );
@@ -262,8 +268,8 @@ ${r.error ? `<p class="err">Stopped by a strategy error in ${esc(r.error.hook)}:
 ${r.approximateCurrency.length ? `<p>P/L of ${esc(r.approximateCurrency.join(', '))} is in the quote currency (no conversion rate to ${esc(ccy)}).</p>` : ''}
 <div class="cols"><div><h2>Summary</h2>${kv(rows)}</div><div><h2>Trade statistics</h2>${kv(stats)}
 <h3>Long / short</h3>${table(['Side', 'Trades', 'Wins', 'Win rate', `Net P/L (${ccy})`], sides)}</div>
-<div><h2>Monthly returns</h2>${table(['Month (UTC)', 'Return', `P/L (${ccy})`], months.length ? months : [['no data', '', '']])}</div></div>
-<p class="note">Sharpe and Sortino: ${esc(m.ratioMethod)}. A month's return is its last equity against the previous month's (the start balance for the first); its P/L is that of the trades closed in it.</p>
+<div><h2>Monthly returns</h2>${table(['Month (UTC)', 'Equity return', `Equity change (${ccy})`, 'Trades closed', `Their P/L (${ccy})`], months.length ? months : [['no data', '', '', '', '']])}</div></div>
+<p class="note">Sharpe and Sortino: ${esc(m.ratioMethod)}. A month's equity return and change are its last equity against the previous month's (the start balance for the first), open positions and rollover included; apart from them, the trades closed in the month and their P/L, each trade's whole P/L in its closing month.</p>
 <h2>Equity (${esc(ccy)}, times UTC)</h2>
 ${equitySvg(r.equity, time, m.startBalance)}
 <h2>Drawdown (${esc(ccy)})</h2>

@@ -86,9 +86,25 @@ describe('trade statistics: known answers', () => {
     expect(m.monthly.map((x) => x.month)).toEqual(['2024-01', '2024-02']);
     expect(m.monthly[0]!.returnPct).toBeCloseTo(0.05, 9); // 10005 / 10000
     expect(m.monthly[1]!.returnPct).toBeCloseTo((10050 / 10005 - 1) * 100, 8);
-    expect(m.monthly.map((x) => x.pl)).toEqual([5, 45]);
+    expect(m.monthly.map((x) => x.closedPL)).toEqual([5, 45]);
+    expect(m.monthly.map((x) => x.closedTrades)).toEqual([3, 3]);
+    expect(m.monthly[0]!.equityChange).toBeCloseTo(5, 9);
+    expect(m.monthly[1]!.equityChange).toBeCloseTo(45, 9);
     const compounded = m.monthly.reduce((g, x) => g * (1 + x.returnPct! / 100), 1);
     expect((compounded - 1) * 100).toBeCloseTo(m.returnPct, 8);
+  });
+
+  test('a position open across a month end: the equity change holds its unrealised P/L, the closed P/L falls in its closing month', () => {
+    const across = [trade('X', true, 30, 30, T + D, T + 2 * D + H)]; // opened Jan 31, closed Feb 1
+    const eq = [point(T + D + 12 * H, 10020), point(T + 2 * D + H, 10030)]; // +20 unrealised at January's end
+    const months = computeMetrics(across, eq, 10000, T).monthly;
+    expect(months).toEqual([
+      { month: '2024-01', returnPct: 0.2, equityChange: 20, closedTrades: 0, closedPL: 0 },
+      { month: '2024-02', returnPct: expect.closeTo((10030 / 10020 - 1) * 100, 9), equityChange: 10, closedTrades: 1, closedPL: 30 },
+    ]);
+    const html = renderHtml(buildReport({ strategy: 's', mode: 'backtest', currency: 'USD', startBalance: 10000, startTime: T, trades: across, equity: eq }));
+    expect(html).toContain('Equity change (USD)');
+    expect(html).toContain('Their P/L (USD)');
   });
 
   test('the HTML shows every statistic', () => {
@@ -103,7 +119,7 @@ describe('trade statistics: edge cases', () => {
     const m = computeMetrics([], EQUITY, 10000, T);
     expect(m).toMatchObject({ expectancy: null, expectancyPips: null, averageWin: null, averageLoss: null, largestWin: null, largestLoss: null, averageHoldingMs: null, longestLosingStreak: 0, exposure: 0 });
     expect(m.long).toEqual({ trades: 0, wins: 0, winRate: null, netPL: 0 });
-    expect(m.monthly.map((x) => x.pl)).toEqual([0, 0]);
+    expect(m.monthly.map((x) => x.closedPL)).toEqual([0, 0]);
     jsonSafe(m);
     expect(renderHtml(buildReport({ strategy: 's', mode: 'backtest', currency: 'USD', startBalance: 10000, trades: [], equity: EQUITY }))).toContain('n/a (no trade)');
   });
@@ -134,7 +150,7 @@ describe('trade statistics: edge cases', () => {
     const day = [point(T + 6 * H, 10010), point(T + 12 * H, 10020)];
     const m = computeMetrics([trade('A', true, 20, 20, T + 3 * H, T + 9 * H)], day, 10000, T);
     expect(m.exposure).toBeCloseTo(0.5, 9); // 6 h of [00:00, 12:00]
-    expect(m.monthly).toEqual([{ month: '2024-01', returnPct: 0.2, pl: 20 }]);
+    expect(m.monthly).toEqual([{ month: '2024-01', returnPct: 0.2, equityChange: 20, closedTrades: 1, closedPL: 20 }]);
     expect(m.sharpe).toBeNull();
     jsonSafe(m);
   });
@@ -146,16 +162,16 @@ describe('trade statistics: edge cases', () => {
     const none = computeMetrics([], [], 10000);
     expect(none).toMatchObject({ exposure: null, monthly: [] });
     const broke = computeMetrics([], [point(T, 0)], 0, T - H);
-    expect(broke.monthly).toEqual([{ month: '2024-01', returnPct: null, pl: 0 }]);
+    expect(broke.monthly).toEqual([{ month: '2024-01', returnPct: null, equityChange: null, closedTrades: 0, closedPL: 0 }]);
     jsonSafe([one, none, broke]);
   });
 
   test('a month with a closed trade but no equity point: its return is null, its P/L counted', () => {
     const m = computeMetrics([trade('A', true, 7, 7, T, Date.UTC(2024, 2, 2))], [point(T + H, 10000), point(Date.UTC(2024, 3, 1), 10007)], 10000, T);
     expect(m.monthly).toEqual([
-      { month: '2024-01', returnPct: 0, pl: 0 },
-      { month: '2024-03', returnPct: null, pl: 7 },
-      { month: '2024-04', returnPct: 0.07, pl: 0 },
+      { month: '2024-01', returnPct: 0, equityChange: 0, closedTrades: 0, closedPL: 0 },
+      { month: '2024-03', returnPct: null, equityChange: null, closedTrades: 1, closedPL: 7 },
+      { month: '2024-04', returnPct: 0.07, equityChange: 7, closedTrades: 0, closedPL: 0 },
     ]);
   });
 });
