@@ -249,6 +249,16 @@ export class BacktestEngine {
    * The end state as the last equity point: what onStop (or the flatten after an error) closed
    * after the last bar's point is in the end balance and equity.
    */
+  private positions(symbol?: string): Position[] {
+    return [...this.open.values()].filter((t) => !symbol || t.symbol === symbol).map((t) => this.positionOf(t));
+  }
+
+  private orders(symbol?: string): PendingOrder[] {
+    return [...this.entries.values()]
+      .filter((o) => !symbol || o.symbol === symbol)
+      .map((o) => ({ orderId: o.orderId, symbol: o.symbol, isBuy: o.isBuy, amount: o.amount, rate: o.rate, stop: o.stop, limit: o.limit, ocoGroup: o.ocoGroup }));
+  }
+
   private markEnd(): void {
     const point = { ts: this.nowMs, balance: clean(this.balance), equity: clean(this.balance + this.unrealised()) };
     const last = this.equity[this.equity.length - 1];
@@ -412,11 +422,8 @@ export class BacktestEngine {
       price: (sym) => this.quotes.get(sym),
       pip: pipOf,
       candles: (sym, tf, count) => this.history.candles(sym, tf, count),
-      positions: (sym) => [...this.open.values()].filter((t) => !sym || t.symbol === sym).map((t) => this.positionOf(t)),
-      orders: (sym) =>
-        [...this.entries.values()]
-          .filter((o) => !sym || o.symbol === sym)
-          .map((o) => ({ orderId: o.orderId, symbol: o.symbol, isBuy: o.isBuy, amount: o.amount, rate: o.rate, stop: o.stop, limit: o.limit, ocoGroup: o.ocoGroup })),
+      positions: (sym) => this.positions(sym),
+      orders: (sym) => this.orders(sym),
       account: () => this.accountInfo(),
       openTrade: (req) => this.record('openTrade', req, () => this.openMarket(checkOpenTrade(req, (sym) => this.quotes.get(sym)))),
       createEntryOrder: (req) => this.record('createEntryOrder', req, () => ({ orderId: this.placeEntry(checkEntryOrder(req)) })),
@@ -678,6 +685,7 @@ export class BacktestEngine {
       intents: this.intents,
       candles: reached,
       candlesGiven: total,
+      leftOpen: { positions: this.positions(), orders: this.orders() },
       approximateCurrency: [...this.approx].sort(),
       error,
     };

@@ -14,12 +14,30 @@ export interface PriceSeries {
   /** 'bars': closes of the bars the run saw (bid, at each bar's end); 'trades': the trades' open and close prices. */
   source: 'bars' | 'trades';
   points: { ts: number; price: number }[];
+  /**
+   * With more trades than MAX_MARKED_TRADES, for a closer chart of the last of them: the first of
+   * their entries, and the line from an hour before it.
+   */
+  recent?: { firstEntry: number; from: number; points: { ts: number; price: number }[] };
 }
 
 export interface TimeDomain {
   from: number;
   to: number;
+  /**
+   * Spans inside [from, to] that are not part of the run (between the joined out-of-sample windows
+   * of a sweep): the lines break there and the spans are shaded.
+   */
+  gaps?: readonly Span[];
 }
+
+export interface Span {
+  from: number;
+  to: number;
+}
+
+/** Beyond this many trades a price chart draws each trade as an entry-to-exit segment, without markers. */
+export const MAX_MARKED_TRADES = 60;
 
 /** Points a drawn line keeps at most (a price line of a year of minute bars would be 370k). */
 export const MAX_POINTS = 2000;
@@ -155,6 +173,11 @@ function frame(id: string, height: number, time: TimeDomain, lo: number, hi: num
   const x = (ts: number) => left + ((ts - from) / (to - from)) * plotW;
   const y = (val: number) => top + plotH - ((val - v.lo) / (v.hi - v.lo)) * plotH;
   const parts = [`<rect x="${left}" y="${top}" width="${plotW}" height="${plotH}" fill="#fff" stroke="#bbb"/>`];
+  for (const g of time.gaps ?? []) {
+    const x0 = Math.max(left, x(g.from));
+    const x1 = Math.min(left + plotW, x(g.to));
+    if (x1 > x0) parts.push(`<rect class="gap" x="${px(x0)}" y="${top}" width="${px(x1 - x0)}" height="${plotH}" fill="#eee"/>`);
+  }
   for (const t of v.ticks) {
     parts.push(
       `<g class="ytick" transform="translate(${left},${px(y(t))})"><line x2="${plotW}" stroke="#eee"/><line x1="-4" stroke="#999"/>` +
@@ -199,30 +222,54 @@ function legend(items: [string, string][]): string {
 const line = (points: string, cls: string, stroke: string, clip: string, extra = '') =>
   `<polyline class="${cls}" points="${points}" fill="none" stroke="${stroke}" stroke-width="1.5" stroke-linejoin="round" clip-path="${clip}"${extra}/>`;
 
+/** The parts of a time-ordered series that no gap of `time` separates (a line is drawn per part). */
+export function splitAtGaps<T extends { ts: number }>(points: readonly T[], time: TimeDomain): T[][] {
+  if (!points.length) return [];
+  const gaps = time.gaps ?? [];
+  const parts: T[][] = [[points[0]!]];
+  for (let i = 1; i < points.length; i++) {
+    const before = points[i - 1]!.ts;
+    const at = points[i]!.ts;
+    if (gaps.some((g) => before <= g.from && at >= g.to)) parts.push([]);
+    parts[parts.length - 1]!.push(points[i]!);
+  }
+  return parts;
+}
+
+/** One polyline per part of `points` between gaps. */
+function lines<T extends { ts: number }>(points: readonly T[], f: Frame, time: TimeDomain, value: (p: T) => number, cls: string, stroke: string, extra = ''): string[] {
+  return splitAtGaps(points, time).map((part) => line(part.map((p) => `${px(f.x(p.ts))},${px(f.y(value(p)))}`).join(' '), cls, stroke, f.clip, extra));
+}
+
+const GAP_LEGEND: [string, string] = ['<rect x="-6" y="-5" width="12" height="10" fill="#eee" stroke="#bbb"/>', 'not in this run'];
+
 function noData(label: string): string {
   return svg(label, 60, [`<text x="${CHART.left}" y="34">no data</text>`]);
 }
 
-/** The equity curve, with the start balance dashed. */
-export function equitySvg(equity: readonly EquityPoint[], time: TimeDomain, startBalance: number, height = 280): string {
+/** The equity curve, with the start balance dashed and, when given, the buy-and-hold benchmark. */
+export function equitySvg(equity: readonly EquityPoint[], time: TimeDomain, startBalance: number, height = 280, benchmark: readonly { ts: number; equity: number }[] = []): string {
   if (!equity.length) return noData('equity curve');
   let lo = startBalance;
   let hi = startBalance;
-  for (const p of equity) {
+  for (const p of [...equity, ...benchmark]) {
     lo = Math.min(lo, p.equity);
     hi = Math.max(hi, p.equity);
   }
   const f = frame('equity', height, time, lo, hi);
-  const pts = downsample(equity, MAX_POINTS, (p) => p.equity).map((p) => `${px(f.x(p.ts))},${px(f.y(p.equity))}`);
   const start = px(f.y(startBalance));
+  const value = (p: { equity: number }) => p.equity;
   return svg('equity curve', height, [
     `<defs>${f.defs}</defs>`,
     f.axes,
     `<line class="start-balance" x1="${CHART.left}" x2="${CHART.width - CHART.right}" y1="${start}" y2="${start}" stroke="#888" stroke-dasharray="4 3"/>`,
-    line(pts.join(' '), 'equity', '#1f6feb', f.clip),
+    ...lines(downsample(benchmark, MAX_POINTS, value), f, time, value, 'benchmark', '#bf8700', ' stroke-dasharray="6 3"'),
+    ...lines(downsample(equity, MAX_POINTS, value), f, time, value, 'equity', '#1f6feb'),
     legend([
       ['<line x1="-6" x2="6" stroke="#1f6feb" stroke-width="2"/>', 'equity'],
       ['<line x1="-6" x2="6" stroke="#888" stroke-dasharray="4 3"/>', 'start balance'],
+      ...(benchmark.length ? [['<line x1="-6" x2="6" stroke="#bf8700" stroke-width="2" stroke-dasharray="6 3"/>', 'buy and hold'] as [string, string]] : []),
+      ...(time.gaps?.length ? [GAP_LEGEND] : []),
     ]),
   ]);
 }
@@ -232,15 +279,17 @@ export function drawdownSvg(equity: readonly (EquityPoint & { drawdown: number }
   if (!equity.length) return noData('drawdown');
   const worst = equity.reduce((m, p) => Math.max(m, p.drawdown), 0);
   const f = frame('drawdown', height, time, -worst, 0);
-  const kept = downsample(equity, MAX_POINTS, (p) => -p.drawdown);
   const zero = px(f.y(0));
-  const first = px(f.x(kept[0]!.ts));
-  const last = px(f.x(kept[kept.length - 1]!.ts));
-  const pts = kept.map((p) => `${px(f.x(p.ts))},${px(f.y(-p.drawdown))}`).join(' ');
+  const areas = splitAtGaps(downsample(equity, MAX_POINTS, (p) => -p.drawdown), time).map((kept) => {
+    const first = px(f.x(kept[0]!.ts));
+    const last = px(f.x(kept[kept.length - 1]!.ts));
+    const pts = kept.map((p) => `${px(f.x(p.ts))},${px(f.y(-p.drawdown))}`).join(' ');
+    return `<polygon class="drawdown" points="${first},${zero} ${pts} ${last},${zero}" fill="#f4b4b4" stroke="#cf222e" stroke-width="1" clip-path="${f.clip}"/>`;
+  });
   return svg('drawdown', height, [
     `<defs>${f.defs}</defs>`,
     f.axes,
-    `<polygon class="drawdown" points="${first},${zero} ${pts} ${last},${zero}" fill="#f4b4b4" stroke="#cf222e" stroke-width="1" clip-path="${f.clip}"/>`,
+    ...areas,
     legend([['<rect x="-6" y="-5" width="12" height="10" fill="#f4b4b4" stroke="#cf222e"/>', 'drawdown from the equity peak']]),
   ]);
 }
@@ -258,12 +307,15 @@ const MARKERS: Record<'buy' | 'sell' | CloseReason, { shape: string; text: strin
 };
 
 /**
- * A symbol's price line with a marker per entry (one per trade, ▲ buy / ▼ sell, at the open
- * price and time) and per exit (one per close, partial closes included, shaped by the reason, at
- * the close price and time). Markers are `<use>` elements with x/y at the point and a tooltip.
+ * A symbol's price line with its trades. Up to MAX_MARKED_TRADES trades: a marker per entry (one
+ * per trade, ▲ buy / ▼ sell, at the open price and time) and per exit (one per close, partial
+ * closes included, shaped by the reason, at the close price and time); markers are `<use>`
+ * elements with x/y at the point and a tooltip. More trades than that would hide the price under
+ * their markers: each close is then a thin segment from its entry to its exit, green when it won,
+ * red when it lost (the report adds a chart of the last trades with their markers).
  */
 export function priceSvg(series: PriceSeries, trades: readonly ClosedTrade[], time: TimeDomain, id: string, height = 260): string {
-  const own = trades.filter((t) => t.symbol === series.symbol);
+  const own = trades.filter((t) => t.symbol === series.symbol && t.closeTime >= time.from && t.openTime <= time.to);
   if (!series.points.length && !own.length) return noData(`${series.symbol} price`);
   let lo = Infinity;
   let hi = -Infinity;
@@ -272,33 +324,50 @@ export function priceSvg(series: PriceSeries, trades: readonly ClosedTrade[], ti
     hi = Math.max(hi, v);
   }
   const f = frame(id, height, time, lo, hi);
-  const pts = downsample(series.points, MAX_POINTS, (p) => p.price).map((p) => `${px(f.x(p.ts))},${px(f.y(p.price))}`);
+  const segments = new Set(own.map((t) => `${t.tradeId}|${t.openTime}`)).size > MAX_MARKED_TRADES;
   const used = new Set<keyof typeof MARKERS>();
   const marks: string[] = [];
+  const tipOf = (t: ClosedTrade, what: string, price: number, ts: number) => `${t.isBuy ? 'buy' : 'sell'} ${t.amount}K, trade ${t.tradeId}: ${what} ${price} at ${utc(ts)}`;
   const mark = (kind: keyof typeof MARKERS, cls: string, ts: number, price: number, t: ClosedTrade, what: string) => {
     used.add(kind);
-    const tip = `${t.isBuy ? 'buy' : 'sell'} ${t.amount}K, trade ${t.tradeId}: ${what} ${price} at ${utc(ts)}`;
-    marks.push(`<use href="#${id}-${kind}" class="marker ${cls}" data-trade="${esc(t.tradeId)}" x="${px(f.x(ts))}" y="${px(f.y(price))}"><title>${esc(tip)}</title></use>`);
+    marks.push(`<use href="#${id}-${kind}" class="marker ${cls}" data-trade="${esc(t.tradeId)}" x="${px(f.x(ts))}" y="${px(f.y(price))}"><title>${esc(tipOf(t, what, price, ts))}</title></use>`);
   };
-  // exits first: a reversal's entry sits on the exit it follows, and is drawn over it
-  for (const t of own) mark(t.reason, `exit ${t.reason}`, t.closeTime, t.closeRate, t, `${t.reason === 'close' ? 'closed' : `closed (${t.reason})`} at`);
-  const entered = new Set<string>();
-  for (const t of own) {
-    const key = `${t.tradeId}|${t.openTime}`;
-    if (entered.has(key)) continue; // a partial close repeats the trade's entry
-    entered.add(key);
-    mark(t.isBuy ? 'buy' : 'sell', `entry ${t.isBuy ? 'buy' : 'sell'}`, t.openTime, t.openRate, t, 'opened at');
+  if (segments) {
+    for (const t of own) {
+      const colour = t.pl > 0 ? '#1a7f37' : t.pl < 0 ? '#cf222e' : '#6e7781';
+      const tip = `${tipOf(t, 'opened at', t.openRate, t.openTime)}, closed (${t.reason}) at ${t.closeRate} at ${utc(t.closeTime)}, P/L ${t.pl}`;
+      marks.push(
+        `<line class="trade ${t.pl > 0 ? 'won' : t.pl < 0 ? 'lost' : 'even'}" data-trade="${esc(t.tradeId)}" x1="${px(f.x(t.openTime))}" y1="${px(f.y(t.openRate))}" x2="${px(f.x(t.closeTime))}" y2="${px(f.y(t.closeRate))}" stroke="${colour}" stroke-width="2" stroke-linecap="round" opacity="0.8" clip-path="${f.clip}"><title>${esc(tip)}</title></line>`,
+      );
+    }
+  } else {
+    // exits first: a reversal's entry sits on the exit it follows, and is drawn over it
+    for (const t of own) mark(t.reason, `exit ${t.reason}`, t.closeTime, t.closeRate, t, `${t.reason === 'close' ? 'closed' : `closed (${t.reason})`} at`);
+    const entered = new Set<string>();
+    for (const t of own) {
+      const key = `${t.tradeId}|${t.openTime}`;
+      if (entered.has(key)) continue; // a partial close repeats the trade's entry
+      entered.add(key);
+      mark(t.isBuy ? 'buy' : 'sell', `entry ${t.isBuy ? 'buy' : 'sell'}`, t.openTime, t.openRate, t, 'opened at');
+    }
   }
   const defs = [...used].map((k) => `<g id="${id}-${k}">${MARKERS[k].shape}</g>`).join('');
   const lineLabel = series.source === 'bars' ? 'bid close' : 'trade prices (no bars)';
+  const dashed = series.source === 'trades' ? ' stroke-dasharray="3 3"' : '';
   return svg(`${series.symbol} price`, height, [
     `<defs>${f.defs}${defs}</defs>`,
     f.axes,
-    line(pts.join(' '), `price ${series.source}`, series.source === 'bars' ? '#57606a' : '#8c959f', f.clip, series.source === 'trades' ? ' stroke-dasharray="3 3"' : ''),
+    ...lines(downsample(series.points, MAX_POINTS, (p) => p.price), f, time, (p) => p.price, `price ${series.source}`, series.source === 'bars' ? '#57606a' : '#8c959f', dashed),
     ...marks,
     legend([
-      [`<line x1="-6" x2="6" stroke="#57606a" stroke-width="2"${series.source === 'trades' ? ' stroke-dasharray="3 3"' : ''}/>`, lineLabel],
-      ...(Object.keys(MARKERS) as (keyof typeof MARKERS)[]).filter((k) => used.has(k)).map((k): [string, string] => [MARKERS[k].shape, MARKERS[k].text]),
+      [`<line x1="-6" x2="6" stroke="#57606a" stroke-width="2"${dashed}/>`, lineLabel],
+      ...(segments
+        ? ([
+            ['<line x1="-6" y1="4" x2="6" y2="-4" stroke="#1a7f37" stroke-width="2"/>', 'trade won (entry to exit)'],
+            ['<line x1="-6" y1="-4" x2="6" y2="4" stroke="#cf222e" stroke-width="2"/>', 'trade lost'],
+          ] as [string, string][])
+        : (Object.keys(MARKERS) as (keyof typeof MARKERS)[]).filter((k) => used.has(k)).map((k): [string, string] => [MARKERS[k].shape, MARKERS[k].text])),
+      ...(time.gaps?.length ? [GAP_LEGEND] : []),
     ]),
   ]);
 }

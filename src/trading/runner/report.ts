@@ -11,7 +11,7 @@ import path from 'node:path';
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import type { CandleSeries } from '../fxcm/candle-file';
 import { flattenOutcome } from './errors';
-import { MAX_POINTS, downsample, drawdownSvg, equitySvg, esc, priceSvg, utc, type PriceSeries, type TimeDomain } from './report-charts';
+import { MAX_MARKED_TRADES, MAX_POINTS, downsample, drawdownSvg, equitySvg, esc, priceSvg, splitAtGaps, utc, type PriceSeries, type Span, type TimeDomain } from './report-charts';
 import { computeMetrics, drawdownSeries, type Metrics } from './report-metrics';
 import type { ClosedTrade, EquityPoint, RunError, RunResult } from './results';
 
@@ -84,8 +84,78 @@ export interface RunReport {
   projectedBudget?: BudgetProjection;
   approximateCurrency: string[];
   error?: RunError;
-  /** Paper/live: the run's positions and entry orders still open at the broker when it ended. */
+  /** Positions and entry orders open when the run ended (paper/live: at the broker). */
   leftOpen?: RunResult['leftOpen'];
+  /**
+   * The spans the run covers when it joins separate windows (a sweep's out-of-sample runs);
+   * what lies between them is not part of it. Absent: one span.
+   */
+  windows?: Span[];
+  /** Holding the run's symbols from its start instead (when its bars are known). */
+  buyAndHold?: BuyAndHold;
+}
+
+/** The benchmark: the start balance put into the run's symbols in equal parts at its start and held. */
+export interface BuyAndHold {
+  returnPct: number;
+  /** At most MAX_POINTS points of its equity. */
+  points: { ts: number; equity: number }[];
+  method: string;
+}
+
+export const BUY_AND_HOLD_METHOD =
+  "the start balance in equal parts in each traded symbol at its first bid close of the run, valued at each bar's bid close (no spread, commission or rollover); between joined windows it is out of the market";
+
+/**
+ * The buy-and-hold benchmark of a run from its bars (the first series of each symbol), from
+ * `startTime` on. Across a gap between windows the holding is sold at the window's last close and
+ * bought again at the next window's first, as the run itself was not trading in between.
+ */
+export function buyAndHold(bars: readonly CandleSeries[], startBalance: number, startTime: number | undefined, windows?: readonly Span[]): BuyAndHold | undefined {
+  const time: TimeDomain = { from: 0, to: 0, gaps: gapsOf(windows) };
+  const symbols: { ratio: number; points: { ts: number; price: number }[] }[] = [];
+  for (const symbol of new Set(bars.map((b) => b.symbol))) {
+    const series = bars.find((b) => b.symbol === symbol)!;
+    const sec = PERIOD_SECONDS[series.timeframe];
+    const points = series.candles.map((c) => ({ ts: (c.ts + sec) * 1000, price: c.bidClose })).filter((p) => startTime === undefined || p.ts > startTime);
+    if (points.length) symbols.push({ ratio: 1, points });
+  }
+  if (!symbols.length || !(startBalance > 0)) return undefined;
+  // every symbol's value as a ratio to what was put in, carried forward between its bars
+  const steps: { ts: number; s: number; ratio: number }[] = [];
+  symbols.forEach((sym, s) => {
+    let acc = 1;
+    for (const part of splitAtGaps(sym.points, time)) {
+      const base = part[0]!.price;
+      for (const p of part) steps.push({ ts: p.ts, s, ratio: (acc * p.price) / base });
+      acc = (acc * part[part.length - 1]!.price) / base;
+    }
+  });
+  steps.sort((a, b) => a.ts - b.ts || a.s - b.s);
+  const share = startBalance / symbols.length;
+  let total = startBalance;
+  const points: { ts: number; equity: number }[] = [];
+  for (const step of steps) {
+    total += share * (step.ratio - symbols[step.s]!.ratio);
+    symbols[step.s]!.ratio = step.ratio;
+    const last = points[points.length - 1];
+    if (last !== undefined && last.ts === step.ts) last.equity = total;
+    else points.push({ ts: step.ts, equity: total });
+  }
+  const clean = (n: number) => Math.round(n * 1e8) / 1e8;
+  return {
+    returnPct: clean((total / startBalance - 1) * 100),
+    points: downsample(points, MAX_POINTS, (p) => p.equity).map((p) => ({ ts: p.ts, equity: clean(p.equity) })),
+    method: BUY_AND_HOLD_METHOD,
+  };
+}
+
+/** What lies between consecutive windows. */
+function gapsOf(windows: readonly Span[] | undefined): Span[] {
+  const sorted = [...(windows ?? [])].sort((a, b) => a.from - b.from);
+  const gaps: Span[] = [];
+  for (let i = 1; i < sorted.length; i++) if (sorted[i]!.from > sorted[i - 1]!.to) gaps.push({ from: sorted[i - 1]!.to, to: sorted[i]!.from });
+  return gaps;
 }
 
 /**
@@ -99,7 +169,14 @@ export function priceSeries(trades: readonly ClosedTrade[], bars: readonly Candl
     if (series) {
       const sec = PERIOD_SECONDS[series.timeframe];
       const points = series.candles.map((c) => ({ ts: (c.ts + sec) * 1000, price: c.bidClose }));
-      return { symbol, source: 'bars', points: downsample(points, MAX_POINTS, (p) => p.price) };
+      const firstEntry = recentFirstEntry(trades.filter((t) => t.symbol === symbol));
+      const from = firstEntry === undefined ? 0 : firstEntry - RECENT_LEAD_MS;
+      return {
+        symbol,
+        source: 'bars',
+        points: downsample(points, MAX_POINTS, (p) => p.price),
+        ...(firstEntry === undefined ? {} : { recent: { firstEntry, from, points: downsample(points.filter((p) => p.ts >= from), MAX_POINTS, (p) => p.price) } }),
+      };
     }
     const points = trades
       .filter((t) => t.symbol === symbol)
@@ -112,8 +189,20 @@ export function priceSeries(trades: readonly ClosedTrade[], bars: readonly Candl
   });
 }
 
-export function buildReport(r: RunResult & { budget?: BudgetUse[]; bars?: readonly CandleSeries[]; projectedBudget?: BudgetProjection }): RunReport {
+/** The chart of a symbol's last trades begins this long before the first of them. */
+const RECENT_LEAD_MS = 3600_000;
+
+/** When the first of a symbol's last MAX_MARKED_TRADES trades opened; undefined when the main chart marks them all. */
+function recentFirstEntry(own: readonly ClosedTrade[]): number | undefined {
+  const entries = [...new Map(own.map((t) => [`${t.tradeId}|${t.openTime}`, t.openTime])).values()].sort((a, b) => a - b);
+  return entries.length <= MAX_MARKED_TRADES ? undefined : entries[entries.length - MAX_MARKED_TRADES];
+}
+
+export function buildReport(
+  r: RunResult & { budget?: BudgetUse[]; bars?: readonly CandleSeries[]; projectedBudget?: BudgetProjection; windows?: Span[] },
+): RunReport {
   const dd = drawdownSeries(r.equity);
+  const benchmark = r.bars ? buyAndHold(r.bars, r.startBalance, r.startTime, r.windows) : undefined;
   return {
     strategy: r.strategy,
     mode: r.mode,
@@ -128,6 +217,8 @@ export function buildReport(r: RunResult & { budget?: BudgetUse[]; bars?: readon
     approximateCurrency: r.approximateCurrency ?? [],
     error: r.error,
     ...(r.leftOpen ? { leftOpen: r.leftOpen } : {}),
+    ...(r.windows ? { windows: r.windows } : {}),
+    ...(benchmark ? { buyAndHold: benchmark } : {}),
   };
 }
 
@@ -143,9 +234,15 @@ export function leftOpenText(open: NonNullable<RunResult['leftOpen']>): string {
 function leftOpenSection(r: RunReport): string {
   const open = r.leftOpen;
   if (!open) return '';
-  if (!open.positions.length && !open.orders.length) return '<p>Nothing of this run was left open at the broker.</p>';
-  return `<h2>Left open at the broker</h2>
-<p class="err">This run ended with ${open.positions.length} positions and ${open.orders.length} entry orders open: ${esc(leftOpenText(open))}.</p>`;
+  const backtest = r.mode === 'backtest';
+  if (!open.positions.length && !open.orders.length) return backtest ? '<p>No position or entry order was open when the backtest ended.</p>' : '<p>Nothing of this run was left open at the broker.</p>';
+  const side = (isBuy: boolean) => (isBuy ? 'buy' : 'sell');
+  const positions = open.positions.map((p) => [esc(p.tradeId), esc(p.symbol), side(p.isBuy), String(p.amount), esc(utc(p.openTime)), String(p.openRate), fmt(p.plPips, 1), signed(p.pl, fmt(p.pl))]);
+  const orders = open.orders.map((o) => [esc(o.orderId), esc(o.symbol), side(o.isBuy), String(o.amount), String(o.rate)]);
+  return `<h2>${backtest ? 'Open when the backtest ended' : 'Left open at the broker'}</h2>
+${backtest ? `<p class="note">Their unrealised P/L is in the end equity, not in the trades below.</p>` : `<p class="err">This run ended with ${open.positions.length} positions and ${open.orders.length} entry orders open: ${esc(leftOpenText(open))}.</p>`}
+${open.positions.length ? table(['Trade', 'Symbol', 'Side', 'Amount (K)', 'Open time', 'Open', 'Pips', `P/L (${esc(r.currency)})`], positions) : ''}
+${open.orders.length ? table(['Entry order', 'Symbol', 'Side', 'Amount (K)', 'Rate'], orders) : ''}`;
 }
 
 const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : String(n));
@@ -172,7 +269,8 @@ function timeDomain(r: RunReport): TimeDomain {
     from = Math.min(from, p.ts);
     to = Math.max(to, p.ts);
   }
-  return Number.isFinite(from) && Number.isFinite(to) ? { from, to } : { from: 0, to: 0 };
+  const gaps = gapsOf(r.windows);
+  return Number.isFinite(from) && Number.isFinite(to) ? { from, to, ...(gaps.length ? { gaps } : {}) } : { from: 0, to: 0 };
 }
 
 const table = (head: string[], rows: string[][]) =>
@@ -209,10 +307,18 @@ ${table(['Endpoint', 'Sent', 'Waited', 'Wait (s)', 'Expired', 'Limit'], rows.len
 function priceSection(r: RunReport, time: TimeDomain): string {
   if (!r.prices.length) return '<p class="note">No price chart: the run has no bars and no trades.</p>';
   return r.prices
-    .map(
-      (s, i) =>
-        `<h3>${esc(s.symbol)}</h3>${s.source === 'trades' ? `<p class="note">No bars are kept in a ${esc(r.mode)} result: the dashed line joins the trades' fill prices.</p>` : ''}\n${priceSvg(s, r.trades, time, `price${i}`)}`,
-    )
+    .map((s, i) => {
+      const parts = [`<h3>${esc(s.symbol)}</h3>`];
+      if (s.source === 'trades') parts.push(`<p class="note">No bars are kept in a ${esc(r.mode)} result: the dashed line joins the trades' fill prices.</p>`);
+      parts.push(priceSvg(s, r.trades, time, `price${i}`));
+      if (s.recent) {
+        const zoom: TimeDomain = { ...time, from: Math.max(time.from, s.recent.from) };
+        const firstEntry = s.recent.firstEntry;
+        const last = r.trades.filter((t) => t.openTime >= firstEntry);
+        parts.push(`<h4>${esc(s.symbol)}: the last ${MAX_MARKED_TRADES} trades</h4>`, priceSvg({ ...s, points: s.recent.points }, last, zoom, `recent${i}`));
+      }
+      return parts.join('\n');
+    })
     .join('\n');
 }
 
@@ -234,6 +340,7 @@ export function renderHtml(r: RunReport): string {
     ['Profit factor', m.profitFactor === null ? (m.losses === 0 ? 'n/a (no losing trade)' : 'n/a') : fmt(m.profitFactor)],
     [`End balance (${ccy})`, fmt(m.endBalance)],
     [`End equity (${ccy})`, fmt(m.endEquity)],
+    ...(r.buyAndHold ? [['Buy and hold (benchmark)', `${fmt(r.buyAndHold.returnPct)}%`] as [string, string]] : []),
   ];
   const stats: [string, string][] = [
     [`Expectancy per trade (${ccy} / pips)`, m.expectancy === null ? 'n/a (no trade)' : `${fmt(m.expectancy)} / ${fmtOrNa(m.expectancyPips, 1)}`],
@@ -271,7 +378,8 @@ ${r.approximateCurrency.length ? `<p>P/L of ${esc(r.approximateCurrency.join(', 
 <div><h2>Monthly returns</h2>${table(['Month (UTC)', 'Equity return', `Equity change (${ccy})`, 'Trades closed', `Their P/L (${ccy})`], months.length ? months : [['no data', '', '', '', '']])}</div></div>
 <p class="note">Sharpe and Sortino: ${esc(m.ratioMethod)}. A month's equity return and change are its last equity against the previous month's (the start balance for the first), open positions and rollover included; apart from them, the trades closed in the month and their P/L, each trade's whole P/L in its closing month.</p>
 <h2>Equity (${esc(ccy)}, times UTC)</h2>
-${equitySvg(r.equity, time, m.startBalance)}
+${equitySvg(r.equity, time, m.startBalance, undefined, r.buyAndHold?.points)}
+${r.buyAndHold ? `<p class="note">Buy and hold: ${esc(r.buyAndHold.method)}.</p>` : ''}
 <h2>Drawdown (${esc(ccy)})</h2>
 ${drawdownSvg(r.equity, time)}
 <h2>Prices, entries and exits</h2>

@@ -393,7 +393,9 @@ export async function runSweep(plan: SweepPlan, runner: JobRunner, onProgress?: 
   // the price chart of the report: the candles of the windows that ran out of sample
   const bars = plan.setup.data.map((s) => ({ ...s, candles: chosen.flatMap((c) => windowOf([s], c.f.outOfSample.from, c.f.outOfSample.to)[0]!.candles) }));
   const joinedRun = runs.length ? joinRuns(runs, mode) : null;
-  const outOfSampleReport = joinedRun ? buildReport({ ...joinedRun, bars }) : null;
+  // the windows' spans: the charts break their lines between them and shade what lies between
+  const windows = chosen.map((c) => ({ from: c.f.outOfSample.from * 1000, to: c.f.outOfSample.to * 1000 }));
+  const outOfSampleReport = joinedRun ? buildReport({ ...joinedRun, bars, ...(windows.length > 1 ? { windows } : {}) }) : null;
 
   const chosenIn = chosen.map((c) => ranked[c.fold - 1]![c.set - 1]!.metrics!);
   const inTotals: Totals = {

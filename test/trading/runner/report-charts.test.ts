@@ -5,8 +5,8 @@
  */
 import type { CandleSeries } from '../../../src/trading/fxcm/candle-file';
 import { runBacktest } from '../../../src/trading/runner/backtest';
-import { CHART, MAX_POINTS, downsample, equitySvg, priceSvg, timeTicks, valueTicks, type PriceSeries } from '../../../src/trading/runner/report-charts';
-import { buildReport, renderHtml } from '../../../src/trading/runner/report';
+import { CHART, MAX_MARKED_TRADES, MAX_POINTS, downsample, equitySvg, priceSvg, splitAtGaps, timeTicks, valueTicks, type PriceSeries } from '../../../src/trading/runner/report-charts';
+import { buildReport, buyAndHold, renderHtml } from '../../../src/trading/runner/report';
 import type { ClosedTrade, EquityPoint } from '../../../src/trading/runner/results';
 import type { CloseReason, Strategy } from '../../../src/trading/runner/strategy';
 import { flat } from './helpers';
@@ -249,5 +249,100 @@ describe('price charts in the report', () => {
     const eq = equity(T0 * 1000 + 2 * H, T0 * 1000 + 10 * H);
     const html = renderHtml(buildReport({ strategy: 's', mode: 'backtest', currency: 'USD', startBalance: 10000, startTime: T0 * 1000, trades: [], equity: eq }));
     expect(ticksOf(html.split('<svg')[1]!).x.map((t) => t.label)).toEqual(['10:00', '12:00', '14:00', '16:00', '18:00', '20:00']);
+  });
+});
+
+describe('many trades, joined windows, the benchmark and what was left open', () => {
+  const T = utc('2024-01-15T00:00:00Z');
+  const price = (i: number) => Math.round((1.1 + 0.002 * Math.sin(i / 30)) * 1e5) / 1e5;
+  const series: PriceSeries = { symbol: 'EUR/USD', source: 'bars', points: Array.from({ length: 2000 }, (_, i) => ({ ts: T + i * MIN, price: price(i) })) };
+  /** `n` trades of 10 minutes, one every 20 minutes, alternately won and lost. */
+  const many = (n: number): ClosedTrade[] =>
+    Array.from({ length: n }, (_, k) => ({ ...closed(`T${k}`, k % 2 === 0, T + k * 20 * MIN, price(k * 20), T + (k * 20 + 10) * MIN, price(k * 20 + 10), 'close'), pl: k % 2 === 0 ? 5 : -3 }));
+  const segmentsOf = (svg: string) => [...svg.matchAll(/<line class="trade (won|lost|even)" data-trade="([^"]+)"/g)].map((m) => ({ result: m[1]!, trade: m[2]! }));
+
+  test(`up to ${MAX_MARKED_TRADES} trades are marked; beyond, each is an entry-to-exit segment coloured by its result`, () => {
+    const time = { from: T, to: T + 2000 * MIN };
+    const few = priceSvg(series, many(MAX_MARKED_TRADES), time, 'a');
+    expect(markersOf(few)).toHaveLength(2 * MAX_MARKED_TRADES);
+    expect(segmentsOf(few)).toHaveLength(0);
+    const lots = priceSvg(series, many(MAX_MARKED_TRADES + 1), time, 'b');
+    expect(markersOf(lots)).toHaveLength(0);
+    const seg = segmentsOf(lots);
+    expect(seg).toHaveLength(MAX_MARKED_TRADES + 1);
+    expect(seg.filter((s) => s.result === 'won')).toHaveLength(31);
+    expect(lots).toContain('trade won (entry to exit)');
+  });
+
+  test(`the report adds a chart of the last ${MAX_MARKED_TRADES} trades, marked, on bars from an hour before the first of them`, () => {
+    const trades = many(90);
+    const rep = buildReport({ strategy: 's', mode: 'backtest', currency: 'USD', startBalance: 10000, startTime: T, trades, equity: [{ ts: T, balance: 10000, equity: 10000 }], bars: [{ symbol: 'EUR/USD', timeframe: 'm1', candles: flat(T / 1000, series.points.map((p) => p.price)) }] });
+    const recent = rep.prices[0]!.recent!;
+    expect(recent.firstEntry).toBe(trades[30]!.openTime);
+    expect(recent.from).toBe(trades[30]!.openTime - H);
+    expect(recent.points.every((p) => p.ts >= recent.from)).toBe(true);
+    const html = renderHtml(rep);
+    expect(html).toContain(`EUR/USD: the last ${MAX_MARKED_TRADES} trades`);
+    const marked = new Set(markersOf(html).map((m) => m.trade));
+    expect(marked.size).toBe(MAX_MARKED_TRADES);
+    expect(marked.has('T29')).toBe(false);
+    expect(marked.has('T30') && marked.has('T89')).toBe(true);
+    expect(segmentsOf(html)).toHaveLength(90); // the whole run's chart
+  });
+
+  test('joined windows: every line breaks between them and the span between is shaded', () => {
+    const w1 = { from: T, to: T + 100 * MIN };
+    const w2 = { from: T + 500 * MIN, to: T + 600 * MIN };
+    const eq = [...[0, 50, 100].map((m) => T + m * MIN), ...[501, 550, 600].map((m) => T + m * MIN)].map((ts, i) => ({ ts, balance: 10000 + i, equity: 10000 + i }));
+    const time = { from: T, to: T + 600 * MIN, gaps: [{ from: w1.to, to: w2.from }] };
+    const svg = equitySvg(eq, time, 10000);
+    expect([...svg.matchAll(/<polyline class="equity"/g)]).toHaveLength(2);
+    expect(svg).toMatch(/<rect class="gap" x="[\d.]+" y="\d+" width="[\d.]+"/);
+    expect(splitAtGaps(eq, time).map((p) => p.length)).toEqual([3, 3]);
+    expect(splitAtGaps(eq, { from: T, to: T + 600 * MIN }).map((p) => p.length)).toEqual([6]); // no gaps: one line
+    // Through the report: the windows make the gaps of every chart.
+    const html = renderHtml(buildReport({ strategy: 's', mode: 'out-of-sample', currency: 'USD', startBalance: 10000, startTime: T, trades: [], equity: eq, windows: [w1, w2] }));
+    expect([...html.matchAll(/<polyline class="equity"/g)]).toHaveLength(2);
+    expect([...html.matchAll(/<polygon class="drawdown"/g)]).toHaveLength(2);
+    expect(html).toContain('not in this run');
+  });
+
+  test('buy and hold: equal parts of each symbol from its first close of the run; out of the market between windows', () => {
+    const bars = (symbol: string, closes: number[], t0 = T / 1000): CandleSeries => ({ symbol, timeframe: 'm1', candles: flat(t0, closes) });
+    // One symbol from 1.0 to 1.1: +10 %. The warm-up candle before the start is not held.
+    const one = buyAndHold([bars('EUR/USD', [5, 1.0, 1.05, 1.1])], 10000, T + MIN)!;
+    expect(one.returnPct).toBeCloseTo(10, 9);
+    expect(one.points.at(-1)!.equity).toBeCloseTo(11000, 6);
+    // Two symbols: +10 % and -10 %, half each: 0.
+    const two = buyAndHold([bars('EUR/USD', [1.0, 1.1]), bars('USD/JPY', [100, 90])], 10000, undefined)!;
+    expect(two.returnPct).toBeCloseTo(0, 9);
+    // Two windows: +10 % in each, the jump between them (1.1 to 2.0) not held: 1.1 × 1.1.
+    const gapped = bars('EUR/USD', [1.0, 1.1]);
+    gapped.candles.push(...flat(T / 1000 + 600, [2.0, 2.2]));
+    const windows = [{ from: T, to: T + 2 * MIN }, { from: T + 600_000, to: T + 602 * 1000 * 60 }];
+    expect(buyAndHold([gapped], 10000, undefined, windows)!.returnPct).toBeCloseTo(21, 9);
+    expect(buyAndHold([gapped], 10000, undefined)!.returnPct).toBeCloseTo(120, 9); // one window: held through
+    expect(buyAndHold([], 10000, undefined)).toBeUndefined();
+  });
+
+  test('a backtest report: the benchmark beside the equity, and the positions open at its end with their unrealised P/L', async () => {
+    const T0 = T / 1000;
+    const data: CandleSeries[] = [{ symbol: 'EUR/USD', timeframe: 'm1', candles: flat(T0, [1.1, 1.1, 1.105, 1.11]) }];
+    const s: Strategy<Record<string, unknown>> = {
+      symbols: ['EUR/USD'],
+      async onBar(ctx) {
+        if (!ctx.positions().length) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
+      },
+    };
+    const r = await runBacktest({ strategy: s, data });
+    expect(r.leftOpen!.positions).toHaveLength(1);
+    expect(r.leftOpen!.positions[0]!.pl).toBeCloseTo((1.11 - 1.1002) * 10_000, 6);
+    const rep = buildReport({ ...r, bars: data });
+    expect(rep.buyAndHold!.returnPct).toBeCloseTo((1.11 / 1.1 - 1) * 100, 6);
+    const html = renderHtml(rep);
+    expect(html).toContain('Buy and hold (benchmark)');
+    expect(html).toMatch(/<polyline class="benchmark"/);
+    expect(html).toContain('Open when the backtest ended');
+    expect(html).toContain(String(r.leftOpen!.positions[0]!.tradeId));
   });
 });
