@@ -144,12 +144,27 @@ interface TrackedBucket {
   /** Left out of the division: its stream has not reported it for two intervals. */
   stale: boolean;
   sent: SentAssignment | undefined;
+  /**
+   * The held token bucket's tokens per second and fill interval (NaN, 0 for another strategy): a
+   * copy of `sent` on the bucket itself, so a division's pass over a thousand streams reads one
+   * object per stream.
+   */
+  heldRate: number;
+  heldFillS: number;
+  /** Its tokens in the division `shareOf` (the group's last one when it is current). */
+  share: number;
+  shareOf: Division | undefined;
 }
 
 /** This replica's streams of one bucket, and what the other replicas said of theirs. */
 interface Group {
   readonly key: string;
   readonly members: Map<QuotaStream, TrackedBucket>;
+  /**
+   * The sum of the members' parties, kept as they change (an exchange between two full ones reads
+   * it instead of visiting a thousand buckets); made again from the members at each full exchange.
+   */
+  own: Sum;
   remote: Map<string, ReplicaDemand>;
   division: Division | undefined;
   /** The members in stream id order, until they change. */
@@ -163,9 +178,8 @@ interface Division {
   readonly limit: number;
   readonly unitS: number;
   readonly grain: Grain;
-  /** This replica's tokens. */
+  /** This replica's tokens (each stream's are on its bucket: TrackedBucket.share). */
   readonly mine: number;
-  readonly tokens: Map<QuotaStream, number>;
 }
 
 export class QuotaService {
@@ -285,10 +299,13 @@ export class QuotaService {
   join(scopedKey: string, stream: QuotaStream, b: TrackedBucket): Group {
     let g = this.groups.get(scopedKey);
     if (g === undefined) {
-      g = { key: scopedKey, members: new Map(), remote: new Map(), division: undefined, sorted: undefined, urgent: false, pushedAtMs: -Infinity };
+      g = { key: scopedKey, members: new Map(), own: emptySum(), remote: new Map(), division: undefined, sorted: undefined, urgent: false, pushedAtMs: -Infinity };
       this.groups.set(scopedKey, g);
     }
+    const before = g.members.get(stream);
+    if (before !== undefined) addParty(g.own, before, -1);
     g.members.set(stream, b);
+    addParty(g.own, b);
     g.sorted = undefined;
     this.changed(g);
     // Streams joining: the other replicas hear of it at once (a fleet starting must not get the limit once per replica).
@@ -297,7 +314,10 @@ export class QuotaService {
   }
 
   leave(g: Group, stream: QuotaStream): void {
-    if (!g.members.delete(stream)) return;
+    const b = g.members.get(stream);
+    if (b === undefined) return;
+    g.members.delete(stream);
+    addParty(g.own, b, -1);
     g.sorted = undefined;
     if (g.members.size === 0) {
       this.groups.delete(g.key);
@@ -347,9 +367,10 @@ export class QuotaService {
       g.division = undefined;
       if (old === undefined) continue; // never divided: its streams are assigned as they report
       const d = (g.division = this.divideGroup(g, old.limit, old.unitS));
-      for (const [s, b] of [...g.members]) {
+      // (A reassignment may take its bucket out of the group: the pass is over the division's members.)
+      for (const [s, b] of g.sorted!) {
         // A pass over the bucket's streams: the full assignment only for a share that moved enough.
-        if (!s.mayHaveMoved(b, d.tokens.get(s), d.grain)) continue;
+        if (!mayHaveMoved(b, d)) continue;
         const a = s.reassign(b, now);
         if (a === undefined) continue;
         const list = out.get(s);
@@ -365,10 +386,10 @@ export class QuotaService {
    * division (changes since are pushed soon); a stream that joined since gets an equal part of
    * this replica's tokens until then.
    */
-  tokensOf(g: Group, stream: QuotaStream, limit: number, unitS: number): { tokens: number; grain: Grain } {
+  tokensOf(g: Group, b: TrackedBucket, limit: number, unitS: number): { tokens: number; grain: Grain } {
     let d = g.division;
     if (d === undefined || d.limit !== limit || d.unitS !== unitS) d = g.division = this.divideGroup(g, limit, unitS);
-    return { tokens: d.tokens.get(stream) ?? Math.max(1, Math.floor(d.mine / g.members.size)), grain: d.grain };
+    return { tokens: b.shareOf === d ? b.share : Math.max(1, Math.floor(d.mine / g.members.size)), grain: d.grain };
   }
 
   private divideGroup(g: Group, limit: number, unitS: number): Division {
@@ -388,7 +409,13 @@ export class QuotaService {
     const mean = meanDemand(parties);
     const mine = divide(grain.total, parties, grain.fillSeconds, mean)[replicas.findIndex(([r]) => r === this.replica)]!;
     const tokens = divide(mine, local, grain.fillSeconds, mean);
-    return { limit, unitS, grain, mine, tokens: new Map(members.map(([s], i) => [s, tokens[i]!])) };
+    const d: Division = { limit, unitS, grain, mine };
+    for (let i = 0; i < members.length; i++) {
+      const b = members[i]![1];
+      b.share = tokens[i]!;
+      b.shareOf = d;
+    }
+    return d;
   }
 
   /** The next exchange in `ms`, unless one is due sooner; right after the current one if `ms` is 0. */
@@ -424,17 +451,20 @@ export class QuotaService {
     for (const g of groups) {
       if (full) {
         let staleChanged = false;
+        const own = emptySum();
         for (const [s, b] of g.members) {
           const stale = now - b.lastReportMs > (2 * s.cadenceS + 1) * 1000;
           if (stale !== b.stale) {
             b.stale = stale;
             staleChanged = true;
           }
+          addParty(own, b);
         }
+        g.own = own; // what was added and taken away since the last pass may have drifted by rounding
         for (const d of g.remote.values()) if (d.expiresAtMs <= now) staleChanged = true;
         if (staleChanged) this.changed(g, false);
       }
-      mine.set(g.key, sumOf([...g.members.values()].map(partyOf)));
+      mine.set(g.key, { ...g.own });
     }
     let remoteChanged = false;
     const done = this.opts.demand.exchange(this.replica, mine, now, now + EXCHANGE_TTL_MS).then(
@@ -544,13 +574,19 @@ export class QuotaStream {
           group: undefined,
           stale: false,
           sent: undefined,
+          heldRate: NaN,
+          heldFillS: 0,
+          share: 0,
+          shareOf: undefined,
         };
         this.buckets.set(key, b);
         service.bucketsChanged();
       } else {
         b.countSince += count;
         if (b.stale && b.group !== undefined) {
+          addParty(b.group.own, b, -1);
           b.stale = false;
+          addParty(b.group.own, b);
           service.changed(b.group);
         }
       }
@@ -586,8 +622,13 @@ export class QuotaStream {
     if (!moved) return;
     // From or to idle (or a first rate) is told at once; a busy stream's demand moving, with the drift.
     const drift = p > 0 && b.demand > 0;
+    const g = b.group;
+    if (g !== undefined) addParty(g.own, b, -1);
     b.published = b.demand;
-    if (b.group !== undefined) this.service.changed(b.group, true, drift);
+    if (g !== undefined) {
+      addParty(g.own, b);
+      this.service.changed(g, true, drift);
+    }
   }
 
   /**
@@ -612,19 +653,6 @@ export class QuotaStream {
   /** The division of one of its buckets changed: the new assignment if its share moved materially. */
   reassign(b: TrackedBucket, now: number): BucketAction | undefined {
     return this.closed || this.buckets.get(b.key) !== b ? undefined : this.assign(b, now, false);
-  }
-
-  /**
-   * Whether `tokens` of `grain` may differ materially from what the bucket holds (a cheap test
-   * before the full assignment; a time to live running out is renewed at the stream's reports).
-   */
-  mayHaveMoved(b: TrackedBucket, tokens: number | undefined, grain: Grain): boolean {
-    const held = b.sent?.strategy;
-    if (this.closed || tokens === undefined || held?.kind !== 'token-bucket') return !this.closed;
-    if (held.fillIntervalSeconds !== grain.fillSeconds) return true;
-    // A first assignment holds half its share: compare with what it would be sent.
-    const share = b.demand === NOT_MEASURED ? Math.max(1, Math.floor(tokens / 2)) : tokens;
-    return rateMoved(held.tokensPerFill / held.fillIntervalSeconds, share / grain.fillSeconds, b.published);
   }
 
   /** Sends actions made outside a report (a push). */
@@ -740,7 +768,7 @@ export class QuotaStream {
       const limit = place.rule!.limit.requestsPerUnit;
       const unitS = unitToDivider(place.rule!.limit.unit);
       b.group ??= service.join(`${this.domain}|${b.key}`, this, b);
-      const { tokens, grain } = service.tokensOf(b.group, this, limit, unitS);
+      const { tokens, grain } = service.tokensOf(b.group, b, limit, unitS);
       // Until its first report with a rate, a stream holds half its share and a small burst: each
       // Envoy of a fleet starting together admits its first request unasked and starts its first
       // bucket full, which the fleet's first interval pays back.
@@ -759,6 +787,8 @@ export class QuotaStream {
       strategy = sent.strategy;
     }
     b.sent = { strategy, atMs: now, ttlS };
+    b.heldRate = strategy.kind === 'token-bucket' ? strategy.tokensPerFill / strategy.fillIntervalSeconds : NaN;
+    b.heldFillS = strategy.kind === 'token-bucket' ? strategy.fillIntervalSeconds : 0;
     service.stats?.assignments.inc();
     return { bucket: b.pairs, assign: { strategy, ttlSeconds: ttlS } };
   }
@@ -784,11 +814,38 @@ function rateMoved(was: number, now: number, demand: number): boolean {
   return moved > RESEND_CHANGE * was;
 }
 
+/**
+ * Whether the bucket's share in division `d` may differ materially from what it holds (a cheap test
+ * before the full assignment; a time to live running out is renewed at the stream's reports).
+ */
+function mayHaveMoved(b: TrackedBucket, d: Division): boolean {
+  if (b.shareOf !== d || Number.isNaN(b.heldRate)) return true;
+  if (b.heldFillS !== d.grain.fillSeconds) return true;
+  // A first assignment holds half its share: compare with what it would be sent.
+  const share = b.demand === NOT_MEASURED ? Math.max(1, Math.floor(b.share / 2)) : b.share;
+  return rateMoved(b.heldRate, share / d.grain.fillSeconds, b.published);
+}
+
 function partyOf(b: TrackedBucket): BucketDemand {
+  return addParty(emptySum(), b);
+}
+
+/** A BucketDemand being summed. */
+type Sum = { demand: number; measured: number; unmeasured: number; idle: number };
+
+const emptySum = (): Sum => ({ demand: 0, measured: 0, unmeasured: 0, idle: 0 });
+
+/** Adds one bucket's part to `sum` (`sign` -1 takes it away): its published demand, or one unmeasured or idle stream. */
+function addParty(sum: Sum, b: TrackedBucket, sign = 1): Sum {
   const p = b.stale ? 0 : b.published;
-  if (p === NOT_MEASURED) return { demand: 0, measured: 0, unmeasured: 1, idle: 0 };
-  if (p <= 0) return { demand: 0, measured: 0, unmeasured: 0, idle: 1 };
-  return { demand: p, measured: 1, unmeasured: 0, idle: 0 };
+  if (p === NOT_MEASURED) sum.unmeasured += sign;
+  else if (p <= 0) sum.idle += sign;
+  else {
+    // Whatever rounding the additions and removals leave, a sum of demands is never below 0.
+    sum.demand = Math.max(0, sum.demand + sign * p);
+    sum.measured += sign;
+  }
+  return sum;
 }
 
 function sumOf(parties: readonly BucketDemand[]): BucketDemand {
