@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
+import { waitFor } from '../../support/wait';
 import { readJournal } from '../../../src/trading/runner/journal';
 import { startSim, TOKEN } from '../helpers';
 import { freshRunnerEnv } from './helpers';
@@ -95,13 +96,15 @@ describe('paper CLI', () => {
     sim.resetCounters();
     const child = spawn(process.execPath, [CLI, 'paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--quiet', '--report', path.join(dir, 'r1')], { env: freshRunnerEnv(env), stdio: 'ignore' });
     const exited = new Promise((r) => child.once('exit', r));
-    const deadline = Date.now() + 15000;
     // both intents answered (open_trade and create_entry_order), then some more ticks
-    while (readJournal(jfile).filter((l) => l.k === 'answer').length < 2) {
-      if (Date.now() > deadline) throw new Error('the paper run did not journal its orders');
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    await new Promise((r) => setTimeout(r, 300));
+    const answeredAt = (): number => {
+      const lines = readJournal(jfile);
+      let answers = 0;
+      for (let i = 0; i < lines.length; i++) if (lines[i]!.k === 'answer' && ++answers === 2) return i;
+      return -1;
+    };
+    await waitFor(() => answeredAt() >= 0, 'the paper run to journal both orders', 15_000);
+    await waitFor(() => readJournal(jfile).slice(answeredAt()).filter((l) => l.k === 'price').length >= 3, 'three ticks after the orders', 15_000);
     child.kill('SIGKILL');
     await exited;
     expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
