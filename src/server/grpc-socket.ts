@@ -18,6 +18,7 @@ import { STREAM_WINDOW } from './h2/frames';
 import type { AbortReason, H2Stream, StreamCall } from './h2/stream';
 import { encodeHeaderBlock } from './h2/hpack';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
+import { ConnectionSet } from './connection-set';
 import { socketServer } from './tls';
 
 /** Node's timers cannot wait longer: a longer connection age or grace is never reached. */
@@ -238,15 +239,16 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
     maxHeldBodyBytes: Math.max(1 << 20, opts.maxRequestBytes + GRPC_PREFIX_BYTES),
     budgets: opts.budgets,
   };
-  const connections = new Set<H2Connection>();
+  // GOAWAY: each closes when its last call has finished.
+  const connections = new ConnectionSet<H2Connection>((c) => c.close());
   const ageMs = settings.maxConnectionAgeMs;
   const graceMs = settings.maxConnectionAgeGraceMs;
 
   const serve = (socket: net.Socket): void => {
     // Answers go out at once (no Nagle delay behind the client's delayed ACK).
     socket.setNoDelay(true);
-    const connection = new H2Connection(socket, handler, connectionOptions);
-    connections.add(connection);
+    const connection = connections.admit(socket, () => new H2Connection(socket, handler, connectionOptions));
+    if (connection === undefined) return;
     let graceTimer: NodeJS.Timeout | undefined;
     // ±10 % jitter, as grpc-js, so connections opened together do not all reconnect together.
     const age = ageMs + (Math.random() * 2 - 1) * (ageMs / 10);
@@ -263,7 +265,6 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
         : undefined;
     ageTimer?.unref();
     socket.once('close', () => {
-      connections.delete(connection);
       clearTimeout(ageTimer);
       clearTimeout(graceTimer);
     });
@@ -277,14 +278,7 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
   return {
     listen: () => listenOn(server, settings),
     endWatches: () => services.health.endWatches(),
-    drain: () =>
-      new Promise<void>((resolve) => {
-        // Resolves once every connection has closed; each closes when its last call has finished.
-        server.close(() => resolve());
-        for (const connection of connections) connection.close();
-      }),
-    forceClose: () => {
-      for (const connection of connections) connection.destroy();
-    },
+    drain: () => connections.drain(server),
+    forceClose: () => connections.forceClose(),
   };
 }

@@ -6,6 +6,7 @@
 import type net from 'node:net';
 import type { Logger } from '../telemetry/logger';
 import { type ServerBudgets, serverBudgets } from './byte-budget';
+import { ConnectionSet } from './connection-set';
 import { type CertificateSource, socketServer } from './tls';
 import { type ConnectionLimits, type ExchangeHandler, Http1Connection } from './http1/connection';
 
@@ -47,19 +48,13 @@ export function httpSocketServer(handler: ExchangeHandler, options: HttpSocketOp
     headersTimeoutMs: requestTimeoutMs > 0 ? Math.min(requestTimeoutMs, HEADERS_TIMEOUT_MS) : HEADERS_TIMEOUT_MS,
     keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
   };
-  const connections = new Set<Http1Connection>();
-  let draining = false;
+  // Each closes when its last answer is out.
+  const connections = new ConnectionSet<Http1Connection>((c) => c.drain());
 
   const serve = (socket: net.Socket): void => {
-    if (draining) {
-      socket.destroy();
-      return;
-    }
     // Answers go out at once (no Nagle delay behind the client's delayed ACK).
     socket.setNoDelay(true);
-    const connection = new Http1Connection(socket, handler, budgets);
-    connections.add(connection);
-    socket.once('close', () => connections.delete(connection));
+    connections.admit(socket, () => new Http1Connection(socket, handler, budgets));
   };
 
   // A tenth of the shortest bound, within 50 ms..1 s.
@@ -85,19 +80,7 @@ export function httpSocketServer(handler: ExchangeHandler, options: HttpSocketOp
 
   return {
     server,
-    drain: () =>
-      new Promise<void>((resolve) => {
-        draining = true;
-        if (!server.listening) {
-          resolve();
-          return;
-        }
-        // Resolves once every connection has closed; each closes when its last answer is out.
-        server.close(() => resolve());
-        for (const c of connections) c.drain();
-      }),
-    forceClose: () => {
-      for (const c of connections) c.destroy();
-    },
+    drain: () => connections.drain(server),
+    forceClose: () => connections.forceClose(),
   };
 }

@@ -45,6 +45,15 @@ export function plInAccount(symbol: string, currency: string, diff: number, unit
   return inQuote;
 }
 
+/**
+ * The P/L of `units` of a position from `openRate` to `closeRate`: in pips and in `currency`,
+ * unrounded (the broker shows pips to a tenth and money to the cent; the simulator rounds as it does).
+ */
+export function positionPL(symbol: string, currency: string, isBuy: boolean, openRate: number, closeRate: number, units: number): { pips: number; pl: number } {
+  const diff = isBuy ? closeRate - openRate : openRate - closeRate;
+  return { pips: diff / pipOf(symbol), pl: plInAccount(symbol, currency, diff, units, closeRate) };
+}
+
 /** Notional in the account currency (margin = notional / leverage). */
 export function notionalInAccount(symbol: string, currency: string, units: number, rate: number): number {
   const [b] = splitSymbol(symbol);

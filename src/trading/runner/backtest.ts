@@ -26,7 +26,7 @@ import type { CandleSeries } from '../fxcm/candle-file';
 import type { Candle, Period } from '../fxcm/types';
 import { checkChangeOrder, checkCloseAmount, checkEntryOrder, checkOco, checkOpenTrade, checkTradeLevel } from './order-requests';
 import { SafetyError, OrderGoneError, OrderRejectedError, runErrorOf, runHook } from './errors';
-import { clean, exactConversion, notionalInAccount, pipOf, plInAccount } from '../execution/instruments';
+import { clean, exactConversion, notionalInAccount, pipOf, positionPL } from '../execution/instruments';
 import { closeSide, entryFill, entryKind, exitFill, levelFromPips, marketFill, openSide, trailStop, type EntryKind, type Slippage } from '../execution/fills';
 import { rolloverOf, type RolloverRates } from '../execution/financing';
 import { rolloversBetween } from '../fxcm/market-hours';
@@ -176,9 +176,9 @@ export class BacktestEngine {
   }
 
   private plOf(t: { symbol: string; isBuy: boolean; amount: number; openRate: number }, closeRate: number): { pips: number; pl: number } {
-    const diff = t.isBuy ? closeRate - t.openRate : t.openRate - closeRate;
     if (!exactConversion(t.symbol, this.currency)) this.approx.add(t.symbol);
-    return { pips: clean(diff / pipOf(t.symbol)), pl: plInAccount(t.symbol, this.currency, diff, t.amount * 1000, closeRate) };
+    const { pips, pl } = positionPL(t.symbol, this.currency, t.isBuy, t.openRate, closeRate, t.amount * 1000);
+    return { pips: clean(pips), pl };
   }
 
   private markRate(t: OpenTradeState): number {

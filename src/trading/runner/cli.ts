@@ -10,7 +10,7 @@ import { bundledLimitsFile } from './limits-file';
 import { loadStrategy } from './loader';
 import { BACKTEST_OPTIONS, LOG_LEVELS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type StrategyLogLevel, type ParsedArgs } from './args';
 import { buildReport, writeReport } from './report';
-import type { StrategyLogger } from './strategy';
+import type { Strategy, StrategyLogger } from './strategy';
 
 /** The realism options of backtest and sweep (none is on by default: results stay as they were). */
 export const REALISM_USAGE = `  --slippage PIPS       market orders, stops and stop entries fill PIPS worse (default 0; limits never slip)
@@ -78,6 +78,19 @@ export function endProgress(stream: NodeJS.WriteStream, done: number, total: num
   if (done < total) stream.write('\n');
 }
 
+/** The strategy in `file`, or exit code 1 after its load error's line on stderr (a syntax error, a missing hook). */
+export function loadForCommand(file: string): Strategy<Record<string, unknown>> | number {
+  try {
+    return loadStrategy(file);
+  } catch (e) {
+    if (e instanceof StrategyError) {
+      process.stderr.write(`ratelimit-runner: ${describeStrategyError(e)}\n`);
+      return 1;
+    }
+    throw e;
+  }
+}
+
 /** The strategy file and the candle files a backtest or a sweep runs (usage errors when missing). */
 export function strategyAndCandles(p: ParsedArgs, command: string): { file: string; candleFiles: string[] } {
   const file = p.positional[0];
@@ -97,16 +110,8 @@ export async function backtestCommand(argv: string[]): Promise<number> {
   const { file, candleFiles } = strategyAndCandles(p, 'backtest');
   const quiet = isSet(p, 'quiet');
   const data = candleFiles.map((f) => readCandleFile(f, { symbol: flag(p, 'symbol'), timeframe: flag(p, 'timeframe') }));
-  let strategy;
-  try {
-    strategy = loadStrategy(file);
-  } catch (e) {
-    if (e instanceof StrategyError) {
-      process.stderr.write(`ratelimit-runner: ${describeStrategyError(e)}\n`);
-      return 1;
-    }
-    throw e;
-  }
+  const strategy = loadForCommand(file);
+  if (typeof strategy === 'number') return strategy;
   const started = process.hrtime.bigint();
   const result = await runBacktest({
     strategy,

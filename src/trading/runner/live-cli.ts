@@ -13,13 +13,12 @@ import { bundledLimitsFile } from './limits-file';
 import { DownloadProgress } from './candles-progress';
 import { CANDLE_STORE_ENV, downloadIntoStore, type StoreDownload } from './candles-store';
 import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, safetyOf, wantsHelp, type StrategyLogLevel, type ParsedArgs } from './args';
-import { consoleLogger } from './cli';
-import { JournalFinishedError, StrategyError, describeStrategyError, strategyErrorLine } from './errors';
+import { consoleLogger, loadForCommand } from './cli';
+import { JournalFinishedError, strategyErrorLine } from './errors';
 import { Journal, finishedRunOf, journalPath, readJournal } from './journal';
 import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, type HeldBack } from './limiter';
 import { IF_NO_BUDGET, budgetStateDir, budgetStateFile, heldBackLine, type IfNoBudget } from './budget-state';
 import { LiveEngine, type LiveIntent, type LiveResult } from './live';
-import { loadStrategy } from './loader';
 import { buildReport, leftOpenText, writeReport } from './report';
 import type { Strategy } from './strategy';
 
@@ -132,15 +131,7 @@ function help(p: ParsedArgs, usage: string): boolean {
 
 function load(file: string | undefined, what: string): Strategy<Record<string, unknown>> | number {
   if (!file) throw new UsageError(`${what} needs a strategy file`);
-  try {
-    return loadStrategy(file);
-  } catch (e) {
-    if (e instanceof StrategyError) {
-      process.stderr.write(`ratelimit-runner: ${describeStrategyError(e)}\n`);
-      return 1;
-    }
-    throw e;
-  }
+  return loadForCommand(file);
 }
 
 interface Broker {

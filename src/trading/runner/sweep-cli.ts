@@ -7,9 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { SWEEP_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type ParsedArgs } from './args';
 import { readCandleFile } from '../fxcm/candle-file';
-import { REALISM_USAGE, progressBar, strategyAndCandles } from './cli';
-import { StrategyError, describeStrategyError } from './errors';
-import { loadStrategy } from './loader';
+import { REALISM_USAGE, loadForCommand, progressBar, strategyAndCandles } from './cli';
 import { MIN_DAILY_RETURNS, writeReport } from './report';
 import type { RunError } from './results';
 import { LUCK_ALPHA } from './luck';
@@ -276,16 +274,8 @@ export async function sweepCommand(argv: string[]): Promise<number> {
   const safety = safetyOf(p);
   const data = candleFiles.map((f) => readCandleFile(f, { symbol: flag(p, 'symbol'), timeframe: flag(p, 'timeframe') }));
 
-  let strategy;
-  try {
-    strategy = loadStrategy(file);
-  } catch (e) {
-    if (e instanceof StrategyError) {
-      process.stderr.write(`ratelimit-runner: ${describeStrategyError(e)}\n`);
-      return 1;
-    }
-    throw e;
-  }
+  const strategy = loadForCommand(file);
+  if (typeof strategy === 'number') return strategy;
   checkDeclared(axes, fixed, Object.keys(strategy.params ?? {}));
   const plan = {
     strategy: strategy.name ?? path.basename(file),

@@ -3,7 +3,7 @@
  * account, per-symbol summaries, offers) and the figures in them, P/L and pip value.
  */
 import { closeSide } from '../execution/fills';
-import { plInAccount } from '../execution/instruments';
+import { positionPL } from '../execution/instruments';
 import { TABLE_ID, type TableRecord } from '../fxcm/types';
 import { ACCOUNT_CURRENCY, type SimAccount, type SimOrder, type SimTrade } from './book';
 import type { Market, SymbolSpec } from './market';
@@ -79,10 +79,9 @@ export class BrokerRecords {
   }
 
   pl(t: SimTrade, close = this.closePrice(t)): { pips: number; gross: number } {
-    const spec = this.market.spec(t.symbol)!;
-    const diff = t.isBuy ? close - t.open : t.open - close;
-    const gross = plInAccount(t.symbol, ACCOUNT_CURRENCY, diff, t.amountK * 1000, close);
-    return { pips: Math.round((diff / spec.pip) * 10) / 10, gross: Math.round(gross * 100) / 100 };
+    const { pips, pl } = positionPL(t.symbol, ACCOUNT_CURRENCY, t.isBuy, t.open, close, t.amountK * 1000);
+    // As the broker shows them: pips to a tenth, money to the cent.
+    return { pips: Math.round(pips * 10) / 10, gross: Math.round(pl * 100) / 100 };
   }
 
   /** What an open and a closed position record both show of `amountK` of a trade at `close`. */
