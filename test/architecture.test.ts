@@ -156,3 +156,32 @@ describe('dependency direction', () => {
     expect(wrong).toEqual([]);
   });
 });
+
+/**
+ * The process belongs to the programs: signals, exit codes and node:cluster only in the entry
+ * points (src/cli/) and the runner's command programs (trading/runner/*-cli.ts); the service
+ * builds, runs and stops without touching `process` that way.
+ */
+const PROCESS_OWNERS = [/^cli\//, /^trading\/runner\/[a-z-]+-cli\.ts$/, /^trading\/runner\/cli\.ts$/];
+
+/** A file's code without its comments (a rule about code must not trip on prose). */
+function codeOf(text: string): string {
+  return text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+}
+
+describe('process concerns', () => {
+  const PROCESS_USE = /process\.(exit|on|once|off)\(|from 'node:cluster'|require\('node:cluster'\)/;
+
+  it('scans real code (the rule itself works)', () => {
+    expect(PROCESS_USE.test(codeOf(fs.readFileSync(path.join(SRC, 'cli', 'service-process.ts'), 'utf8')))).toBe(true);
+    expect(PROCESS_USE.test(codeOf('/** process.exit(1) in prose */\n// process.on(x)\nconst a = 1;'))).toBe(false);
+  });
+
+  it('signals, exits and node:cluster appear only in the entry points', () => {
+    const wrong = sourceFiles(SRC)
+      .map((file) => path.relative(SRC, file).split(path.sep).join('/'))
+      .filter((rel) => !PROCESS_OWNERS.some((owner) => owner.test(rel)))
+      .filter((rel) => PROCESS_USE.test(codeOf(fs.readFileSync(path.join(SRC, rel), 'utf8'))));
+    expect(wrong).toEqual([]);
+  });
+});

@@ -1,7 +1,6 @@
-/** Starting, stopping and signals: the process lifecycle shared by the single process and the workers. */
+/** Starting and stopping listeners, shared by the single process, the workers and the primary (signals and exit codes are the entry point's). */
 import type http from 'node:http';
 import type { AddressInfo, Server as NetServer } from 'node:net';
-import type { Logger } from '../telemetry/logger';
 
 /** A start-up problem that is the operator's to fix (printed as one line, exit 1). */
 export class StartupError extends Error {}
@@ -21,29 +20,6 @@ export async function settleWithin(work: Promise<unknown>, ms: number): Promise<
   ]);
   clearTimeout(timer);
   return done;
-}
-
-/**
- * SIGTERM, SIGINT or SIGHUP stop `app` gracefully, then exit 0 (1 when stopping failed); as
- * upstream, SIGHUP does not reload. With `once`, a second signal takes its default action (a
- * second Ctrl-C kills at once); a worker keeps listening, since its primary forwards the signal
- * the terminal already sent it.
- */
-export function stopOnSignals(app: { stop(): Promise<void> }, logger: Logger, once: boolean): void {
-  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
-    const onSignal = (): void => {
-      logger.info(`received ${sig}`);
-      app.stop().then(
-        () => process.exit(0),
-        (err: unknown) => {
-          logger.error(`error while stopping: ${String(err)}`);
-          process.exit(1);
-        },
-      );
-    };
-    if (once) process.once(sig, onSignal);
-    else process.on(sig, onSignal);
-  }
 }
 
 export function hostPort(host: string, port: number): string {

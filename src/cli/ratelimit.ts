@@ -5,15 +5,15 @@
  * reload). A bad setting stops start-up with one line naming the variable. With WORKERS ≠ 1 this
  * process becomes the primary of worker mode and forks itself as the workers (src/app/cluster).
  */
-import cluster from 'node:cluster';
 import { RateLimitApp } from '../app/app';
-import { StartupError, stopOnSignals } from '../app/lifecycle';
+import { StartupError } from '../app/lifecycle';
 import { runPrimary } from '../app/cluster/primary';
 import { runWorker } from '../app/cluster/worker';
 import { loadSettings, SettingsError } from '../settings';
 import { renderSettingsHelp } from '../settings/table';
 import { FlagError, HelpRequested, parseFlags } from './flags';
 import { createLogger } from '../telemetry/logger';
+import { forkWorker, isWorkerProcess, primaryChannel, STOP_SIGNALS, stopOnSignals } from './service-process';
 
 const USAGE = `Usage: ratelimit [-h | --help]
 
@@ -47,11 +47,23 @@ async function main(): Promise<void> {
   }
   const logger = createLogger({ level: settings.log.level, format: settings.log.format });
   // A worker reads the same environment: the primary has already logged the warnings.
-  if (settings.server.workers !== 1 && cluster.isWorker) return runWorker(settings, logger);
+  if (settings.server.workers !== 1 && isWorkerProcess()) {
+    try {
+      // Not once: a terminal's Ctrl-C reaches the worker and the primary forwards it too, and a
+      // second signal without a listener would kill the worker before it drained.
+      await runWorker(settings, logger, primaryChannel(), (app) => stopOnSignals(app, logger, false));
+    } catch (err) {
+      if (!(err instanceof StartupError)) throw err;
+      process.exit(1); // the primary says the error
+    }
+    return;
+  }
   for (const w of settings.warnings) logger.warn(w);
   if (settings.server.workers !== 1) {
     try {
-      await runPrimary(settings, logger);
+      const primary = await runPrimary(settings, logger, { fork: forkWorker, reportFatal: (message) => process.stderr.write(`ratelimit: ${message}\n`) });
+      for (const sig of STOP_SIGNALS) process.on(sig, () => primary.stop(sig));
+      primary.ended.then((code) => process.exit(code), () => process.exit(1));
     } catch (err) {
       if (!(err instanceof StartupError)) throw err;
       process.stderr.write(`ratelimit: ${err.message}\n`);

@@ -8,7 +8,6 @@
  * cannot start would only fail again. Afterwards a start-up error still ends it (as the single
  * process would end), while a crash is restarted.
  */
-import cluster, { type Worker } from 'node:cluster';
 import { Backoff, type BackoffOptions } from '../../core/backoff';
 import type { StatsBatch } from '../../stats/sinks/ipc';
 import type { Logger } from '../../telemetry/logger';
@@ -19,7 +18,26 @@ export interface WorkerAddresses {
   readonly http: string;
 }
 
+/**
+ * A forked worker process, as the pool uses it (the entry point adapts node:cluster's Worker: the
+ * process and its cluster belong to the program, not to the service).
+ */
+export interface Worker {
+  /** Unique per process. */
+  readonly id: number;
+  readonly pid: number | undefined;
+  send(message: ToWorker, done: (err: Error | null) => void): void;
+  /** Sends `signal` to the worker process (not a disconnect: its last stats flush still arrives). */
+  kill(signal: NodeJS.Signals): void;
+  isDead(): boolean;
+  on(event: 'message', listener: (message: unknown) => void): void;
+  on(event: 'exit', listener: (code: number | null, signal: string | null) => void): void;
+  on(event: 'error', listener: (err: Error) => void): void;
+}
+
 export interface WorkerPoolOptions {
+  /** Starts a worker process of this program. */
+  readonly fork: () => Worker;
   readonly count: number;
   readonly logger: Logger;
   /** Whether the workers' stats batches should carry timer samples (the primary's sink uses them). */
@@ -90,7 +108,6 @@ export class WorkerPool {
   }
 
   start(): void {
-    cluster.setupPrimary({ serialization: 'advanced' });
     for (const slot of this.slots) this.fork(slot);
   }
 
@@ -138,10 +155,9 @@ export class WorkerPool {
       clearTimeout(slot.restartTimer);
       const worker = slot.worker;
       if (worker === undefined) continue;
-      const exited = new Promise<boolean>((resolve) => worker.once('exit', (code: number | null) => resolve(code === 0)));
+      const exited = new Promise<boolean>((resolve) => worker.on('exit', (code: number | null) => resolve(code === 0)));
       live.push({ slot, worker, exited });
-      // Not worker.kill(): it would close the IPC channel before the worker's last stats flush.
-      worker.process.kill(signal);
+      worker.kill(signal);
     }
     let timer: NodeJS.Timeout | undefined;
     const codes = await Promise.race([
@@ -152,8 +168,8 @@ export class WorkerPool {
     if (codes !== undefined) return codes.every(Boolean);
     for (const l of live) {
       if (l.worker.isDead()) continue;
-      this.opts.logger.warn(`worker ${l.slot.index} (pid ${l.worker.process.pid}) did not stop within ${graceMs} ms: killing it`);
-      l.worker.process.kill('SIGKILL');
+      this.opts.logger.warn(`worker ${l.slot.index} (pid ${l.worker.pid}) did not stop within ${graceMs} ms: killing it`);
+      l.worker.kill('SIGKILL');
     }
     await Promise.all(live.map((l) => l.exited));
     return false;
@@ -161,12 +177,12 @@ export class WorkerPool {
 
   private fork(slot: Slot): void {
     slot.restartTimer = undefined;
-    const worker = cluster.fork();
+    const worker = this.opts.fork();
     slot.worker = worker;
     slot.startedAt = Date.now();
     slot.addresses = undefined;
     slot.startupError = undefined;
-    this.opts.logger.info(`worker ${slot.index} started (pid ${worker.process.pid})`);
+    this.opts.logger.info(`worker ${slot.index} started (pid ${worker.pid})`);
     // Errors of the channel (a send racing the worker's death) end in the exit handler.
     worker.on('error', (err: Error) => this.opts.logger.debug(`worker ${slot.index}: ${err.message}`));
     worker.on('message', (m: unknown) => this.onMessage(slot, worker, m));
@@ -175,8 +191,8 @@ export class WorkerPool {
   }
 
   private send(worker: Worker, message: ToWorker): void {
-    worker.send(message, undefined, (err: Error | null) => {
-      if (err) this.opts.logger.debug(`cannot reach worker pid ${worker.process.pid}: ${err.message}`);
+    worker.send(message, (err: Error | null) => {
+      if (err) this.opts.logger.debug(`cannot reach worker pid ${worker.pid}: ${err.message}`);
     });
   }
 
@@ -185,7 +201,7 @@ export class WorkerPool {
     switch (m.type) {
       case 'listening':
         slot.addresses = { grpc: m.grpc, http: m.http };
-        if (this.ready) this.opts.logger.info(`worker ${slot.index} (pid ${worker.process.pid}) is listening`);
+        if (this.ready) this.opts.logger.info(`worker ${slot.index} (pid ${worker.pid}) is listening`);
         else if (this.slots.every((s) => s.addresses !== undefined)) {
           this.ready = true;
           this.opts.onReady(this.slots[0]!.addresses!);
@@ -230,7 +246,7 @@ export class WorkerPool {
       return;
     }
     const delay = restartDelay(slot.restartDelays, Date.now() - slot.startedAt);
-    this.opts.logger.error(`worker ${slot.index} (pid ${worker.process.pid}) exited unexpectedly with ${how}; restarting it in ${delay} ms`);
+    this.opts.logger.error(`worker ${slot.index} (pid ${worker.pid}) exited unexpectedly with ${how}; restarting it in ${delay} ms`);
     slot.restartTimer = setTimeout(() => this.fork(slot), delay);
   }
 }

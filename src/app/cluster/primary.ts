@@ -2,8 +2,8 @@
  * The primary process of worker mode (WORKERS ≠ 1). It serves no rate limit request itself: it
  * forks the workers (which share the gRPC and HTTP ports through node:cluster), sums their stats
  * into its own store and runs the real stats sink on it (statsd, DogStatsD, Prometheus, logging),
- * serves the debug port, prints one `listening:` line once every worker listens, and on SIGTERM,
- * SIGINT or SIGHUP forwards the signal and exits once the workers have drained.
+ * serves the debug port, prints one `listening:` line once every worker listens, and when stopped
+ * (the entry point's signal) forwards the signal and ends once the workers have drained.
  */
 import { CLOSE_GRACE_MS } from '../app';
 import { closeHttp, listen, settleWithin, StartupError } from '../lifecycle';
@@ -17,19 +17,32 @@ import { createStatsSink, type StatsSink } from '../../stats/sinks';
 import { StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
 import { primaryDebugOptions, REFRESH_TIMEOUT_MS } from './debug-options';
-import { WorkerPool } from './pool';
+import { type Worker, WorkerPool } from './pool';
 
 /** Beyond the workers' own bounded stop, how long their exit may take before they are killed. */
 const WORKER_EXIT_MARGIN_MS = 100;
 /** The primary's last stats flush and debug-port close: what is left of the second after the drain. */
 const PRIMARY_CLOSE_MS = 80;
 
+export interface PrimaryOptions {
+  /** Starts a worker process of this program (the entry point owns node:cluster). */
+  readonly fork: () => Worker;
+  /** Says a worker's start-up error, the program's last line, as the single process would. */
+  readonly reportFatal: (message: string) => void;
+}
+
+export interface Primary {
+  /** Forwards `signal` to the workers and ends once they drained (at most once). */
+  stop(signal: NodeJS.Signals): void;
+  /** The program's exit code once it ended: 0 after a clean stop, 1 after a worker's start-up error or a worker that had to be killed. */
+  readonly ended: Promise<number>;
+}
+
 /**
  * Opens the sink and the debug port (a problem there throws a StartupError before any worker is
- * forked), then forks the workers. Afterwards the process ends through process.exit: 0 once the
- * workers drained after a signal, 1 with a worker's start-up error.
+ * forked), then forks the workers.
  */
-export async function runPrimary(settings: Settings, logger: Logger): Promise<void> {
+export async function runPrimary(settings: Settings, logger: Logger, opts: PrimaryOptions): Promise<Primary> {
   const count = settings.server.workers;
   const stats = new StatsStore({ logger });
   const aggregator = new StatsAggregator(stats);
@@ -50,10 +63,10 @@ export async function runPrimary(settings: Settings, logger: Logger): Promise<vo
     certs.start();
   }
 
-  let stopping: Promise<void> | undefined;
-  const stop = (signal: NodeJS.Signals, fatal?: string): Promise<void> =>
+  let stopping: Promise<number> | undefined;
+  const stop = (signal: NodeJS.Signals, fatal?: string): Promise<number> =>
     (stopping ??= (async () => {
-      if (fatal !== undefined) process.stderr.write(`ratelimit: ${fatal}\n`);
+      if (fatal !== undefined) opts.reportFatal(fatal);
       else logger.info(`received ${signal}: stopping the workers`);
       // A worker exits within delay + drain + CLOSE_GRACE_MS (app.ts); one that does not is killed,
       // and the primary's own last flush gets what is left of the second after the drain.
@@ -61,15 +74,18 @@ export async function runPrimary(settings: Settings, logger: Logger): Promise<vo
       const clean = await pool.stop(signal, shutdownDelayMs + drainTimeoutMs + CLOSE_GRACE_MS + WORKER_EXIT_MARGIN_MS);
       certs?.stop();
       if (await settleWithin(Promise.all([flusher.stop(), closeHttp(debugServer)]), PRIMARY_CLOSE_MS)) logger.info('stopped');
-      process.exit(fatal === undefined && clean ? 0 : 1);
+      return fatal === undefined && clean ? 0 : 1;
     })());
+  let ended!: (code: number) => void;
+  const endedPromise = new Promise<number>((resolve) => (ended = resolve));
 
   const pool = new WorkerPool({
+    fork: opts.fork,
     count,
     logger,
     forwardTimerSamples: sink.wantsTimerSamples,
     onReady: (addresses) => logger.info(`listening: gRPC ${addresses.grpc}, HTTP ${addresses.http}, debug ${debugAddr}`),
-    onFatal: (message) => void stop('SIGTERM', message),
+    onFatal: (message) => void stop('SIGTERM', message).then(ended),
     onStats: (worker, batch) => aggregator.apply(worker, batch),
     onWorkerExit: (worker) => aggregator.removeWorker(worker),
   });
@@ -78,7 +94,7 @@ export async function runPrimary(settings: Settings, logger: Logger): Promise<vo
   // Before the fork: a port conflict is reported before any worker connects to the store.
   const debugAddr = await listen(debugServer, settings.debug.host, settings.debug.port, 'debug');
 
-  for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, () => void stop(sig));
   logger.info(`worker mode: starting ${count} workers`);
   pool.start();
+  return { stop: (signal) => void stop(signal).then(ended), ended: endedPromise };
 }

@@ -2,12 +2,12 @@
  * A worker process of worker mode (WORKERS ≠ 1): the whole service (store, config provider, local
  * cache, tracing, gRPC and HTTP on the ports shared through node:cluster) without the debug port.
  * It flushes its stats to the primary, answers the primary's queries (/rlconfig, /debug/explain,
- * profiles, fresh flushes), reports its addresses once listening, and drains on SIGTERM, SIGINT
- * or SIGHUP. A start-up error is reported to the primary before exiting 1, so the primary can end
- * the program with that line instead of restarting the worker.
+ * profiles, fresh flushes) and reports its addresses once listening; the entry point stops it on
+ * SIGTERM, SIGINT or SIGHUP. A start-up error is reported to the primary before the worker exits
+ * 1, so the primary can end the program with that line instead of restarting the worker.
  */
 import { RateLimitApp } from '../app';
-import { StartupError, stopOnSignals } from '../lifecycle';
+import { StartupError } from '../lifecycle';
 import { cpuProfile } from '../../server/debug';
 import type { Settings } from '../../settings';
 import { IpcStatsSink } from '../../stats/sinks/ipc';
@@ -15,14 +15,12 @@ import type { Logger } from '../../telemetry/logger';
 import { Listings } from './listings';
 import { type FromWorker, isMessage, type ToWorker, type WorkerQuery } from './messages';
 
-function send(message: FromWorker): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (process.send === undefined || !process.connected) {
-      reject(new Error('no IPC channel to the primary'));
-      return;
-    }
-    process.send(message, undefined, {}, (err: Error | null) => (err ? reject(err) : resolve()));
-  });
+/** The worker's IPC channel to its primary (the entry point adapts the process's own). */
+export interface PrimaryChannel {
+  /** Resolves once the message is written; rejects when the primary is gone. */
+  send(message: FromWorker): Promise<void>;
+  /** Calls `listener` with every message of the primary; the returned function stops that. */
+  onMessage(listener: (message: unknown) => void): () => void;
 }
 
 /** The worker's lines carry its slot, so the shared stderr tells the workers apart. */
@@ -60,26 +58,30 @@ function answer(app: RateLimitApp, listings: Listings, query: WorkerQuery): Prom
 }
 
 /** Waits for the primary's `init` (sent right after the fork). */
-function initFromPrimary(): Promise<Extract<ToWorker, { type: 'init' }>> {
+function initFromPrimary(channel: PrimaryChannel): Promise<Extract<ToWorker, { type: 'init' }>> {
   return new Promise((resolve) => {
-    const onMessage = (m: unknown): void => {
+    const stop = channel.onMessage((m: unknown): void => {
       if (!isMessage<ToWorker>(m) || m.type !== 'init') return;
-      process.off('message', onMessage);
+      stop();
       resolve(m);
-    };
-    process.on('message', onMessage);
+    });
   });
 }
 
-export async function runWorker(settings: Settings, baseLogger: Logger): Promise<void> {
-  const init = await initFromPrimary();
+/**
+ * Runs the worker: its app is given to `onApp` as soon as it exists (the entry point stops it on
+ * signals), then started. A start-up error for the operator is told to the primary, then thrown.
+ */
+export async function runWorker(settings: Settings, baseLogger: Logger, channel: PrimaryChannel, onApp: (app: RateLimitApp) => void): Promise<void> {
+  const send = (message: FromWorker): Promise<void> => channel.send(message);
+  const init = await initFromPrimary(channel);
   const logger = prefixed(baseLogger, `worker ${init.slot}: `);
   const sink = new IpcStatsSink((batch) => send({ type: 'stats', batch }));
   sink.forwardTimerSamples = init.forwardTimerSamples;
   const app = new RateLimitApp({ settings, logger, worker: { slot: init.slot, statsSink: sink } });
 
   const listings = new Listings();
-  process.on('message', (m: unknown) => {
+  channel.onMessage((m: unknown) => {
     if (!isMessage<ToWorker>(m) || m.type !== 'query') return;
     const { id } = m;
     Promise.resolve()
@@ -92,18 +94,15 @@ export async function runWorker(settings: Settings, baseLogger: Logger): Promise
     });
   });
 
-  // Not once: a terminal's Ctrl-C reaches the worker and the primary forwards it too, and a
-  // second signal without a listener would kill the worker before it drained.
-  stopOnSignals(app, logger, false);
+  onApp(app);
 
   let listening;
   try {
     listening = await app.start();
   } catch (err) {
     if (app.isStopping) return; // a signal arrived during start-up
-    if (!(err instanceof StartupError)) throw err;
-    await send({ type: 'startup-error', message: err.message }).catch(() => undefined);
-    process.exit(1);
+    if (err instanceof StartupError) await send({ type: 'startup-error', message: err.message }).catch(() => undefined);
+    throw err;
   }
   await send({ type: 'listening', grpc: listening.grpc, http: listening.http });
 }
