@@ -43,7 +43,7 @@ import { createGrpcSocketListener } from '../server/grpc-socket';
 import { Health } from '../server/health';
 import { createHttpHandler } from '../server/http';
 import { type HttpSocketServer, httpSocketServer } from '../server/http-socket';
-import { serverBudgets } from '../server/byte-budget';
+import { type ServerBudgets, serverBudgets } from '../server/byte-budget';
 import { CertificateSource } from '../server/tls';
 import { FirstUseDemandStore, MemoryDemandStore, type DemandStore } from '../quota/demand';
 import { QuotaService } from '../quota/quota-service';
@@ -259,9 +259,31 @@ export class RateLimitApp {
   }
 
   /** Loads config, waits for the first one unless FORCE_START_WITHOUT_INITIAL_CONFIG, listens. */
+  /**
+   * Opens the store, loads the config, starts the stats and listens on the ports: one step each,
+   * in this order (a worker has no debug port). A problem for the operator is a StartupError.
+   */
   async start(): Promise<Listening> {
     const { settings, logger } = this.opts;
-    const env = this.opts.env ?? process.env;
+    const store = (this.store = await this.openStore());
+    const service = this.decisionService(store);
+    const quota = this.quotaService();
+    await this.startConfig(store);
+    await this.startStats();
+    const certs = this.loadCertificates();
+    // One process's bounds on what both ports hold for their clients.
+    const budgets = serverBudgets(settings.server.maxBufferedRequestBytes);
+    const grpc = await this.listenGrpc(service, quota, certs, budgets);
+    const http = await this.listenHttp(service, certs, budgets);
+    if (this.opts.worker !== undefined) return { grpc, http, debug: undefined };
+    const debug = await this.listenDebug(certs);
+    logger.info(`listening: gRPC ${grpc}, HTTP ${http}, debug ${debug}`);
+    return { grpc, http, debug };
+  }
+
+  /** The counter store, its health on the health check; says which store and why. */
+  private async openStore(): Promise<CounterStore> {
+    const { settings, logger } = this.opts;
     const kind = this.opener.kind;
     const { backendReason, backendSource } = settings.cache;
     if (backendSource === 'default') {
@@ -269,9 +291,8 @@ export class RateLimitApp {
     } else {
       logger.info(`counter store: ${kind} (${backendReason})${kind === 'memory' ? ': counts are per process' : ''}`);
     }
-    let store: CounterStore;
     try {
-      store = await this.opener.open((ok) => {
+      return await this.opener.open((ok) => {
         if (this.health.states().get('store') === ok) return;
         this.health.set('store', ok);
         if (ok) logger.info(`${kind} store: healthy`);
@@ -284,8 +305,12 @@ export class RateLimitApp {
       const why = backendSource === 'store-settings' ? ` (${backendReason})` : '';
       throw new StartupError(`cannot connect the ${kind} store${why}: ${(err as Error).message}`);
     }
-    this.store = store;
-    const service = new RateLimitService({
+  }
+
+  /** ShouldRateLimit's decisions on `store`, from the current config. */
+  private decisionService(store: CounterStore): RateLimitService {
+    const { settings } = this.opts;
+    return new RateLimitService({
       store,
       snapshot: () => this.configStore.current(),
       stats: this.stats,
@@ -302,10 +327,15 @@ export class RateLimitApp {
         maxEntryLength: settings.server.maxEntryLength,
       },
     });
-    // RLQS on the gRPC port, from the same rules. With Redis, replicas (and workers) divide each
-    // limit together; otherwise each process divides it among the streams it serves.
-    const demand = this.demandStore();
-    this.demand = demand;
+  }
+
+  /**
+   * RLQS on the gRPC port, from the same rules. With Redis, replicas (and workers) divide each
+   * limit together; otherwise each process divides it among the streams it serves.
+   */
+  private quotaService(): QuotaService {
+    const { settings, logger } = this.opts;
+    const demand = (this.demand = this.demandStore());
     const quota = (this.quota = new QuotaService({
       config: () => this.configStore.current()?.config,
       demand,
@@ -316,6 +346,13 @@ export class RateLimitApp {
       logger,
     }));
     this.configStore.onUpdate(() => void quota.configChanged());
+    return quota;
+  }
+
+  /** Starts the config provider (files or xDS) and, unless told not to, waits for its first load. */
+  private async startConfig(store: CounterStore): Promise<void> {
+    const { settings, logger } = this.opts;
+    const env = this.opts.env ?? process.env;
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
     const { maxBytes, maxDescriptors } = settings.config;
     if (settings.config.type === 'GRPC_XDS_SOTW') {
@@ -351,15 +388,18 @@ export class RateLimitApp {
     } catch (err) {
       throw new StartupError(`cannot start the config provider: ${(err as Error).message}`);
     }
-    if (!settings.config.forceStartWithoutInitialConfig) {
-      // The file provider loads at start(): usually there is nothing left to wait for.
-      if (!this.configStore.hasFirstEvent) logger.info('waiting for the first configuration before listening');
-      if ((await this.configStore.waitForFirst()) === undefined) {
-        // As upstream: the first load event unblocks start-up even when it failed.
-        logger.warn('the first configuration failed to load: listening without one; every request fails with "no rate limit configuration loaded" until a configuration loads');
-      }
+    if (settings.config.forceStartWithoutInitialConfig) return;
+    // The file provider loads at start(): usually there is nothing left to wait for.
+    if (!this.configStore.hasFirstEvent) logger.info('waiting for the first configuration before listening');
+    if ((await this.configStore.waitForFirst()) === undefined) {
+      // As upstream: the first load event unblocks start-up even when it failed.
+      logger.warn('the first configuration failed to load: listening without one; every request fails with "no rate limit configuration loaded" until a configuration loads');
     }
+  }
 
+  /** The stats sink and its periodic flush (which also publishes the local cache's gauges). */
+  private async startStats(): Promise<void> {
+    const { settings, logger } = this.opts;
     try {
       await this.sink.start();
     } catch (err) {
@@ -367,28 +407,30 @@ export class RateLimitApp {
     }
     this.flusher = new StatsFlusher(this.stats, this.sink, settings.stats.flushIntervalMs, logger);
     this.flusher.onFlush(() => this.localCache?.publish(this.stats));
+  }
+
+  /** The server certificates (reloading) when any port uses TLS. */
+  private loadCertificates(): CertificateSource | undefined {
+    const { settings, logger } = this.opts;
     const extra = settings.server;
     const tlsFiles = settings.grpc.tls;
-    if (tlsFiles.enabled || extra.httpTls || extra.debugTls) {
-      try {
-        this.certificates = new CertificateSource(
-          { ...tlsFiles, reloadIntervalMs: extra.tlsReloadIntervalMs },
-          logger,
-        );
-      } catch (err) {
-        throw new StartupError((err as Error).message);
-      }
-      this.certificates.start();
+    if (!(tlsFiles.enabled || extra.httpTls || extra.debugTls)) return undefined;
+    try {
+      this.certificates = new CertificateSource({ ...tlsFiles, reloadIntervalMs: extra.tlsReloadIntervalMs }, logger);
+    } catch (err) {
+      throw new StartupError((err as Error).message);
     }
-    const certs = this.certificates;
+    this.certificates.start();
+    return this.certificates;
+  }
 
-    // One process's bounds on what both ports hold for their clients.
-    const budgets = serverBudgets(extra.maxBufferedRequestBytes);
+  /** The gRPC port (ShouldRateLimit, RLQS, health) on the chosen transport; its address as bound. */
+  private async listenGrpc(service: RateLimitService, quota: QuotaService, certs: CertificateSource | undefined, budgets: ServerBudgets): Promise<string> {
+    const { settings, logger } = this.opts;
     const grpcTarget = settings.grpc.uds !== '' ? `unix:${settings.grpc.uds}` : hostPort(settings.grpc.host, settings.grpc.port);
     const transport = settings.grpc.transport;
-    const createGrpc = GRPC_LISTENERS[transport];
     logger.info(`gRPC transport: ${TRANSPORT_NAMES[transport]} (GRPC_TRANSPORT=${transport})`);
-    this.grpc = createGrpc({
+    this.grpc = GRPC_LISTENERS[transport]({
       service,
       quota,
       health: this.health,
@@ -397,36 +439,44 @@ export class RateLimitApp {
       tracing: this.tracing,
       grpc: settings.grpc,
       target: grpcTarget,
-      maxRequestBytes: extra.maxRequestBytes,
+      maxRequestBytes: settings.server.maxRequestBytes,
       certificates: certs,
       budgets,
     });
     const grpcPort = await this.grpc.listen().catch((err: Error) => {
       throw new StartupError(`cannot listen for gRPC on ${grpcTarget}: ${err.message}`);
     });
+    return settings.grpc.uds !== '' ? grpcTarget : hostPort(settings.grpc.host, grpcPort);
+  }
 
+  /** The HTTP port (/json, /healthcheck); its address as bound. */
+  private listenHttp(service: RateLimitService, certs: CertificateSource | undefined, budgets: ServerBudgets): Promise<string> {
+    const { settings, logger } = this.opts;
     const worker = this.opts.worker;
     this.httpServer = httpSocketServer(
       createHttpHandler({
         service,
         health: this.health,
         logger,
-        maxBodyBytes: extra.maxRequestBytes,
+        maxBodyBytes: settings.server.maxRequestBytes,
         tracing: this.tracing,
         worker: worker === undefined ? undefined : { header: WORKER_HEADER, slot: worker.slot },
       }),
       {
-        certs: extra.httpTls ? certs : undefined,
-        clientSan: tlsFiles.clientSan,
+        certs: settings.server.httpTls ? certs : undefined,
+        clientSan: settings.grpc.tls.clientSan,
         logger,
         requestTimeoutMs: settings.server.requestBodyTimeoutMs,
-        maxConnections: extra.httpMaxConnections,
+        maxConnections: settings.server.httpMaxConnections,
         budgets,
       },
     );
-    const httpAddr = await listen(this.httpServer.server, settings.http.host, settings.http.port, 'HTTP');
-    const grpcAddr = settings.grpc.uds !== '' ? grpcTarget : hostPort(settings.grpc.host, grpcPort);
-    if (worker !== undefined) return { grpc: grpcAddr, http: httpAddr, debug: undefined };
+    return listen(this.httpServer.server, settings.http.host, settings.http.port, 'HTTP');
+  }
+
+  /** The debug port (/rlconfig, /stats, explain, profiles); its address as bound. */
+  private listenDebug(certs: CertificateSource | undefined): Promise<string> {
+    const { settings, logger } = this.opts;
     this.debugServer = httpListener(
       createDebugHandler({
         stats: this.stats,
@@ -436,14 +486,12 @@ export class RateLimitApp {
         explainBucket: (domain, text) => this.explainBucket(domain, text),
         quotaBuckets: () => this.quotaBuckets(),
       }),
-      extra.debugTls ? certs : undefined,
-      tlsFiles.clientSan,
+      settings.server.debugTls ? certs : undefined,
+      settings.grpc.tls.clientSan,
       logger,
       settings.server.requestBodyTimeoutMs,
     );
-    const debugAddr = await listen(this.debugServer, settings.debug.host, settings.debug.port, 'debug');
-    logger.info(`listening: gRPC ${grpcAddr}, HTTP ${httpAddr}, debug ${debugAddr}`);
-    return { grpc: grpcAddr, http: httpAddr, debug: debugAddr };
+    return listen(this.debugServer, settings.debug.host, settings.debug.port, 'debug');
   }
 
   /** The loaded config as /rlconfig prints it, in pieces made as they are sent (a big config is never one string). */
