@@ -40,7 +40,7 @@ export type RedisSocketType = 'tcp' | 'unix';
 export type TracingExporterProtocol = 'http' | 'grpc';
 export type GrpcTransport = 'socket' | 'grpc-js';
 /** The one stats sink in use, derived from DISABLE_STATS / USE_DOG_STATSD / USE_PROMETHEUS / USE_STATSD. */
-export type StatsSink = 'disabled' | 'dogstatsd' | 'prometheus' | 'statsd' | 'logging';
+export type StatsSinkKind = 'disabled' | 'dogstatsd' | 'prometheus' | 'statsd' | 'logging';
 
 export interface ListenerSettings {
   /** HOST / DEBUG_HOST */
@@ -214,7 +214,7 @@ export interface DogStatsdMogrifier {
 
 export interface StatsSettings {
   /** The sink in use (the "at most one sink" rule already checked). */
-  readonly sink: StatsSink;
+  readonly sink: StatsSinkKind;
   /** DISABLE_STATS */
   readonly disabled: boolean;
   /** USE_STATSD (default true): statsd over TCP */
@@ -604,7 +604,7 @@ function readStats(r: EnvReader, warnings: string[]): StatsSettings {
   const useDogStatsd = r.bool('USE_DOG_STATSD');
   const useStatsd = r.bool('USE_STATSD');
   const usePrometheus = r.bool('USE_PROMETHEUS');
-  let sink: StatsSink;
+  let sink: StatsSinkKind;
   if (disabled) {
     sink = 'disabled';
   } else {

@@ -8,7 +8,7 @@
  * series through `counterList()` / `gaugeList()` / `timerList()`.
  */
 import type { Logger } from '../telemetry/logger';
-import type { RuleStats as RuleCounters } from '../core/rule';
+import type { RuleStats } from '../core/rule';
 
 export class Counter {
   value = 0;
@@ -147,8 +147,8 @@ export class Timer {
   }
 }
 
-/** Per-rule counters: `ratelimit.service.rate_limit.<key>.<stat>`. */
-export interface RuleStats {
+/** The series of one rule as made in the store: `ratelimit.service.rate_limit.<key>.<stat>` (core's RuleStats, with counters one can read). */
+export interface RuleSeries {
   readonly key: string;
   readonly totalHits: Counter;
   readonly overLimit: Counter;
@@ -179,9 +179,9 @@ export class StatsStore {
   private readonly counters = new Map<string, Counter>();
   private readonly gauges = new Map<string, Gauge>();
   private readonly timers = new Map<string, Timer>();
-  private readonly ruleStatsByKey = new Map<string, RuleStats>();
+  private readonly ruleStatsByKey = new Map<string, RuleSeries>();
   private dynamicSeries = 0;
-  private overflowRuleStats: RuleStats | undefined;
+  private overflowRuleStats: RuleSeries | undefined;
   private overflowWarned = false;
   private logger: Pick<Logger, 'warn'> | undefined;
   private timerSampling = false;
@@ -254,7 +254,7 @@ export class StatsStore {
   }
 
   /** Rule stats for a key known from config: always created. */
-  ruleStats(key: string): RuleStats {
+  ruleStats(key: string): RuleSeries {
     let s = this.ruleStatsByKey.get(key);
     if (s === undefined) {
       s = this.makeRuleStats(key);
@@ -269,7 +269,7 @@ export class StatsStore {
    * removed config are only those it used. Upstream's sinks see the same (a counter that never
    * moved is never sent). Not bounded by the dynamic-series cap: the config bounds them.
    */
-  configRuleStats(key: string): RuleCounters {
+  configRuleStats(key: string): RuleStats {
     const made = this.ruleStatsByKey.get(key);
     return made !== undefined ? made : new PendingRuleStats(this, key);
   }
@@ -279,7 +279,7 @@ export class StatsStore {
    * creates these without bound (#275, #1132); past `maxDynamicSeries` new keys share one
    * catch-all series, `ratelimit.service.rate_limit.overflow.*`.
    */
-  dynamicRuleStats(key: string): RuleStats {
+  dynamicRuleStats(key: string): RuleSeries {
     const s = this.ruleStatsByKey.get(key);
     if (s !== undefined) return s;
     if (this.dynamicSeries >= this.maxDynamicSeries) {
@@ -298,9 +298,9 @@ export class StatsStore {
    * dynamicRuleStats, created only when one of them first counts: a config lookup can build a
    * request-specific rule without creating series (lookups have no side effects).
    */
-  deferredRuleStats(key: string): RuleCounters {
-    let resolved: RuleStats | undefined;
-    const stats = (): RuleStats => (resolved ??= this.dynamicRuleStats(key));
+  deferredRuleStats(key: string): RuleStats {
+    let resolved: RuleSeries | undefined;
+    const stats = (): RuleSeries => (resolved ??= this.dynamicRuleStats(key));
     return {
       key,
       totalHits: { inc: (n?: number) => stats().totalHits.inc(n) },
@@ -349,7 +349,7 @@ export class StatsStore {
     );
   }
 
-  private makeRuleStats(key: string): RuleStats {
+  private makeRuleStats(key: string): RuleSeries {
     const p = RULE_STATS_PREFIX + key + '.';
     return {
       key,
@@ -364,13 +364,13 @@ export class StatsStore {
 }
 
 /** Rule stats that make their series when one first counts (see {@link StatsStore.configRuleStats}). */
-class PendingRuleStats implements RuleCounters {
-  private made: RuleStats | undefined;
+class PendingRuleStats implements RuleStats {
+  private made: RuleSeries | undefined;
   constructor(
     private readonly store: StatsStore,
     readonly key: string,
   ) {}
-  private get series(): RuleStats {
+  private get series(): RuleSeries {
     return (this.made ??= this.store.ruleStats(this.key));
   }
   get totalHits(): Counter {

@@ -99,7 +99,7 @@ export interface SentResponse {
   readonly response: DiscoveryResponse;
 }
 
-export interface Snapshot {
+export interface ResourceSnapshot {
   readonly version: string;
   readonly resources: readonly Any[];
 }
@@ -143,7 +143,7 @@ export class ManagementServer {
   private readonly streams = new Map<number, StreamState>();
   private readonly listeners = new Set<(r: ObservedRequest) => void>();
   private readonly responseListeners = new Set<(r: SentResponse) => void>();
-  private current: Snapshot | undefined;
+  private current: ResourceSnapshot | undefined;
   private nextStreamId = 1;
   private nonceCounter = 0;
 
@@ -174,7 +174,7 @@ export class ManagementServer {
   }
 
   /** The snapshot being served. */
-  snapshot(): Snapshot | undefined {
+  snapshot(): ResourceSnapshot | undefined {
     return this.current;
   }
 

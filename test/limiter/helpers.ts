@@ -1,5 +1,5 @@
 import type { RateLimitRule } from '../../src/core/rule';
-import type { RuleStats, StatsStore } from '../../src/stats/store';
+import type { RuleSeries, StatsStore } from '../../src/stats/store';
 
 /** A rule as the config loader would produce it, for tests of the pipeline pieces alone. */
 export function rule(
@@ -8,7 +8,7 @@ export function rule(
   requestsPerUnit: number,
   unit: number,
   extra: Partial<RateLimitRule> = {},
-): RateLimitRule & { stats: RuleStats } {
+): RateLimitRule & { stats: RuleSeries } {
   return {
     fullKey: key,
     limit: { name: extra.limit?.name ?? '', requestsPerUnit, unit },

@@ -4,7 +4,7 @@
  * every timer that recorded samples, then `endFlush()`. Names are store names (gostats names, tags
  * as `.__k=v` suffixes); each sink applies EXTRA_TAGS and its own naming.
  */
-import type { StatsSink as StatsSinkKind } from '../../settings/settings';
+import type { StatsSinkKind } from '../../settings/settings';
 import type { TimerSamples } from '../store';
 
 export type { StatsSinkKind };

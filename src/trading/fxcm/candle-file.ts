@@ -12,6 +12,7 @@
  * inspectCandleFile lists them all (`candles check`). A candle store's files (runner/candles-store.ts)
  * are JSON files with one more field, `covered`.
  */
+import { isoUtc } from '../../core/time-text';
 import fs from 'node:fs';
 import { candleToRow, normalizePeriod, rowToCandle } from './candles';
 import type { Candle, Period } from './types';
@@ -60,7 +61,8 @@ export interface CandleFileContents {
 }
 
 /** Epoch seconds as ISO 8601, without the milliseconds: 2024-03-05T09:30:00Z. */
-export const isoTime = (ts: number): string => new Date(ts * 1000).toISOString().replace('.000Z', 'Z');
+/** A candle time (epoch seconds) as text. */
+export const isoTime = (ts: number): string => isoUtc(ts * 1000);
 
 /** What is wrong with one candle on its own, or undefined. */
 function candleProblem(c: Candle): { kind: CandleProblemKind; what: string } | undefined {

@@ -119,7 +119,8 @@ interface EntryState extends PendingOrder {
   ocoGroup?: string;
 }
 
-interface Timer {
+/** A strategy timer (ctx.setTimer) in simulated time. */
+interface StrategyTimer {
   name: string;
   every: number;
   next: number;
@@ -143,7 +144,7 @@ export class BacktestEngine {
   private readonly intents: Intent[] = [];
   private readonly history: BarHistory;
   private readonly building = new Map<string, Bar>();
-  private readonly timers = new Map<string, Timer>();
+  private readonly timers = new Map<string, StrategyTimer>();
   private readonly guard: SafetyGuard;
   private readonly events: (() => Promise<void>)[] = [];
   private readonly ctx: StrategyContext<Record<string, unknown>>;

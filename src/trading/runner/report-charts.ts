@@ -5,6 +5,7 @@
  * round values; long series are thinned to at most MAX_POINTS points, keeping each slice's
  * lowest and highest point so spikes and drawdowns survive.
  */
+import { isoUtc } from '../../core/time-text';
 import type { ClosedTrade, EquityPoint } from './results';
 import type { CloseReason } from './strategy';
 
@@ -60,7 +61,6 @@ export interface TimeTick {
   date?: string;
 }
 
-const isoOf = (ms: number) => new Date(ms).toISOString();
 
 /** Ticks at round UTC times within [from, to], at most about `maxTicks`, labelled for their step. */
 export function timeTicks(from: number, to: number, maxTicks = 8): TimeTick[] {
@@ -71,7 +71,7 @@ export function timeTicks(from: number, to: number, maxTicks = 8): TimeTick[] {
     const offset = fixed % (7 * DAY) === 0 ? MONDAY_OFFSET : 0;
     let previousDate = '';
     for (let ts = Math.ceil((from - offset) / fixed) * fixed + offset; ts <= to; ts += fixed) {
-      const iso = isoOf(ts);
+      const iso = isoUtc(ts);
       const date = iso.slice(0, 10);
       if (fixed >= DAY) out.push({ ts, label: date });
       else {
@@ -88,7 +88,7 @@ export function timeTicks(from: number, to: number, maxTicks = 8): TimeTick[] {
   for (;;) {
     const ts = Date.UTC(Math.floor(index / 12), index % 12, 1);
     if (ts > to) break;
-    if (ts >= from) out.push({ ts, label: isoOf(ts).slice(0, months % 12 === 0 ? 4 : 7) });
+    if (ts >= from) out.push({ ts, label: isoUtc(ts).slice(0, months % 12 === 0 ? 4 : 7) });
     index += months;
   }
   return out;
@@ -146,7 +146,7 @@ export function downsample<T>(points: readonly T[], max: number, value: (p: T) =
 
 export const esc = (s: unknown) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 /** `2024-01-02 10:15Z` */
-export const utc = (ms: number) => isoOf(ms).slice(0, 16).replace('T', ' ') + 'Z';
+export const utc = (ms: number) => isoUtc(ms).slice(0, 16).replace('T', ' ') + 'Z';
 const num = (v: number, decimals: number) => v.toLocaleString('en-US', { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
 const px = (v: number) => v.toFixed(1);
 

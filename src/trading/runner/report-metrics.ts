@@ -7,6 +7,7 @@
  * (a point per minute bar, a point per tick) multiplies noise by sqrt(points per year) and gave
  * Sharpe 25 on a minute-bar backtest; daily returns are what traders compare.
  */
+import { isoUtc } from '../../core/time-text';
 import { clean } from '../execution/instruments';
 import { fxTradingDay } from '../fxcm/market-hours';
 import type { ClosedTrade, EquityPoint } from './results';
@@ -184,7 +185,7 @@ export function sideStats(trades: readonly ClosedTrade[]): SideStats {
   return { trades: trades.length, wins, winRate: trades.length ? clean(wins / trades.length) : null, netPL: sum(trades.map((t) => t.pl)) };
 }
 
-const monthOf = (ms: number) => new Date(ms).toISOString().slice(0, 7);
+const monthOf = (ms: number) => isoUtc(ms).slice(0, 7);
 
 /** Per UTC calendar month that has an equity point or a closed trade: its equity change, and apart from it the trades closed in it (MonthReturn). */
 export function monthlyReturns(trades: readonly ClosedTrade[], equity: readonly EquityPoint[], startBalance: number): MonthReturn[] {

@@ -6,6 +6,7 @@
  * The numbers are report-metrics.ts's, the charts report-charts.ts's, a backtest's projected
  * budget budget-projection.ts's.
  */
+import { isoUtc } from '../../core/time-text';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PERIOD_SECONDS } from '../fxcm/candles';
@@ -247,7 +248,6 @@ ${open.orders.length ? table(['Entry order', 'Symbol', 'Side', 'Amount (K)', 'Ra
 
 const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : String(n));
 const fmtOrNa = (n: number | null, d = 2, na = 'n/a') => (n === null ? na : fmt(n, d));
-const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
 
 /** `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h` */
 export function duration(ms: number): string {
@@ -362,7 +362,7 @@ export function renderHtml(r: RunReport): string {
     signed(x.closedPL, fmt(x.closedPL)),
   ]);
   const trades = r.trades.map((t) =>
-    [esc(t.tradeId), esc(t.symbol), t.isBuy ? 'buy' : 'sell', String(t.amount), esc(iso(t.openTime)), String(t.openRate), esc(iso(t.closeTime)), String(t.closeRate), fmt(t.plPips, 1), signed(t.pl, fmt(t.pl)), esc(t.reason)],
+    [esc(t.tradeId), esc(t.symbol), t.isBuy ? 'buy' : 'sell', String(t.amount), esc(isoUtc(t.openTime)), String(t.openRate), esc(isoUtc(t.closeTime)), String(t.closeRate), fmt(t.plPips, 1), signed(t.pl, fmt(t.pl)), esc(t.reason)],
   );
   const time = timeDomain(r);
   const kv = (list: [string, string][]) => `<table>${list.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</table>`;

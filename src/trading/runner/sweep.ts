@@ -5,6 +5,7 @@
  * {@link JobRunner}: worker threads in the CLI) and come back in job order, so the result does not
  * depend on how many run at once.
  */
+import { isoUtcMinutes } from '../../core/time-text';
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import { clean } from '../execution/instruments';
 import { UsageError, paramValue } from './args';
@@ -162,7 +163,7 @@ export function splitTimeline(data: readonly CandleSeries[], folds: number, inSa
   return out;
 }
 
-const isoTime = (sec: number): string => new Date(sec * 1000).toISOString().replace(/:00\.000Z$/, 'Z');
+const isoTime = (sec: number): string => isoUtcMinutes(sec * 1000);
 
 /** What runs the backtests: the outcomes in the order of the jobs, whatever order they finish in. */
 export interface JobRunner {
