@@ -90,6 +90,8 @@ export interface IntentOptions {
   priority?: number;
   /** Absolute deadline (limiter clock, ms) after which the call is dropped instead of sent. */
   deadlineMs?: number;
+  /** withIntent: the deadline is this long after now on the limiter's clock (not the wall clock: a virtual one may run apart). */
+  ttlMs?: number;
 }
 
 export interface BrokerLimiterOptions {
@@ -162,7 +164,8 @@ export class BrokerLimiter {
 
   /** Runs `fn` with a priority / deadline for the broker calls it makes. */
   withIntent<T>(o: IntentOptions, fn: () => Promise<T>): Promise<T> {
-    return this.intent.run(o, fn);
+    const { ttlMs, ...rest } = o;
+    return this.intent.run(ttlMs === undefined ? rest : { ...rest, deadlineMs: this.opts.clock.nowMs() + ttlMs }, fn);
   }
 
   descriptorsFor(endpoint: string, params: Params = {}): Descriptor[] {

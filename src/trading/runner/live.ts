@@ -266,7 +266,7 @@ export class LiveEngine {
     }
     const run = () => send(client);
     const l = this.o.limiter;
-    const p = l ? l.withIntent({ deadlineMs: ttlMs !== undefined ? Date.now() + ttlMs : undefined }, run) : run();
+    const p = l ? l.withIntent({ ttlMs }, run) : run();
     return p.then(
       (v) => {
         answer(true, v);

@@ -119,3 +119,22 @@ describe('limiter in front of the broker client, against the simulator', () => {
     }
   });
 });
+
+describe('limiter: an intent\'s time to live', () => {
+  test('counts on the limiter\'s clock, not the wall clock (a virtual clock far from now)', async () => {
+    const clock = new ManualClock(1_000); // far behind Date.now(): a wall-clock deadline would never pass
+    const decider: LimitDecider = {
+      async shouldRateLimit() {
+        return { overallCode: 2, statuses: [{ code: 2, durationUntilReset: 3600, limitRemaining: 0 }], responseHeadersToAdd: [] };
+      },
+    };
+    let slept = 0;
+    const l = new BrokerLimiter({ decider, account: 'A', clock, marginMs: 0, sleep: async (ms) => { slept += ms; clock.advance(ms); } });
+    const outcome = await l.withIntent({ ttlMs: 5_000 }, () => l.acquire('/trading/open_trade')).then(
+      () => 'sent',
+      (e: Error) => e.name,
+    );
+    expect(outcome).toBe('IntentExpiredError');
+    expect(slept).toBeLessThanOrEqual(5_001); // dropped at its deadline, not after the hour's reset
+  });
+});
