@@ -1,6 +1,7 @@
 /**
  * Logging as upstream's logrus set-up: LOG_LEVEL picks the level; LOG_FORMAT=json writes one JSON
  * object per line with `@timestamp`, `@message` and `level`, otherwise logrus-style text lines.
+ * The runner's strategy log (`ctx.log`) uses the `plain` format: `[level] message {fields}`.
  */
 
 import type { LogLevel } from '../settings/settings';
@@ -23,7 +24,8 @@ export type LogWriter = Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
 
 export interface LoggerOptions {
   level: string;
-  format: 'text' | 'json' | string;
+  /** `text` (logrus), `json`, or `plain` (`[level] message {fields}`, no time: a terminal's). */
+  format: 'text' | 'json' | 'plain' | string;
   /** Where lines go; stderr by default, like logrus. */
   write?: (line: string) => void;
 }
@@ -40,6 +42,10 @@ export function createLogger(opts: LoggerOptions): Logger {
   const write = opts.write ?? ((line: string) => process.stderr.write(line));
   const emit = (level: LogLevel, msg: string, fields: LogFields | undefined): void => {
     if (RANK[level] < min) return;
+    if (opts.format === 'plain') {
+      write(`[${level}] ${msg}${fields !== undefined && Object.keys(fields).length > 0 ? ` ${JSON.stringify(fields)}` : ''}\n`);
+      return;
+    }
     const ts = new Date().toISOString();
     const name = level === 'warn' ? 'warning' : level;
     if (json) {

@@ -41,3 +41,12 @@ describe('the logger (logrus-compatible lines)', () => {
     expect(silentLogger.enabled('error')).toBe(false);
   });
 });
+
+test('the plain format (the runner\'s ctx.log): [level] message {fields}, from the level up, no time', () => {
+  const lines: string[] = [];
+  const log = createLogger({ level: 'info', format: 'plain', write: (l) => lines.push(l) });
+  log.debug('hidden');
+  log.info('bar closed', { symbol: 'EUR/USD', close: 1.1 });
+  log.warn('no fields', {});
+  expect(lines).toEqual(['[info] bar closed {"symbol":"EUR/USD","close":1.1}\n', '[warn] no fields\n']);
+});

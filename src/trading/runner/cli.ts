@@ -1,6 +1,7 @@
 /**
  * `ratelimit-runner backtest`, and the console output the strategy modes share.
  */
+import { createLogger, silentLogger } from '../../telemetry/logger';
 import fs from 'node:fs';
 import { runBacktest } from './backtest';
 import { projectBudget } from './budget-projection';
@@ -8,7 +9,7 @@ import { readCandleFile } from '../fxcm/candle-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { bundledLimitsFile } from './limits-file';
 import { loadStrategy } from './loader';
-import { BACKTEST_OPTIONS, LOG_LEVELS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type StrategyLogLevel, type ParsedArgs } from './args';
+import { BACKTEST_OPTIONS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type StrategyLogLevel, type ParsedArgs } from './args';
 import { buildReport, writeReport } from './report';
 import type { Strategy, StrategyLogger } from './strategy';
 
@@ -48,16 +49,9 @@ transpiled on load when the 'typescript' package is installed. See examples/stra
 Exit status: 0 ok, 1 the strategy failed (the report still lists the error and its line), 2 usage.
 `;
 
-/** ctx.log on stderr, from `level` up (`[debug] message {fields}`). */
+/** ctx.log on stderr, from `level` up (`[debug] message {fields}`): the service's logger in its plain format. */
 export function consoleLogger(level: StrategyLogLevel): StrategyLogger {
-  const from = level === 'silent' ? LOG_LEVELS.length : LOG_LEVELS.indexOf(level);
-  const w = (lvl: (typeof LOG_LEVELS)[number]) =>
-    LOG_LEVELS.indexOf(lvl) < from
-      ? () => {}
-      : (msg: string, meta?: Record<string, unknown>) => {
-          process.stderr.write(`[${lvl}] ${msg}${meta && Object.keys(meta).length ? ' ' + JSON.stringify(meta) : ''}\n`);
-        };
-  return { debug: w('debug'), info: w('info'), warn: w('warn'), error: w('error') };
+  return level === 'silent' ? silentLogger : createLogger({ level, format: 'plain' });
 }
 
 export function progressBar(stream: NodeJS.WriteStream): (done: number, total: number) => void {
