@@ -823,73 +823,19 @@ function deepFreeze<T>(value: T): T {
 // Public API
 
 /**
- * Reads every setting from `env` (default `process.env`). Throws {@link SettingsError} on the first
- * bad value. The result is deeply frozen.
+ * Reads every setting from `env` (default `process.env`), one reader per group. Throws
+ * {@link SettingsError} on the first bad value. The result is deeply frozen.
  */
 export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   const r = new EnvReader(env);
   const warnings: string[] = [];
-
   const logLevel = r.choice<LogLevel | 'warning'>('LOG_LEVEL');
-  const { backendType, backendSource, backendReason } = chooseBackend(r);
-  const cache: CacheSettings = {
-    backendType,
-    backendSource,
-    backendReason,
-    expirationJitterMaxSeconds: r.int('EXPIRATION_JITTER_MAX_SECONDS'),
-    localCacheSizeInBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES'),
-    nearLimitRatio: r.float('NEAR_LIMIT_RATIO'),
-    cacheKeyPrefix: r.string('CACHE_KEY_PREFIX'),
-    stopCacheKeyIncrementWhenOverlimit: r.bool('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT'),
-    failureMode: r.choice<'error' | 'allow' | 'deny' | ''>('BACKEND_FAILURE_MODE') || undefined,
-    circuitFailures: r.int('BACKEND_CIRCUIT_FAILURES'),
-    circuitOpenMs: r.duration('BACKEND_CIRCUIT_OPEN_DURATION'),
-  };
-
+  const cache = readCache(r);
   const settings: Settings = {
     http: { host: r.string('HOST'), port: r.int('PORT') },
     debug: { host: r.string('DEBUG_HOST'), port: r.int('DEBUG_PORT') },
-    grpc: {
-      uds: r.string('GRPC_UDS'),
-      host: r.string('GRPC_HOST'),
-      port: r.int('GRPC_PORT'),
-      maxConnectionAgeMs: r.duration('GRPC_MAX_CONNECTION_AGE'),
-      maxConnectionAgeGraceMs: r.duration('GRPC_MAX_CONNECTION_AGE_GRACE'),
-      tls: {
-        enabled: r.bool('GRPC_SERVER_USE_TLS'),
-        certFile: r.string('GRPC_SERVER_TLS_CERT'),
-        keyFile: r.string('GRPC_SERVER_TLS_KEY'),
-        clientCaFile: r.string('GRPC_CLIENT_TLS_CACERT'),
-        clientSan: r.string('GRPC_CLIENT_TLS_SAN'),
-      },
-      transport: r.choice<GrpcTransport>('GRPC_TRANSPORT'),
-      keepaliveTimeMs: r.duration('GRPC_KEEPALIVE_TIME'),
-      keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT'),
-      maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE'),
-      maxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS'),
-      maxConnections: r.int('GRPC_MAX_CONNECTIONS'),
-      requestBodyTimeoutMs: r.duration('GRPC_REQUEST_BODY_TIMEOUT'),
-    },
-    server: {
-      httpTls: r.bool('HTTP_SERVER_USE_TLS'),
-      debugTls: r.bool('DEBUG_SERVER_USE_TLS'),
-      tlsReloadIntervalMs: r.duration('TLS_RELOAD_INTERVAL'),
-      maxRequestBytes: r.int('REQUEST_MAX_BYTES'),
-      maxBufferedRequestBytes: r.int('REQUEST_MAX_BUFFERED_BYTES'),
-      httpMaxConnections: r.int('HTTP_MAX_CONNECTIONS'),
-      maxDescriptors: r.int('REQUEST_MAX_DESCRIPTORS'),
-      maxEntries: r.int('REQUEST_MAX_ENTRIES'),
-      maxEntryLength: r.int('REQUEST_MAX_ENTRY_LENGTH'),
-      workers: readWorkers(r, backendType),
-      requestBodyTimeoutMs: r.duration('HTTP_REQUEST_BODY_TIMEOUT'),
-      shutdownDelayMs: r.duration('SHUTDOWN_DELAY'),
-      drainTimeoutMs: r.duration('SHUTDOWN_DRAIN_TIMEOUT'),
-      rlqsUnmatched: {
-        strategy: r.choice<'allow' | 'deny'>('RLQS_UNMATCHED_ACTION') === 'deny' ? 'deny-all' : 'allow-all',
-        ttlSeconds: Math.max(1, Math.round(r.duration('RLQS_UNMATCHED_TTL') / 1000)),
-      },
-      rlqsMaxBucketsPerStream: r.int('RLQS_MAX_BUCKETS_PER_STREAM'),
-    },
+    grpc: readGrpc(r),
+    server: readServer(r, cache.backendType),
     log: {
       level: logLevel === 'warning' ? 'warn' : logLevel,
       format: r.choice<LogFormat>('LOG_FORMAT'),
@@ -908,44 +854,124 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       ignoreDotFiles: r.bool('RUNTIME_IGNOREDOTFILES'),
       watchRoot: r.bool('RUNTIME_WATCH_ROOT'),
     },
-    xds: {
-      nodeId: r.string('CONFIG_GRPC_XDS_NODE_ID'),
-      nodeMetadata: r.metadata('CONFIG_GRPC_XDS_NODE_METADATA'),
-      serverUrl: r.string('CONFIG_GRPC_XDS_SERVER_URL'),
-      connectRetryIntervalMs: r.duration('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL'),
-      additionalHeaders: r.map('CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS'),
-      tls: {
-        enabled: r.bool('CONFIG_GRPC_XDS_SERVER_USE_TLS'),
-        clientCertFile: r.string('CONFIG_GRPC_XDS_CLIENT_TLS_CERT'),
-        clientKeyFile: r.string('CONFIG_GRPC_XDS_CLIENT_TLS_KEY'),
-        serverCaFile: r.string('CONFIG_GRPC_XDS_SERVER_TLS_CACERT'),
-        serverSan: r.string('CONFIG_GRPC_XDS_SERVER_TLS_SAN'),
-      },
-      backoff: {
-        initialIntervalMs: r.duration('XDS_CLIENT_BACKOFF_INITIAL_INTERVAL'),
-        maxIntervalMs: r.duration('XDS_CLIENT_BACKOFF_MAX_INTERVAL'),
-        randomFactor: r.float('XDS_CLIENT_BACKOFF_RANDOM_FACTOR'),
-        jitter: r.bool('XDS_CLIENT_BACKOFF_JITTER'),
-      },
-      maxMsgSizeInBytes: r.int('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES'),
-    },
+    xds: readXds(r),
     stats: readStats(r, warnings),
     cache,
     memory: { maxKeys: r.int('MEMORY_MAX_KEYS') },
-    redis: readRedis(r, backendType === 'redis', warnings),
-    memcache: readMemcache(r, backendType === 'memcache', warnings),
-    tracing: {
-      enabled: r.bool('TRACING_ENABLED'),
-      serviceName: r.string('TRACING_SERVICE_NAME'),
-      serviceNamespace: r.string('TRACING_SERVICE_NAMESPACE'),
-      serviceInstanceId: r.string('TRACING_SERVICE_INSTANCE_ID'),
-      exporterProtocol: r.choice<TracingExporterProtocol>('TRACING_EXPORTER_PROTOCOL'),
-      samplingRate: r.float('TRACING_SAMPLING_RATE'),
-    },
+    redis: readRedis(r, cache.backendType === 'redis', warnings),
+    memcache: readMemcache(r, cache.backendType === 'memcache', warnings),
+    tracing: readTracing(r),
     reloadable: readReloadable(r),
     warnings,
   };
   warnUnusedStoreSettings(r, cache, warnings);
+  checkTls(settings);
+  return deepFreeze(settings);
+}
+
+/** The counter store (chosen as chooseBackend says) and what every store shares. */
+function readCache(r: EnvReader): CacheSettings {
+  const { backendType, backendSource, backendReason } = chooseBackend(r);
+  return {
+    backendType,
+    backendSource,
+    backendReason,
+    expirationJitterMaxSeconds: r.int('EXPIRATION_JITTER_MAX_SECONDS'),
+    localCacheSizeInBytes: r.int('LOCAL_CACHE_SIZE_IN_BYTES'),
+    nearLimitRatio: r.float('NEAR_LIMIT_RATIO'),
+    cacheKeyPrefix: r.string('CACHE_KEY_PREFIX'),
+    stopCacheKeyIncrementWhenOverlimit: r.bool('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT'),
+    failureMode: r.choice<'error' | 'allow' | 'deny' | ''>('BACKEND_FAILURE_MODE') || undefined,
+    circuitFailures: r.int('BACKEND_CIRCUIT_FAILURES'),
+    circuitOpenMs: r.duration('BACKEND_CIRCUIT_OPEN_DURATION'),
+  };
+}
+
+function readGrpc(r: EnvReader): GrpcSettings {
+  return {
+    uds: r.string('GRPC_UDS'),
+    host: r.string('GRPC_HOST'),
+    port: r.int('GRPC_PORT'),
+    maxConnectionAgeMs: r.duration('GRPC_MAX_CONNECTION_AGE'),
+    maxConnectionAgeGraceMs: r.duration('GRPC_MAX_CONNECTION_AGE_GRACE'),
+    tls: {
+      enabled: r.bool('GRPC_SERVER_USE_TLS'),
+      certFile: r.string('GRPC_SERVER_TLS_CERT'),
+      keyFile: r.string('GRPC_SERVER_TLS_KEY'),
+      clientCaFile: r.string('GRPC_CLIENT_TLS_CACERT'),
+      clientSan: r.string('GRPC_CLIENT_TLS_SAN'),
+    },
+    transport: r.choice<GrpcTransport>('GRPC_TRANSPORT'),
+    keepaliveTimeMs: r.duration('GRPC_KEEPALIVE_TIME'),
+    keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT'),
+    maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE'),
+    maxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS'),
+    maxConnections: r.int('GRPC_MAX_CONNECTIONS'),
+    requestBodyTimeoutMs: r.duration('GRPC_REQUEST_BODY_TIMEOUT'),
+  };
+}
+
+/** TLS of the other ports, request and connection bounds, worker mode, shutdown, RLQS. */
+function readServer(r: EnvReader, backendType: CacheSettings['backendType']): ServerExtraSettings {
+  return {
+    httpTls: r.bool('HTTP_SERVER_USE_TLS'),
+    debugTls: r.bool('DEBUG_SERVER_USE_TLS'),
+    tlsReloadIntervalMs: r.duration('TLS_RELOAD_INTERVAL'),
+    maxRequestBytes: r.int('REQUEST_MAX_BYTES'),
+    maxBufferedRequestBytes: r.int('REQUEST_MAX_BUFFERED_BYTES'),
+    httpMaxConnections: r.int('HTTP_MAX_CONNECTIONS'),
+    maxDescriptors: r.int('REQUEST_MAX_DESCRIPTORS'),
+    maxEntries: r.int('REQUEST_MAX_ENTRIES'),
+    maxEntryLength: r.int('REQUEST_MAX_ENTRY_LENGTH'),
+    workers: readWorkers(r, backendType),
+    requestBodyTimeoutMs: r.duration('HTTP_REQUEST_BODY_TIMEOUT'),
+    shutdownDelayMs: r.duration('SHUTDOWN_DELAY'),
+    drainTimeoutMs: r.duration('SHUTDOWN_DRAIN_TIMEOUT'),
+    rlqsUnmatched: {
+      strategy: r.choice<'allow' | 'deny'>('RLQS_UNMATCHED_ACTION') === 'deny' ? 'deny-all' : 'allow-all',
+      ttlSeconds: Math.max(1, Math.round(r.duration('RLQS_UNMATCHED_TTL') / 1000)),
+    },
+    rlqsMaxBucketsPerStream: r.int('RLQS_MAX_BUCKETS_PER_STREAM'),
+  };
+}
+
+function readXds(r: EnvReader): XdsSettings {
+  return {
+    nodeId: r.string('CONFIG_GRPC_XDS_NODE_ID'),
+    nodeMetadata: r.metadata('CONFIG_GRPC_XDS_NODE_METADATA'),
+    serverUrl: r.string('CONFIG_GRPC_XDS_SERVER_URL'),
+    connectRetryIntervalMs: r.duration('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL'),
+    additionalHeaders: r.map('CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS'),
+    tls: {
+      enabled: r.bool('CONFIG_GRPC_XDS_SERVER_USE_TLS'),
+      clientCertFile: r.string('CONFIG_GRPC_XDS_CLIENT_TLS_CERT'),
+      clientKeyFile: r.string('CONFIG_GRPC_XDS_CLIENT_TLS_KEY'),
+      serverCaFile: r.string('CONFIG_GRPC_XDS_SERVER_TLS_CACERT'),
+      serverSan: r.string('CONFIG_GRPC_XDS_SERVER_TLS_SAN'),
+    },
+    backoff: {
+      initialIntervalMs: r.duration('XDS_CLIENT_BACKOFF_INITIAL_INTERVAL'),
+      maxIntervalMs: r.duration('XDS_CLIENT_BACKOFF_MAX_INTERVAL'),
+      randomFactor: r.float('XDS_CLIENT_BACKOFF_RANDOM_FACTOR'),
+      jitter: r.bool('XDS_CLIENT_BACKOFF_JITTER'),
+    },
+    maxMsgSizeInBytes: r.int('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES'),
+  };
+}
+
+function readTracing(r: EnvReader): TracingSettings {
+  return {
+    enabled: r.bool('TRACING_ENABLED'),
+    serviceName: r.string('TRACING_SERVICE_NAME'),
+    serviceNamespace: r.string('TRACING_SERVICE_NAMESPACE'),
+    serviceInstanceId: r.string('TRACING_SERVICE_INSTANCE_ID'),
+    exporterProtocol: r.choice<TracingExporterProtocol>('TRACING_EXPORTER_PROTOCOL'),
+    samplingRate: r.float('TRACING_SAMPLING_RATE'),
+  };
+}
+
+/** Certificates for every port that asks for TLS, and a client CA for the SAN check. */
+function checkTls(settings: Settings): void {
   const tlsUsers = [
     settings.grpc.tls.enabled ? 'GRPC_SERVER_USE_TLS' : '',
     settings.server.httpTls ? 'HTTP_SERVER_USE_TLS' : '',
@@ -957,7 +983,6 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
   if (settings.grpc.tls.clientSan !== '' && settings.grpc.tls.clientCaFile === '') {
     throw new SettingsError('GRPC_CLIENT_TLS_SAN needs GRPC_CLIENT_TLS_CACERT: client certificates are only checked when a client CA is set', 'GRPC_CLIENT_TLS_SAN');
   }
-  return deepFreeze(settings);
 }
 
 /**
