@@ -185,3 +185,18 @@ describe('process concerns', () => {
     expect(wrong).toEqual([]);
   });
 });
+
+describe('one name, one meaning', () => {
+  it('no two files of src/ export a type, interface, class or enum of the same name', () => {
+    const where = new Map<string, string[]>();
+    for (const file of sourceFiles(SRC)) {
+      const rel = path.relative(SRC, file).split(path.sep).join('/');
+      for (const m of codeOf(fs.readFileSync(file, 'utf8')).matchAll(/^export (?:declare )?(?:abstract )?(?:interface|type|class|enum) ([A-Za-z0-9_]+)/gm)) {
+        where.set(m[1]!, [...(where.get(m[1]!) ?? []), rel]);
+      }
+    }
+    expect(where.size).toBeGreaterThan(100); // the scan sees the real exports
+    const twice = [...where].filter(([, files]) => files.length > 1).map(([name, files]) => `${name}: ${files.join(', ')}`);
+    expect(twice).toEqual([]);
+  });
+});

@@ -6,7 +6,7 @@
 // First: the runner's optional packages are checked before any module needs them.
 import './runner-packages';
 import { BrokerSimulator, parseSimulatorArgs, SIMULATOR_USAGE } from '../trading/simulator';
-import { UsageError } from '../trading/runner/args';
+import { UsageError } from '../core/argv';
 import { backtestCommand } from '../trading/runner/cli';
 import { candlesCommand, liveCommand, paperCommand, replayCommand } from '../trading/runner/live-cli';
 import { newCommand } from '../trading/runner/new-cli';
@@ -36,7 +36,8 @@ async function sim(argv: string[]): Promise<void> {
   try {
     options = parseSimulatorArgs(argv, process.env);
   } catch (err) {
-    process.stderr.write(`ratelimit-runner sim: ${(err as Error).message}\n`);
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`ratelimit-runner sim: ${err.message}\n${err.usage ?? ''}`);
     process.exit(2);
   }
   const simulator = new BrokerSimulator();

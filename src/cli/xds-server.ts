@@ -10,6 +10,7 @@
 import fs from 'node:fs';
 import { DirectoryPublisher, ManagementServer } from '../xds-server/management-server';
 import { createLogger, type Logger } from '../telemetry/logger';
+import { UsageError } from '../core/argv';
 import { FlagError, type FlagSpec, HelpRequested, parseFlags, usage } from './flags';
 
 const PROGRAM = 'ratelimit-xds-server';
@@ -41,7 +42,6 @@ export interface XdsServerIo {
 }
 
 /** A usage error: the program prints it with the usage text and exits 2. */
-export class UsageError extends Error {}
 
 function readFile(flag: string, file: string): Buffer {
   try {

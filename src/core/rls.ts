@@ -115,4 +115,4 @@ export class ServiceError extends Error {
 }
 
 /** A request outside the service's limits (REQUEST_MAX_*): gRPC INVALID_ARGUMENT, /json 400. */
-export class InvalidRequestError extends ServiceError {}
+export class InvalidRateLimitRequestError extends ServiceError {}

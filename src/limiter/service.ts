@@ -13,7 +13,7 @@ import { keyStem, secondsUntilReset, windowStart } from './cache-key';
 import { algorithmStatus, mostRestrictive, tokenBucketKey } from './algorithms';
 import type { LocalCache } from './local-cache';
 import { counterStatus, localCacheOverLimitStatus, okStatus } from './status';
-import { Code, type Descriptor, type DescriptorStatus, type HeaderValue, InvalidRequestError, type JsonObject, type JsonValue, type RateLimitRequest, type RateLimitResponse, ServiceError, UNIT_NAMES, unitToDivider } from '../core/rls';
+import { Code, type Descriptor, type DescriptorStatus, type HeaderValue, InvalidRateLimitRequestError, type JsonObject, type JsonValue, type RateLimitRequest, type RateLimitResponse, ServiceError, UNIT_NAMES, unitToDivider } from '../core/rls';
 import { StoreError } from '../core/store';
 
 /** Flags upstream re-reads from the environment at every config load; they travel with it. */
@@ -430,20 +430,20 @@ export class RateLimitService {
 function checkLimits(request: RateLimitRequest, limits: RequestLimits): void {
   const { maxDescriptors, maxEntries, maxEntryLength } = limits;
   if (request.domain.length > maxEntryLength) {
-    throw new InvalidRequestError(`domain is ${request.domain.length} characters long, more than ${maxEntryLength}`);
+    throw new InvalidRateLimitRequestError(`domain is ${request.domain.length} characters long, more than ${maxEntryLength}`);
   }
   const descriptors = request.descriptors;
   if (descriptors.length > maxDescriptors) {
-    throw new InvalidRequestError(`${descriptors.length} descriptors, more than ${maxDescriptors}`);
+    throw new InvalidRateLimitRequestError(`${descriptors.length} descriptors, more than ${maxDescriptors}`);
   }
   for (let i = 0; i < descriptors.length; i++) {
     const entries = descriptors[i]!.entries;
-    if (entries.length > maxEntries) throw new InvalidRequestError(`descriptors[${i}]: ${entries.length} entries, more than ${maxEntries}`);
+    if (entries.length > maxEntries) throw new InvalidRateLimitRequestError(`descriptors[${i}]: ${entries.length} entries, more than ${maxEntries}`);
     for (let j = 0; j < entries.length; j++) {
       const e = entries[j]!;
       if (e.key.length > maxEntryLength || e.value.length > maxEntryLength) {
         const which = e.key.length > maxEntryLength ? 'key' : 'value';
-        throw new InvalidRequestError(`descriptors[${i}].entries[${j}].${which} is longer than ${maxEntryLength} characters`);
+        throw new InvalidRateLimitRequestError(`descriptors[${i}].entries[${j}].${which} is longer than ${maxEntryLength} characters`);
       }
     }
   }

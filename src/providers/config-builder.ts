@@ -39,8 +39,8 @@ export interface BuildJob {
   readonly sliceRecords: number;
 }
 
-export type ToWorker = { readonly type: 'next' };
-export type FromWorker =
+export type ToBuildWorker = { readonly type: 'next' };
+export type FromBuildWorker =
   | { readonly type: 'error'; readonly message: string; readonly configError: boolean }
   | { readonly type: 'planned'; readonly ruleCount: number; readonly domainCount: number; readonly records: number }
   | { readonly type: 'records'; readonly records: PlanRecord[]; readonly last: boolean };
@@ -127,7 +127,7 @@ export class ConfigBuilder {
         void worker.terminate();
         reject(err);
       };
-      worker.on('message', (m: FromWorker) => {
+      worker.on('message', (m: FromBuildWorker) => {
         if (settled) return;
         switch (m.type) {
           case 'error':
@@ -140,7 +140,7 @@ export class ConfigBuilder {
               resolve(assembly.finish());
               return;
             }
-            worker.postMessage({ type: 'next' } satisfies ToWorker);
+            worker.postMessage({ type: 'next' } satisfies ToBuildWorker);
             return;
           case 'records':
             assembly!.add(m.records);
@@ -151,7 +151,7 @@ export class ConfigBuilder {
             }
             // The next slice after the loop has polled: calls that arrived meanwhile go first.
             setImmediate(() => {
-              if (!settled) worker.postMessage({ type: 'next' } satisfies ToWorker);
+              if (!settled) worker.postMessage({ type: 'next' } satisfies ToBuildWorker);
             });
             return;
         }

@@ -9,7 +9,7 @@ import { planFiles, planObjects, type ConfigPlan } from '../config/load';
 import { ConfigError } from '../config/types';
 import { readListedFiles } from './config-files';
 import { decodeResource } from './xds/convert';
-import type { BuildJob, FromWorker, ToWorker } from './config-builder';
+import type { BuildJob, FromBuildWorker, ToBuildWorker } from './config-builder';
 
 const port = parentPort!;
 const job = workerData as BuildJob;
@@ -22,7 +22,7 @@ try {
   // Not permitted here: the build still runs, at the usual priority.
 }
 
-function post(message: FromWorker): void {
+function post(message: FromBuildWorker): void {
   port.postMessage(message);
 }
 
@@ -43,7 +43,7 @@ if (plan !== undefined) {
   const { records } = plan;
   let next = 0;
   post({ type: 'planned', ruleCount: plan.ruleCount, domainCount: plan.domainCount, records: records.length });
-  port.on('message', (m: ToWorker) => {
+  port.on('message', (m: ToBuildWorker) => {
     if (m.type !== 'next') return;
     const slice = records.slice(next, next + job.sliceRecords);
     next += slice.length;

@@ -6,7 +6,7 @@ import type { AddressInfo, Server } from 'node:net';
 import zlib from 'node:zlib';
 import { status } from '@grpc/grpc-js';
 import { HealthCheckResponse_ServingStatus as Serving, type HealthListResponse } from '../../generated/grpc/health/v1/health';
-import { InvalidRequestError, type RateLimitRequest, type RateLimitResponse } from '../core/rls';
+import { InvalidRateLimitRequestError, type RateLimitRequest, type RateLimitResponse } from '../core/rls';
 import type { GrpcSettings } from '../settings';
 import type { Counter, StatsStore, Timer } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
@@ -161,7 +161,7 @@ export class RateLimitCalls {
     const logger = this.opts.logger;
     if (logger.enabled('debug')) logger.debug(`ShouldRateLimit error: ${details}`);
     // Upstream answers every decision error UNKNOWN; requests beyond our own limits are INVALID_ARGUMENT.
-    answer.fail(ctx, err instanceof InvalidRequestError ? status.INVALID_ARGUMENT : status.UNKNOWN, details);
+    answer.fail(ctx, err instanceof InvalidRateLimitRequestError ? status.INVALID_ARGUMENT : status.UNKNOWN, details);
   }
 }
 

@@ -1,35 +1,11 @@
 /**
- * Command lines of the strategy modes, read with node:util's parseArgs: each command declares its
- * options, so an unknown or malformed flag is a usage error (exit 2) instead of being ignored.
+ * Command lines of the strategy modes (core/argv's parser): each command's options, and the
+ * values they carry (numbers, parameters, realism, safety, log level).
  */
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { flag, isSet, list, type OptionSpecs, type ParsedArgs, UsageError } from '../../core/argv';
 import type { Slippage } from '../execution/fills';
 import { DEFAULT_ROLLOVER, type RolloverRates } from '../execution/financing';
 import type { SafetyLimits } from './safety';
-
-export class UsageError extends Error {
-  /** `usage`: the command's usage, printed after the message (an argument it does not take). */
-  constructor(
-    message: string,
-    readonly usage?: string,
-  ) {
-    super(message);
-  }
-}
-
-/** What a command takes besides its options, and the usage shown when it is given something else. */
-export interface CommandShape {
-  /** Most positional arguments (a strategy file: 1; none: 0; files to check: Infinity). */
-  readonly positionals: number;
-  readonly usage: string;
-}
-
-export type OptionSpecs = NonNullable<ParseArgsConfig['options']>;
-
-export interface ParsedArgs {
-  positional: string[];
-  values: Record<string, string | boolean | string[] | undefined>;
-}
 
 const string = { type: 'string' } as const;
 const repeated = { type: 'string', multiple: true } as const;
@@ -116,42 +92,6 @@ export const CANDLES_CHECK_OPTIONS: OptionSpecs = {
   symbol: string,
   timeframe: string,
 };
-
-/**
- * argv → positionals and option values; `-h`/`--help` is accepted by every command. An unknown
- * option, or a positional argument beyond `shape.positionals`, is a usage error carrying the usage.
- */
-export function parseCommandArgs(argv: string[], options: OptionSpecs, shape: CommandShape): ParsedArgs {
-  let parsed: ParsedArgs;
-  try {
-    const { values, positionals } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' }, ...options }, allowPositionals: true, strict: true });
-    parsed = { positional: positionals, values };
-  } catch (e) {
-    // node's own messages name the flag ("Unknown option '--x'", "Option '--balance <value>' argument missing")
-    // (without its hint about positionals that start with '-', which misleads for a mistyped flag)
-    if (String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS')) {
-      throw new UsageError((e as Error).message.replace(/\. To specify a positional argument[\s\S]*$/, '.'), shape.usage);
-    }
-    throw e;
-  }
-  const stray = parsed.positional[shape.positionals];
-  if (stray !== undefined && !wantsHelp(parsed)) throw new UsageError(`unexpected argument: ${stray}`, shape.usage);
-  return parsed;
-}
-
-export const wantsHelp = (p: ParsedArgs): boolean => p.values.help === true;
-
-export const isSet = (p: ParsedArgs, name: string): boolean => p.values[name] === true;
-
-export function flag(p: ParsedArgs, name: string): string | undefined {
-  const v = p.values[name];
-  return typeof v === 'string' ? v : undefined;
-}
-
-export function list(p: ParsedArgs, name: string): string[] {
-  const v = p.values[name];
-  return Array.isArray(v) ? v : [];
-}
 
 export function num(p: ParsedArgs, name: string): number | undefined {
   const v = flag(p, name);

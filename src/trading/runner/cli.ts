@@ -9,7 +9,8 @@ import { readCandleFile } from '../fxcm/candle-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { bundledLimitsFile } from './limits-file';
 import { loadStrategy } from './loader';
-import { BACKTEST_OPTIONS, UsageError, flag, isSet, list, logLevelOf, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type StrategyLogLevel, type ParsedArgs } from './args';
+import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../core/argv';
+import { BACKTEST_OPTIONS, logLevelOf, num, parseParams, realismOf, safetyOf, type StrategyLogLevel } from './args';
 import { buildReport, writeReport } from './report';
 import type { Strategy, StrategyLogger } from './strategy';
 

@@ -22,7 +22,7 @@ export class InvalidRequestError extends Error {
   }
 }
 
-export interface Quote {
+export interface BidAsk {
   bid: number;
   ask: number;
 }
@@ -112,7 +112,7 @@ function ttlOf(v: unknown): number | undefined {
 }
 
 /** A market order, checked against the current quote (when there is one) and rounded. */
-export function checkOpenTrade(req: unknown, quoteOf: (symbol: string) => Quote | undefined): OpenTradeRequest {
+export function checkOpenTrade(req: unknown, quoteOf: (symbol: string) => BidAsk | undefined): OpenTradeRequest {
   const r = objectOf('openTrade request', req);
   const symbol = symbolOf('symbol', r.symbol);
   const isBuy = flag('isBuy', r.isBuy);
@@ -178,7 +178,7 @@ export function checkOco(req: unknown): OcoRequest {
  * setStop / setLimit of an open trade: `rate` 0 removes it; otherwise on the right side of the
  * trade's closing price now (when there is a quote), rounded.
  */
-export function checkTradeLevel(kind: 'stop' | 'limit', trade: { symbol: string; isBuy: boolean }, rate: unknown, opts: unknown, quote: Quote | undefined): { rate: number; opts: StopLimitOptions } {
+export function checkTradeLevel(kind: 'stop' | 'limit', trade: { symbol: string; isBuy: boolean }, rate: unknown, opts: unknown, quote: BidAsk | undefined): { rate: number; opts: StopLimitOptions } {
   const o = opts === undefined ? {} : objectOf('options', opts);
   const isInPips = optionalFlag('isInPips', o.isInPips);
   const price = quote ? roundRate(trade.symbol, closeSide(trade.isBuy, quote.bid, quote.ask)) : undefined;

@@ -5,7 +5,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { SWEEP_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, realismOf, safetyOf, wantsHelp, type ParsedArgs } from './args';
+import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../core/argv';
+import { SWEEP_OPTIONS, num, parseParams, realismOf, safetyOf } from './args';
 import { readCandleFile } from '../fxcm/candle-file';
 import { REALISM_USAGE, loadForCommand, progressBar, strategyAndCandles } from './cli';
 import { MIN_DAILY_RETURNS, writeReport } from './report';

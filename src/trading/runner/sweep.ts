@@ -8,7 +8,8 @@
 import { isoUtcMinutes } from '../../core/time-text';
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import { clean } from '../execution/instruments';
-import { UsageError, paramValue } from './args';
+import { UsageError } from '../../core/argv';
+import { paramValue } from './args';
 import type { CandleSeries } from '../fxcm/candle-file';
 import { RATIO_METHOD, buildReport, type Metrics, type RunReport } from './report';
 import type { EquityPoint, RunError, RunResult } from './results';

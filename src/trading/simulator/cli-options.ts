@@ -1,8 +1,8 @@
 /**
- * Options of `ratelimit-runner sim`: argv (node:util parseArgs) → SimulatorStartOptions.
+ * Options of `ratelimit-runner sim`: argv (core/argv) → SimulatorStartOptions.
  * Most flags also have an environment variable (the flag wins).
  */
-import { parseArgs } from 'node:util';
+import { flag, isSet, list, type OptionSpecs, parseCommandArgs, UsageError } from '../../core/argv';
 import type { SimulatorStartOptions } from './server';
 
 export const SIMULATOR_USAGE = `ratelimit-runner sim [options]
@@ -28,7 +28,7 @@ export const SIMULATOR_USAGE = `ratelimit-runner sim [options]
 
 const string = { type: 'string' } as const;
 
-const SIMULATOR_OPTIONS = {
+const SIMULATOR_OPTIONS: OptionSpecs = {
   host: string,
   port: string,
   seed: string,
@@ -48,49 +48,40 @@ const SIMULATOR_OPTIONS = {
   'order-snapshot-limit': string,
   'update-subscriptions-limit': string,
   'session-request-limit': string,
-} as const;
+};
 
-function parseOrExplain(argv: string[]) {
-  try {
-    return parseArgs({ args: argv, options: SIMULATOR_OPTIONS, strict: true, allowPositionals: false }).values;
-  } catch (e) {
-    throw new Error(`${(e as Error).message}\n${SIMULATOR_USAGE}`);
-  }
-}
-
+/** The simulator's options from argv and the environment (the flag wins); a bad one is a UsageError. */
 export function parseSimulatorArgs(argv: string[], env: NodeJS.ProcessEnv = {}): SimulatorStartOptions {
-  const values = parseOrExplain(argv);
-  const one = (name: keyof typeof values, envName?: string) => {
-    const v = values[name];
-    return typeof v === 'string' ? v : envName ? env[envName] : undefined;
-  };
-  const number = (name: keyof typeof values, envName?: string) => {
+  const p = parseCommandArgs(argv, SIMULATOR_OPTIONS, { positionals: 0, usage: `${SIMULATOR_USAGE}\n` });
+  const one = (name: string, envName?: string) => flag(p, name) ?? (envName ? env[envName] : undefined);
+  const number = (name: string, envName?: string) => {
     const v = one(name, envName);
     if (v === undefined) return undefined;
     const n = Number(v);
-    if (!Number.isFinite(n) || n < 0) throw new Error(`--${name}: not a number: ${v}`);
+    if (!Number.isFinite(n) || n < 0) throw new UsageError(`--${name}: not a number: ${v}`);
     return n;
   };
-  const int = (name: keyof typeof values, envName?: string) => {
+  const int = (name: string, envName?: string) => {
     const n = number(name, envName);
-    if (n !== undefined && !Number.isInteger(n)) throw new Error(`--${name}: not a whole number: ${one(name, envName)}`);
+    if (n !== undefined && !Number.isInteger(n)) throw new UsageError(`--${name}: not a whole number: ${one(name, envName)}`);
     return n;
   };
-  const tokens = values.token ?? (env.SIM_TOKENS ?? '').split(',').filter(Boolean);
-  if (!tokens.length) throw new Error(`at least one --token is required\n${SIMULATOR_USAGE}`);
+  const given = list(p, 'token');
+  const tokens = given.length ? given : (env.SIM_TOKENS ?? '').split(',').filter(Boolean);
+  if (!tokens.length) throw new UsageError('at least one --token is required', `${SIMULATOR_USAGE}\n`);
   const symbols = one('symbols', 'SIM_SYMBOLS')?.split(',').filter(Boolean);
   const replay: Record<string, string> = {};
-  for (const r of values.replay ?? []) {
+  for (const r of list(p, 'replay')) {
     const eq = r.lastIndexOf('=');
-    if (eq <= 0) throw new Error(`--replay SYMBOL=FILE expected, got ${r}`);
+    if (eq <= 0) throw new UsageError(`--replay SYMBOL=FILE expected, got ${r}`);
     replay[r.slice(0, eq)] = r.slice(eq + 1);
   }
   const mode = one('bad-token-mode');
-  if (mode !== undefined && mode !== 'http403' && mode !== 'socketError') throw new Error(`--bad-token-mode: http403 | socketError`);
+  if (mode !== undefined && mode !== 'http403' && mode !== 'socketError') throw new UsageError(`--bad-token-mode: http403 | socketError`);
   const rollover = one('rollover');
-  if (rollover !== undefined && rollover !== 'on' && rollover !== 'off') throw new Error(`--rollover: on | off`);
+  if (rollover !== undefined && rollover !== 'on' && rollover !== 'off') throw new UsageError(`--rollover: on | off`);
   const slippage = { pips: number('slippage') ?? 0, spreadShare: number('slippage-spread') ?? 0 };
-  const alwaysOpen = values['always-open'] === true || env.SIM_ALWAYS_OPEN === '1' || env.SIM_ALWAYS_OPEN === 'true';
+  const alwaysOpen = isSet(p, 'always-open') || env.SIM_ALWAYS_OPEN === '1' || env.SIM_ALWAYS_OPEN === 'true';
   return {
     host: one('host', 'SIM_HOST') ?? '127.0.0.1',
     port: int('port', 'SIM_PORT') ?? 0,

@@ -22,12 +22,12 @@ import { rolloversBetween } from '../fxcm/market-hours';
 import type { AccountSpec, PushFn, SimAccount, SimOrder, SimTrade } from './book';
 import type { Faults } from './faults';
 import { SimRequestError, UNAUTHORIZED, flagOf, listOf, numberOf, textOf, type Form } from './form';
-import type { Market, Quote, SymbolSpec } from './market';
+import type { Market, MarketQuote, SymbolSpec } from './market';
 import { BrokerRecords } from './records';
 
 /** The broker's order types of a resting entry: stop entry (SE) or limit entry (LE). */
 const STOP_ENTRY = 'SE';
-const entryType = (isBuy: boolean, rate: number, q: Quote): string => (entryKind(isBuy, rate, q.bid, q.ask) === 'stop' ? STOP_ENTRY : 'LE');
+const entryType = (isBuy: boolean, rate: number, q: MarketQuote): string => (entryKind(isBuy, rate, q.bid, q.ask) === 'stop' ? STOP_ENTRY : 'LE');
 
 export interface EngineOptions {
   /** Adverse slippage of market orders, stops and stop entries (default none). */
@@ -60,7 +60,7 @@ export class TradingEngine {
   ) {
     this.records = new BrokerRecords(market, (id) => this.accountById(id));
     this.rolledTo = market.nowMs();
-    market.on('price', (symbol: string, q: Quote) => this.onPrice(symbol, q));
+    market.on('price', (symbol: string, q: MarketQuote) => this.onPrice(symbol, q));
   }
 
   /** Accrues the rollovers since the last booking on the trades open before each. */
@@ -584,7 +584,7 @@ export class TradingEngine {
 
   // ---------------------------------------------------------------- price reactions
 
-  private onPrice(symbol: string, q: Quote): void {
+  private onPrice(symbol: string, q: MarketQuote): void {
     this.settleRollovers();
     const spec = this.market.spec(symbol)!;
     const move = tickMove(q.bid, q.ask);

@@ -55,7 +55,7 @@ export const KNOWN_SYMBOLS: SymbolSpec[] = [
   { symbol: 'GBP/JPY', offerId: 11, pip: 0.01, ratePrecision: 3, price: 184, spreadPips: 1.2 },
 ];
 
-export interface Quote {
+export interface MarketQuote {
   bid: number;
   ask: number;
   high: number;
@@ -83,11 +83,11 @@ export interface MarketOptions {
   isOpen?: (ms: number) => boolean;
 }
 
-/** Events: `price` (symbol, Quote). */
+/** Events: `price` (symbol, MarketQuote). */
 export class Market extends EventEmitter {
   readonly clock: Clock;
   readonly specs = new Map<string, SymbolSpec>();
-  private readonly quotes = new Map<string, Quote>();
+  private readonly quotes = new Map<string, MarketQuote>();
   private readonly paths = new Map<string, PricePath>();
   private readonly replay = new Map<string, { candles: Candle[]; i: number }>();
   private timer: unknown;
@@ -139,7 +139,7 @@ export class Market extends EventEmitter {
     return [...this.specs.values()].find((s) => s.offerId === id);
   }
 
-  quote(symbol: string): Quote | undefined {
+  quote(symbol: string): MarketQuote | undefined {
     const q = this.quotes.get(symbol);
     return q && { ...q };
   }
@@ -162,12 +162,12 @@ export class Market extends EventEmitter {
    * Sets a quote (ask defaults to bid + spread) and runs everything that reacts to prices. Tests and
    * fault injection force prices this way: the quote departs from the path until the next tick.
    */
-  setPrice(symbol: string, bid: number, ask?: number): Quote {
+  setPrice(symbol: string, bid: number, ask?: number): MarketQuote {
     return this.quoteAt(symbol, bid, ask, this.clock.nowMs());
   }
 
   /** The quote of `symbol` becomes bid/ask, stamped `atMs`, and is pushed. */
-  private quoteAt(symbol: string, bid: number, ask: number | undefined, atMs: number): Quote {
+  private quoteAt(symbol: string, bid: number, ask: number | undefined, atMs: number): MarketQuote {
     const spec = this.specs.get(symbol);
     const q = this.quotes.get(symbol);
     if (!spec || !q) throw new Error(`unknown symbol ${symbol}`);

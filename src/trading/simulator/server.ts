@@ -33,7 +33,7 @@ import { SimRequestError, UNAUTHORIZED, type Form } from './form';
 import { systemClock, type Clock } from '../../core/clock';
 import { Faults } from './faults';
 import { Lru } from './lru';
-import { Market, type MarketOptions, type Quote, type SymbolSpec } from './market';
+import { Market, type MarketOptions, type MarketQuote, type SymbolSpec } from './market';
 
 export const BAD_TOKEN_MESSAGE = 'Your token is not valid, please contact admin@fxcm.com';
 export const SESSION_LIMIT_MESSAGE = 'The number of API requests per session has been exceeded.';
@@ -169,7 +169,7 @@ export class BrokerSimulator {
     this._engine = new TradingEngine(market, this.faults, (token, model, rec) => this.pushTable(token, model, rec), { slippage: opts.slippage, rollover: opts.rollover });
     const tokens: Record<string, AccountSpec> = Array.isArray(opts.tokens) ? Object.fromEntries(opts.tokens.map((t) => [t, {}])) : opts.tokens;
     for (const [t, spec] of Object.entries(tokens)) this._engine.addAccount(t, spec);
-    market.on('price', (symbol: string, q: Quote) => this.pushPrice(symbol, q));
+    market.on('price', (symbol: string, q: MarketQuote) => this.pushPrice(symbol, q));
 
     await this.listen(opts.port ?? 0);
     market.start();
@@ -288,11 +288,11 @@ export class BrokerSimulator {
     this.emit(s, model, rec);
   }
 
-  private priceUpdate(symbol: string, q: Quote) {
+  private priceUpdate(symbol: string, q: MarketQuote) {
     return { Updated: q.updatedMs, Rates: [q.bid, q.ask, q.high, q.low], Symbol: symbol };
   }
 
-  private pushPrice(symbol: string, q: Quote): void {
+  private pushPrice(symbol: string, q: MarketQuote): void {
     for (const s of this.sessions.values()) if (s.prices.has(symbol)) this.emit(s, symbol, this.priceUpdate(symbol, q));
   }
 

@@ -1,4 +1,5 @@
-import { BACKTEST_OPTIONS, CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, UsageError, flag, isSet, list, num, parseCommandArgs, parseParams, safetyOf, wantsHelp } from '../../../src/trading/runner/args';
+import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp } from '../../../src/core/argv';
+import { BACKTEST_OPTIONS, CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, num, parseParams, safetyOf } from '../../../src/trading/runner/args';
 
 /** A command taking one file, as backtest, paper, live and replay do. */
 const ONE_FILE = { positionals: 1, usage: 'Usage: one-file <strategy> [options]\n' };
