@@ -267,43 +267,48 @@ export class LoadedConfig implements RateLimitConfig {
 
     let patterns: readonly (string | undefined)[] | undefined;
     if (shareSeen > 0) patterns = shareStandard ? found.sharePatterns : this.patterns(entries, n);
-
-    let key: string;
-    if (found.detailedMetric) {
-      key = dom.name;
-      for (let i = 0; i < n; i++) {
-        const e = entries[i]!;
-        const p = patterns !== undefined ? patterns[i] : undefined;
-        if (p !== undefined) key += '.' + e.key + '_' + p;
-        else if (patterns !== undefined && e.value === '') key += '.' + e.key;
-        else key += '.' + e.key + '_' + e.value;
-      }
-    } else {
-      key = dom.name;
-      for (let i = 0; i < n; i++) {
-        const e = entries[i]!;
-        const node = nodes[i]!;
-        const how = match[i];
-        if (how === WILDCARD) {
-          if (node.shareThreshold || !node.valueToMetric) key += '.' + e.key + '_' + wildcardValue(node, e);
-          else key += e.value !== '' ? '.' + e.key + '_' + e.value : '.' + e.key;
-        } else if (how === EXACT || node.valueToMetric) {
-          key += e.value !== '' ? '.' + e.key + '_' + e.value : '.' + e.key;
-        } else {
-          key += '.' + e.key;
-        }
-      }
-      if (key === base.fullKey) {
-        if (shareSeen === 0) return base;
-        if (shareStandard) return found.shareRule;
-        return this.makeRule(base, base.fullKey, base.stats, patterns);
-      }
+    const key = found.detailedMetric ? detailedStatsKey(dom.name, entries, n, patterns) : this.matchedStatsKey(dom.name, entries, n);
+    if (!found.detailedMetric && key === base.fullKey) {
+      if (shareSeen === 0) return base;
+      if (shareStandard) return found.shareRule;
+      return this.makeRule(base, base.fullKey, base.stats, patterns);
     }
-
     // Cache only rules whose patterns follow from the node alone (none, or the standard set).
-    if (shareSeen > 0 ? !shareStandard : found.shareCount > 0) {
-      return this.makeRule(base, key, this.stats.deferredRuleStats(sanitizeStatName(key)), patterns);
+    const cacheable = shareSeen > 0 ? shareStandard : found.shareCount === 0;
+    return this.ruleWithKey(found, key, patterns, cacheable);
+  }
+
+  /**
+   * The stats key of the last walk (value_to_metric, wildcards, empty values): each entry as it
+   * matched, from the scratch arrays getLimit filled.
+   */
+  private matchedStatsKey(domain: string, entries: Descriptor['entries'], n: number): string {
+    const nodes = this.scratchNodes;
+    const match = this.scratchMatch;
+    let key = domain;
+    for (let i = 0; i < n; i++) {
+      const e = entries[i]!;
+      const node = nodes[i]!;
+      const how = match[i];
+      if (how === WILDCARD) {
+        if (node.shareThreshold || !node.valueToMetric) key += '.' + e.key + '_' + wildcardValue(node, e);
+        else key += e.value !== '' ? '.' + e.key + '_' + e.value : '.' + e.key;
+      } else if (how === EXACT || node.valueToMetric) {
+        key += e.value !== '' ? '.' + e.key + '_' + e.value : '.' + e.key;
+      } else {
+        key += '.' + e.key;
+      }
     }
+    return key;
+  }
+
+  /**
+   * The rule of `found` under its request-made stats key: remembered per node (within the cache
+   * budget) when `cacheable`, else made for this request.
+   */
+  private ruleWithKey(found: ConfigNode, key: string, patterns: readonly (string | undefined)[] | undefined, cacheable: boolean): RateLimitRule {
+    const base = found.rule!;
+    if (!cacheable) return this.makeRule(base, key, this.stats.deferredRuleStats(sanitizeStatName(key)), patterns);
     let cache = found.dynamicRules;
     const hit = cache !== undefined ? cache.get(key) : undefined;
     if (hit !== undefined) return hit;
@@ -498,6 +503,19 @@ export class LoadedConfig implements RateLimitConfig {
     }
     if (out !== '') yield out;
   }
+}
+
+/** The stats key of a detailed_metric rule: every entry with its value (or its share pattern). */
+function detailedStatsKey(domain: string, entries: Descriptor['entries'], n: number, patterns: readonly (string | undefined)[] | undefined): string {
+  let key = domain;
+  for (let i = 0; i < n; i++) {
+    const e = entries[i]!;
+    const p = patterns !== undefined ? patterns[i] : undefined;
+    if (p !== undefined) key += '.' + e.key + '_' + p;
+    else if (patterns !== undefined && e.value === '') key += '.' + e.key;
+    else key += '.' + e.key + '_' + e.value;
+  }
+  return key;
 }
 
 /** About how much text one step of the /rlconfig listing builds. */
