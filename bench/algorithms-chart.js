@@ -9,7 +9,7 @@ const { loadConfig } = require('../dist/src/config');
 const { StatsStore } = require('../dist/src/stats/store');
 const { MemoryStore } = require('../dist/src/backends/memory');
 const { RateLimitService } = require('../dist/src/limiter/service');
-const { ManualClock } = require('../dist/src/core/clock');
+const { ManualClock } = require('../dist/src/platform/clock');
 
 const FLAGS = { shadowMode: false, quotaMode: false, responseDynamicMetadata: false, responseHeadersEnabled: false, limitHeader: '', remainingHeader: '', resetHeader: '' };
 const ALGORITHMS = ['fixed_window', 'sliding_window', 'token_bucket'];

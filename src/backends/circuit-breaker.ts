@@ -6,7 +6,7 @@
  */
 import type { Counter, Gauge } from '../stats/store';
 import { StoreError } from '../core/store';
-import type { Clock } from '../core/clock';
+import type { Clock } from '../platform/clock';
 import type { CounterOp, CounterStore, IncrementContext } from '../core/store';
 
 export interface CircuitBreakerOptions {

@@ -10,7 +10,7 @@
  * counters live in a CounterTable (typed arrays), not in objects on the heap.
  */
 import type { Counter, Gauge } from '../stats/store';
-import type { Clock } from '../core/clock';
+import type { Clock } from '../platform/clock';
 import { emissionMs, gcra, slidingCount } from '../core/algorithms';
 import { type Logger, silentLogger } from '../telemetry/logger';
 import { ThrottledLog } from '../telemetry/throttled-log';

@@ -6,7 +6,7 @@
 // First: the runner's optional packages are checked before any module needs them.
 import './runner-packages';
 import { BrokerSimulator, parseSimulatorArgs, SIMULATOR_USAGE } from '../trading/simulator';
-import { UsageError } from '../core/argv';
+import { UsageError } from '../platform/argv';
 import { backtestCommand } from '../trading/runner/cli';
 import { candlesCommand, liveCommand, paperCommand, replayCommand } from '../trading/runner/live-cli';
 import { newCommand } from '../trading/runner/new-cli';

@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import { DirectoryPublisher, ManagementServer } from '../xds-server/management-server';
 import { createLogger, type Logger } from '../telemetry/logger';
-import { UsageError } from '../core/argv';
+import { UsageError } from '../platform/argv';
 import { FlagError, type FlagSpec, HelpRequested, parseFlags, usage } from './flags';
 
 const PROGRAM = 'ratelimit-xds-server';

@@ -8,7 +8,7 @@ import { FileStore } from '../backends/file';
 import { MemoryStore } from '../backends/memory';
 import { loadConfig } from '../config/load';
 import type { ConfigFile, RateLimitConfig } from '../config/types';
-import type { Clock } from '../core/clock';
+import type { Clock } from '../platform/clock';
 import type { RateLimitRequest, RateLimitResponse } from '../core/rls';
 import { loadReloadableFlags, loadSettings } from '../settings';
 import { StatsStore } from '../stats/store';

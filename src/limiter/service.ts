@@ -8,7 +8,7 @@ import type { RateLimitRule } from '../core/rule';
 import type { CounterOp, CounterStore, IncrementContext } from '../core/store';
 import { type Counter, RULE_STATS_PREFIX, sanitizeStatName, type StatsStore } from '../stats/store';
 import type { Attributes, Span, Tracing } from '../telemetry/tracing';
-import type { Clock } from '../core/clock';
+import type { Clock } from '../platform/clock';
 import { keyStem, secondsUntilReset, windowStart } from './cache-key';
 import { algorithmStatus, mostRestrictive, tokenBucketKey } from './algorithms';
 import type { LocalCache } from './local-cache';

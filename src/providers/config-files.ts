@@ -5,7 +5,7 @@
  */
 import * as fs from 'node:fs';
 import { ConfigError, type ConfigFile } from '../config/types';
-import { errCode, fsReason } from '../core/directory-watcher';
+import { errCode, fsReason } from '../platform/directory-watcher';
 
 /** A config file found by the provider: its config name (the error prefix), path and size when listed. */
 export interface ListedFile {

@@ -64,7 +64,7 @@ import * as path from 'node:path';
 import { ConfigError, type RateLimitConfig } from '../config/types';
 import { fileLoadError as loadError, type ListedFile } from './config-files';
 import type { ConfigStore, ProviderLogger } from './config-store';
-import { DirectoryWatcher, errCode, type EventFilter, fsReason, isMissing } from '../core/directory-watcher';
+import { DirectoryWatcher, errCode, type EventFilter, fsReason, isMissing } from '../platform/directory-watcher';
 
 /**
  * The config loader, injected (normally the config builder bound to the stats store): reads the

@@ -22,7 +22,7 @@
  *   budget gets a static answer for the excess buckets (deny for a limited rule), never an end.
  */
 import { randomUUID } from 'node:crypto';
-import type { Clock } from '../core/clock';
+import type { Clock } from '../platform/clock';
 import type { BucketDemand } from '../core/quota-demand';
 import { unitToDivider } from '../core/rls';
 import type { RateLimitConfig } from '../config/types';

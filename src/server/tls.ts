@@ -10,7 +10,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../telemetry/logger';
-import { DirectoryWatcher } from '../core/directory-watcher';
+import { DirectoryWatcher } from '../platform/directory-watcher';
 
 export interface ServerTlsFiles {
   certFile: string;

@@ -2,7 +2,7 @@
  * At most one line per interval for a message that repeats (a store failing on every request, a
  * full counter table), with the count of lines left out since the last one written.
  */
-import { type Clock, systemClock } from '../core/clock';
+import { type Clock, systemClock } from '../platform/clock';
 
 export class ThrottledLog {
   private nextMs = 0;

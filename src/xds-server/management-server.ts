@@ -50,7 +50,7 @@ import { loadConfigFromObjects } from '../config/load';
 import { ConfigError } from '../config/types';
 import { StatsStore } from '../stats/store';
 import { type Logger, silentLogger } from '../telemetry/logger';
-import { DirectoryWatcher } from '../core/directory-watcher';
+import { DirectoryWatcher } from '../platform/directory-watcher';
 import { RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject, yamlToRateLimitConfig } from '../providers/xds/convert';
 
 export type ManagementServerLogger = Pick<Logger, 'info' | 'warn' | 'error'>;

@@ -1,6 +1,6 @@
 import { CircuitBreakerStore } from '../../src/backends/circuit-breaker';
 import type { CounterOp, CounterStore } from '../../src/core/store';
-import { ManualClock } from '../../src/core/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { StoreError } from '../../src/core/store';
 import { Unit } from '../../src/core/rls';
 import { StatsStore } from '../../src/stats/store';

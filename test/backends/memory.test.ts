@@ -2,7 +2,7 @@ import { MemoryStore } from '../../src/backends/memory';
 import type { CounterOp } from '../../src/core/store';
 import { Unit } from '../../src/core/rls';
 import { StatsStore } from '../../src/stats/store';
-import { ManualClock } from '../../src/core/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { silentLogger } from '../../src/telemetry/logger';
 import { rule } from '../limiter/helpers';
 

@@ -52,7 +52,7 @@ const CASES: Case[] = [
   ...runnerCommand(['new'], 'Usage: ratelimit-runner new', false).map((c) => (c.args.includes('stray') ? { ...c, args: ['new', 'name', 'stray', '--dir', NEW_DIR] } : c)),
   // `candles check` takes any number of files: only its flags can be unknown.
   { program: 'runner.js', args: ['candles', 'check', '--bogus'], message: "ratelimit-runner candles: Unknown option '--bogus'.", usage: 'Usage: ratelimit-runner candles check' },
-  // The simulator reads its command line as the runner's commands do (core/argv): the same messages.
+  // The simulator reads its command line as the runner's commands do (platform/argv): the same messages.
   { program: 'runner.js', args: ['sim', '--bogus'], message: "ratelimit-runner sim: Unknown option '--bogus'.", usage: 'ratelimit-runner sim [options]' },
   { program: 'runner.js', args: ['sim', 'stray'], message: 'ratelimit-runner sim: unexpected argument: stray', usage: 'ratelimit-runner sim [options]' },
 ];

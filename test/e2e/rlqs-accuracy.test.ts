@@ -6,7 +6,7 @@
  * tolerances that hold on a loaded two-core machine: three Envoys asking 30, 15 and 15 a second of a
  * 20/s rule for 16 s, the third leaving at 8.5 s.
  */
-import { systemClock } from '../../src/core/clock';
+import { systemClock } from '../../src/platform/clock';
 import { EnvoyQuotaClient, grpcTransport } from '../support/envoy-quota-client';
 import { baseEnv, runtimeDir, startService, type Service } from './harness';
 

@@ -5,7 +5,7 @@
  */
 import type { CounterStore } from '../../src/core/store';
 import { loadConfig } from '../../src/config/load';
-import { ManualClock } from '../../src/core/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
 import { Code, type Descriptor } from '../../src/core/rls';
 import { StatsStore } from '../../src/stats/store';

@@ -5,7 +5,7 @@
  */
 import { MemoryStore } from '../../src/backends/memory';
 import { loadConfig } from '../../src/config/load';
-import { ManualClock } from '../../src/core/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { LocalCache } from '../../src/limiter/local-cache';
 import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
 import { Code, type Descriptor, ServiceError, Unit } from '../../src/core/rls';

@@ -4,7 +4,7 @@
  * assignments, release on end and on idleness, abandons, config changes, and what a stream may
  * report (absurd figures are clamped, a bucket budget refuses buckets, not the stream).
  */
-import { ManualClock } from '../../src/core/clock';
+import { ManualClock } from '../../src/platform/clock';
 import type { RateLimitConfig } from '../../src/config/types';
 import { MemoryDemandStore } from '../../src/quota/demand';
 import { QuotaService, type QuotaStream } from '../../src/quota/quota-service';

@@ -7,7 +7,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { MemoryStore } from '../../src/backends/memory';
 import { loadConfig } from '../../src/config/load';
-import { ManualClock } from '../../src/core/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { RateLimitService } from '../../src/limiter/service';
 import { Health } from '../../src/server/health';
 import { createHttpHandler } from '../../src/server/http';

@@ -8,7 +8,7 @@ import {
   RateLimitQuotaResponse,
   RateLimitQuotaUsageReports,
 } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
-import { ManualClock } from '../../src/core/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { MemoryDemandStore } from '../../src/quota/demand';
 import { QuotaService } from '../../src/quota/quota-service';
 import { MAX_UNREAD_RESPONSES, STREAM_RATE_LIMIT_QUOTAS_PATH } from '../../src/server/quota-calls';

@@ -29,7 +29,7 @@
  * - A stream that ends (any status) is dropped; the next tick opens a new one and sends the full
  *   report there. A new bucket's first report while there is no stream is dropped.
  *
- * Time comes from a Clock (src/core/clock): a ManualClock runs many simulated seconds in
+ * Time comes from a Clock (src/platform/clock): a ManualClock runs many simulated seconds in
  * milliseconds and deterministically; systemClock runs in real time. The stream goes through a
  * QuotaTransport: over gRPC to a running service, or in process to a QuotaService.
  *
@@ -46,7 +46,7 @@ import {
 } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
 import { RateLimitStrategy_BlanketRule, type RateLimitStrategy } from '../../generated/envoy/type/v3/ratelimit_strategy';
 import type { TokenBucket as TokenBucketProto } from '../../generated/envoy/type/v3/token_bucket';
-import type { Clock } from '../../src/core/clock';
+import type { Clock } from '../../src/platform/clock';
 import type { QuotaService } from '../../src/quota/quota-service';
 import { QuotaCalls } from '../../src/server/quota-calls';
 import { StatsStore } from '../../src/stats/store';

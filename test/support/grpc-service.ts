@@ -5,7 +5,7 @@
  */
 import { MemoryStore } from '../../src/backends/memory';
 import { loadConfig } from '../../src/config/load';
-import { ManualClock } from '../../src/core/clock';
+import { ManualClock } from '../../src/platform/clock';
 import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
 import type { GrpcSettings } from '../../src/settings';
 import type { StatsStore } from '../../src/stats/store';

@@ -1,8 +1,8 @@
 /**
- * The seeded PRNG of the tests (mulberry32, src/core/random.ts), so that a failing random case can
+ * The seeded PRNG of the tests (mulberry32, src/platform/random.ts), so that a failing random case can
  * be replayed from its seed, and the small draws the fuzz tests make with it.
  */
-export { mulberry32 as prng } from '../../src/core/random';
+export { mulberry32 as prng } from '../../src/platform/random';
 
 /** A generator of numbers in [0, 1). */
 export type Rng = () => number;

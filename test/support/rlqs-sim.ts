@@ -5,7 +5,7 @@
  * numbers on every run, loaded machine or not. Replicas share a DemandStore (a MemoryDemandStore,
  * or one RedisDemandStore each on a real Redis: their exchanges are awaited between steps).
  */
-import { ManualClock } from '../../src/core/clock';
+import { ManualClock } from '../../src/platform/clock';
 import type { RateLimitConfig } from '../../src/config/types';
 import type { DemandStore } from '../../src/quota/demand';
 import { QuotaService } from '../../src/quota/quota-service';

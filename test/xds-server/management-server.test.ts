@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import { AggregatedDiscoveryServiceClient } from '../../generated/envoy/service/discovery/v3/ads';
 import { DiscoveryRequest, type DiscoveryResponse } from '../../generated/envoy/service/discovery/v3/discovery';
 import { RateLimitConfig as RateLimitConfigProto, RateLimitUnit } from '../../generated/ratelimit/config/ratelimit/v3/rls_conf';
-import { UsageError } from '../../src/core/argv';
+import { UsageError } from '../../src/platform/argv';
 import { runXdsServer } from '../../src/cli/xds-server';
 import { silentLogger } from '../../src/telemetry/logger';
 import {

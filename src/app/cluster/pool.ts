@@ -8,7 +8,7 @@
  * cannot start would only fail again. Afterwards a start-up error still ends it (as the single
  * process would end), while a crash is restarted.
  */
-import { Backoff, type BackoffOptions } from '../../core/backoff';
+import { Backoff, type BackoffOptions } from '../../platform/backoff';
 import type { StatsBatch } from '../../stats/sinks/ipc';
 import type { Logger } from '../../telemetry/logger';
 import { type FromWorker, isMessage, type ToWorker, type WorkerQuery } from './messages';

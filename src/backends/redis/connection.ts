@@ -29,7 +29,7 @@ import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { RedisConnectionSettings, RedisSettings } from '../../settings/settings';
 import type { Counter, Gauge, StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
-import { Backoff } from '../../core/backoff';
+import { Backoff } from '../../platform/backoff';
 
 export type RedisClient = Redis | Cluster;
 

@@ -52,7 +52,7 @@ import * as grpc from '@grpc/grpc-js';
 import { Node } from '../../../generated/envoy/config/core/v3/base';
 import { AggregatedDiscoveryServiceClient } from '../../../generated/envoy/service/discovery/v3/ads';
 import { DiscoveryRequest, type DiscoveryResponse } from '../../../generated/envoy/service/discovery/v3/discovery';
-import { Backoff } from '../../core/backoff';
+import { Backoff } from '../../platform/backoff';
 import type { AlgorithmRestriction } from '../../core/store';
 import { ConfigError, type RateLimitConfig } from '../../config/types';
 import { ConfigBuilder, sourceBytes, type BuildSource } from '../config-builder';

@@ -14,7 +14,7 @@
  */
 import dgram from 'node:dgram';
 import net from 'node:net';
-import { Backoff } from '../../core/backoff';
+import { Backoff } from '../../platform/backoff';
 import type { Logger } from '../../telemetry/logger';
 import { silentLogger } from '../../telemetry/logger';
 import type { TimerSamples } from '../store';

@@ -12,7 +12,7 @@
  * inspectCandleFile lists them all (`candles check`). A candle store's files (runner/candles-store.ts)
  * are JSON files with one more field, `covered`.
  */
-import { isoUtc } from '../../core/time-text';
+import { isoUtc } from '../../platform/time-text';
 import fs from 'node:fs';
 import { candleToRow, normalizePeriod, rowToCandle } from './candles';
 import type { Candle, Period } from './types';

@@ -10,14 +10,14 @@
  *   set (`awaitTradeIds`).
  */
 import { EventEmitter } from 'node:events';
-import { Backoff } from '../../core/backoff';
+import { Backoff } from '../../platform/backoff';
 import { type LogWriter, silentLogger } from '../../telemetry/logger';
 import { FxcmOrderRejectedError, FxcmTimeoutError, FxcmNotConnectedError } from './errors';
 import { RestTransport, type BeforeRequestHook } from './rest';
 import { FxcmStream, type EngineIOVersion } from './stream';
 import { MODEL_KEY, MODEL_SNAPSHOT_KEY, isModelName, type Envelope, type ModelName, type PriceUpdate, type TableAction, type TableRecord } from './types';
 
-/** Stream reconnect delays (src/core/backoff.ts: doubling from initialMs, capped at maxMs). */
+/** Stream reconnect delays (src/platform/backoff.ts: doubling from initialMs, capped at maxMs). */
 export interface ReconnectOptions {
   initialMs: number;
   maxMs: number;

@@ -1,8 +1,8 @@
 /**
- * Command lines of the strategy modes (core/argv's parser): each command's options, and the
+ * Command lines of the strategy modes (platform/argv's parser): each command's options, and the
  * values they carry (numbers, parameters, realism, safety, log level).
  */
-import { flag, isSet, list, type OptionSpecs, type ParsedArgs, UsageError } from '../../core/argv';
+import { flag, isSet, list, type OptionSpecs, type ParsedArgs, UsageError } from '../../platform/argv';
 import type { Slippage } from '../execution/fills';
 import { DEFAULT_ROLLOVER, type RolloverRates } from '../execution/financing';
 import type { SafetyLimits } from './safety';

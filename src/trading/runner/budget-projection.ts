@@ -7,7 +7,7 @@
  * in time order through the runner's own BrokerLimiter on a manual clock (a call that waits
  * delays the calls after it, as a strategy awaiting its call would be).
  */
-import { ManualClock } from '../../core/clock';
+import { ManualClock } from '../../platform/clock';
 import { Code, UNIT_NAMES, unitToDivider, type Descriptor } from '../../core/rls';
 import type { RateLimitRule } from '../../core/rule';
 import type { ConfigFile } from '../../limiter';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { PERIOD_SECONDS, normalizePeriod } from '../fxcm/candles';
 import { fxOpenSeconds } from '../fxcm/market-hours';
 import type { Candle, Period } from '../fxcm/types';
-import { UsageError, flag, parseCommandArgs, wantsHelp } from '../../core/argv';
+import { UsageError, flag, parseCommandArgs, wantsHelp } from '../../platform/argv';
 import { CANDLES_CHECK_OPTIONS } from './args';
 import { CandleFileError, inspectCandleFile, isoTime, type CandleProblem, type CandleProblemKind, type Coverage } from '../fxcm/candle-file';
 import { CANDLE_STORE_ENV } from './candles-store';

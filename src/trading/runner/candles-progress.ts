@@ -11,7 +11,7 @@
  * Off a terminal nothing is drawn, and the result lines are the only output, one per symbol and
  * time frame.
  */
-import { systemClock } from '../../core/clock';
+import { systemClock } from '../../platform/clock';
 
 export interface ProgressStream {
   write(text: string): unknown;

@@ -9,7 +9,7 @@ import { readCandleFile } from '../fxcm/candle-file';
 import { StrategyError, describeStrategyError, strategyErrorLine } from './errors';
 import { bundledLimitsFile } from './limits-file';
 import { loadStrategy } from './loader';
-import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../core/argv';
+import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../platform/argv';
 import { BACKTEST_OPTIONS, logLevelOf, num, parseParams, realismOf, safetyOf, type StrategyLogLevel } from './args';
 import { buildReport, writeReport } from './report';
 import type { Strategy, StrategyLogger } from './strategy';

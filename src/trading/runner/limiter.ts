@@ -21,7 +21,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { remoteRateLimitService } from '../../client/remote-service';
 import { createInProcessLimiter, type ConfigFile, type RateLimitConfig } from '../../limiter';
-import type { Clock } from '../../core/clock';
+import type { Clock } from '../../platform/clock';
 import type { RateLimitRule } from '../../core/rule';
 import { UNIT_NAMES, unitToDivider, type Descriptor, type RateLimitRequest, type RateLimitResponse } from '../../core/rls';
 import type { HttpMethod } from '../fxcm/rest';

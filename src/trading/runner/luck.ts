@@ -17,7 +17,7 @@
  * period, marked to market), so the cost does not grow with the bars. The randomness is seeded:
  * the same sweep gives the same p-values, whatever the number of worker threads.
  */
-import { mulberry32 } from '../../core/random';
+import { mulberry32 } from '../../platform/random';
 import type { EquityPoint } from './results';
 
 /** Below this p-value a result is told apart from luck. */

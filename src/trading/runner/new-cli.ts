@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { UsageError, parseCommandArgs, wantsHelp } from '../../core/argv';
+import { UsageError, parseCommandArgs, wantsHelp } from '../../platform/argv';
 
 export const NEW_USAGE = `Usage: ratelimit-runner new NAME [--dir DIR] [--force]
 

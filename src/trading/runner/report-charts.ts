@@ -5,7 +5,7 @@
  * round values; long series are thinned to at most MAX_POINTS points, keeping each slice's
  * lowest and highest point so spikes and drawdowns survive.
  */
-import { isoUtc } from '../../core/time-text';
+import { isoUtc } from '../../platform/time-text';
 import type { ClosedTrade, EquityPoint } from './results';
 import type { CloseReason } from './strategy';
 

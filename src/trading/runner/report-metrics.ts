@@ -7,7 +7,7 @@
  * (a point per minute bar, a point per tick) multiplies noise by sqrt(points per year) and gave
  * Sharpe 25 on a minute-bar backtest; daily returns are what traders compare.
  */
-import { isoUtc } from '../../core/time-text';
+import { isoUtc } from '../../platform/time-text';
 import { clean } from '../execution/instruments';
 import { fxTradingDay } from '../fxcm/market-hours';
 import type { ClosedTrade, EquityPoint } from './results';

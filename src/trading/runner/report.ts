@@ -6,7 +6,7 @@
  * The numbers are report-metrics.ts's, the charts report-charts.ts's, a backtest's projected
  * budget budget-projection.ts's.
  */
-import { isoUtc } from '../../core/time-text';
+import { isoUtc } from '../../platform/time-text';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PERIOD_SECONDS } from '../fxcm/candles';

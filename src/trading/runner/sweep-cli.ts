@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../core/argv';
+import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../platform/argv';
 import { SWEEP_OPTIONS, num, parseParams, realismOf, safetyOf } from './args';
 import { readCandleFile } from '../fxcm/candle-file';
 import { REALISM_USAGE, loadForCommand, progressBar, strategyAndCandles } from './cli';

@@ -5,10 +5,10 @@
  * {@link JobRunner}: worker threads in the CLI) and come back in job order, so the result does not
  * depend on how many run at once.
  */
-import { isoUtcMinutes } from '../../core/time-text';
+import { isoUtcMinutes } from '../../platform/time-text';
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import { clean } from '../execution/instruments';
-import { UsageError } from '../../core/argv';
+import { UsageError } from '../../platform/argv';
 import { paramValue } from './args';
 import type { CandleSeries } from '../fxcm/candle-file';
 import { RATIO_METHOD, buildReport, type Metrics, type RunReport } from './report';

@@ -1,8 +1,8 @@
 /**
- * Options of `ratelimit-runner sim`: argv (core/argv) → SimulatorStartOptions.
+ * Options of `ratelimit-runner sim`: argv (platform/argv) → SimulatorStartOptions.
  * Most flags also have an environment variable (the flag wins).
  */
-import { flag, isSet, list, type OptionSpecs, parseCommandArgs, UsageError } from '../../core/argv';
+import { flag, isSet, list, type OptionSpecs, parseCommandArgs, UsageError } from '../../platform/argv';
 import type { SimulatorStartOptions } from './server';
 
 export const SIMULATOR_USAGE = `ratelimit-runner sim [options]

@@ -5,5 +5,5 @@ export * from './engine';
 export * from './form';
 export { brokerTime } from './records';
 export * from './faults';
-export * from '../../core/clock';
+export * from '../../platform/clock';
 export * from './cli-options';

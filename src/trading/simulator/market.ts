@@ -14,7 +14,7 @@ import { EventEmitter } from 'node:events';
 import { readCandles } from '../fxcm/candle-file';
 import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS, normalizePeriod } from '../fxcm/candles';
 import type { Candle, CandleRow, Period } from '../fxcm/types';
-import type { Clock } from '../../core/clock';
+import type { Clock } from '../../platform/clock';
 import { isFxMarketOpen } from '../fxcm/market-hours';
 import { DEFAULT_ROLLOVER, type RolloverRates } from '../execution/financing';
 import { MarketCalendar } from './calendar';

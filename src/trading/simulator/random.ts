@@ -59,5 +59,5 @@ export function fillNormals(key: number, a: number, b: number, out: Float64Array
   }
 }
 
-/** The sequential seeded PRNG (the project's one, core/random.ts). */
-export { mulberry32 } from '../../core/random';
+/** The sequential seeded PRNG (the project's one, platform/random.ts). */
+export { mulberry32 } from '../../platform/random';

@@ -30,7 +30,7 @@ import { MODEL_SNAPSHOT_KEY, MODELS, SUBSCRIBABLE_MODELS, isModelName, type Mode
 import type { AccountSpec } from './book';
 import { TradingEngine, type EngineOptions } from './engine';
 import { SimRequestError, UNAUTHORIZED, type Form } from './form';
-import { systemClock, type Clock } from '../../core/clock';
+import { systemClock, type Clock } from '../../platform/clock';
 import { Faults } from './faults';
 import { Lru } from './lru';
 import { Market, type MarketOptions, type MarketQuote, type SymbolSpec } from './market';

@@ -1,4 +1,4 @@
-import { Backoff } from '../../../src/core/backoff';
+import { Backoff } from '../../../src/platform/backoff';
 import { RESTART_DELAYS, restartDelay, STABLE_RUN_MS } from '../../../src/app/cluster/pool';
 
 describe('worker restart delays', () => {

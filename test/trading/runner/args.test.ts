@@ -1,4 +1,4 @@
-import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp } from '../../../src/core/argv';
+import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp } from '../../../src/platform/argv';
 import { BACKTEST_OPTIONS, CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, num, parseParams, safetyOf } from '../../../src/trading/runner/args';
 
 /** A command taking one file, as backtest, paper, live and replay do. */

@@ -7,8 +7,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ManualClock } from '../../../src/core/clock';
-import { mulberry32 } from '../../../src/core/random';
+import { ManualClock } from '../../../src/platform/clock';
+import { mulberry32 } from '../../../src/platform/random';
 import type { RateLimitRule } from '../../../src/core/rule';
 import { paperCommand } from '../../../src/trading/runner/live-cli';
 import { BrokerLimiter, DOCUMENTED_LIMITS, budgetProblems, checkBudget, inProcessDecider, retryAfterS, worstCaseOfLimit } from '../../../src/trading/runner/limiter';

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ManualClock } from '../../../src/core/clock';
+import { ManualClock } from '../../../src/platform/clock';
 import type { FxcmClient } from '../../../src/trading/fxcm';
 import type { Params, Period } from '../../../src/trading/fxcm/types';
 import { readCandleFile, writeCandleFile } from '../../../src/trading/fxcm/candle-file';

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { ManualClock } from '../../../src/core/clock';
+import { ManualClock } from '../../../src/platform/clock';
 import { BrokerLimiter, accountKey, checkBudget, endpointName, inProcessDecider, worstCaseInSlidingWindow, type LimitDecider } from '../../../src/trading/runner/limiter';
 import { IntentExpiredError } from '../../../src/trading/runner/errors';
 import { newClient, startSim, TOKEN } from '../helpers';

@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ManualClock, systemClock } from '../../../src/core/clock';
+import { ManualClock, systemClock } from '../../../src/platform/clock';
 import type { CandleRow, Period } from '../../../src/trading/fxcm/types';
 import { PERIOD_SECONDS } from '../../../src/trading/fxcm/candles';
 import type { FxcmClient } from '../../../src/trading/fxcm';

@@ -4,7 +4,7 @@
  * operation on an order that no longer exists rejects with OrderGoneError, which a strategy can
  * catch, and the run goes on.
  */
-import { systemClock } from '../../../src/core/clock';
+import { systemClock } from '../../../src/platform/clock';
 import { runBacktest } from '../../../src/trading/runner/backtest';
 import { BrokerLimiter, accountKey, inProcessDecider } from '../../../src/trading/runner/limiter';
 import { LiveEngine } from '../../../src/trading/runner/live';

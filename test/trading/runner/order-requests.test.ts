@@ -2,7 +2,7 @@
  * Malformed order requests are refused alike in a backtest and in a paper run, with an error naming
  * the field, and nothing is sent or booked; rates go out rounded to the instrument's precision.
  */
-import { systemClock } from '../../../src/core/clock';
+import { systemClock } from '../../../src/platform/clock';
 import { runBacktest } from '../../../src/trading/runner/backtest';
 import { BrokerLimiter, accountKey, inProcessDecider } from '../../../src/trading/runner/limiter';
 import { LiveEngine } from '../../../src/trading/runner/live';

@@ -3,7 +3,7 @@
  * own calls opened; another run's are visible only account-wide, refused without it, untouched by
  * closeAll and by the flatten after a strategy error, and absent from its report.
  */
-import { systemClock } from '../../../src/core/clock';
+import { systemClock } from '../../../src/platform/clock';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { BrokerLimiter, accountKey, inProcessDecider } from '../../../src/trading/runner/limiter';
 import { LiveEngine, type LiveResult } from '../../../src/trading/runner/live';

@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { systemClock } from '../../../src/core/clock';
+import { systemClock } from '../../../src/platform/clock';
 import { Journal, readJournal } from '../../../src/trading/runner/journal';
 import { BrokerLimiter, accountKey, inProcessDecider } from '../../../src/trading/runner/limiter';
 import { LiveEngine } from '../../../src/trading/runner/live';

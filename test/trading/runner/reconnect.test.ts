@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { systemClock } from '../../../src/core/clock';
+import { systemClock } from '../../../src/platform/clock';
 import type { LogWriter } from '../../../src/telemetry/logger';
 import type { BrokerSimulator } from '../../../src/trading/simulator';
 import { Journal, readJournal } from '../../../src/trading/runner/journal';

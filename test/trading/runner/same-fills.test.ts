@@ -4,7 +4,7 @@
  * reasons (market orders, entry stop and limit orders, stops and limits in pips, fixed and
  * dynamic trailing stops).
  */
-import { systemClock } from '../../../src/core/clock';
+import { systemClock } from '../../../src/platform/clock';
 import { runBacktest } from '../../../src/trading/runner/backtest';
 import type { ClosedTrade } from '../../../src/trading/runner/results';
 import { BrokerLimiter, accountKey, inProcessDecider } from '../../../src/trading/runner/limiter';

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { candleToRow } from '../../../src/trading/fxcm/candles';
-import { UsageError } from '../../../src/core/argv';
+import { UsageError } from '../../../src/platform/argv';
 import type { CandleSeries } from '../../../src/trading/fxcm/candle-file';
 import type { Period } from '../../../src/trading/fxcm/types';
 import { runBacktest } from '../../../src/trading/runner/backtest';

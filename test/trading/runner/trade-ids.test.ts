@@ -2,7 +2,7 @@
  * How a strategy finds the trade an order opened: openTrade resolves with the order id, and the
  * trade's `opened` event carries it beside the trade id — in a backtest and against the broker.
  */
-import { systemClock } from '../../../src/core/clock';
+import { systemClock } from '../../../src/platform/clock';
 import { runBacktest } from '../../../src/trading/runner/backtest';
 import { BrokerLimiter, accountKey, inProcessDecider } from '../../../src/trading/runner/limiter';
 import { LiveEngine } from '../../../src/trading/runner/live';

@@ -1,4 +1,4 @@
-import { isoUtc, isoUtcMinutes } from '../../src/core/time-text';
+import { isoUtc, isoUtcMinutes } from '../../src/platform/time-text';
 
 test('ISO 8601 UTC: milliseconds only when there are some; a whole minute without its seconds', () => {
   const t = Date.UTC(2024, 0, 2, 10, 15);

@@ -1,4 +1,4 @@
-import { Backoff } from '../../src/core/backoff';
+import { Backoff } from '../../src/platform/backoff';
 
 function seq(b: Backoff, n: number): number[] {
   return Array.from({ length: n }, () => b.next());

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DirectoryWatcher, type DirectoryWatcherOptions } from '../../src/core/directory-watcher';
+import { DirectoryWatcher, type DirectoryWatcherOptions } from '../../src/platform/directory-watcher';
 import { quietFor, waitFor } from '../support/wait';
 import { CapturingLogger, makeTmpDir, swapSymlink, writeTree } from '../providers/helpers';
 
