@@ -41,8 +41,6 @@ export interface XdsServerIo {
   readonly logger: Logger;
 }
 
-/** A usage error: the program prints it with the usage text and exits 2. */
-
 function readFile(flag: string, file: string): Buffer {
   try {
     return fs.readFileSync(file);

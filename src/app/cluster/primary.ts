@@ -63,9 +63,13 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
     certs.start();
   }
 
-  let stopping: Promise<number> | undefined;
-  const stop = (signal: NodeJS.Signals, fatal?: string): Promise<number> =>
-    (stopping ??= (async () => {
+  let ended!: (code: number) => void;
+  const endedPromise = new Promise<number>((resolve) => (ended = resolve));
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals, fatal?: string): void => {
+    if (stopping) return;
+    stopping = true;
+    void (async () => {
       if (fatal !== undefined) opts.reportFatal(fatal);
       else logger.info(`received ${signal}: stopping the workers`);
       // A worker exits within delay + drain + CLOSE_GRACE_MS (app.ts); one that does not is killed,
@@ -74,10 +78,12 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
       const clean = await pool.stop(signal, shutdownDelayMs + drainTimeoutMs + CLOSE_GRACE_MS + WORKER_EXIT_MARGIN_MS);
       certs?.stop();
       if (await settleWithin(Promise.all([flusher.stop(), closeHttp(debugServer)]), PRIMARY_CLOSE_MS)) logger.info('stopped');
-      return fatal === undefined && clean ? 0 : 1;
-    })());
-  let ended!: (code: number) => void;
-  const endedPromise = new Promise<number>((resolve) => (ended = resolve));
+      ended(fatal === undefined && clean ? 0 : 1);
+    })().catch((err: unknown) => {
+      logger.error(`error while stopping the workers: ${String(err)}`);
+      ended(1);
+    });
+  };
 
   const pool = new WorkerPool({
     fork: opts.fork,
@@ -85,7 +91,7 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
     logger,
     forwardTimerSamples: sink.wantsTimerSamples,
     onReady: (addresses) => logger.info(`listening: gRPC ${addresses.grpc}, HTTP ${addresses.http}, debug ${debugAddr}`),
-    onFatal: (message) => void stop('SIGTERM', message).then(ended),
+    onFatal: (message) => stop('SIGTERM', message),
     onStats: (worker, batch) => aggregator.apply(worker, batch),
     onWorkerExit: (worker) => aggregator.removeWorker(worker),
   });
@@ -96,5 +102,5 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
 
   logger.info(`worker mode: starting ${count} workers`);
   pool.start();
-  return { stop: (signal) => void stop(signal).then(ended), ended: endedPromise };
+  return { stop, ended: endedPromise };
 }

@@ -34,26 +34,27 @@ function prefixed(logger: Logger, prefix: string): Logger {
   };
 }
 
-function answer(app: RateLimitApp, listings: Listings, query: WorkerQuery): Promise<string> {
+/** The answer to one query (async: an error thrown by a listing becomes the reply's error). */
+async function answer(app: RateLimitApp, listings: Listings, query: WorkerQuery): Promise<string> {
   switch (query.op) {
     case 'rlconfig':
-      return Promise.resolve(listings.start(query.listing, app.dumpConfigChunks()));
+      return listings.start(query.listing, app.dumpConfigChunks());
     case 'rlconfig-next':
-      return Promise.resolve(listings.next(query.listing));
+      return listings.next(query.listing);
     case 'rlconfig-end':
       listings.end(query.listing);
-      return Promise.resolve('');
+      return '';
     case 'explain':
       return app.explain(query.domain, query.descriptors);
     case 'profile':
       return cpuProfile(query.ms);
     case 'rlqs':
-      return Promise.resolve(app.quotaBuckets());
+      return app.quotaBuckets();
     case 'explain-bucket':
-      return Promise.resolve(app.explainBucket(query.domain, query.bucket));
+      return app.explainBucket(query.domain, query.bucket);
     case 'flush':
       app.flushStats();
-      return Promise.resolve('');
+      return '';
   }
 }
 
@@ -73,10 +74,9 @@ function initFromPrimary(channel: PrimaryChannel): Promise<Extract<ToWorker, { t
  * signals), then started. A start-up error for the operator is told to the primary, then thrown.
  */
 export async function runWorker(settings: Settings, baseLogger: Logger, channel: PrimaryChannel, onApp: (app: RateLimitApp) => void): Promise<void> {
-  const send = (message: FromWorker): Promise<void> => channel.send(message);
   const init = await initFromPrimary(channel);
   const logger = prefixed(baseLogger, `worker ${init.slot}: `);
-  const sink = new IpcStatsSink((batch) => send({ type: 'stats', batch }));
+  const sink = new IpcStatsSink((batch) => channel.send({ type: 'stats', batch }));
   sink.forwardTimerSamples = init.forwardTimerSamples;
   const app = new RateLimitApp({ settings, logger, worker: { slot: init.slot, statsSink: sink } });
 
@@ -84,14 +84,14 @@ export async function runWorker(settings: Settings, baseLogger: Logger, channel:
   channel.onMessage((m: unknown) => {
     if (!isMessage<ToWorker>(m) || m.type !== 'query') return;
     const { id } = m;
-    Promise.resolve()
-      .then(() => answer(app, listings, m.query))
+    answer(app, listings, m.query)
       .then(
-      (value) => send({ type: 'reply', id, ok: true, value }),
-      (err: unknown) => send({ type: 'reply', id, ok: false, error: err instanceof Error ? err.message : String(err) }),
-    ).catch(() => {
-      // The primary is gone; cluster ends this process on the disconnect.
-    });
+        (value) => channel.send({ type: 'reply', id, ok: true, value }),
+        (err: unknown) => channel.send({ type: 'reply', id, ok: false, error: err instanceof Error ? err.message : String(err) }),
+      )
+      .catch(() => {
+        // The primary is gone; cluster ends this process on the disconnect.
+      });
   });
 
   onApp(app);
@@ -101,8 +101,8 @@ export async function runWorker(settings: Settings, baseLogger: Logger, channel:
     listening = await app.start();
   } catch (err) {
     if (app.isStopping) return; // a signal arrived during start-up
-    if (err instanceof StartupError) await send({ type: 'startup-error', message: err.message }).catch(() => undefined);
+    if (err instanceof StartupError) await channel.send({ type: 'startup-error', message: err.message }).catch(() => undefined);
     throw err;
   }
-  await send({ type: 'listening', grpc: listening.grpc, http: listening.http });
+  await channel.send({ type: 'listening', grpc: listening.grpc, http: listening.http });
 }

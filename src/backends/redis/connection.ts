@@ -150,13 +150,13 @@ interface Tracked {
   wasReady: boolean;
 }
 
+/** How long the losses of one outage are gathered into its one log line. */
+const LOST_LINE_GATHER_MS = 100;
+
 /**
  * One Redis instance as the store sees it: a pool of connections (single, sentinel) or a cluster
  * client. `client()` hands out the connection for the next pipeline.
  */
-/** How long the losses of one outage are gathered into its one log line. */
-const LOST_LINE_GATHER_MS = 100;
-
 export class RedisConnection {
   readonly type: RedisConnectionSettings['type'];
   /** The URL with passwords masked, for logs and errors. */
