@@ -12,8 +12,8 @@
  * inspectCandleFile lists them all (`candles check`). A candle store's files (runner/candles-store.ts)
  * are JSON files with one more field, `covered`.
  */
-import { isoUtc } from '../../platform/time-text';
 import fs from 'node:fs';
+import { isoUtc } from '../../platform/time-text';
 import { candleToRow, normalizePeriod, rowToCandle } from './candles';
 import type { Candle, Period } from './types';
 

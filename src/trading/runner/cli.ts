@@ -1,8 +1,8 @@
 /**
  * `ratelimit-runner backtest`, and the console output the strategy modes share.
  */
-import { createLogger, silentLogger } from '../../telemetry/logger';
 import fs from 'node:fs';
+import { createLogger, silentLogger } from '../../telemetry/logger';
 import { runBacktest } from './backtest';
 import { projectBudget } from './budget-projection';
 import { readCandleFile } from '../fxcm/candle-file';

@@ -40,6 +40,9 @@ export interface Span {
 /** Beyond this many trades a price chart draws each trade as an entry-to-exit segment, without markers. */
 export const MAX_MARKED_TRADES = 60;
 
+/** One entry of a trade: its partial closes are rows of their own with the same entry. */
+export const entryKey = (t: ClosedTrade): string => `${t.tradeId}|${t.openTime}`;
+
 /** Points a drawn line keeps at most (a price line of a year of minute bars would be 370k). */
 export const MAX_POINTS = 2000;
 
@@ -324,7 +327,7 @@ export function priceSvg(series: PriceSeries, trades: readonly ClosedTrade[], ti
     hi = Math.max(hi, v);
   }
   const f = frame(id, height, time, lo, hi);
-  const segments = new Set(own.map((t) => `${t.tradeId}|${t.openTime}`)).size > MAX_MARKED_TRADES;
+  const segments = new Set(own.map(entryKey)).size > MAX_MARKED_TRADES;
   const used = new Set<keyof typeof MARKERS>();
   const marks: string[] = [];
   const tipOf = (t: ClosedTrade, what: string, price: number, ts: number) => `${t.isBuy ? 'buy' : 'sell'} ${t.amount}K, trade ${t.tradeId}: ${what} ${price} at ${utc(ts)}`;
@@ -345,7 +348,7 @@ export function priceSvg(series: PriceSeries, trades: readonly ClosedTrade[], ti
     for (const t of own) mark(t.reason, `exit ${t.reason}`, t.closeTime, t.closeRate, t, `${t.reason === 'close' ? 'closed' : `closed (${t.reason})`} at`);
     const entered = new Set<string>();
     for (const t of own) {
-      const key = `${t.tradeId}|${t.openTime}`;
+      const key = entryKey(t);
       if (entered.has(key)) continue; // a partial close repeats the trade's entry
       entered.add(key);
       mark(t.isBuy ? 'buy' : 'sell', `entry ${t.isBuy ? 'buy' : 'sell'}`, t.openTime, t.openRate, t, 'opened at');

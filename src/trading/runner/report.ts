@@ -6,13 +6,14 @@
  * The numbers are report-metrics.ts's, the charts report-charts.ts's, a backtest's projected
  * budget budget-projection.ts's.
  */
-import { isoUtc } from '../../platform/time-text';
 import fs from 'node:fs';
 import path from 'node:path';
+import { isoUtc } from '../../platform/time-text';
 import { PERIOD_SECONDS } from '../fxcm/candles';
 import type { CandleSeries } from '../fxcm/candle-file';
+import { clean } from '../execution/instruments';
 import { flattenOutcome } from './errors';
-import { MAX_MARKED_TRADES, MAX_POINTS, downsample, drawdownSvg, equitySvg, esc, priceSvg, splitAtGaps, utc, type PriceSeries, type Span, type TimeDomain } from './report-charts';
+import { MAX_MARKED_TRADES, MAX_POINTS, downsample, entryKey, drawdownSvg, equitySvg, esc, priceSvg, splitAtGaps, utc, type PriceSeries, type Span, type TimeDomain } from './report-charts';
 import { computeMetrics, drawdownSeries, type Metrics } from './report-metrics';
 import type { ClosedTrade, EquityPoint, RunError, RunResult } from './results';
 
@@ -116,9 +117,7 @@ export function buyAndHold(bars: readonly CandleSeries[], startBalance: number, 
   const time: TimeDomain = { from: 0, to: 0, gaps: gapsOf(windows) };
   const symbols: { ratio: number; points: { ts: number; price: number }[] }[] = [];
   for (const symbol of new Set(bars.map((b) => b.symbol))) {
-    const series = bars.find((b) => b.symbol === symbol)!;
-    const sec = PERIOD_SECONDS[series.timeframe];
-    const points = series.candles.map((c) => ({ ts: (c.ts + sec) * 1000, price: c.bidClose })).filter((p) => startTime === undefined || p.ts > startTime);
+    const points = closesOf(bars.find((b) => b.symbol === symbol)!).filter((p) => startTime === undefined || p.ts > startTime);
     if (points.length) symbols.push({ ratio: 1, points });
   }
   if (!symbols.length || !(startBalance > 0)) return undefined;
@@ -143,12 +142,17 @@ export function buyAndHold(bars: readonly CandleSeries[], startBalance: number, 
     if (last !== undefined && last.ts === step.ts) last.equity = total;
     else points.push({ ts: step.ts, equity: total });
   }
-  const clean = (n: number) => Math.round(n * 1e8) / 1e8;
   return {
     returnPct: clean((total / startBalance - 1) * 100),
     points: downsample(points, MAX_POINTS, (p) => p.equity).map((p) => ({ ts: p.ts, equity: clean(p.equity) })),
     method: BUY_AND_HOLD_METHOD,
   };
+}
+
+/** A series' bid closes at each bar's end (when a decision on that bar is taken), epoch ms. */
+function closesOf(series: CandleSeries): { ts: number; price: number }[] {
+  const sec = PERIOD_SECONDS[series.timeframe];
+  return series.candles.map((c) => ({ ts: (c.ts + sec) * 1000, price: c.bidClose }));
 }
 
 /** What lies between consecutive windows. */
@@ -168,8 +172,7 @@ export function priceSeries(trades: readonly ClosedTrade[], bars: readonly Candl
   return symbols.map((symbol) => {
     const series = bars.find((b) => b.symbol === symbol);
     if (series) {
-      const sec = PERIOD_SECONDS[series.timeframe];
-      const points = series.candles.map((c) => ({ ts: (c.ts + sec) * 1000, price: c.bidClose }));
+      const points = closesOf(series);
       const firstEntry = recentFirstEntry(trades.filter((t) => t.symbol === symbol));
       const from = firstEntry === undefined ? 0 : firstEntry - RECENT_LEAD_MS;
       return {
@@ -195,7 +198,7 @@ const RECENT_LEAD_MS = 3600_000;
 
 /** When the first of a symbol's last MAX_MARKED_TRADES trades opened; undefined when the main chart marks them all. */
 function recentFirstEntry(own: readonly ClosedTrade[]): number | undefined {
-  const entries = [...new Map(own.map((t) => [`${t.tradeId}|${t.openTime}`, t.openTime])).values()].sort((a, b) => a - b);
+  const entries = [...new Map(own.map((t) => [entryKey(t), t.openTime])).values()].sort((a, b) => a - b);
   return entries.length <= MAX_MARKED_TRADES ? undefined : entries[entries.length - MAX_MARKED_TRADES];
 }
 

@@ -157,14 +157,15 @@ export function splitTimeline(data: readonly CandleSeries[], folds: number, inSa
       const present = new Set(windowOf(data, w.from, w.to).filter((s) => s.candles.length).map((s) => s.symbol));
       const missing = symbols.filter((s) => !present.has(s));
       if (missing.length) {
-        throw new UsageError(`fold ${k + 1}'s ${part} part (${isoTime(w.from)} to ${isoTime(w.to)}) has no candles of ${missing.join(', ')}, which the strategy trades`);
+        throw new UsageError(`fold ${k + 1}'s ${part} part (${windowTime(w.from)} to ${windowTime(w.to)}) has no candles of ${missing.join(', ')}, which the strategy trades`);
       }
     }
   });
   return out;
 }
 
-const isoTime = (sec: number): string => isoUtcMinutes(sec * 1000);
+/** A window's bound (epoch seconds) as text, to the minute when whole. */
+const windowTime = (sec: number): string => isoUtcMinutes(sec * 1000);
 
 /** What runs the backtests: the outcomes in the order of the jobs, whatever order they finish in. */
 export interface JobRunner {
@@ -318,7 +319,7 @@ function joinRuns(runs: readonly { fold: number; run: RunResult }[], mode: strin
 }
 
 function windowResult(w: Window): WindowResult {
-  return { from: isoTime(w.from), to: isoTime(w.to), bars: w.bars, candles: w.candles };
+  return { from: windowTime(w.from), to: windowTime(w.to), bars: w.bars, candles: w.candles };
 }
 
 /**
