@@ -70,8 +70,8 @@ export interface BacktestOptions {
   rollover?: Readonly<Record<string, RolloverRates>>;
   safety?: SafetyLimits;
   logger?: StrategyLogger;
-  /** Called every `progressEvery` candles and at the end. */
-  onProgress?: (done: number, total: number) => void;
+  /** Called every `progressEvery` candles and at the end (`final`: also when an error stopped the run early). */
+  onProgress?: (done: number, total: number, final?: boolean) => void;
   progressEvery?: number;
   /** Completed bars kept per symbol and time frame for ctx.candles (default 5000). */
   historyLimit?: number;
@@ -673,7 +673,7 @@ export class BacktestEngine {
       this.events.length = 0;
       this.markEnd();
     }
-    if (this.opts.onProgress) this.opts.onProgress(reached, total);
+    if (this.opts.onProgress) this.opts.onProgress(reached, total, true);
     return {
       strategy: s.name ?? 'strategy',
       mode: 'backtest',

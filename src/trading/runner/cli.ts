@@ -55,22 +55,23 @@ export function consoleLogger(level: StrategyLogLevel): StrategyLogger {
   return level === 'silent' ? silentLogger : createLogger({ level, format: 'plain' });
 }
 
-export function progressBar(stream: NodeJS.WriteStream): (done: number, total: number) => void {
+export function progressBar(stream: NodeJS.WriteStream): (done: number, total: number, final?: boolean) => void {
   let last = -1;
-  return (done, total) => {
+  let ended = false;
+  return (done, total, final = false) => {
     const pct = total ? Math.floor((done / total) * 100) : 100;
-    if (pct === last) return;
-    last = pct;
-    const w = 30;
-    const fill = Math.round((pct / 100) * w);
-    stream.write(`\r[${'#'.repeat(fill)}${'.'.repeat(w - fill)}] ${pct}% ${done}/${total} candles`);
-    if (done >= total) stream.write('\n');
+    if (pct !== last) {
+      last = pct;
+      const w = 30;
+      const fill = Math.round((pct / 100) * w);
+      stream.write(`\r[${'#'.repeat(fill)}${'.'.repeat(w - fill)}] ${pct}% ${done}/${total} candles`);
+    }
+    // The line ends at the last candle, or earlier when the run stopped (a strategy error).
+    if ((final || done >= total) && !ended) {
+      ended = true;
+      stream.write('\n');
+    }
   };
-}
-
-/** Ends a progress bar's line when the run stopped before its last candle. */
-export function endProgress(stream: NodeJS.WriteStream, done: number, total: number): void {
-  if (done < total) stream.write('\n');
 }
 
 /** The strategy in `file`, or exit code 1 after its load error's line on stderr (a syntax error, a missing hook). */
@@ -123,7 +124,6 @@ export async function backtestCommand(argv: string[]): Promise<number> {
     onProgress: !quiet && process.stderr.isTTY ? progressBar(process.stderr) : undefined,
   });
   const secs = Number(process.hrtime.bigint() - started) / 1e9;
-  if (!quiet && process.stderr.isTTY) endProgress(process.stderr, result.candles, result.candlesGiven);
   const limitsFile = bundledLimitsFile();
   const projectedBudget = await projectBudget(
     { strategy, startTime: result.startTime ?? 0, intents: result.intents, trades: result.trades },
