@@ -28,8 +28,10 @@ function easternOffsetMs(ms: number): number {
 const SUNDAY = 0;
 const FRIDAY = 5;
 const SATURDAY = 6;
+/** 17:00 New York: the market opens on Sunday at it, and the daily rollover ends each trading day there. */
+const ROLLOVER_HOUR = 17;
 const FX_CLOSE_MINUTES = 16 * 60 + 55;
-const FX_OPEN_MINUTES = 17 * 60;
+const FX_OPEN_MINUTES = ROLLOVER_HOUR * 60;
 
 /** Is the FX market open at `ms` (epoch milliseconds)? */
 export function isFxMarketOpen(ms: number): boolean {
@@ -67,12 +69,12 @@ const WEDNESDAY = 3;
  * evening session belongs to Monday and a week has five trading days. A day number, not a date.
  */
 export function fxTradingDay(ms: number): number {
-  return Math.floor((ms + easternOffsetMs(ms) + 7 * HOUR_MS) / DAY_MS);
+  return Math.floor((ms + easternOffsetMs(ms) + (24 - ROLLOVER_HOUR) * HOUR_MS) / DAY_MS);
 }
 
 /** 17:00 New York (the daily rollover) on the UTC day starting at `dayStartMs`: 21:00 or 22:00 UTC, the same date in both places. */
 export function newYorkFivePm(dayStartMs: number): number {
-  return dayStartMs + 17 * HOUR_MS - easternOffsetMs(dayStartMs);
+  return dayStartMs + ROLLOVER_HOUR * HOUR_MS - easternOffsetMs(dayStartMs);
 }
 
 /**
