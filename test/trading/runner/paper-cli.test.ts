@@ -110,9 +110,14 @@ describe('paper CLI', () => {
     expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
     expect(sim.requestCounts()['/trading/create_entry_order']).toBe(1);
     const before = readJournal(jfile).length;
+    // As if the kill had come in the middle of writing a line: the resume says so and drops it.
+    const torn = '{"k":"price","t":17';
+    fs.appendFileSync(jfile, torn);
 
     const r = await run(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--duration', '1', '--quiet', '--report', path.join(dir, 'r2')]);
-    expect(r.stderr).toBe('');
+    expect(r.stderr).toBe(
+      `ratelimit-runner paper: ${jfile}: its last line was cut (${torn.length} bytes; the run stopped while writing it) and is dropped; resuming from the line before it\n`,
+    );
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('resuming from');
     expect(r.stdout).toContain('(resumed)');
