@@ -230,6 +230,8 @@ describe('walk-forward windows', () => {
     expect(outOfSampleReport!.trades.map((t) => t.tradeId)).toEqual([...alone[0]!.trades.map((t) => `F1-${t.tradeId}`), ...alone[1]!.trades.map((t) => `F2-${t.tradeId}`)]);
     expect(outOfSampleReport!.metrics.netPL).toBeCloseTo(alone[0]!.trades[0]!.pl + alone[1]!.trades[0]!.pl, 9);
     expect(result.summary.outOfSample).toMatchObject({ trades: 2, bars: 60 });
+    // The report knows its windows: its charts break their lines between them (the in-sample part of fold 2 lies there).
+    expect(outOfSampleReport!.windows).toEqual(p.folds.map((f) => ({ from: f.outOfSample.from * 1000, to: f.outOfSample.to * 1000 })));
   });
 
   test('every window, in and out of sample, starts with the warmup candles of each series before it as history', async () => {
