@@ -105,8 +105,12 @@ function clusterOf(s: RedisStore): ClusterInternals {
 async function staleSlot(s: RedisStore, key: string): Promise<{ owner: RedisServer; wrong: RedisServer }> {
   const owner = await cluster.nodeForKey(key);
   const wrong = cluster.nodes.find((n) => n !== owner)!;
+  const slot = await cluster.keySlot(key);
   // One array is shared by a whole slot range: replace this slot's, do not edit it.
-  clusterOf(s).slots[await cluster.keySlot(key)] = [wrong.address];
+  clusterOf(s).slots[slot] = [wrong.address];
+  // The fast path writes only to a ready connection (else the cluster client routes the op): wait
+  // for ioredis's connection to the wrong node, which may still be connecting on a loaded machine.
+  await waitFor(() => connectionOf(s).readyMaster(slot) !== undefined, `the connection to ${wrong.address} ready`);
   return { owner, wrong };
 }
 
