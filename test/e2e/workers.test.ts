@@ -295,7 +295,9 @@ test('WORKERS=2 with the memory store is refused with one line', async () => {
 test('worker mode on memcached counts each hit once across the workers', async () => {
   const mc = await MemcachedServer.start();
   const dir = runtimeDir({ 'wk.yaml': CONFIG });
-  const svc = await startService({ ...baseEnv(dir.root), BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: `127.0.0.1:${mc.port}`, WORKERS: '2' });
+  // A generous MEMCACHE_TIMEOUT: on a loaded CI machine the default 500 ms can pass while an
+  // increment is in flight, which then fails (as it should) and the count this test checks is short.
+  const svc = await startService({ ...baseEnv(dir.root), BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: `127.0.0.1:${mc.port}`, MEMCACHE_TIMEOUT: '5s', WORKERS: '2' });
   try {
     const workers = new Set<string>();
     for (let i = 0; i < 4; i++) workers.add((await fresh(svc.http, '/healthcheck')).worker!);
