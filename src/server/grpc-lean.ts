@@ -196,8 +196,7 @@ export class LeanServices<C> {
     if (flag === 0) handle(call, headers, body, GRPC_PREFIX_BYTES, received);
     else if (flag === 1) {
       const encoding = headers['grpc-encoding'] as string | undefined;
-      // Inflated on the thread pool after this returns: a copy, as the body may be a view of a socket read.
-      inflateMessage(encoding, Buffer.from(body.subarray(GRPC_PREFIX_BYTES)), this.maxRequestBytes, (out, code, details) => {
+      inflateMessage(encoding, body.subarray(GRPC_PREFIX_BYTES), this.maxRequestBytes, (out, code, details) => {
         if (out !== undefined) handle(call, headers, out, 0, out.length);
         else reply.status(call, code, details);
       });

@@ -11,7 +11,6 @@ import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../telemetry/logger';
 import { DirectoryWatcher } from '../platform/directory-watcher';
-import { sharedReadServer } from './shared-reads';
 
 export interface ServerTlsFiles {
   certFile: string;
@@ -214,14 +213,14 @@ export function enforceClientSanOnGrpc(server: grpc.Server, san: string, logger:
  * `certs` with ALPN `protocol` and the GRPC_CLIENT_TLS_SAN check when `clientSan` is set. A
  * client that chose another protocol is closed, and so is one that chose none when
  * `protocolRequired` (HTTP/2 over TLS needs ALPN; HTTP/1.1 clients often send none).
- * `serve` gets each usable connection, to read with `onReads` (shared-reads.ts).
+ * `serve` gets each usable connection.
  */
 export function socketServer(
   serve: (socket: net.Socket) => void,
   tlsOptions: { certs: CertificateSource; protocol: string; protocolRequired: boolean; clientSan: string; logger: Logger } | undefined,
   allowHalfOpen = false,
 ): net.Server {
-  if (tlsOptions === undefined) return sharedReadServer(serve, allowHalfOpen);
+  if (tlsOptions === undefined) return net.createServer({ allowHalfOpen }, serve);
   const { certs, protocol, protocolRequired, clientSan, logger } = tlsOptions;
   const secure = tls.createServer({ ...httpsOptions(certs.current), ALPNProtocols: [protocol], allowHalfOpen });
   certs.subscribe((m) => secure.setSecureContext(httpsOptions(m)));

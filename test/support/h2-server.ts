@@ -19,7 +19,6 @@ import { createGrpcJsListener } from '../../src/server/grpc';
 import type { GrpcListener, GrpcListenerOptions } from '../../src/server/grpc-common';
 import { type ServerBudgets, serverBudgets } from '../../src/server/byte-budget';
 import { createGrpcSocketListener } from '../../src/server/grpc-socket';
-import { servingSocket } from '../../src/server/shared-reads';
 import { Health } from '../../src/server/health';
 import type { GrpcSettings } from '../../src/settings';
 import { StatsStore } from '../../src/stats/store';
@@ -118,7 +117,7 @@ export async function startSocketServer(over: Partial<GrpcSettings> = {}, option
   const createServer = net.createServer;
   const spy = jest.spyOn(net, 'createServer').mockImplementation(((...args: Parameters<typeof net.createServer>) => {
     const server = createServer(...args);
-    server.on('connection', (socket: net.Socket) => serverSockets.push(servingSocket(socket)));
+    server.on('connection', (socket: net.Socket) => serverSockets.push(socket));
     return server;
   }) as typeof net.createServer);
   let made: UnboundListener;

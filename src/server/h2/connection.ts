@@ -44,7 +44,6 @@ import { requestHeaders } from './request-headers';
 import { type AbortReason, H2Stream, NO_CALL, ResponseState, type StreamCall, type StreamOwner, StreamState } from './stream';
 import { StreamTable } from './streams';
 import { FrameWriter } from './writer';
-import { onReads } from '../shared-reads';
 
 /** What the application does with the streams of a connection. */
 export interface StreamHandler {
@@ -128,8 +127,6 @@ export class H2Connection implements StreamOwner {
   private readonly backlog: PeerBacklog;
   /** Bytes received and not yet handled (an incomplete frame, or the rest of a turn). */
   private input: Buffer = EMPTY;
-  /** False while `input` is a view of the current socket read. */
-  private inputOwned = true;
   private prefaceSeen = false;
   private settingsSeen = false;
   /** A header block being received in CONTINUATION frames. */
@@ -186,7 +183,7 @@ export class H2Connection implements StreamOwner {
       this.queuedAcks = 0;
       this.unpause(Paused.Backlog);
     });
-    onReads(socket, (chunk) => this.onData(chunk));
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('close', () => this.onClose());
     socket.on('error', () => socket.destroy());
     this.writer.settings(options.maxConcurrentStreams, STREAM_WINDOW, options.maxHeaderListBytes);
@@ -203,30 +200,19 @@ export class H2Connection implements StreamOwner {
     if (this.dead) return;
     this.activity = true;
     const held = this.input;
-    if (held.length === 0) {
-      this.input = chunk;
-      this.inputOwned = false;
-    } else if (this.prefaceSeen && (this.paused & Paused.Turn) === 0) {
+    if (held.length === 0) this.input = chunk;
+    else if (this.prefaceSeen && (this.paused & Paused.Turn) === 0) {
       // What the last read left is the start of one frame (the rest of a turn is read before the
       // socket is): that frame is completed on its own, and the chunk read in place, not copied.
       const need = frameRemainder(held, chunk);
       if (need >= 0) {
         this.input = chunk.subarray(need);
-        this.inputOwned = false;
         this.readFrames(Buffer.concat([held, chunk.subarray(0, need)]));
         return;
       }
       this.input = Buffer.concat([held, chunk]);
     } else this.input = Buffer.concat([held, chunk]);
     if ((this.paused & Paused.Turn) === 0) this.readFrames();
-    else this.ownInput();
-  }
-
-  /** `input` stops being a view of the socket read, which may be the process's shared buffer (shared-reads.ts). */
-  private ownInput(): void {
-    if (this.inputOwned) return;
-    this.input = Buffer.from(this.input);
-    this.inputOwned = true;
   }
 
   /** What the last read left is being read now: not held any more (chargeCarried counts what is left after). */
@@ -246,10 +232,7 @@ export class H2Connection implements StreamOwner {
         this.fail(ErrorCode.PROTOCOL_ERROR, 'not an HTTP/2 connection preface');
         return;
       }
-      if (n < CONNECTION_PREFACE.length) {
-        this.ownInput();
-        return;
-      }
+      if (n < CONNECTION_PREFACE.length) return;
       this.prefaceSeen = true;
       buf = buf.subarray(n);
     }
@@ -304,10 +287,7 @@ export class H2Connection implements StreamOwner {
    */
   private chargeCarried(): boolean {
     const waitingForClient = (this.paused & Paused.Turn) === 0;
-    // Waiting for the client: a copy, so that a few bytes do not pin a bigger buffer.
     if (waitingForClient && this.input.length > 0) this.input = Buffer.from(this.input);
-    else this.ownInput();
-    this.inputOwned = true;
     const carried = (waitingForClient ? this.input.length : 0) + (this.continuationOf !== 0 ? this.headerBytes : 0);
     if (!this.options.budgets.requests.tryTake(carried)) {
       this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'the server holds too many incomplete requests');

@@ -14,7 +14,6 @@ import type net from 'node:net';
 import { PEER_BACKLOG_HIGH, PeerBacklog, type ServerBudgets, serverBudgets } from '../byte-budget';
 import { sanitizeHeader } from '../http-util';
 import { type BodyPlan, type RequestHead, RequestReader } from './parser';
-import { onReads } from '../shared-reads';
 
 /** What the server does with requests. */
 export interface ExchangeHandler {
@@ -151,7 +150,7 @@ export class Http1Connection {
       complete: (head, body) => this.complete(head, body),
       fail: (status, reason) => this.refuse(status, reason),
     }, budgets.requests);
-    onReads(socket, (chunk) => this.read(chunk));
+    socket.on('data', (chunk: Buffer) => this.read(chunk));
     socket.on('drain', () => this.maybeResume());
     // The server allows half-open sockets, so that a client that sends its last request and
     // then ends its side still gets the answers owed.

@@ -15,7 +15,6 @@ import { PEER_BACKLOG_HIGH, serverBudgets } from '../../../src/server/byte-budge
 import { errorAnswer, type Exchange, type ExchangeHandler, Http1Connection, MAX_UNANSWERED } from '../../../src/server/http1/connection';
 import type { BodyPlan, RequestHead } from '../../../src/server/http1/parser';
 import { type HttpSocketOptions, type HttpSocketServer, httpSocketServer, KEEP_ALIVE_TIMEOUT_MS } from '../../../src/server/http-socket';
-import { servingSocket } from '../../../src/server/shared-reads';
 import type { Logger } from '../../../src/telemetry/logger';
 import { quietFor, waitFor } from '../../support/wait';
 
@@ -139,8 +138,7 @@ async function start(requestTimeoutMs = 0, options: Pick<HttpSocketOptions, 'bud
   const srv = httpSocketServer(handler, { logger: quiet, requestTimeoutMs, ...options });
   const sockets: net.Socket[] = [];
   const serverSide = new Watched();
-  srv.server.on('connection', (accepted: net.Socket) => {
-    const s = servingSocket(accepted);
+  srv.server.on('connection', (s: net.Socket) => {
     sockets.push(s);
     s.on('end', () => serverSide.changed());
     s.on('close', () => serverSide.changed());
