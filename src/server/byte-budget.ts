@@ -11,20 +11,37 @@ import type net from 'node:net';
 /** A count of bytes held against a limit. */
 export class ByteBudget {
   private heldBytes = 0;
+  /**
+   * What request bodies may hold: all but the last eighth, which is kept for bytes that must be
+   * held whatever the bodies hold (a frame or request head cut by a read). Without it, bodies
+   * promised their room fill the budget to the byte, and every connection whose read ends in the
+   * middle of a frame is closed (under reconnecting attackers, a reconnect storm).
+   */
+  readonly bodyLimit: number;
 
-  constructor(readonly limit: number) {}
+  constructor(readonly limit: number) {
+    this.bodyLimit = limit - Math.floor(limit / 8);
+  }
 
   get held(): number {
     return this.heldBytes;
   }
 
+  /** No room left for request bodies. */
   get exhausted(): boolean {
-    return this.heldBytes >= this.limit;
+    return this.heldBytes >= this.bodyLimit;
   }
 
   /** Takes `n` bytes; false, taking nothing, when that would pass the limit. */
   tryTake(n: number): boolean {
     if (this.heldBytes + n > this.limit) return false;
+    this.heldBytes += n;
+    return true;
+  }
+
+  /** Takes `n` bytes for a request body; false, taking nothing, when that would pass {@link bodyLimit}. */
+  tryTakeForBody(n: number): boolean {
+    if (this.heldBytes + n > this.bodyLimit) return false;
     this.heldBytes += n;
     return true;
   }

@@ -37,12 +37,36 @@ export class HeldBody {
     return out;
   }
 
-  /** Holds `buf[from, to)` as a view while the application sees it (only when nothing is held, so no storage is owned). */
-  lend(buf: Buffer, from: number, to: number): void {
+  /**
+   * Received bytes `buf[from, to)`: held as a view while the application sees them when nothing
+   * is held and no storage is owned (`keep` copies what is left), else appended. False, holding
+   * nothing more, when the budget cannot hold them.
+   */
+  receive(buf: Buffer, from: number, to: number, hint: number): boolean {
+    if (this.length > 0 || this.storage.length > 0) return this.append(buf, from, to, hint);
     this.storage = buf.subarray(from, to);
     this.start = 0;
     this.length = to - from;
     this.lent = true;
+    return true;
+  }
+
+  /**
+   * Owned storage for `total` bytes from the first held one, taken from the budget now (exactly,
+   * no doubling): room promised before the bytes are sent. False, changing nothing, when the
+   * budget cannot hold it.
+   */
+  ensureRoom(total: number): boolean {
+    const capacity = this.lent ? 0 : this.storage.length;
+    if (total <= capacity - this.start) return true;
+    if (total <= capacity) {
+      this.storage.copy(this.storage, 0, this.start, this.start + this.length);
+      this.start = 0;
+      return true;
+    }
+    if (!this.budget.tryTakeForBody(total - capacity)) return false;
+    this.replaceStorage(Buffer.allocUnsafe(total));
+    return true;
   }
 
   /** Appends `buf[from, to)`; false, appending nothing, when the budget cannot hold it. `hint`: the most the application accepts. */
@@ -78,13 +102,17 @@ export class HeldBody {
       return true;
     }
     const size = Math.max(total, Math.min(Math.max(capacity * 2, MIN_CAPACITY), hint));
-    if (!this.budget.tryTake(size - capacity)) return false;
-    const bigger = Buffer.allocUnsafe(size);
+    if (!this.budget.tryTakeForBody(size - capacity)) return false;
+    this.replaceStorage(Buffer.allocUnsafe(size));
+    return true;
+  }
+
+  /** Moves what is held to the start of `bigger`, which becomes the storage (its charge already taken). */
+  private replaceStorage(bigger: Buffer): void {
     this.storage.copy(bigger, 0, this.start, this.start + this.length);
     this.storage = bigger;
     this.start = 0;
     this.lent = false;
-    return true;
   }
 }
 

@@ -1,6 +1,6 @@
 /**
  * The process's byte budgets (src/server/byte-budget.ts) and the request bytes a server holds
- * (src/server/held-body.ts): ByteBudget's arithmetic; HeldBody's storage charged exactly (a lent
+ * (src/server/held-body.ts): ByteBudget's arithmetic and the share bodies may take; HeldBody's storage charged exactly (a lent
  * view never, owned storage always, given back whole); and PeerBacklog over real loopback sockets
  * whose client does not read: its unsent bytes are counted against the budget, given back on
  * drain and on close, refused when the budget cannot hold them, and a client that takes nothing
@@ -31,6 +31,20 @@ describe('ByteBudget', () => {
     expect(budget.exhausted).toBe(false);
   });
 
+  test('request bodies take at most seven eighths; the last eighth stays for bytes any connection must hold (a frame cut by a read)', () => {
+    const budget = new ByteBudget(800);
+    expect(budget.bodyLimit).toBe(700);
+    expect(budget.tryTakeForBody(701)).toBe(false);
+    expect(budget.tryTakeForBody(700)).toBe(true);
+    // Bodies are spent: exhausted, though 100 bytes remain for the rest.
+    expect(budget.exhausted).toBe(true);
+    expect(budget.tryTakeForBody(1)).toBe(false);
+    expect(budget.tryTake(100)).toBe(true);
+    expect(budget.tryTake(1)).toBe(false);
+    budget.give(800);
+    expect(budget.held).toBe(0);
+  });
+
   test('serverBudgets: one budget for requests and one for answers (32 MiB unless told)', () => {
     const budgets = serverBudgets(4096);
     expect([budgets.requests.limit, budgets.answers.limit]).toEqual([4096, ANSWERS_MAX_BYTES]);
@@ -42,11 +56,11 @@ describe('ByteBudget', () => {
 });
 
 describe('HeldBody', () => {
-  test('a lent view is not charged, shows the lender\'s bytes, and free after lend gives nothing back', () => {
+  test('received into an empty body, bytes are a lent view: not charged, shows the lender\'s bytes, and free after lend gives nothing back', () => {
     const budget = new ByteBudget(1000);
     const body = new HeldBody(budget);
     const read = Buffer.from('..hello..');
-    body.lend(read, 2, 7);
+    body.receive(read, 2, 7, 4096);
     expect(budget.held).toBe(0);
     expect(body.bytes().toString()).toBe('hello');
     // A view: the socket read's memory, not a copy.
@@ -61,14 +75,14 @@ describe('HeldBody', () => {
     const budget = new ByteBudget(1000);
     const body = new HeldBody(budget);
     const read = Buffer.from('..hello..');
-    body.lend(read, 2, 7);
+    body.receive(read, 2, 7, 4096);
     expect(body.keep(4096)).toBe(true);
     expect(budget.held).toBe(512);
     read.fill(0);
     expect(body.bytes().toString()).toBe('hello');
     body.free();
     expect(budget.held).toBe(0);
-    body.lend(read, 0, 5);
+    body.receive(read, 0, 5, 5);
     expect(body.keep(5)).toBe(true);
     expect(budget.held).toBe(5);
     body.free();
@@ -78,7 +92,7 @@ describe('HeldBody', () => {
   test('keep that the budget cannot hold is refused, taking nothing; the view stays lent', () => {
     const budget = new ByteBudget(100);
     const body = new HeldBody(budget);
-    body.lend(Buffer.from('hello'), 0, 5);
+    body.receive(Buffer.from('hello'), 0, 5, 4096);
     expect(body.keep(4096)).toBe(false);
     expect(budget.held).toBe(0);
     expect(body.bytes().toString()).toBe('hello');
@@ -103,6 +117,26 @@ describe('HeldBody', () => {
     expect(budget.held).toBe(0);
   });
 
+  test('ensureRoom takes exactly the room promised from the budget (no doubling); bytes received then land in it, charging nothing more', () => {
+    const budget = new ByteBudget(10_000);
+    const body = new HeldBody(budget);
+    expect(body.ensureRoom(3000)).toBe(true);
+    expect(budget.held).toBe(3000);
+    // Storage owned: what arrives is copied into it, never lent.
+    const read = Buffer.alloc(1000, 'x');
+    expect(body.receive(read, 0, 1000, 3000)).toBe(true);
+    read.fill(0);
+    expect(body.receive(Buffer.alloc(2000, 'y'), 0, 2000, 3000)).toBe(true);
+    expect(budget.held).toBe(3000);
+    expect(body.bytes().toString()).toBe('x'.repeat(1000) + 'y'.repeat(2000));
+    // More than the budget can hold: refused, nothing changes.
+    expect(body.ensureRoom(20_000)).toBe(false);
+    expect(budget.held).toBe(3000);
+    expect(body.length).toBe(3000);
+    body.free();
+    expect(budget.held).toBe(0);
+  });
+
   test('take hands out the first bytes; emptied, the storage goes back and the view taken stays valid', () => {
     const budget = new ByteBudget(1000);
     const body = new HeldBody(budget);
@@ -115,7 +149,7 @@ describe('HeldBody', () => {
     expect(body.length).toBe(0);
   });
 
-  test('seeded random lend, keep, append, take and free on bodies sharing a budget: the bytes are right, a lent body is never charged, an owned one covers its bytes, and each gives back exactly what it took', () => {
+  test('seeded random receive, keep, append, ensureRoom, take and free on bodies sharing a budget: the bytes are right, a lent body is never charged, an owned one covers its bytes, and each gives back exactly what it took', () => {
     const rng = prng(0xb0d1);
     const budget = new ByteBudget(6000);
     const HINT = 3000;
@@ -124,13 +158,16 @@ describe('HeldBody', () => {
     for (let step = 0; step < 2000; step++) {
       const b = bodies[int(rng, bodies.length)]!;
       const before = budget.held;
-      const op = int(rng, 5);
+      const op = int(rng, 6);
       if (op === 0 && b.model === '') {
         const s = text(1 + int(rng, 700));
         const read = Buffer.from(`..${s}..`);
-        b.body.lend(read, 2, 2 + s.length);
-        b.model = s;
-        b.lent = true;
+        // Lent when the body owns no storage (none promised by ensureRoom); else copied into it.
+        const owned = b.charged > 0;
+        if (b.body.receive(read, 2, 2 + s.length, HINT)) {
+          b.model = s;
+          b.lent = !owned;
+        }
       } else if (op === 1) {
         if (b.body.keep(HINT)) b.lent = false;
       } else if (op === 2) {
@@ -144,6 +181,8 @@ describe('HeldBody', () => {
         expect(b.body.take(n).toString()).toBe(b.model.slice(0, n));
         b.model = b.model.slice(n);
         if (b.model === '') b.lent = false;
+      } else if (op === 5) {
+        if (b.body.ensureRoom(b.model.length + int(rng, 1500))) b.lent = false;
       } else if (op === 4) {
         b.body.free();
         b.model = '';
@@ -154,7 +193,7 @@ describe('HeldBody', () => {
       b.charged += budget.held - before;
       expect(b.body.bytes().toString()).toBe(b.model);
       expect(b.body.length).toBe(b.model.length);
-      if (b.lent || b.model === '') expect(b.charged).toBe(0);
+      if (b.lent) expect(b.charged).toBe(0);
       else expect(b.charged).toBeGreaterThanOrEqual(b.model.length);
       expect(budget.held).toBe(bodies.reduce((sum, x) => sum + x.charged, 0));
       expect(budget.held).toBeLessThanOrEqual(budget.limit);

@@ -7,10 +7,10 @@
  *
  * Every cost a client can cause is bounded, per stream, per connection and per process:
  * - request bodies: a stream's window opens only as far as the application accepts (a unary
- *   message: its declared length), a connection holds at most `maxHeldBodyBytes` (its window is
- *   not given back past that), the process at most the request budget (past it new streams are
- *   refused and a stream that would grow it is aborted), and a request must arrive whole within
- *   `bodyTimeoutMs`;
+ *   message: its declared length) and only against storage taken from the process's request
+ *   budget, a connection holds at most `maxHeldBodyBytes` (its window is not given back past
+ *   that), the process at most the request budget (a stream whose bytes it cannot hold is
+ *   aborted), and a request must arrive whole within `bodyTimeoutMs`;
  * - header blocks: frames above 16 KiB and blocks above the header list limit end the connection,
  *   a larger decoded list is answered 431, and decoding work beyond what requests need comes out
  *   of a budget (HPACK bombs);
@@ -138,6 +138,8 @@ export class H2Connection implements StreamOwner {
   /** What we may still send on the connection. */
   private sendWindow = DEFAULT_WINDOW;
   private readonly blocked = new Set<H2Stream>();
+  /** Streams whose window waits for room in the request budget. */
+  private readonly waitingForRoom = new Set<H2Stream>();
   peerInitialWindow = DEFAULT_WINDOW;
   /** What the client may send on a new stream: the default until it acknowledges our SETTINGS. */
   streamRecvWindow = DEFAULT_WINDOW;
@@ -274,6 +276,7 @@ export class H2Connection implements StreamOwner {
     this.input = pos === end ? EMPTY : buf.subarray(pos);
     this.reading = false;
     if (!this.chargeCarried()) return;
+    for (const stream of this.waitingForRoom) this.openStreamWindow(stream);
     this.armTimers();
     this.flush();
   }
@@ -421,8 +424,7 @@ export class H2Connection implements StreamOwner {
     this.inData = stream;
     if (n > 0) {
       stream.received += n;
-      if (heldBefore === 0) body.lend(buf, dataStart, dataEnd);
-      else if (!body.append(buf, dataStart, dataEnd, stream.bodyLimit)) this.abortStream(stream, 'buffer-full');
+      if (!body.receive(buf, dataStart, dataEnd, stream.bodyLimit)) this.abortStream(stream, 'buffer-full');
       if (!stream.closed) stream.call.data();
     }
     if (endStream && !stream.closed) this.remoteEnd(stream);
@@ -461,11 +463,23 @@ export class H2Connection implements StreamOwner {
     this.scheduleFlush();
   }
 
-  /** Opens the stream's window up to what the application accepts, in updates worth a frame. */
+  /**
+   * Opens the stream's window up to what the application accepts, in updates worth a frame. A
+   * window is a promise: storage for every byte it lets the client send is taken from the
+   * process's request budget first, so nothing sent within it is refused and thrown away (a
+   * client cannot make the process take and drop more than the budget). When the budget cannot
+   * hold it, the window stays as it is and the stream waits for room, tried again at each read of
+   * the connection, within its body timeout.
+   */
   private openStreamWindow(stream: H2Stream): void {
     if (stream.remoteEnded) return;
     const room = stream.bodyLimit - stream.body.length - stream.recvWindow;
     if (room <= 0 || (room < STREAM_UPDATE_THRESHOLD && stream.recvWindow >= STREAM_UPDATE_THRESHOLD)) return;
+    if (!stream.body.ensureRoom(stream.bodyLimit)) {
+      this.waitingForRoom.add(stream);
+      return;
+    }
+    this.waitingForRoom.delete(stream);
     stream.recvWindow += room;
     this.writer.windowUpdate(stream.id, room);
     this.scheduleFlush();
@@ -557,8 +571,9 @@ export class H2Connection implements StreamOwner {
       this.refuse(id, ErrorCode.PROTOCOL_ERROR); // a stream cannot depend on itself (5.3.1)
       return;
     }
-    // Past the process's request budget, new streams are refused (the client retries) rather than grown.
-    if (this.streams.size >= this.options.maxConcurrentStreams || this.options.budgets.requests.exhausted) {
+    // A full request budget does not refuse a stream: a request that arrives whole needs none of
+    // it; one that must wait for more bytes is answered RESOURCE_EXHAUSTED when they cannot be held.
+    if (this.streams.size >= this.options.maxConcurrentStreams) {
       this.refuse(id, ErrorCode.REFUSED_STREAM);
       return;
     }
@@ -885,6 +900,7 @@ export class H2Connection implements StreamOwner {
     stream.state = StreamState.Closed;
     this.streams.delete(stream.id);
     this.blocked.delete(stream);
+    this.waitingForRoom.delete(stream);
     stream.queued = undefined;
     stream.queuedTrailers = undefined;
     stream.body.free();

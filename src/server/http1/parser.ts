@@ -403,9 +403,7 @@ export class RequestReader {
     if (n === 0) return true;
     this.bodySize += n;
     if (!this.plan.keep) return true;
-    const body = this.body;
-    if (body.length === 0) body.lend(buf, at, at + n);
-    else if (!body.append(buf, at, at + n, this.plan.limit)) return this.refused(503, OUT_OF_BUFFER);
+    if (!this.body.receive(buf, at, at + n, this.plan.limit)) return this.refused(503, OUT_OF_BUFFER);
     return true;
   }
 

@@ -54,6 +54,16 @@ function paddedMessage(size: number): Buffer {
   return grpcMessage(Buffer.concat([base, header, pad]));
 }
 
+/** `bytes` as DATA frames of at most 16 KiB on `streamId`, the last one ending the stream. */
+function framed(streamId: number, bytes: Buffer): Buffer[] {
+  const frames: Buffer[] = [];
+  for (let at = 0; at < bytes.length; at += MAX_FRAME) {
+    const end = Math.min(bytes.length, at + MAX_FRAME);
+    frames.push(dataFrame(streamId, bytes.subarray(at, end), end === bytes.length));
+  }
+  return frames;
+}
+
 describe('request bodies', () => {
   test("a stream's window opens only as far as the message it declares, and the whole message is answered", async () => {
     const server = await startSocketServer();
@@ -121,32 +131,49 @@ describe('request bodies', () => {
     expect(server.budgets.requests.held).toBe(0);
   });
 
-  test('the process budget: past it new streams are refused, a stream that would grow it is answered RESOURCE_EXHAUSTED, and a good client is served', async () => {
-    const server = await startSocketServer({}, { budgets: serverBudgets(64 * 1024) });
+  test("the process budget: a stream's window opens only against storage the budget holds for it; a full budget still serves whole calls and answers a stream whose bytes it cannot hold RESOURCE_EXHAUSTED", async () => {
+    const small = paddedMessage(30_000);
+    const big = paddedMessage(28_000);
+    // Bodies may hold 35,000 bytes (seven eighths): the first message, not the second beside it.
+    const server = await startSocketServer({}, { budgets: serverBudgets(40_000) });
+    const budget = server.budgets.requests;
     const good = rateLimitClient(server.address);
     await expectServed(good);
     const abuser = await RawH2Client.connect(server.port);
-    const message = paddedMessage(1 << 20);
-    // Two streams hold 32 KiB each (two full frames): 64 KiB of storage, the whole budget. Each
-    // write is read whole before the next (a frame cut by a read would be held, and charged, too).
-    abuser.send(headersFrame(1, requestBlock()), headersFrame(3, requestBlock()));
-    for (const [id, from] of [[1, 0], [3, 0], [1, MAX_FRAME], [3, MAX_FRAME]] as const) {
-      abuser.send(dataFrame(id, message.subarray(from, from + MAX_FRAME)));
-      await abuser.roundTrip();
-    }
-    expect(server.budgets.requests.held).toBe(64 * 1024);
-    // A new stream is refused for the client to retry.
-    abuser.send(rateLimitCall(5));
-    expect((await abuser.answer(5)).reset).toBe(ErrorCode.REFUSED_STREAM);
-    // One more byte on stream 1 would grow the budget: its call is answered, the bytes dropped.
-    abuser.send(dataFrame(1, message.subarray(2 * MAX_FRAME, 2 * MAX_FRAME + 100)));
-    const refused = await abuser.answer(1);
-    expect(grpcStatusOf(refused)).toBe('8');
-    expect(refused.headers?.['grpc-message']).toContain('REQUEST_MAX_BUFFERED_BYTES');
-    expect(server.budgets.requests.held).toBe(32 * 1024);
-    // Room again: new streams are admitted, and a good client (whole calls in one read) is served.
+    // A message the budget can hold: its stream's window opens once its storage is taken.
+    abuser.send(headersFrame(1, requestBlock()), dataFrame(1, small.subarray(0, 100)));
+    await abuser.roundTrip();
+    expect(budget.held).toBe(small.length);
+    expect(abuser.granted(1)).toBe(small.length - STREAM_WINDOW);
+    // A message the budget cannot hold now: no window beyond the first, only its first bytes kept.
+    abuser.send(headersFrame(3, requestBlock()), dataFrame(3, big.subarray(0, 100)));
+    await abuser.roundTrip();
+    expect(abuser.granted(3)).toBe(0);
+    expect(budget.held).toBe(small.length + 512);
+    // Another stream's first bytes take exactly what bodies have left: the budget is spent.
+    const fill = budget.bodyLimit - budget.held;
+    abuser.send(headersFrame(5, requestBlock()), dataFrame(5, paddedMessage(30_000).subarray(0, fill)));
+    await abuser.roundTrip();
+    expect(budget.exhausted).toBe(true);
+    // A whole call is still served, on its own connection and beside the held streams.
+    await expectServed(good);
     abuser.send(rateLimitCall(7));
     expect(grpcStatusOf(await abuser.answer(7))).toBe('0');
+    // A call whose bytes cannot be held is answered, its bytes dropped.
+    abuser.send(headersFrame(9, requestBlock()), dataFrame(9, rateLimitMessage().subarray(0, 8)));
+    const refused = await abuser.answer(9);
+    expect(grpcStatusOf(refused)).toBe('8');
+    expect(refused.headers?.['grpc-message']).toContain('REQUEST_MAX_BUFFERED_BYTES');
+    // The first message arrives whole within its window and is answered; stream 5 is cancelled;
+    // their storage goes back, and the waiting stream 3 gets its window at the next read.
+    abuser.send(...framed(1, small.subarray(100)), rstStreamFrame(5, ErrorCode.CANCEL));
+    expect(grpcStatusOf(await abuser.answer(1))).toBe('0');
+    await abuser.roundTrip();
+    expect(abuser.granted(3)).toBe(big.length - STREAM_WINDOW);
+    abuser.send(...framed(3, big.subarray(100)));
+    expect(grpcStatusOf(await abuser.answer(3))).toBe('0');
+    await abuser.roundTrip();
+    expect(budget.held).toBe(0);
     await expectServed(good);
     abuser.close();
   });
