@@ -73,9 +73,13 @@ test('two replicas on one Redis divide one limit by the demand of the Envoys of 
       return a.rate() + b.rate() <= 100;
     },
     'the division to be global again',
+    // Both replicas must exchange again and each push a changed share: a few seconds, more on a
+    // loaded CI machine running two services beside the suite (10 s was passed once).
+    20_000,
   );
   expect(replicas[0]!.output()).toContain('RLQS: Redis answers again');
   a.call.end();
   b.call.end();
   await Promise.all([a.ended(), b.ended()]);
-});
+  // Its waits add up to 45 s at most (10 + 15 + 20), above Jest's default of 30.
+}, 60_000);
