@@ -101,6 +101,24 @@ function clusterOf(s: RedisStore): ClusterInternals {
   return connectionOf(s).client() as unknown as ClusterInternals;
 }
 
+/**
+ * Holds ioredis's reloads of its slot map (its 5-second timer's, and those a MOVED asks for) until
+ * the returned function is called, which runs them: a reload landing between {@link staleSlot}
+ * and the write would make the map right again, and the write go to the owner at once.
+ */
+function holdSlotReloads(s: RedisStore): () => void {
+  const c = clusterOf(s);
+  const original = c.refreshSlotsCache;
+  const held: Array<Parameters<Cluster['refreshSlotsCache']>[0]> = [];
+  c.refreshSlotsCache = ((callback?: Parameters<Cluster['refreshSlotsCache']>[0]) => {
+    held.push(callback);
+  }) as Cluster['refreshSlotsCache'];
+  return () => {
+    c.refreshSlotsCache = original;
+    for (const callback of held) original.call(c, callback);
+  };
+}
+
 /** Points ioredis's slot map for `key` at a node that does not own it (a stale map); returns both nodes. */
 async function staleSlot(s: RedisStore, key: string): Promise<{ owner: RedisServer; wrong: RedisServer }> {
   const owner = await cluster.nodeForKey(key);
@@ -277,11 +295,19 @@ describe('redis store in cluster mode', () => {
     // A fixed window (GET, then INCRBY + EXPIRE) and a token bucket (EVALSHA), each on a stale slot.
     const [kFixed, kBucket] = await keysInDistinctSlots(2, 'moved');
     for (let round = 1; round <= 2; round++) {
+      // A reload in flight (the last round's MOVED asked for one) ends first; later ones wait.
+      await new Promise((resolve) => clusterOf(store).refreshSlotsCache(resolve));
+      const release = holdSlotReloads(store);
       const fixed = await staleSlot(store, kFixed!);
       const tb = await staleSlot(store, kBucket!);
       const writes = trackWrites();
-      const counts = await store.increment([op(kFixed!, 1, 3600), op(kBucket!, 1, 60, bucket)], 1_700_000_000_000);
-      writes.restore();
+      let counts: number[];
+      try {
+        counts = await store.increment([op(kFixed!, 1, 3600), op(kBucket!, 1, 60, bucket)], 1_700_000_000_000);
+      } finally {
+        writes.restore();
+        release();
+      }
       expect(counts[0]).toBe(round);
       expect(counts[1]).toEqual(expect.any(Number));
       // The first writes went to the wrong nodes (the fast path was used).
