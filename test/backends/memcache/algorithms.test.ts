@@ -40,16 +40,36 @@ afterAll(async () => {
 
 const START = 1_700_000_000_000;
 
+/**
+ * The test's clock is simulated, but memcached expires a window's key a unit (1 s) of real time
+ * after it was added: the stores agree only when each simulated second's requests took under a
+ * real second. Drives `arrivals` on fresh keys until they did (at most three times; a loaded CI
+ * machine once took longer and memcached forgot a window's count).
+ */
+async function driveInTime(key: string, value: string, arrivals: readonly number[]): Promise<number[]> {
+  for (let attempt = 1; ; attempt++) {
+    const c = setup(store, uniqueKey(key).replace(/[^A-Za-z0-9_]/g, '_') + '_', YAML);
+    const started = new Map<number, number>();
+    let slow = false;
+    // Until every increment has landed or failed (bounded by the store's own timeout).
+    const idle = async (): Promise<void> => {
+      await store.idle();
+      const second = Math.floor(c.clock.nowMs() / 1000);
+      const first = started.get(second) ?? Date.now();
+      started.set(second, first);
+      if (Date.now() - first >= 800) slow = true;
+    };
+    const admitted = await drive(c, key, value, arrivals, idle);
+    if (!slow || attempt === 3) return admitted;
+  }
+}
+
 describe('memcache store: algorithms', () => {
   test.each(['fixed', 'sliding'])('%s: same admissions as the memory store, within the bound', async (key) => {
     const prefix = uniqueKey(key).replace(/[^A-Za-z0-9_]/g, '_') + '_';
-    const c = setup(store, prefix, YAML);
     const m = setup(new MemoryStore({ maxKeys: 10_000 }), prefix, YAML);
-    // Until every increment has landed or failed (bounded by the store's own timeout): a fixed
-    // wait lets a loaded machine's late increment miss the next request.
-    const idle = () => store.idle();
-    const cs = await drive(c, key, 's', steady(START), idle);
-    const cb = await drive(c, key, 'b', bursty(START + 60_000), idle);
+    const cs = await driveInTime(key, 's', steady(START));
+    const cb = await driveInTime(key, 'b', bursty(START + 60_000));
     expect(cs).toEqual(await drive(m, key, 's', steady(START)));
     expect(cb).toEqual(await drive(m, key, 'b', bursty(START + 60_000)));
     expect(maxInWindow(cs, 1000)).toBeLessThanOrEqual(BOUND[key]!.steady);
