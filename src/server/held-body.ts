@@ -57,16 +57,8 @@ export class HeldBody {
    * budget cannot hold it.
    */
   ensureRoom(total: number): boolean {
-    const capacity = this.lent ? 0 : this.storage.length;
-    if (total <= capacity - this.start) return true;
-    if (total <= capacity) {
-      this.storage.copy(this.storage, 0, this.start, this.start + this.length);
-      this.start = 0;
-      return true;
-    }
-    if (!this.budget.tryTakeForBody(total - capacity)) return false;
-    this.replaceStorage(Buffer.allocUnsafe(total));
-    return true;
+    // A hint of the total itself: reserve grows to exactly that.
+    return this.reserve(total, total);
   }
 
   /** Appends `buf[from, to)`; false, appending nothing, when the budget cannot hold it. `hint`: the most the application accepts. */
