@@ -9,8 +9,7 @@
 import type net from 'node:net';
 import { status } from '@grpc/grpc-js';
 import { HealthCheckResponse } from '../../generated/grpc/health/v1/health';
-import { RateLimitQuotaResponse } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
-import { checkQuotaLength, decodeQuotaMessage, isQuotaReadError, type QuotaCalls, type QuotaStreamHandle } from './quota-calls';
+import { checkQuotaLength, quotaFrameError, type QuotaCalls, type QuotaStreamHandle } from './quota-calls';
 import { grpcMessage, type GrpcListener, type GrpcListenerOptions, listenOn, percentEncode } from './grpc-common';
 import { type LeanReply, LeanServices, type MessageHandler } from './grpc-lean';
 import { type ConnectionOptions, H2Connection, type StreamHandler } from './h2/connection';
@@ -107,13 +106,13 @@ class QuotaStreaming implements StreamCall {
   ) {
     stream.longLived = true;
     this.handle = calls.open({
-      write: (response) => {
+      write: (frame) => {
         if (stream.closed) return;
         if (!this.headersSent) {
           this.headersSent = true;
           stream.respond(OK_HEADERS, false);
         }
-        stream.write(grpcMessage(RateLimitQuotaResponse.encode(response).finish()));
+        stream.write(frame);
       },
       unread: () => stream.unsent,
       fail: (code, details) => this.finish(code, details),
@@ -136,12 +135,13 @@ class QuotaStreaming implements StreamCall {
         s.acceptBody(Math.max(STREAM_WINDOW, GRPC_PREFIX_BYTES + length));
         return;
       }
-      const m = decodeQuotaMessage(s.take(GRPC_PREFIX_BYTES + length));
-      if (isQuotaReadError(m)) {
-        this.finish(m.code, m.details);
+      const frame = s.take(GRPC_PREFIX_BYTES + length);
+      const refused = quotaFrameError(frame);
+      if (refused !== undefined) {
+        this.finish(refused.code, refused.details);
         return;
       }
-      this.handle.message(m);
+      this.handle.message(frame.subarray(GRPC_PREFIX_BYTES));
     }
   }
 

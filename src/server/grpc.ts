@@ -25,12 +25,8 @@ import {
   type Undecodable,
 } from './grpc-common';
 import { encodeRateLimitResponse } from './proto-codec';
-import { QuotaCalls } from './quota-calls';
-import {
-  RateLimitQuotaServiceService,
-  type RateLimitQuotaResponse,
-  type RateLimitQuotaUsageReports,
-} from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
+import { GRPC_PREFIX_BYTES } from './proto-codec';
+import { QuotaCalls, STREAM_RATE_LIMIT_QUOTAS_PATH } from './quota-calls';
 import { enforceClientSanOnGrpc, grpcJsListeners, grpcServerCredentials } from './tls';
 
 /**
@@ -48,6 +44,26 @@ const RATE_LIMIT_SERVICE = {
     requestDeserialize: (b: Buffer): RateLimitRequest | Undecodable => decodeRequest(b),
     responseSerialize: encodeRateLimitResponse,
     responseDeserialize: (): RateLimitResponse => {
+      throw new Error('server-side definition: responses are never decoded here');
+    },
+  },
+} as const;
+
+/**
+ * RateLimitQuotaService with the hand-written codec (quota-codec.ts): the messages pass as bytes,
+ * decoded into the quota engine's terms and encoded from them by the quota calls.
+ */
+const RATE_LIMIT_QUOTA_SERVICE = {
+  streamRateLimitQuotas: {
+    path: STREAM_RATE_LIMIT_QUOTAS_PATH,
+    requestStream: true,
+    responseStream: true,
+    requestSerialize: (): Buffer => {
+      throw new Error('server-side definition: requests are never serialized here');
+    },
+    requestDeserialize: (b: Buffer): Buffer => b,
+    responseSerialize: (b: Buffer): Buffer => b,
+    responseDeserialize: (): Buffer => {
       throw new Error('server-side definition: responses are never decoded here');
     },
   },
@@ -75,20 +91,21 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
 
   if (opts.quota !== undefined) {
     const quota = new QuotaCalls(opts.quota, opts.stats, opts.logger);
-    server.addService(RateLimitQuotaServiceService, {
-      streamRateLimitQuotas(call: grpc.ServerDuplexStream<RateLimitQuotaUsageReports, RateLimitQuotaResponse>): void {
+    server.addService(RATE_LIMIT_QUOTA_SERVICE, {
+      streamRateLimitQuotas(call: grpc.ServerDuplexStream<Buffer, Buffer>): void {
         let unread = 0;
         const stream = quota.open({
-          write: (response) => {
+          write: (frame) => {
             unread++;
-            call.write(response, () => unread--);
+            // grpc-js frames the message itself.
+            call.write(frame.subarray(GRPC_PREFIX_BYTES), () => unread--);
           },
           unread: () => unread,
           fail: (code, details) => call.emit('error', { code, details }),
           // grpc-js offers no reset of a server stream: the status is queued behind the backlog.
           reset: (details) => call.emit('error', { code: grpc.status.RESOURCE_EXHAUSTED, details }),
         });
-        call.on('data', (m: RateLimitQuotaUsageReports) => stream.message(m));
+        call.on('data', (body: Buffer) => stream.message(body));
         call.on('end', () => {
           stream.close();
           call.end();

@@ -11,112 +11,11 @@
  * current_limit 2, limit_remaining 3, duration_until_reset 4}; RateLimit {requests_per_unit 1,
  * unit 2, name 3}; Duration {seconds 1}; HeaderValue {key 1, value 2}.
  */
-import { isUtf8 } from 'node:buffer';
 import { Struct } from '../../generated/google/protobuf/struct';
 import type { Descriptor, DescriptorStatus, Entry, RateLimitRequest, RateLimitResponse } from '../core/rls';
+import { expectWire, ProtoDecodeError, Reader, strSize, varintSize, Writer } from './proto-wire';
 
-/** A request that cannot be decoded; answered INVALID_ARGUMENT. */
-export class ProtoDecodeError extends Error {
-  override readonly name = 'ProtoDecodeError';
-}
-
-class Reader {
-  pos: number;
-  constructor(
-    readonly buf: Buffer,
-    start: number,
-    readonly end: number,
-  ) {
-    this.pos = start;
-  }
-
-  /** A varint as a number; exact up to 2^53, larger values flagged by `big`. */
-  varint(): number {
-    const buf = this.buf;
-    let result = 0;
-    let mul = 1;
-    for (let i = 0; i < 10; i++) {
-      if (this.pos >= this.end) throw new ProtoDecodeError('truncated varint');
-      const b = buf[this.pos++]!;
-      result += (b & 0x7f) * mul;
-      if (b < 0x80) return result;
-      mul *= 128;
-    }
-    throw new ProtoDecodeError('varint longer than 10 bytes');
-  }
-
-  /** A uint32 field: the low 32 bits of the varint, exactly (protobuf truncates). */
-  uint32(): number {
-    const buf = this.buf;
-    let result = 0;
-    for (let i = 0; i < 10; i++) {
-      if (this.pos >= this.end) throw new ProtoDecodeError('truncated varint');
-      const b = buf[this.pos++]!;
-      if (i < 5) result |= (b & 0x7f) << (7 * i);
-      if (b < 0x80) return result >>> 0;
-    }
-    throw new ProtoDecodeError('varint longer than 10 bytes');
-  }
-
-  /** An int32 (enum) field: the low 32 bits, signed. */
-  int32(): number {
-    return this.uint32() | 0;
-  }
-
-  /** The bounds of a length-delimited field. */
-  span(): [number, number] {
-    const len = this.varint();
-    const start = this.pos;
-    const end = start + len;
-    if (end > this.end) throw new ProtoDecodeError('truncated length-delimited field');
-    this.pos = end;
-    return [start, end];
-  }
-
-  string(field: string): string {
-    const [start, end] = this.span();
-    const buf = this.buf;
-    // ASCII is by far the common case and needs no validation.
-    let ascii = true;
-    for (let i = start; i < end; i++) {
-      if (buf[i]! >= 0x80) {
-        ascii = false;
-        break;
-      }
-    }
-    if (ascii) return buf.toString('latin1', start, end);
-    if (!isUtf8(buf.subarray(start, end))) throw new ProtoDecodeError(`${field} is not valid UTF-8`);
-    return buf.toString('utf8', start, end);
-  }
-
-  skip(wireType: number): void {
-    switch (wireType) {
-      case 0:
-        this.varint();
-        return;
-      case 1:
-        this.advance(8);
-        return;
-      case 2:
-        this.span();
-        return;
-      case 5:
-        this.advance(4);
-        return;
-      default:
-        throw new ProtoDecodeError(`unsupported wire type ${wireType}`);
-    }
-  }
-
-  private advance(n: number): void {
-    if (this.pos + n > this.end) throw new ProtoDecodeError('truncated fixed-width field');
-    this.pos += n;
-  }
-}
-
-function expectWire(actual: number, expected: number, field: string): void {
-  if (actual !== expected) throw new ProtoDecodeError(`${field} has wire type ${actual}, expected ${expected}`);
-}
+export { ProtoDecodeError } from './proto-wire';
 
 /**
  * Decodes a RateLimitRequest from `buf[start, end)` (a gRPC frame is decoded in place, past its
@@ -252,20 +151,6 @@ function decodeUInt64Value(buf: Buffer, start: number, end: number, prev: number
 // ---------------------------------------------------------------------------------------------
 // Encoding
 
-function varintSize(v: number): number {
-  let n = 1;
-  while (v >= 128) {
-    v = Math.floor(v / 128);
-    n++;
-  }
-  return n;
-}
-
-function strSize(s: string): number {
-  const len = Buffer.byteLength(s);
-  return varintSize(len) + len;
-}
-
 function limitSize(s: DescriptorStatus): number {
   const l = s.currentLimit!;
   let n = 0;
@@ -292,33 +177,6 @@ function statusSize(s: DescriptorStatus): number {
     n += 1 + varintSize(d) + d;
   }
   return n;
-}
-
-class Writer {
-  constructor(
-    readonly buf: Buffer,
-    public pos: number,
-  ) {}
-  byte(b: number): void {
-    this.buf[this.pos++] = b;
-  }
-  varint(v: number): void {
-    while (v >= 128) {
-      this.buf[this.pos++] = (v % 128) | 0x80;
-      v = Math.floor(v / 128);
-    }
-    this.buf[this.pos++] = v;
-  }
-  string(s: string): void {
-    const len = Buffer.byteLength(s);
-    this.varint(len);
-    this.pos += this.buf.write(s, this.pos, len, 'utf8');
-  }
-  bytes(b: Uint8Array): void {
-    this.varint(b.length);
-    this.buf.set(b, this.pos);
-    this.pos += b.length;
-  }
 }
 
 /** Encodes a RateLimitResponse (proto3: default values are not written). */

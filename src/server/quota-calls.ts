@@ -6,14 +6,12 @@
  * its method stats.
  */
 import { status } from '@grpc/grpc-js';
-import type { RateLimitQuotaResponse, RateLimitQuotaUsageReports } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
 import type { QuotaService } from '../quota/quota-service';
 import { QuotaStreamError } from '../quota/types';
 import type { Counter, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
-import { quotaResponseOf, usageReportsOf } from './quota-codec';
-import { RateLimitQuotaUsageReports as UsageReportsCodec } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
-import { GRPC_PREFIX_BYTES } from './proto-codec';
+import { decodeUsageReports, encodeQuotaResponseFrame } from './quota-codec';
+import { ProtoDecodeError } from './proto-wire';
 
 export const STREAM_RATE_LIMIT_QUOTAS_PATH = '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas';
 
@@ -22,7 +20,8 @@ export const MAX_UNREAD_RESPONSES = 1024;
 
 /** How a transport carries one stream. */
 export interface QuotaStreamTransport {
-  write(response: RateLimitQuotaResponse): void;
+  /** One RateLimitQuotaResponse as an uncompressed gRPC message (its 5-byte prefix included). */
+  write(frame: Buffer): void;
   /** Responses written but not yet taken by the client (flow control). */
   unread(): number;
   /** Ends the stream with a non-OK status. */
@@ -32,8 +31,11 @@ export interface QuotaStreamTransport {
 }
 
 export interface QuotaStreamHandle {
-  /** Handles one report at once (its answer, if any, is written before this returns). */
-  message(m: RateLimitQuotaUsageReports): void;
+  /**
+   * Handles one RateLimitQuotaUsageReports (its bytes, past the gRPC prefix) at once: its answer,
+   * if any, is written before this returns; one that cannot be decoded ends the stream.
+   */
+  message(body: Buffer): void;
   /** The client ended or left: the stream's shares are released. */
   close(): void;
 }
@@ -62,7 +64,7 @@ export class QuotaCalls {
         t.reset(`the client left ${MAX_UNREAD_RESPONSES} responses unread`);
         return;
       }
-      t.write(quotaResponseOf(actions));
+      t.write(encodeQuotaResponseFrame(actions));
     });
     const end = (code: status, details: string): void => {
       if (ended) return;
@@ -74,12 +76,13 @@ export class QuotaCalls {
     };
     // A report is handled at once (the engine does no I/O on the way), so in the order they came.
     return {
-      message: (m) => {
+      message: (body) => {
         if (ended) return;
         try {
-          stream.report(usageReportsOf(m));
+          stream.report(decodeUsageReports(body));
         } catch (err) {
-          if (err instanceof QuotaStreamError) end(err.code, err.message);
+          if (err instanceof ProtoDecodeError) end(status.INVALID_ARGUMENT, `invalid RateLimitQuotaUsageReports: ${err.message}`);
+          else if (err instanceof QuotaStreamError) end(err.code, err.message);
           else end(status.INTERNAL, `RLQS: ${(err as Error)?.message ?? String(err)}`);
         }
       },
@@ -102,14 +105,7 @@ export function checkQuotaLength(length: number, maxRequestBytes: number): Quota
   return length > maxRequestBytes ? { code: status.RESOURCE_EXHAUSTED, details: `Received message larger than max (${length} vs ${maxRequestBytes})` } : undefined;
 }
 
-/** One whole length-prefixed request message of an RLQS stream, decoded. */
-export function decodeQuotaMessage(frame: Buffer): RateLimitQuotaUsageReports | QuotaReadError {
-  if (frame[0] !== 0) return { code: status.UNIMPLEMENTED, details: 'compressed messages are not accepted on StreamRateLimitQuotas' };
-  try {
-    return UsageReportsCodec.decode(frame.subarray(GRPC_PREFIX_BYTES));
-  } catch (err) {
-    return { code: status.INVALID_ARGUMENT, details: `invalid RateLimitQuotaUsageReports: ${(err as Error).message}` };
-  }
+/** Why a whole length-prefixed request message of an RLQS stream cannot be taken, if it cannot. */
+export function quotaFrameError(frame: Buffer): QuotaReadError | undefined {
+  return frame[0] !== 0 ? { code: status.UNIMPLEMENTED, details: 'compressed messages are not accepted on StreamRateLimitQuotas' } : undefined;
 }
-
-export const isQuotaReadError = (v: RateLimitQuotaUsageReports | QuotaReadError): v is QuotaReadError => 'code' in v && 'details' in v;

@@ -40,9 +40,9 @@
 import * as grpc from '@grpc/grpc-js';
 import {
   RateLimitQuotaServiceClient,
-  type RateLimitQuotaResponse,
+  RateLimitQuotaResponse,
   type RateLimitQuotaResponse_BucketAction,
-  type RateLimitQuotaUsageReports,
+  RateLimitQuotaUsageReports,
 } from '../../generated/envoy/service/rate_limit_quota/v3/rlqs';
 import { RateLimitStrategy_BlanketRule, type RateLimitStrategy } from '../../generated/envoy/type/v3/ratelimit_strategy';
 import type { TokenBucket as TokenBucketProto } from '../../generated/envoy/type/v3/token_bucket';
@@ -515,7 +515,7 @@ export function grpcTransport(address: string, credentials = grpc.credentials.cr
 
 /**
  * Streams in process to a QuotaService through the same QuotaCalls the gRPC transports use (the
- * messages as decoded protos), each response delivered `latencyMs` later on `clock` (Envoy posts
+ * messages encoded and decoded as on the wire), each response delivered `latencyMs` later on `clock` (Envoy posts
  * responses to its main thread: never within the report's own call).
  */
 export function inProcessTransport(service: QuotaService, clock: Clock, logger: Logger, latencyMs = 1): QuotaTransport & { cut(details: string): void } {
@@ -533,14 +533,14 @@ export function inProcessTransport(service: QuotaService, clock: Clock, logger: 
       };
       const cut = (code: number, details: string): void => end(code, details);
       const handle = calls.open({
-        write: (response) => clock.setTimeout(() => !ended && on.response(response), latencyMs),
+        write: (frame) => clock.setTimeout(() => !ended && on.response(RateLimitQuotaResponse.decode(frame.subarray(5))), latencyMs),
         unread: () => 0,
         fail: (code, details) => end(code, details),
         reset: (details) => end(grpc.status.RESOURCE_EXHAUSTED, details),
       });
       open.add(cut);
       return {
-        write: (m) => clock.setTimeout(() => !ended && handle.message(m), latencyMs),
+        write: (m) => clock.setTimeout(() => !ended && handle.message(Buffer.from(RateLimitQuotaUsageReports.encode(m).finish())), latencyMs),
         cancel: () => end(grpc.status.CANCELLED, 'Cancelled on client'),
       };
     },
