@@ -114,12 +114,6 @@ interface Placement {
   readonly counters?: { readonly allowed: Counter; readonly denied: Counter };
 }
 
-interface SentAssignment {
-  readonly strategy: QuotaStrategy;
-  readonly atMs: number;
-  readonly ttlS: number;
-}
-
 interface TrackedBucket {
   readonly key: string;
   readonly pairs: BucketPairs;
@@ -143,14 +137,20 @@ interface TrackedBucket {
   group: Group | undefined;
   /** Left out of the division: its stream has not reported it for two intervals. */
   stale: boolean;
-  sent: SentAssignment | undefined;
+  /** The strategy last sent (Envoy holds it), when, and for how long. */
+  held: QuotaStrategy | undefined;
+  sentAtMs: number;
+  sentTtlS: number;
   /**
-   * The held token bucket's tokens per second and fill interval (NaN, 0 for another strategy): a
-   * copy of `sent` on the bucket itself, so a division's pass over a thousand streams reads one
-   * object per stream.
+   * The held token bucket's tokens per second, fill interval, tokens per fill and burst (NaN, 0,
+   * 0, 0 for another strategy): copies on the bucket itself, so a report's or a division's pass
+   * over its buckets reads one object per bucket (with 100,000 of them, the reads of other
+   * objects are cache misses).
    */
   heldRate: number;
   heldFillS: number;
+  heldPerFill: number;
+  heldMaxTokens: number;
   /** Its tokens in the division `shareOf` (the group's last one when it is current). */
   share: number;
   shareOf: Division | undefined;
@@ -169,6 +169,8 @@ interface Group {
   division: Division | undefined;
   /** The members in stream id order, until they change. */
   sorted: Array<[QuotaStream, TrackedBucket]> | undefined;
+  /** Each member's party in a division, in `sorted` order: kept from one division to the next (no garbage per pass). */
+  parties: Sum[];
   /** Changes waiting that are not demand drift (a stream joined, left, went idle). */
   urgent: boolean;
   pushedAtMs: number;
@@ -299,7 +301,7 @@ export class QuotaService {
   join(scopedKey: string, stream: QuotaStream, b: TrackedBucket): Group {
     let g = this.groups.get(scopedKey);
     if (g === undefined) {
-      g = { key: scopedKey, members: new Map(), own: emptySum(), remote: new Map(), division: undefined, sorted: undefined, urgent: false, pushedAtMs: -Infinity };
+      g = { key: scopedKey, members: new Map(), own: emptySum(), remote: new Map(), division: undefined, sorted: undefined, parties: [], urgent: false, pushedAtMs: -Infinity };
       this.groups.set(scopedKey, g);
     }
     const before = g.members.get(stream);
@@ -397,7 +399,17 @@ export class QuotaService {
     // Streams in id order (the same order on every replica), sorted again only when they changed.
     g.sorted ??= [...g.members].sort((a, b) => (a[0].id < b[0].id ? -1 : a[0].id > b[0].id ? 1 : 0));
     const members = g.sorted;
-    const local = members.map(([, b]) => partyOf(b));
+    const local = g.parties;
+    while (local.length < members.length) local.push(emptySum());
+    local.length = members.length;
+    for (let i = 0; i < members.length; i++) {
+      const p = local[i]!;
+      p.demand = 0;
+      p.measured = 0;
+      p.unmeasured = 0;
+      p.idle = 0;
+      addParty(p, members[i]![1]);
+    }
     const own = sumOf(local);
     const replicas: Array<[string, BucketDemand]> = [[this.replica, own]];
     for (const [r, d] of g.remote) if (d.expiresAtMs > now) replicas.push([r, d.demand]);
@@ -573,9 +585,13 @@ export class QuotaStream {
           placement: undefined,
           group: undefined,
           stale: false,
-          sent: undefined,
+          held: undefined,
+          sentAtMs: 0,
+          sentTtlS: 0,
           heldRate: NaN,
           heldFillS: 0,
+          heldPerFill: 0,
+          heldMaxTokens: 0,
           share: 0,
           shareOf: undefined,
         };
@@ -776,32 +792,37 @@ export class QuotaStream {
       const tb = tokenBucketFor(first ? Math.max(1, Math.floor(tokens / 2)) : tokens, grain.fillSeconds, limit / unitS, first);
       // Envoy scales a replaced bucket's tokens to the new max_tokens: a burst grows at most
       // twofold per report, so a nearly empty small bucket does not become a full large one.
-      const held = b.sent?.strategy;
-      if (held?.kind === 'token-bucket') tb.maxTokens = Math.min(tb.maxTokens, (onReport ? 2 : 1) * held.maxTokens);
-      strategy = { kind: 'token-bucket', ...visibleChange(tb, held?.kind === 'token-bucket' ? held : undefined) };
+      if (b.heldFillS > 0) tb.maxTokens = Math.min(tb.maxTokens, (onReport ? 2 : 1) * b.heldMaxTokens);
+      const v = b.heldFillS > 0 && b.heldFillS !== tb.fillIntervalSeconds ? visibleChange(tb, { maxTokens: b.heldMaxTokens, tokensPerFill: b.heldPerFill, fillIntervalSeconds: b.heldFillS }) : tb;
+      strategy = { kind: 'token-bucket', maxTokens: v.maxTokens, tokensPerFill: v.tokensPerFill, fillIntervalSeconds: v.fillIntervalSeconds };
     }
-    const sent = b.sent;
-    if (sent !== undefined && !materiallyDifferent(sent.strategy, strategy, b.published)) {
+    if (b.held !== undefined && !materiallyDifferent(b, strategy)) {
       // The same assignment again only when the next report could come after it expires.
-      if ((now - sent.atMs) / 1000 + 2 * this.cadenceS <= sent.ttlS) return undefined;
-      strategy = sent.strategy;
+      if ((now - b.sentAtMs) / 1000 + 2 * this.cadenceS <= b.sentTtlS) return undefined;
+      strategy = b.held;
     }
-    b.sent = { strategy, atMs: now, ttlS };
-    b.heldRate = strategy.kind === 'token-bucket' ? strategy.tokensPerFill / strategy.fillIntervalSeconds : NaN;
-    b.heldFillS = strategy.kind === 'token-bucket' ? strategy.fillIntervalSeconds : 0;
+    b.held = strategy;
+    b.sentAtMs = now;
+    b.sentTtlS = ttlS;
+    const tb = strategy.kind === 'token-bucket' ? strategy : undefined;
+    b.heldRate = tb === undefined ? NaN : tb.tokensPerFill / tb.fillIntervalSeconds;
+    b.heldFillS = tb?.fillIntervalSeconds ?? 0;
+    b.heldPerFill = tb?.tokensPerFill ?? 0;
+    b.heldMaxTokens = tb?.maxTokens ?? 0;
     service.stats?.assignments.inc();
     return { bucket: b.pairs, assign: { strategy, ttlSeconds: ttlS } };
   }
 }
 
 /**
- * Whether Envoy should be sent `next` instead of `sent`: another kind; a burst doubled; a rate
- * moved by more than RESEND_CHANGE (Envoy replaces its bucket and truncates its tokens: a smaller
- * change costs about as much as it brings).
+ * Whether Envoy should be sent `next` instead of what it holds: another kind; a burst doubled; a
+ * rate moved by more than RESEND_CHANGE (Envoy replaces its bucket and truncates its tokens: a
+ * smaller change costs about as much as it brings).
  */
-function materiallyDifferent(sent: QuotaStrategy, next: QuotaStrategy, demand: number): boolean {
-  if (sent.kind !== 'token-bucket' || next.kind !== 'token-bucket') return sent.kind !== next.kind;
-  return rateMoved(sent.tokensPerFill / sent.fillIntervalSeconds, next.tokensPerFill / next.fillIntervalSeconds, demand) || next.maxTokens >= 2 * sent.maxTokens;
+function materiallyDifferent(b: TrackedBucket, next: QuotaStrategy): boolean {
+  const heldTokenBucket = b.heldFillS > 0;
+  if (!heldTokenBucket || next.kind !== 'token-bucket') return heldTokenBucket || b.held!.kind !== next.kind;
+  return rateMoved(b.heldRate, next.tokensPerFill / next.fillIntervalSeconds, b.published) || next.maxTokens >= 2 * b.heldMaxTokens;
 }
 
 /**
@@ -824,10 +845,6 @@ function mayHaveMoved(b: TrackedBucket, d: Division): boolean {
   // A first assignment holds half its share: compare with what it would be sent.
   const share = b.demand === NOT_MEASURED ? Math.max(1, Math.floor(b.share / 2)) : b.share;
   return rateMoved(b.heldRate, share / d.grain.fillSeconds, b.published);
-}
-
-function partyOf(b: TrackedBucket): BucketDemand {
-  return addParty(emptySum(), b);
 }
 
 /** A BucketDemand being summed. */
@@ -892,6 +909,6 @@ function describeStrategy(s: QuotaStrategy): string {
 
 function bucketLine(b: TrackedBucket): string {
   const demand = b.demand === NOT_MEASURED ? 'not measured yet' : `${b.demand.toFixed(2)}/s`;
-  const sent = b.sent === undefined ? 'nothing yet' : `${describeStrategy(b.sent.strategy)} for ${b.sent.ttlS} s`;
+  const sent = b.held === undefined ? 'nothing yet' : `${describeStrategy(b.held)} for ${b.sentTtlS} s`;
   return `${b.key}: demand ${demand}${b.stale ? ' (stale)' : ''}, assigned ${sent}`;
 }
