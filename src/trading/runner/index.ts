@@ -7,6 +7,6 @@ export * from './results';
 export * from '../fxcm/candle-file';
 export * from './engine/loader';
 export * from './report/report';
-export * from './broker/limiter';
+export * from './broker/call-budget';
 export * from './engine/journal';
 export * from './engine/live';

@@ -10,7 +10,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { isoTime } from '../../fxcm/candle-file';
-import type { HeldBack } from './limiter';
+import type { HeldBack } from './call-budget';
 
 export const BUDGET_STATE_ENV = 'RATELIMIT_RUNNER_STATE';
 

@@ -17,7 +17,7 @@ import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, logLevelOf, num, parsePar
 import { consoleLogger, loadForCommand } from './cli';
 import { JournalFinishedError, strategyErrorLine } from '../errors';
 import { Journal, finishedRunOf, journalPath, readJournal } from '../engine/journal';
-import { BrokerLimiter, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, type HeldBack } from '../broker/limiter';
+import { BrokerCallBudget, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, type HeldBack } from '../broker/call-budget';
 import { IF_NO_BUDGET, budgetStateDir, budgetStateFile, heldBackLine, type IfNoBudget } from '../broker/budget-state';
 import { LiveEngine, type LiveIntent, type LiveResult } from '../engine/live';
 import { buildReport, leftOpenText, writeReport } from '../report/report';
@@ -137,7 +137,7 @@ function load(file: string | undefined, what: string): Strategy<Record<string, u
 
 interface Broker {
   client: FxcmClient;
-  limiter: BrokerLimiter;
+  limiter: BrokerCallBudget;
   config: ReturnType<typeof inProcessDecider>['config'];
   /** The limits config file (--limits or the bundled one). */
   limitsFile: string;
@@ -146,7 +146,7 @@ interface Broker {
 }
 
 /**
- * FxcmClient behind a BrokerLimiter; checks the limits config (returns its problems).
+ * FxcmClient behind a BrokerCallBudget; checks the limits config (returns its problems).
  * `onHeldBack` hears each over-limit answer: the endpoint and the seconds until it is asked again.
  */
 function makeBroker(p: ParsedArgs, url: string, token: string, onHeldBack?: (endpoint: string, seconds: number, heldBack: HeldBack) => void): { broker: Broker; problems: string[] } {
@@ -158,7 +158,7 @@ function makeBroker(p: ParsedArgs, url: string, token: string, onHeldBack?: (end
   const stateFile = remote ? undefined : budgetStateFile(budgetStateDir(flag(p, 'budget-state')), url, account);
   const local = inProcessDecider(files, systemClock, stateFile ? { file: stateFile, onWarning: (m) => process.stderr.write(`ratelimit-runner: ${m}\n`) } : undefined);
   const decider = remote ? remoteDecider(remote) : local.decider;
-  const limiter = new BrokerLimiter({ decider, account, clock: systemClock, onWait: onHeldBack });
+  const limiter = new BrokerCallBudget({ decider, account, clock: systemClock, onWait: onHeldBack });
   const client = new FxcmClient({ baseUrl: url, token, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 15000, requestMs: 15000, tradeIdsMs: 30000 } });
   return { broker: { client, limiter, config: local.config, limitsFile, stateFile }, problems: checkBudget(local.config, limiter) };
 }

@@ -4,7 +4,7 @@
  * the calls every live run starts with (live.ts run()), at the backtest's times. Per limit of the
  * limits config: the calls in the busiest window of the limit's length, what the limit lets
  * through in such a window, and whether a live run would have waited, found by replaying the calls
- * in time order through the runner's own BrokerLimiter on a manual clock (a call that waits
+ * in time order through the runner's own BrokerCallBudget on a manual clock (a call that waits
  * delays the calls after it, as a strategy awaiting its call would be).
  */
 import { ManualClock } from '../../../platform/clock';
@@ -14,7 +14,7 @@ import type { ConfigFile } from '../../../limiter';
 import type { Params } from '../../fxcm/types';
 import type { Intent } from './backtest';
 import { IntentExpiredError } from '../errors';
-import { BrokerLimiter, DOCUMENTED_LIMITS, inProcessDecider, worstCaseOfLimit, type DocumentedLimit, type LimitDecider } from '../broker/limiter';
+import { BrokerCallBudget, DOCUMENTED_LIMITS, inProcessDecider, worstCaseOfLimit, type DocumentedLimit, type LimitDecider } from '../broker/call-budget';
 import { LIVE_DEFAULT_TIMEFRAME, LIVE_SNAPSHOT, LIVE_TABLES } from './live';
 import type { BudgetProjection, ProjectedLimitUse } from '../report/report';
 import type { ClosedTrade } from '../results';
@@ -127,7 +127,7 @@ function limitText(rule: RateLimitRule): string {
 }
 
 /** Waits for the limiter to let `call` go; false when it has not by `deadlineMs`. */
-function allowedBy(limiter: BrokerLimiter, call: ProjectedCall, deadlineMs: number): Promise<boolean> {
+function allowedBy(limiter: BrokerCallBudget, call: ProjectedCall, deadlineMs: number): Promise<boolean> {
   return limiter.acquire(call.path, call.params, { deadlineMs }).then(
     () => true,
     (e: unknown) => {
@@ -172,7 +172,7 @@ export async function projectBudget(run: BacktestRun, limits: ConfigFile): Promi
       return res;
     },
   };
-  const limiter = new BrokerLimiter({ decider: watching, account: ACCOUNT, clock, sleep: async (ms) => clock.advance(ms) });
+  const limiter = new BrokerCallBudget({ decider: watching, account: ACCOUNT, clock, sleep: async (ms) => clock.advance(ms) });
   const rows = new Map<string, Row>();
   const rowOf = (d: Descriptor) => {
     const key = keyOf(d);

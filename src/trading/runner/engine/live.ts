@@ -1,6 +1,6 @@
 /**
  * Paper / live / replay engine: the same Strategy API as the backtest, against a broker
- * (FxcmClient, every call through the BrokerLimiter) or against a recorded journal.
+ * (FxcmClient, every call through the BrokerCallBudget) or against a recorded journal.
  *
  * - Start: one get_model snapshot (Account, OpenPosition, Order), table subscriptions (Order,
  *   OpenPosition, ClosedPosition, Account), price subscriptions of the strategy's symbols.
@@ -41,7 +41,7 @@ import { liveContext } from './live-context';
 import { errorOf, journaledError, settleOrphan, type JournaledError, type Orphan } from './orphans';
 import { JournalFinishedError, OrderRejectedError, SafetyError, runErrorOf, runHook } from '../errors';
 import { finishedRunOf, type Journal, type JournalLine } from './journal';
-import type { BrokerLimiter } from '../broker/limiter';
+import type { BrokerCallBudget } from '../broker/call-budget';
 import { SafetyGuard, type SafetyLimits } from './safety';
 import type { AccountInfo, Bar, CloseReason, OrderEvent, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
 
@@ -61,7 +61,7 @@ export interface LiveOptions {
   logger?: StrategyLogger;
   /** The broker (paper/live); its beforeRequest should be `limiter.beforeRequest`. */
   client?: FxcmClient;
-  limiter?: BrokerLimiter;
+  limiter?: BrokerCallBudget;
   journal?: Journal;
   /** A recorded journal: replayed first (all of `replay`; the catch-up of a restarted run). */
   recorded?: JournalLine[];

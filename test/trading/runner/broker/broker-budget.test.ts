@@ -2,7 +2,7 @@
  * The broker's limits hold over every window of their length (issue: with a 3-per-minute fixed
  * window, six candle calls went out within 33 s, 3 at hh:11:27 and 3 at hh:12:00): the start-up
  * check's worst case per algorithm, checked against the real algorithms; the bundled config; the
- * issue's burst through the BrokerLimiter; and the paper command's refusal / --allow-over-budget.
+ * issue's burst through the BrokerCallBudget; and the paper command's refusal / --allow-over-budget.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,7 +11,7 @@ import { ManualClock } from '../../../../src/platform/clock';
 import { mulberry32 } from '../../../../src/platform/random';
 import type { RateLimitRule } from '../../../../src/core/rule';
 import { paperCommand } from '../../../../src/trading/runner/cli/live-cli';
-import { BrokerLimiter, DOCUMENTED_LIMITS, budgetProblems, checkBudget, inProcessDecider, retryAfterS, worstCaseOfLimit } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, DOCUMENTED_LIMITS, budgetProblems, checkBudget, inProcessDecider, retryAfterS, worstCaseOfLimit } from '../../../../src/trading/runner/broker/call-budget';
 import { startSim, TOKEN } from '../../helpers';
 
 const BUNDLED_FILE = path.join(__dirname, '../../../../examples/runner/broker-limits.yaml');
@@ -29,7 +29,7 @@ function bundledWith(rule: string, by: string): { name: string; content: string 
 function check(files: { name: string; content: string }[]) {
   const clock = new ManualClock(0);
   const { decider, config } = inProcessDecider(files, clock);
-  const limiter = new BrokerLimiter({ decider, account: 'A1', clock });
+  const limiter = new BrokerCallBudget({ decider, account: 'A1', clock });
   return { problems: budgetProblems(config, limiter), lines: checkBudget(config, limiter), config, limiter };
 }
 
@@ -203,13 +203,13 @@ describe('worstCaseOfLimit is a bound of the real algorithms, reached by the wor
   });
 });
 
-// ---------------------------------------------------------------- end to end through the BrokerLimiter
+// ---------------------------------------------------------------- end to end through the BrokerCallBudget
 
 const AT_11_27 = Date.UTC(2024, 0, 10, 14, 11, 27);
 const AT_12_00 = Date.UTC(2024, 0, 10, 14, 12, 0);
 
 /**
- * Candle calls through a BrokerLimiter on the in-process service and a ManualClock: `batches` are
+ * Candle calls through a BrokerCallBudget on the in-process service and a ManualClock: `batches` are
  * [time, calls] asked at that time; the limiter's waits are timers of the clock, which the test
  * moves from one event to the next. Returns the times the calls were sent.
  */
@@ -218,7 +218,7 @@ async function candleCalls(files: { name: string; content: string }[], batches: 
   const { decider } = inProcessDecider(files, clock);
   const wakes: number[] = [];
   const sent: number[] = [];
-  const limiter = new BrokerLimiter({
+  const limiter = new BrokerCallBudget({
     decider,
     account: 'A1',
     clock,
@@ -296,7 +296,7 @@ describe('waiting for budget', () => {
     const clock = new ManualClock(AT_11_27);
     const { decider } = inProcessDecider([{ name: BUNDLED_FILE, content: BUNDLED }], clock);
     const waits: Array<[string, number]> = [];
-    const limiter = new BrokerLimiter({ decider, account: 'A1', clock, sleep: () => new Promise(() => undefined), onWait: (e, s) => waits.push([e, s]) });
+    const limiter = new BrokerCallBudget({ decider, account: 'A1', clock, sleep: () => new Promise(() => undefined), onWait: (e, s) => waits.push([e, s]) });
     await limiter.acquire('/candles/1/m1', {});
     await limiter.acquire('/candles/1/m1', {});
     void limiter.acquire('/candles/1/m1', {}).catch(() => undefined); // the third waits

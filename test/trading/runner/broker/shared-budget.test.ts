@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { systemClock } from '../../../../src/platform/clock';
-import { BrokerLimiter, remoteDecider } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, remoteDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
 import type { Strategy } from '../../../../src/trading/runner/strategy';
 import { type RedisServer, startRedis } from '../../../support/redis';
@@ -53,7 +53,7 @@ describe('two runners, one budget: remote ratelimit on Redis', () => {
       },
     });
     const runners = [TOKEN, TOKEN2].map((token) => {
-      const limiter = new BrokerLimiter({ decider: remoteDecider(svc.grpc), account: 'shared-account', clock: systemClock });
+      const limiter = new BrokerCallBudget({ decider: remoteDecider(svc.grpc), account: 'shared-account', clock: systemClock });
       const client = newClient(sim, { token, beforeRequest: limiter.beforeRequest, reconnect: false });
       return { limiter, client, engine: new LiveEngine({ mode: 'paper', strategy: strategy(), client, limiter, durationMs: 2500 }) };
     });

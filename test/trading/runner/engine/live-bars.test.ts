@@ -13,7 +13,7 @@ import type { CandleRow, Period } from '../../../../src/trading/fxcm/types';
 import { PERIOD_SECONDS } from '../../../../src/trading/fxcm/candles';
 import type { FxcmClient } from '../../../../src/trading/fxcm';
 import { Journal, readJournal } from '../../../../src/trading/runner/engine/journal';
-import { BrokerLimiter, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
 import type { Bar, Strategy } from '../../../../src/trading/runner/strategy';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
@@ -48,13 +48,13 @@ function recorder() {
 interface Run {
   engine: LiveEngine;
   client: FxcmClient;
-  limiter: BrokerLimiter;
+  limiter: BrokerCallBudget;
   done: Promise<unknown>;
 }
 
 async function startRun(sim: BrokerSimulator, clock: ManualClock, strategy: Strategy<Record<string, unknown>>, journal?: Journal, recorded?: ReturnType<typeof readJournal>): Promise<Run> {
   const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 }), systemClock);
-  const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
   const client = newClient(sim, { beforeRequest: limiter.beforeRequest });
   const engine = new LiveEngine({ mode: 'paper', strategy, client, limiter, journal, recorded, now: () => clock.nowMs() });
   await client.connect();

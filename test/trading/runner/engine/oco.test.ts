@@ -6,7 +6,7 @@
  */
 import { systemClock } from '../../../../src/platform/clock';
 import { runBacktest } from '../../../../src/trading/runner/engine/backtest';
-import { BrokerLimiter, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
 import type { OrderEvent, Strategy, StrategyContext } from '../../../../src/trading/runner/strategy';
 import { newClient, startSim, TOKEN } from '../../helpers';
@@ -58,7 +58,7 @@ test('backtest: deleting one leg deletes the group; deleting the other then reje
 test('paper: the same against the simulator, where the broker deletes the group and its pushes come after the hook', async () => {
   const sim = await startSim({ tickIntervalMs: 20 });
   const { decider } = inProcessDecider([{ name: 'none.yaml', content: 'domain: fxcm\n' }], systemClock);
-  const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
   const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
   const seen: { second?: string; cancelled: string[] } = { cancelled: [] };
   let accepted = 0;
@@ -96,7 +96,7 @@ test('paper: the same against the simulator, where the broker deletes the group 
 test("paper: a trade the broker closed before the runner heard of it: the broker's 'not found' is OrderGoneError, as in a backtest", async () => {
   const sim = await startSim();
   const { decider } = inProcessDecider([{ name: 'none.yaml', content: 'domain: fxcm\n' }], systemClock);
-  const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
   const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
   const seen: string[] = [];
   let engine: LiveEngine | undefined;

@@ -4,7 +4,7 @@
  */
 import { systemClock } from '../../../../src/platform/clock';
 import { runBacktest } from '../../../../src/trading/runner/engine/backtest';
-import { BrokerLimiter, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
 import { checkEntryOrder, checkOpenTrade, checkTradeLevel, InvalidRequestError } from '../../../../src/trading/runner/engine/order-requests';
 import type { Strategy, StrategyContext, Tick } from '../../../../src/trading/runner/strategy';
@@ -75,7 +75,7 @@ describe('one check of order requests for every mode', () => {
   test('paper: the same requests are refused the same way; the broker receives none of them', async () => {
     const sim = await startSim({ tickIntervalMs: 20 });
     const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 }), systemClock);
-    const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+    const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
     const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
     const seen = new Map<string, string>();
     const strategy = tryAll(seen);
@@ -107,7 +107,7 @@ describe('one check of order requests for every mode', () => {
   test('paper: rates go to the broker rounded to the instrument precision', async () => {
     const sim = await startSim({ tickIntervalMs: 20 });
     const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 }), systemClock);
-    const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+    const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
     const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
     let sent: (() => void) | undefined;
     const placed = new Promise<void>((r) => (sent = r));

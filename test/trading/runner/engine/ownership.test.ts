@@ -5,7 +5,7 @@
  */
 import { systemClock } from '../../../../src/platform/clock';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import { BrokerLimiter, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine, type LiveResult } from '../../../../src/trading/runner/engine/live';
 import type { Strategy } from '../../../../src/trading/runner/strategy';
 import { waitFor } from '../../../support/wait';
@@ -15,7 +15,7 @@ import { tightBrokerLimits } from '../helpers';
 /** Runs a strategy on the simulator until it stops itself (a strategy error) or `until` holds. */
 async function runOn(sim: BrokerSimulator, strategy: Strategy<Record<string, unknown>>, until?: () => boolean): Promise<LiveResult> {
   const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 }), systemClock);
-  const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
   const client = newClient(sim, { beforeRequest: limiter.beforeRequest });
   const engine = new LiveEngine({ mode: 'paper', strategy, client, limiter });
   try {

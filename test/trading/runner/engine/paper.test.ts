@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { systemClock } from '../../../../src/platform/clock';
 import { Journal, readJournal } from '../../../../src/trading/runner/engine/journal';
-import { BrokerLimiter, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
 import { replayJournal } from '../../../../src/trading/runner/cli/live-cli';
 import { loadStrategy } from '../../../../src/trading/runner/engine/loader';
@@ -22,7 +22,7 @@ async function paper(strategy: Strategy<Record<string, unknown>>, o: { perSecond
   const sim = await startSim({ tickIntervalMs: o.tickMs ?? 20 });
   o.faults?.(sim.faults);
   const { decider } = inProcessDecider(limits(o.perSecond ?? 1000), systemClock);
-  const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
   const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
   const sent: number[] = [];
   const engine = new LiveEngine({ mode: 'paper', strategy, strategyFile: o.strategyFile, client, limiter, journal: o.journal, durationMs: o.durationMs });

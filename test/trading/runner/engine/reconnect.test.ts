@@ -11,7 +11,7 @@ import { systemClock } from '../../../../src/platform/clock';
 import type { LogWriter } from '../../../../src/telemetry/logger';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
 import { Journal, readJournal } from '../../../../src/trading/runner/engine/journal';
-import { BrokerLimiter, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine, type LiveResult } from '../../../../src/trading/runner/engine/live';
 import { replayJournal } from '../../../../src/trading/runner/cli/live-cli';
 import type { OrderEvent, Position, ReconnectEvent, Strategy, TradeEvent } from '../../../../src/trading/runner/strategy';
@@ -64,7 +64,7 @@ async function paperRun(name: string, paramsOf: (sim: BrokerSimulator) => Record
   const sim = await startSim();
   const params = paramsOf(sim);
   const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 }), systemClock);
-  const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
   const client = newClient(sim, { beforeRequest: limiter.beforeRequest });
   const jfile = path.join(dir, name, 'journal.jsonl');
   const journal = new Journal(jfile);

@@ -7,7 +7,7 @@
 import { systemClock } from '../../../../src/platform/clock';
 import { runBacktest } from '../../../../src/trading/runner/engine/backtest';
 import type { ClosedTrade } from '../../../../src/trading/runner/results';
-import { BrokerLimiter, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
 import type { Strategy, StrategyContext, Tick } from '../../../../src/trading/runner/strategy';
 import { waitFor } from '../../../support/wait';
@@ -77,7 +77,7 @@ async function backtestFills(slippage?: typeof SLIPPAGE) {
 async function paperFills(slippage?: typeof SLIPPAGE) {
   const sim = await startSim({ tickIntervalMs: 0, slippage });
   const { decider } = inProcessDecider([{ name: 'open.yaml', content: 'domain: fxcm\n' }], systemClock);
-  const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
   const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
   const s = strategy();
   const engine = new LiveEngine({ mode: 'paper', strategy: s, client, limiter });

@@ -4,7 +4,7 @@
  */
 import { systemClock } from '../../../../src/platform/clock';
 import { runBacktest } from '../../../../src/trading/runner/engine/backtest';
-import { BrokerLimiter, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
 import type { Strategy, TradeEvent } from '../../../../src/trading/runner/strategy';
 import { newClient, startSim, TOKEN } from '../../helpers';
@@ -43,7 +43,7 @@ test('backtest: the opened event names the order openTrade answered with', async
 test('paper: the same against the simulator', async () => {
   const sim = await startSim({ tickIntervalMs: 20 });
   const { decider } = inProcessDecider([{ name: 'none.yaml', content: 'domain: fxcm\n' }], systemClock);
-  const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock: systemClock });
+  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
   const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
   let engine: LiveEngine | undefined;
   const { strategy, seen } = opener(() => engine!.stop());

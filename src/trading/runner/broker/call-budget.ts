@@ -1,5 +1,6 @@
 /**
- * The runner's broker-call limiter: every REST call of the broker client asks the rate limit
+ * The runner's broker-call budget (BrokerCallBudget; named apart from src/limiter, the service's
+ * rate limiter, which it asks): every REST call of the broker client asks the rate limit
  * service first (FxcmClient `beforeRequest`), and waits instead of sending when over budget.
  *
  * Descriptors (domain `fxcm` by default), one request per call:
@@ -94,7 +95,7 @@ export interface IntentOptions {
   ttlMs?: number;
 }
 
-export interface BrokerLimiterOptions {
+export interface BrokerCallBudgetOptions {
   decider: LimitDecider;
   /** Value of the `account` descriptor entry (see accountKey). */
   account: string;
@@ -139,7 +140,7 @@ const realSleep = (ms: number, stop: AbortSignal) =>
     stop.addEventListener('abort', stopped, { once: true });
   });
 
-export class BrokerLimiter {
+export class BrokerCallBudget {
   private readonly queue: Item[] = [];
   private readonly blocked = new Map<string, number>();
   private readonly use = new Map<string, BudgetUse>();
@@ -153,7 +154,7 @@ export class BrokerLimiter {
   /** Aborted by close(): a wait for budget must not hold the process open after it. */
   private readonly closed = new AbortController();
 
-  constructor(private readonly opts: BrokerLimiterOptions) {
+  constructor(private readonly opts: BrokerCallBudgetOptions) {
     this.domain = opts.domain ?? 'fxcm';
     this.broker = opts.broker ?? 'fxcm';
     this.sleep = opts.sleep ?? realSleep;
@@ -417,7 +418,7 @@ export interface BudgetProblem {
  * the tightest of their limits (every limit of `rate_limits:`, every descriptor of the call)
  * bounds the calls in any window of the documented length (worstCaseOfLimit).
  */
-export function budgetProblems(config: RateLimitConfig, limiter: BrokerLimiter, domain = 'fxcm'): BudgetProblem[] {
+export function budgetProblems(config: RateLimitConfig, limiter: BrokerCallBudget, domain = 'fxcm'): BudgetProblem[] {
   const problems: BudgetProblem[] = [];
   for (const d of DOCUMENTED_LIMITS) {
     const matched: RateLimitRule[] = [];
@@ -462,12 +463,12 @@ export function budgetProblems(config: RateLimitConfig, limiter: BrokerLimiter, 
  * endpoint with no limit, or a limit that could let more calls through than documented in some
  * window of the documented length. Empty when the config is safe.
  */
-export function checkBudget(config: RateLimitConfig, limiter: BrokerLimiter, domain = 'fxcm'): string[] {
+export function checkBudget(config: RateLimitConfig, limiter: BrokerCallBudget, domain = 'fxcm'): string[] {
   return budgetProblems(config, limiter, domain).map((p) => p.message);
 }
 
 /** "25/hour" style description of the limit applied to an endpoint (first matching rule). */
-export function describeLimit(config: RateLimitConfig, limiter: BrokerLimiter, endpoint: string, params: Params = {}, domain = 'fxcm'): string | undefined {
+export function describeLimit(config: RateLimitConfig, limiter: BrokerCallBudget, endpoint: string, params: Params = {}, domain = 'fxcm'): string | undefined {
   const out: string[] = [];
   for (const d of limiter.descriptorsFor(endpoint, params)) {
     const rule = config.getLimit(domain, d);

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ManualClock } from '../../../../src/platform/clock';
-import { BrokerLimiter, accountKey, checkBudget, endpointName, inProcessDecider, worstCaseInSlidingWindow, type LimitDecider } from '../../../../src/trading/runner/broker/limiter';
+import { BrokerCallBudget, accountKey, checkBudget, endpointName, inProcessDecider, worstCaseInSlidingWindow, type LimitDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { IntentExpiredError } from '../../../../src/trading/runner/errors';
 import { newClient, startSim, TOKEN } from '../../helpers';
 import { tightBrokerLimits } from '../helpers';
@@ -13,14 +13,14 @@ const HOUR = 3600_000;
 /** get_model OpenPosition snapshots: `perHour` an hour, per account. */
 const tightConfig = (perHour: number) => tightBrokerLimits({ endpoint: 'get_model', model: 'OpenPosition', unit: 'hour', requestsPerUnit: perHour });
 
-describe('limiter: descriptors, start-up check', () => {
+describe('broker-call budget: descriptors, start-up check', () => {
   test('endpoint names and descriptors', () => {
     expect(endpointName('/trading/open_trade')).toBe('open_trade');
     expect(endpointName('/candles/1/m1')).toBe('candles');
     expect(endpointName('/trading/get_model/')).toBe('get_model');
     const clock = new ManualClock(0);
     const { decider } = inProcessDecider(bundled(), clock);
-    const l = new BrokerLimiter({ decider, account: 'A1', clock });
+    const l = new BrokerCallBudget({ decider, account: 'A1', clock });
     expect(l.descriptorsFor('/trading/get_model', { models: ['Order', 'OpenPosition'] }).map((d) => d.entries.map((e) => `${e.key}=${e.value}`).join(','))).toEqual([
       'broker=fxcm,account=A1,endpoint=get_model',
       'broker=fxcm,account=A1,endpoint=get_model,model=Order',
@@ -34,7 +34,7 @@ describe('limiter: descriptors, start-up check', () => {
     expect(worstCaseInSlidingWindow(1, 60, 3600)).toBe(61);
     const clock = new ManualClock(0);
     const ok = inProcessDecider(bundled(), clock);
-    const l = new BrokerLimiter({ decider: ok.decider, account: 'A1', clock });
+    const l = new BrokerCallBudget({ decider: ok.decider, account: 'A1', clock });
     expect(checkBudget(ok.config, l)).toEqual([]);
     const bad = inProcessDecider(tightConfig(50), clock);
     const problems = checkBudget(bad.config, l);
@@ -44,7 +44,7 @@ describe('limiter: descriptors, start-up check', () => {
   });
 });
 
-describe('limiter: waiting, priority, expiry', () => {
+describe('broker-call budget: waiting, priority, expiry', () => {
   test('over-limit calls wait for the reset and are served by priority; expired intents are dropped', async () => {
     const clock = new ManualClock(10_000);
     let allow = false;
@@ -56,7 +56,7 @@ describe('limiter: waiting, priority, expiry', () => {
         return { overallCode: allow ? 1 : 2, statuses: [{ code: allow ? 1 : 2, durationUntilReset: 30, limitRemaining: 0 }], responseHeadersToAdd: [] };
       },
     };
-    const l = new BrokerLimiter({ decider, account: 'A', clock, marginMs: 0, sleep: async (ms) => { allow = true; clock.advance(ms); } });
+    const l = new BrokerCallBudget({ decider, account: 'A', clock, marginMs: 0, sleep: async (ms) => { allow = true; clock.advance(ms); } });
     const served: string[] = [];
     const track = (p: Promise<void>, name: string) => p.then(() => void served.push(name), (e: Error) => void served.push(`${name}:${e.name}`));
     const all = [
@@ -77,18 +77,18 @@ describe('limiter: waiting, priority, expiry', () => {
 
   test('a limiter error fails the call (never sent unaccounted)', async () => {
     const clock = new ManualClock(0);
-    const l = new BrokerLimiter({ decider: { shouldRateLimit: () => Promise.reject(new Error('down')) }, account: 'A', clock });
+    const l = new BrokerCallBudget({ decider: { shouldRateLimit: () => Promise.reject(new Error('down')) }, account: 'A', clock });
     await expect(l.acquire('/trading/open_trade')).rejects.toThrow('down');
   });
 });
 
-describe('limiter in front of the broker client, against the simulator', () => {
+describe('broker-call budget in front of the broker client, against the simulator', () => {
   test('hits the broker limit: every call waits for budget, none is over the limit on the simulator side', async () => {
     const start = Math.floor(Date.UTC(2024, 0, 10, 12) / HOUR) * HOUR + 40 * 60_000; // 40 min into an hour
     const clock = new ManualClock(start);
     const sim = await startSim({ clock, limits: { openPositionSnapshotsPerHour: 10 } });
     const { decider } = inProcessDecider(tightConfig(5), clock);
-    const limiter = new BrokerLimiter({ decider, account: accountKey(TOKEN), clock, sleep: async (ms) => clock.advance(ms) });
+    const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock, sleep: async (ms) => clock.advance(ms) });
     const client = newClient(sim, { beforeRequest: limiter.beforeRequest, reconnect: false });
     try {
       await client.connect();
@@ -120,7 +120,7 @@ describe('limiter in front of the broker client, against the simulator', () => {
   });
 });
 
-describe('limiter: an intent\'s time to live', () => {
+describe('broker-call budget: an intent\'s time to live', () => {
   test('counts on the limiter\'s clock, not the wall clock (a virtual clock far from now)', async () => {
     const clock = new ManualClock(1_000); // far behind Date.now(): a wall-clock deadline would never pass
     const decider: LimitDecider = {
@@ -129,7 +129,7 @@ describe('limiter: an intent\'s time to live', () => {
       },
     };
     let slept = 0;
-    const l = new BrokerLimiter({ decider, account: 'A', clock, marginMs: 0, sleep: async (ms) => { slept += ms; clock.advance(ms); } });
+    const l = new BrokerCallBudget({ decider, account: 'A', clock, marginMs: 0, sleep: async (ms) => { slept += ms; clock.advance(ms); } });
     const outcome = await l.withIntent({ ttlMs: 5_000 }, () => l.acquire('/trading/open_trade')).then(
       () => 'sent',
       (e: Error) => e.name,
