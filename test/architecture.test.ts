@@ -51,6 +51,26 @@ const PROTOCOL_ALLOWED: Readonly<Record<string, readonly string[]>> = {
   http1: ['byte-budget', 'held-body', 'http-util'],
 };
 
+/**
+ * Within the runner: one room per concern, arrows one way (cli on top; no room imports cli). The
+ * runner's top holds only the strategy API every room speaks (strategy.ts, errors.ts, and
+ * results.ts, what a run produces) and index.ts, the public surface that re-exports the rooms:
+ * the API imports no room, and no room imports index.ts.
+ */
+const RUNNER_ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  /** Run reports: metrics, charts, the test against luck. */
+  report: [],
+  /** The local candle store, its check and the download bar. */
+  candles: [],
+  /** The broker-call budget: every broker call through the rate limiter, its state and limits. */
+  broker: ['report'],
+  /** Running a strategy: backtest, paper/live, sweeps, and what they share. */
+  engine: ['broker', 'report'],
+  /** The `ratelimit-runner` commands and their options. */
+  cli: ['engine', 'broker', 'report', 'candles'],
+};
+const RUNNER_API = ['errors.ts', 'results.ts', 'strategy.ts'];
+
 /** Within trading, the limiter is reached only through its public surface. */
 const TRADING_LIMITER_API = new Set(['limiter', 'limiter/index']);
 
@@ -134,6 +154,43 @@ describe('dependency direction', () => {
     expect(wrong).toEqual([]);
   });
 
+  it('the runner is rooms: only index.ts and the strategy API sit at its top', () => {
+    const RUNNER = path.join(SRC, 'trading', 'runner');
+    const entries = fs.readdirSync(RUNNER, { withFileTypes: true });
+    expect(entries.filter((e) => e.isDirectory()).map((e) => e.name).sort()).toEqual(Object.keys(RUNNER_ALLOWED).sort());
+    expect(entries.filter((e) => e.isFile() && e.name.endsWith('.ts')).map((e) => e.name).sort()).toEqual(['index.ts', ...RUNNER_API].sort());
+    // the table lists each room after those it may import, so the rooms cannot import in a circle
+    const order = Object.keys(RUNNER_ALLOWED);
+    const upwards = order.flatMap((room, i) => RUNNER_ALLOWED[room]!.filter((to) => !order.slice(0, i).includes(to)).map((to) => `${room} -> ${to}`));
+    expect(upwards).toEqual([]);
+  });
+
+  it('within the runner, a room imports only the rooms below it, the API imports no room, and nothing imports index.ts', () => {
+    const RUNNER = path.join(SRC, 'trading', 'runner');
+    const wrong: string[] = [];
+    let crossing = 0;
+    for (const file of sourceFiles(RUNNER)) {
+      const rel = path.relative(RUNNER, file).split(path.sep).join('/');
+      const from = rel.includes('/') ? rel.split('/')[0]! : null; // null: a file at the top
+      for (const spec of specifiers(fs.readFileSync(file, 'utf8'))) {
+        const target = path.relative(RUNNER, path.resolve(path.dirname(file), spec)).split(path.sep).join('/');
+        if (target.startsWith('..')) continue; // fxcm, execution, the service: the rules above
+        const to = target.includes('/') ? target.split('/')[0]! : null;
+        if (to === from) continue;
+        crossing++;
+        const ok =
+          to === null
+            ? target !== 'index' // the strategy API, which every room may use
+            : from === null
+              ? rel === 'index.ts' // only the public surface re-exports the rooms
+              : RUNNER_ALLOWED[from]!.includes(to);
+        if (!ok) wrong.push(`trading/runner/${rel} -> ${target}`);
+      }
+    }
+    expect(crossing).toBeGreaterThan(50); // the scan sees the real imports
+    expect(wrong).toEqual([]);
+  });
+
   it('within server, the HTTP/2 and HTTP/1.1 machines use only the shared budgets and helpers', () => {
     const SERVER = path.join(SRC, 'server');
     const wrong: string[] = [];
@@ -162,10 +219,10 @@ describe('dependency direction', () => {
 
 /**
  * The process belongs to the programs: signals, exit codes and node:cluster only in the entry
- * points (src/cli/) and the runner's command programs (trading/runner/*-cli.ts); the service
+ * points (src/cli/) and the runner's command programs (trading/runner/cli/); the service
  * builds, runs and stops without touching `process` that way.
  */
-const PROCESS_OWNERS = [/^cli\//, /^trading\/runner\/[a-z-]+-cli\.ts$/, /^trading\/runner\/cli\.ts$/];
+const PROCESS_OWNERS = [/^cli\//, /^trading\/runner\/cli\/[a-z-]+\.ts$/];
 
 /** A file's code without its comments (a rule about code must not trip on prose). */
 function codeOf(text: string): string {

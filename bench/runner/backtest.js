@@ -4,7 +4,7 @@
 //   node bench/runner/backtest.js [candles=1000000] [runs=3]
 'use strict';
 const path = require('node:path');
-const { runBacktest } = require(path.join(__dirname, '../../dist/src/trading/runner/backtest.js'));
+const { runBacktest } = require(path.join(__dirname, '../../dist/src/trading/runner/engine/backtest.js'));
 
 const N = Number(process.argv[2] ?? 1_000_000);
 const RUNS = Number(process.argv[3] ?? 3);

@@ -7,10 +7,10 @@
 import './runner-packages';
 import { BrokerSimulator, parseSimulatorArgs, SIMULATOR_USAGE } from '../trading/simulator';
 import { UsageError } from '../platform/argv';
-import { backtestCommand } from '../trading/runner/cli';
-import { candlesCommand, liveCommand, paperCommand, replayCommand } from '../trading/runner/live-cli';
-import { newCommand } from '../trading/runner/new-cli';
-import { sweepCommand } from '../trading/runner/sweep-cli';
+import { backtestCommand } from '../trading/runner/cli/cli';
+import { candlesCommand, liveCommand, paperCommand, replayCommand } from '../trading/runner/cli/live-cli';
+import { newCommand } from '../trading/runner/cli/new-cli';
+import { sweepCommand } from '../trading/runner/cli/sweep-cli';
 
 const USAGE = `Usage: ratelimit-runner <command> [options]
 

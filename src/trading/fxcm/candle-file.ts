@@ -9,7 +9,7 @@
  * below them, an ask below the bid, a time not after the row before (the file must be in time
  * order, without repeats: a backtest over shuffled data would be wrong without a sign of it).
  * readCandleFile refuses the first bad row, naming the file and the line (CSV) or the row (JSON);
- * inspectCandleFile lists them all (`candles check`). A candle store's files (runner/candles-store.ts)
+ * inspectCandleFile lists them all (`candles check`). A candle store's files (runner/candles/candles-store.ts)
  * are JSON files with one more field, `covered`.
  */
 import fs from 'node:fs';
@@ -52,7 +52,7 @@ export interface CandleFileContents {
   symbol?: string;
   /** As written (normalizePeriod gives the period, when valid). */
   timeframe?: string;
-  /** Written by the candle store (runner/candles-store.ts); absent in other files. */
+  /** Written by the candle store (runner/candles/candles-store.ts); absent in other files. */
   covered?: Coverage;
   /** Every row that parsed as numbers, bad prices and order included. */
   candles: Candle[];

@@ -1,0 +1,181 @@
+/**
+ * The strategy context of paper, live and replay runs: what a strategy reads (prices, bars,
+ * positions, orders, the account, from the broker's state) and what it asks for, each request an
+ * intent of the engine mapped to its broker call (FxcmClient), checked first against what the
+ * runner knows (a trade or order that does not exist or is another run's, the safety limits).
+ * A trade or order the broker no longer has (it closed or filled before the runner heard) is
+ * OrderGoneError, as in a backtest.
+ */
+import type { FxcmClient } from '../../fxcm/client';
+import { FxcmNotFoundError } from '../../fxcm/errors';
+import type { BarHistory } from './bars';
+import { numOf, type BrokerState } from './broker-state';
+import { OrderGoneError, SafetyError } from '../errors';
+import { checkChangeOrder, checkCloseAmount, checkEntryOrder, checkOco, checkOpenTrade, checkTradeLevel } from './order-requests';
+import { pipOf } from '../../execution/instruments';
+import type { AccountInfo, RunMode, Scope, StopLimitOptions, Strategy, StrategyContext, StrategyLogger, Tick } from '../strategy';
+
+/** A request's ttlMs, read before it is checked (the check itself refuses a bad one). */
+const ttlOf = (req: unknown): number | undefined => {
+  const t = (req as { ttlMs?: unknown } | null | undefined)?.ttlMs;
+  return typeof t === 'number' && Number.isFinite(t) ? t : undefined;
+};
+
+/** What the context needs from its engine. */
+export interface LiveContextHost {
+  readonly mode: Exclude<RunMode, 'backtest'>;
+  readonly strategy: Strategy<Record<string, unknown>>;
+  /** The strategy's defaults with the run's parameters over them. */
+  readonly params: Record<string, unknown>;
+  readonly log: StrategyLogger;
+  readonly history: BarHistory;
+  readonly broker: BrokerState;
+  now(): number;
+  quote(symbol: string): Tick | undefined;
+  accountInfo(): AccountInfo;
+  /** An intent: journaled, checked, then sent through the limiter (answered from the journal in a replay). */
+  op<T>(name: string, args: unknown, check: () => void, send: (c: FxcmClient) => Promise<T>, ttlMs?: number): Promise<T>;
+  /** The safety limits and margin for a new position. */
+  checkOpen(symbol: string, isBuy: boolean, amount: number): void;
+  setTimer(name: string, everyMs: number): void;
+  clearTimer(name: string): void;
+}
+
+export function liveContext(h: LiveContextHost): StrategyContext<Record<string, unknown>> {
+  const broker = h.broker;
+  const foreign = (what: 'trade' | 'order', id: string) =>
+    new SafetyError('ownership', `${what} ${id} was not opened by this run (another run's, or opened outside the runner); pass { accountWide: true } to act on it`);
+  const mustTrade = (id: string, scope?: Scope): void => {
+    if (!broker.positions.has(id)) throw new OrderGoneError('trade', id);
+    if (!scope?.accountWide && !broker.ownTrades.has(id)) throw foreign('trade', id);
+  };
+  const mustOrder = (id: string, scope?: Scope): void => {
+    if (!broker.orders.has(id)) throw new OrderGoneError('order', id);
+    if (!scope?.accountWide && !broker.ownOrders.has(id)) throw foreign('order', id);
+  };
+  /** The broker's "not found" for the trade or order a call names is OrderGoneError. */
+  const gone = (what: 'trade' | 'order', id: string) => (e: unknown) => {
+    throw e instanceof FxcmNotFoundError ? new OrderGoneError(what, id) : e;
+  };
+  const tradeLevel = (op: string, kind: 'stop' | 'limit', tradeId: string, rate: number, opts: StopLimitOptions | undefined): Promise<void> => {
+    let v!: ReturnType<typeof checkTradeLevel>;
+    const check = () => {
+      mustTrade(tradeId, opts);
+      v = checkTradeLevel(kind, broker.position(broker.positions.get(tradeId)!), rate, opts, h.quote(broker.position(broker.positions.get(tradeId)!).symbol));
+    };
+    return h.op(op, { tradeId, rate, ...opts }, check, (c) =>
+      c
+        .changeTradeStopLimit({ tradeId, isStop: kind === 'stop', rate: v.rate, isInPips: !!v.opts.isInPips, ...(kind === 'stop' ? { trailingStep: v.opts.trailingStep } : {}) })
+        .catch(gone('trade', tradeId)),
+    );
+  };
+  return {
+    mode: h.mode,
+    params: h.params,
+    log: h.log,
+    symbols: [...h.strategy.symbols],
+    now: h.now,
+    price: h.quote,
+    pip: pipOf,
+    candles: (sym, tf, count) => h.history.candles(sym, tf, count),
+    positions: (sym, scope) => broker.ownPositions(scope?.accountWide).map((r) => broker.position(r)).filter((p) => !sym || p.symbol === sym),
+    orders: (sym, scope) => broker.ownEntryOrders(scope?.accountWide).map((r) => broker.pending(r)).filter((p) => !sym || p.symbol === sym),
+    account: () => h.accountInfo(),
+    // Each request is checked (order-requests.ts) inside the intent, so a refusal is journaled as
+    // its answer; what is sent is the checked request, its rates rounded.
+    openTrade: (req) => {
+      let r!: ReturnType<typeof checkOpenTrade>;
+      const check = () => {
+        r = checkOpenTrade(req, h.quote);
+        h.checkOpen(r.symbol, r.isBuy, r.amount);
+      };
+      return h.op('openTrade', req, check, async (c) => {
+        const res = await c.openTrade({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: broker.accountId() });
+        return { orderId: res.orderId };
+      }, ttlOf(req));
+    },
+    createEntryOrder: (req) => {
+      let r!: ReturnType<typeof checkEntryOrder>;
+      const check = () => {
+        r = checkEntryOrder(req);
+        h.checkOpen(r.symbol, r.isBuy, r.amount);
+      };
+      return h.op('createEntryOrder', req, check, async (c) => {
+        const res = await c.createEntryOrder({ symbol: r.symbol, isBuy: r.isBuy, amount: r.amount, rate: r.rate, stop: r.stop, limit: r.limit, trailingStep: r.trailingStep, isInPips: r.isInPips, accountId: broker.accountId() });
+        return { orderId: res.orderId };
+      }, ttlOf(req));
+    },
+    createOco: (req) => {
+      let r!: ReturnType<typeof checkOco>;
+      const check = () => {
+        r = checkOco(req);
+        h.checkOpen(r.symbol, r.first.isBuy, r.amount);
+      };
+      return h.op('createOco', req, check, async (c) => {
+        await c.simpleOco({
+          symbol: r.symbol,
+          amount: r.amount,
+          isInPips: r.isInPips,
+          isBuy: r.first.isBuy,
+          rate: r.first.rate,
+          stop: r.first.stop,
+          limit: r.first.limit,
+          isBuy2: r.second.isBuy,
+          rate2: r.second.rate,
+          stop2: r.second.stop,
+          limit2: r.second.limit,
+          accountId: broker.accountId(),
+        });
+        return { orderIds: [] as string[] };
+      }, ttlOf(req));
+    },
+    closeTrade: (tradeId, amount, scope) =>
+      h.op('closeTrade', { tradeId, amount, ...scope }, () => (mustTrade(tradeId, scope), checkCloseAmount(amount)), async (c) => {
+        const p = broker.positions.get(tradeId);
+        broker.closeReasons.set(tradeId, 'close');
+        await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) }).catch(gone('trade', tradeId));
+      }),
+    // The broker's close_all_for_symbol closes every trade of the account: only with accountWide.
+    closeAll: (symbol, scope) =>
+      h.op('closeAll', { symbol, ...scope }, () => undefined, async (c) => {
+        const list = broker.ownPositions(scope?.accountWide).filter((r) => !symbol || r.currency === symbol);
+        if (!list.length) return;
+        for (const r of list) broker.closeReasons.set(String(r.tradeId), 'close');
+        if (scope?.accountWide) {
+          await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: broker.accountId() });
+          return;
+        }
+        const closes = await Promise.allSettled(list.map((r) => c.closeTrade({ tradeId: String(r.tradeId), amount: numOf(r.amountK) })));
+        const failed = closes.find((x): x is PromiseRejectedResult => x.status === 'rejected');
+        // a trade that closed meanwhile is closed all the same
+        if (failed && !(failed.reason instanceof FxcmNotFoundError)) throw failed.reason;
+      }),
+    setStop: (tradeId, rate, opts) => tradeLevel('setStop', 'stop', tradeId, rate, opts),
+    setLimit: (tradeId, rate, opts) => tradeLevel('setLimit', 'limit', tradeId, rate, opts),
+    changeOrder: (orderId, rate, amount, scope) => {
+      let v!: ReturnType<typeof checkChangeOrder>;
+      const check = () => {
+        mustOrder(orderId, scope);
+        v = checkChangeOrder(String(broker.orders.get(orderId)!.currency ?? ''), rate, amount);
+      };
+      return h.op('changeOrder', { orderId, rate, amount, ...scope }, check, (c) =>
+        c.changeOrder({ orderId, rate: v.rate, amount: v.amount ?? numOf(broker.orders.get(orderId)?.amountK) }).catch(gone('order', orderId)),
+      );
+    },
+    // The broker deletes an OCO order's whole group. Its Order D pushes are handled after the hook,
+    // so the group leaves the runner's state now: a delete of the other leg is then OrderGoneError,
+    // as in a backtest. After the answer, not in the send: a replay runs this too.
+    deleteOrder: (orderId, scope) => {
+      const group = broker.pending(broker.orders.get(orderId) ?? {}).ocoGroup;
+      return h.op('deleteOrder', { orderId, ...scope }, () => mustOrder(orderId, scope), (c) => c.deleteOrder(orderId).catch(gone('order', orderId))).then((v) => {
+        for (const [id, r] of [...broker.orders]) if (id === orderId || (group !== undefined && broker.pending(r).ocoGroup === group)) broker.orders.delete(id);
+        return v;
+      });
+    },
+    setTimer: (name, everyMs) => {
+      if (!(everyMs > 0)) throw new Error('setTimer: everyMs must be > 0');
+      h.setTimer(name, everyMs);
+    },
+    clearTimer: (name) => h.clearTimer(name),
+  };
+}

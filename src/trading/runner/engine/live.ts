@@ -1,0 +1,964 @@
+/**
+ * Paper / live / replay engine: the same Strategy API as the backtest, against a broker
+ * (FxcmClient, every call through the BrokerCallBudget) or against a recorded journal.
+ *
+ * - Start: one get_model snapshot (Account, OpenPosition, Order), table subscriptions (Order,
+ *   OpenPosition, ClosedPosition, Account), price subscriptions of the strategy's symbols.
+ * - Every input of the strategy (snapshot, price push, table push, timer, start, stop) goes through
+ *   one queue and is handled in order; hooks never run concurrently. Bars are built from the ticks
+ *   as the broker builds candles; a bar whose ticks were partly missed (at the start, across a
+ *   reconnect or a restart) is fetched from the broker instead, its answer one more input
+ *   (bars.ts: LiveBars). `ctx.now()` is the time of the event being handled.
+ * - Table pushes map to hooks: OpenPosition I → onTrade opened; ClosedPosition I → onTrade closed;
+ *   an entry Order I → onOrder accepted; Order D → onOrder filled/cancelled/rejected.
+ * - Every decision (broker operation of the strategy) is an intent: journaled (fsync) before any
+ *   check or call, then its answer (result or error) is journaled. Replaying the journal's inputs
+ *   and answers gives the same intents bit for bit (`replay`), and a restarted run first replays
+ *   its journal (no broker calls) to rebuild the runner's and the strategy's state, then takes one
+ *   reconciliation snapshot and continues: nothing already sent is sent again. An intent that was
+ *   sent but not answered before the process died is settled from that snapshot (an order the
+ *   journal does not know → its answer) and never resent.
+ * - A dropped stream: the connection reconnects, resubscribes and takes one snapshot; that snapshot
+ *   is an input like the resume's (journaled, reason 'reconnect') and reconciles the same way
+ *   (applySnapshot): trades closed meanwhile with the broker's P/L, entry orders filled or gone,
+ *   then onReconnect. The outage and the reconciliation are logged.
+ * - Ownership (broker-state.ts): the strategy sees, acts on and is credited with the orders its
+ *   calls created and their trades; an answered order call is an `own` input, handled next.
+ * - A hook that throws is fatal: the error and the script line are logged, the run's positions are
+ *   closed and its entry orders deleted (closing calls first in the limiter's queue), the run stops.
+ * - createOco resolves with `orderIds: []` (the broker's simple_oco answer has no ids; the orders
+ *   arrive as onOrder accepted events).
+ */
+import { silentLogger } from '../../../telemetry/logger';
+import type { FxcmClient, Snapshot } from '../../fxcm/client';
+import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../../fxcm/types';
+import type { ClosedTrade, EquityPoint, RunResult } from '../results';
+import { BarHistory, LiveBars, type BarFetch, type BarsOut } from './bars';
+import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS } from '../../fxcm/candles';
+import { BrokerState, brokerTimeMs, numOf, type OcoClaim } from './broker-state';
+import { pipOf } from '../../execution/instruments';
+import { liveContext } from './live-context';
+import { errorOf, journaledError, settleOrphan, type JournaledError, type Orphan } from './orphans';
+import { JournalFinishedError, OrderRejectedError, SafetyError, runErrorOf, runHook } from '../errors';
+import { finishedRunOf, type Journal, type JournalLine } from './journal';
+import type { BrokerCallBudget } from '../broker/call-budget';
+import { SafetyGuard, type SafetyLimits } from './safety';
+import type { AccountInfo, Bar, CloseReason, OrderEvent, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
+
+export interface LiveIntent {
+  id: number;
+  ts: number;
+  op: string;
+  args: unknown;
+}
+
+export interface LiveOptions {
+  mode: Exclude<RunMode, 'backtest'>;
+  strategy: Strategy<Record<string, unknown>>;
+  strategyFile?: string;
+  params?: Record<string, unknown>;
+  safety?: SafetyLimits;
+  logger?: StrategyLogger;
+  /** The broker (paper/live); its beforeRequest should be `limiter.beforeRequest`. */
+  client?: FxcmClient;
+  limiter?: BrokerCallBudget;
+  journal?: Journal;
+  /** A recorded journal: replayed first (all of `replay`; the catch-up of a restarted run). */
+  recorded?: JournalLine[];
+  /** Stop this many ms after onStart (a resumed run: after it resumed); paper/live; default: until stop(). */
+  durationMs?: number;
+  currency?: string;
+  now?: () => number;
+  /** Called once the start-up calls (snapshot, subscriptions, history) are done. */
+  onRunning?: () => void;
+}
+
+export interface LiveResult extends RunResult {
+  intents: LiveIntent[];
+  resumed: boolean;
+}
+
+/** Why a snapshot was taken: the run's start, a restart's resume, or a reconnect after the stream dropped. */
+export type SnapshotReason = 'start' | 'resume' | 'reconnect';
+
+type InEvent =
+  | { k: 'snapshot'; t: number; snap: Snapshot; reason?: SnapshotReason; downMs?: number }
+  | { k: 'own'; t: number; orderId?: string; oco?: OcoClaim }
+  | { k: 'history'; t: number; bars: Bar[] }
+  | { k: 'start'; t: number }
+  | { k: 'price'; t: number; p: PriceUpdate }
+  | { k: 'table'; t: number; model: ModelName; action: TableAction; rec: TableRecord }
+  | { k: 'timer'; t: number; name: string }
+  | { k: 'stop'; t: number }
+  /** The broker's bars of a range the live bars asked for (empty when it could not be fetched). */
+  | { k: 'bars'; t: number; fetch: BarFetch; bars: Bar[] }
+  /** The price stream was interrupted (disconnect, restart): ticks were missed. */
+  | { k: 'gap'; t: number };
+
+const IN_KINDS = new Set(['snapshot', 'own', 'history', 'start', 'price', 'table', 'timer', 'stop', 'bars', 'gap']);
+/** How many ends of unclaimed trades and orders are kept for a late claim. */
+const UNCLAIMED_ENDS = 200;
+/** Attempts at fetching a range of bars before the series is left with a gap (said in the log). */
+const BAR_FETCH_ATTEMPTS = 3;
+/** The tables a run subscribes to, and the models of its start-up snapshot (a restart adds ClosedPosition). */
+export const LIVE_TABLES: ModelName[] = ['Order', 'OpenPosition', 'ClosedPosition', 'Account'];
+export const LIVE_SNAPSHOT: ModelName[] = ['Account', 'OpenPosition', 'Order'];
+/** The time frame of a strategy that names none. */
+export const LIVE_DEFAULT_TIMEFRAME: Period = 'm1';
+const plain = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
+
+export class LiveEngine {
+  private readonly o: LiveOptions;
+  private readonly log: StrategyLogger;
+  private readonly guard: SafetyGuard;
+  private readonly ctx: StrategyContext<Record<string, unknown>>;
+  private readonly timeframes: Period[];
+  private now = 0;
+  private queue: InEvent[] = [];
+  private pumping: Promise<void> | undefined;
+  private replaying = false;
+  private answers = new Map<number, JournalLine>();
+  private orphans: Orphan[] = [];
+  private orphanSignal: (() => void) | undefined;
+  private intentSeq = 0;
+  readonly intents: LiveIntent[] = [];
+  private readonly quotes = new Map<string, Tick>();
+  private readonly broker = new BrokerState();
+  private readonly history = new BarHistory();
+  private readonly liveBars: LiveBars;
+  private readonly timers = new Map<string, { every: number; handle?: NodeJS.Timeout }>();
+  private readonly closed: ClosedTrade[] = [];
+  private readonly closedIds = new Set<string>();
+  /** Own trades and entry orders the strategy has heard of (onTrade opened, onOrder accepted). */
+  private readonly announcedTrades = new Set<string>();
+  private readonly announcedOrders = new Set<string>();
+  /**
+   * The ends (ClosedPosition I, Order D) of trades and orders this run had not claimed when they
+   * came: another run's, or this run's with the claim still queued behind them (it then replays them).
+   */
+  private readonly unclaimedEnds = new Map<string, { model: ModelName; rec: TableRecord }>();
+  /** Entry orders the broker deleted (a snapshot taken before the delete must not bring them back). */
+  private readonly deletedOrders = new Set<string>();
+  /** When the broker stream dropped (reconnects report how long it was away). */
+  private disconnectedAt: number | undefined;
+  private readonly equity: EquityPoint[] = [];
+  private startBalance: number | undefined;
+  private started = false;
+  private stopped = false;
+  private finished = false;
+  private resumed = false;
+  private error: LiveResult['error'];
+  private done!: Promise<void>;
+  private finish!: () => void;
+  private listeners: (() => void)[] = [];
+
+  constructor(opts: LiveOptions) {
+    this.o = opts;
+    this.log = opts.logger ?? silentLogger;
+    this.guard = new SafetyGuard(opts.safety ?? {});
+    this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : [LIVE_DEFAULT_TIMEFRAME];
+    this.liveBars = new LiveBars(this.timeframes);
+    this.ctx = this.makeContext();
+    this.done = new Promise((r) => (this.finish = r));
+  }
+
+  private wallNow(): number {
+    return this.o.now ? this.o.now() : Date.now();
+  }
+
+  private get strategyName(): string {
+    return this.o.strategy.name ?? 'strategy';
+  }
+
+  // ------------------------------------------------------------ state views
+
+  accountInfo(): AccountInfo {
+    const a = this.broker.account ?? {};
+    const equity = numOf(a.equity);
+    return {
+      accountId: String(a.accountId ?? ''),
+      currency: this.o.currency ?? 'USD',
+      balance: numOf(a.balance),
+      equity,
+      usedMargin: numOf(a.usdMr),
+      usableMargin: numOf(a.usableMargin),
+      dayPL: this.guard.dayPL(this.now, equity),
+    };
+  }
+
+  // ------------------------------------------------------------ the strategy context
+
+  private makeContext(): StrategyContext<Record<string, unknown>> {
+    const s = this.o.strategy;
+    return liveContext({
+      mode: this.o.mode,
+      strategy: s,
+      params: { ...(s.params ?? {}), ...(this.o.params ?? {}) },
+      log: this.log,
+      now: () => this.now,
+      quote: (symbol) => this.quotes.get(symbol),
+      history: this.history,
+      broker: this.broker,
+      accountInfo: () => this.accountInfo(),
+      op: <T>(name: string, args: unknown, check: () => void, send: (c: FxcmClient) => Promise<T>, ttlMs?: number) => this.op<T>(name, args, check, send, ttlMs),
+      checkOpen: (symbol, isBuy, amount) => this.checkOpen(symbol, isBuy, amount),
+      setTimer: (name, everyMs) => {
+        this.clearTimer(name);
+        this.timers.set(name, { every: everyMs });
+        if (!this.replaying && !this.stopped) this.armTimer(name);
+      },
+      clearTimer: (name) => this.clearTimer(name),
+    });
+  }
+
+  private armTimer(name: string): void {
+    const t = this.timers.get(name);
+    if (!t || t.handle) return;
+    t.handle = setInterval(() => this.enqueue({ k: 'timer', t: this.wallNow(), name }), t.every);
+  }
+
+  private clearTimer(name: string): void {
+    const t = this.timers.get(name);
+    if (t?.handle) clearInterval(t.handle);
+    this.timers.delete(name);
+  }
+
+  private checkOpen(symbol: string, isBuy: boolean, amount: number): void {
+    if (!this.o.strategy.symbols.includes(symbol)) throw new SafetyError('symbol', `${symbol} is not one of the strategy's symbols`);
+    const a = this.accountInfo();
+    const same = [...this.broker.positions.values()].filter((r) => r.currency === symbol).map((r) => ({ isBuy: r.isBuy === true, amount: numOf(r.amountK) }));
+    this.guard.checkOpen(symbol, isBuy, amount, same, this.now, a.equity, this.broker.account ? a.usableMargin : undefined);
+  }
+
+  // ------------------------------------------------------------ intents and answers
+
+  private op<T>(name: string, args: unknown, check: () => void, send: (c: FxcmClient) => Promise<T>, ttlMs?: number): Promise<T> {
+    const id = ++this.intentSeq;
+    const intent: LiveIntent = { id, ts: this.now, op: name, args: plain(args) };
+    this.intents.push(intent);
+    if (this.replaying) {
+      this.journalLine({ k: 'intent', ...intent }, true, true);
+      const a = this.answers.get(id);
+      if (a) return a.ok ? Promise.resolve(a.value as T) : Promise.reject(errorOf(a.error as JournaledError));
+      return new Promise<T>((resolve, reject) => {
+        this.orphans.push({ id, op: name, args: (intent.args ?? {}) as Record<string, unknown>, resolve: resolve as (v: unknown) => void, reject });
+        this.orphanSignal?.();
+      });
+    }
+    this.journalLine({ k: 'intent', ...intent }, true);
+    const answer = (ok: boolean, v: unknown) => {
+      if (ok) this.journalLine({ k: 'answer', id, ok: true, value: plain(v) }, true);
+      else this.journalLine({ k: 'answer', id, ok: false, error: journaledError(v as Error) }, true);
+      if (ok) this.claim(name, intent.args, v);
+    };
+    try {
+      if (this.stopped && this.finished) throw new OrderRejectedError('the run has stopped');
+      check();
+    } catch (e) {
+      answer(false, e);
+      return Promise.reject(e);
+    }
+    const client = this.o.client;
+    if (!client) {
+      const e = new Error('no broker connection');
+      answer(false, e);
+      return Promise.reject(e);
+    }
+    const run = () => send(client);
+    const l = this.o.limiter;
+    const p = l ? l.withIntent({ ttlMs }, run) : run();
+    return p.then(
+      (v) => {
+        answer(true, v);
+        return v;
+      },
+      (e: Error) => {
+        answer(false, e);
+        throw e;
+      },
+    );
+  }
+
+  /**
+   * What an answered order call created becomes this run's: an `own` input, handled next (before
+   * the pushes and prices already queued) and journaled with them, so a replay claims at the same point.
+   */
+  private claim(op: string, args: unknown, value: unknown): void {
+    const orderId = (value as { orderId?: unknown } | undefined)?.orderId;
+    if ((op === 'openTrade' || op === 'createEntryOrder') && orderId !== undefined) {
+      this.queue.unshift({ k: 'own', t: this.wallNow(), orderId: String(orderId) });
+    } else if (op === 'createOco') {
+      const r = args as { symbol: string; amount: number; first: { isBuy: boolean; rate: number }; second: { isBuy: boolean; rate: number } };
+      const legs = [r.first, r.second].map((l) => ({ isBuy: l.isBuy, rate: l.rate }));
+      this.queue.unshift({ k: 'own', t: this.wallNow(), oco: { symbol: r.symbol, amount: r.amount, legs } });
+    } else return;
+    this.kick();
+  }
+
+  private journalLine(line: JournalLine, sync = false, skipWhenReplaying = false): void {
+    if (skipWhenReplaying && this.replaying) return;
+    this.o.journal?.append(line, sync);
+  }
+
+  // ------------------------------------------------------------ the event queue
+
+  private enqueue(ev: InEvent): void {
+    if (this.finished) return;
+    this.queue.push(ev);
+    if (!this.replaying) void this.pump();
+  }
+
+  private pump(): Promise<void> {
+    if (this.pumping) return this.pumping;
+    this.pumping = (async () => {
+      await null; // the finally below must run after this.pumping is assigned
+      try {
+        while (this.queue.length && !this.finished) {
+          const ev = this.queue.shift()!;
+          this.journalLine(ev as unknown as JournalLine, ev.k === 'snapshot' || ev.k === 'start' || ev.k === 'stop');
+          await this.handle(ev);
+        }
+      } finally {
+        this.pumping = undefined;
+      }
+    })();
+    return this.pumping;
+  }
+
+  /** Handles one input; a strategy error flattens and ends the run. */
+  private async handle(ev: InEvent): Promise<void> {
+    try {
+      await this.apply(ev);
+    } catch (e) {
+      await this.fatal(e);
+    }
+  }
+
+  private async call(hook: string, fn: () => void | Promise<void>): Promise<void> {
+    if (this.stopped && hook !== 'onStop') return;
+    await runHook(hook, fn, this.o.strategyFile);
+  }
+
+  private async fatal(e: unknown): Promise<void> {
+    const error = (this.error = runErrorOf(e));
+    const what = `strategy error in ${error.hook}: ${error.message}${error.location ? ` (at ${error.location})` : ''}`;
+    this.stopped = true;
+    if (this.replaying) {
+      // A resumed run reconciles with the broker and flattens after the replay (run()).
+      this.log.error(`the journal ends with a ${what}`);
+    } else {
+      this.log.error(`${what}; flattening the run's positions and entry orders`);
+      this.journalLine({ k: 'fatal', t: this.now, error: this.error }, true);
+      const left = await this.flatten('flatten');
+      if (left.length) error.notFlattened = left;
+    }
+    this.end();
+  }
+
+  /**
+   * Closes this run's positions and deletes its entry orders (never another run's); runner
+   * actions, not strategy intents. Returns what could not be closed or deleted ("trade 12: <why>"),
+   * empty when all went.
+   */
+  async flatten(reason: CloseReason): Promise<string[]> {
+    const c = this.o.client;
+    if (!c) return [];
+    const l = this.o.limiter;
+    const hi = <T>(fn: () => Promise<T>) => (l ? l.withIntent({ priority: 0 }, fn) : fn());
+    const failed: string[] = [];
+    const attempt = (what: string, fn: () => Promise<unknown>) =>
+      hi(fn).catch((e: Error) => {
+        failed.push(`${what}: ${e.message}`);
+        this.log.error(`flatten: ${what} could not be closed: ${e.message}`);
+      });
+    const jobs: Promise<unknown>[] = [];
+    for (const r of this.broker.ownPositions()) {
+      const id = String(r.tradeId);
+      this.broker.closeReasons.set(id, reason);
+      jobs.push(attempt(`trade ${id}`, () => c.closeTrade({ tradeId: id, amount: numOf(r.amountK) })));
+    }
+    for (const r of this.broker.ownEntryOrders()) {
+      const id = String(r.orderId);
+      jobs.push(attempt(`order ${id}`, () => c.deleteOrder(id)));
+    }
+    await Promise.all(jobs);
+    return failed;
+  }
+
+  private async apply(ev: InEvent): Promise<void> {
+    this.now = ev.t;
+    const s = this.o.strategy;
+    switch (ev.k) {
+      case 'snapshot':
+        return this.applySnapshot(ev);
+      case 'own':
+        return this.applyOwn(ev);
+      case 'history':
+        for (const b of this.liveBars.history(ev.bars, ev.t)) this.history.push(b);
+        return;
+      case 'bars':
+        return this.deliverBars(this.liveBars.fetched(ev.fetch, ev.bars));
+      case 'gap':
+        this.liveBars.discontinuity();
+        return;
+      case 'start':
+        this.started = true;
+        if (!this.replaying) this.armDuration();
+        if (s.onStart) await this.call('onStart', () => s.onStart!.call(s, this.ctx));
+        return;
+      case 'price':
+        return this.applyPrice(ev.p, ev.t);
+      case 'table':
+        return this.applyTable(ev.model, ev.action, ev.rec);
+      case 'timer':
+        if (this.timers.has(ev.name) && s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, ev.name));
+        return;
+      case 'stop':
+        if (this.stopped) return;
+        this.stopped = true;
+        for (const name of [...this.timers.keys()]) this.clearTimer(name);
+        if (s.onStop) await this.call('onStop', () => s.onStop!.call(s, this.ctx));
+        return;
+    }
+  }
+
+  /**
+   * A snapshot replaces what the runner knows of the broker. After the start (a resume or a
+   * reconnect) it is also the reconciliation: this run's trades the broker closed meanwhile are
+   * counted with the broker's close and P/L (onTrade closed), its trades opened meanwhile (entry
+   * orders that filled) are reported (onOrder filled, onTrade opened), its entry orders that are
+   * gone without a trade are cancelled, and onReconnect tells the strategy.
+   */
+  private async applySnapshot(ev: { snap: Snapshot; reason?: SnapshotReason; downMs?: number }): Promise<void> {
+    const snap = ev.snap;
+    const acc = (snap.Account ?? [])[0];
+    if (acc) this.setAccount(acc);
+    const before = new Map(this.broker.ownPositions().map((r) => [String(r.tradeId), r]));
+    const ordersBefore = new Map(this.broker.ownEntryOrders().map((r) => [String(r.orderId), r]));
+    this.broker.positions.clear();
+    for (const r of snap.OpenPosition ?? []) {
+      const id = String(r.tradeId);
+      // a close pushed after the snapshot was taken was handled before it: the trade is gone
+      if (this.closedIds.has(id)) continue;
+      this.broker.positions.set(id, { ...r });
+      if (!this.broker.openTimes.has(id)) this.broker.openTimes.set(id, this.now);
+      if (r.orderId !== undefined && r.orderId !== '') {
+        this.broker.knownOrderIds.add(String(r.orderId));
+        this.broker.link(id, String(r.orderId));
+      }
+    }
+    this.broker.orders.clear();
+    for (const r of snap.Order ?? []) {
+      const id = String(r.orderId);
+      this.broker.knownOrderIds.add(id);
+      if (this.broker.orderKind(r) === 'entry' && !this.deletedOrders.has(id)) this.broker.orders.set(id, { ...r });
+    }
+    this.deletedOrders.clear();
+    for (const [id, r] of this.broker.orders) if (!this.broker.ownOrders.has(id) && this.broker.takeOcoLeg(r)) this.broker.claimOrder(id);
+    if (!this.started) {
+      for (const r of this.broker.ownPositions()) this.announcedTrades.add(String(r.tradeId));
+      for (const r of this.broker.ownEntryOrders()) this.announcedOrders.add(String(r.orderId));
+      return;
+    }
+    const s = this.o.strategy;
+    const closedAway = new Map((snap.ClosedPosition ?? []).map((r) => [String(r.tradeId), r]));
+    let closedCount = 0;
+    for (const [id, r] of before) {
+      if (this.broker.positions.has(id) || this.closedIds.has(id)) continue;
+      closedCount++;
+      const c = closedAway.get(id);
+      if (!c) {
+        // ClosedPosition lists the current trading day only.
+        const p = this.broker.position(r);
+        this.log.warn(`trade ${id} was closed while the runner was away and the broker no longer lists it: its close and P/L are not in this run's results`);
+        if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, { kind: 'closed', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, reason: 'broker', ts: this.now }));
+        continue;
+      }
+      const reason = this.broker.closeReasons.get(id) ?? this.broker.awayCloseReason(r, numOf(c.close), pipOf(String(r.currency ?? '')));
+      const trade = this.recordClosed(id, { ...r, ...c }, reason, brokerTimeMs(c.closeTime) ?? this.now);
+      this.log.info(`trade ${id} was closed while the runner was away: ${reason} at ${trade.closeRate}, P/L ${trade.pl.toFixed(2)}`);
+      if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, this.closedEvent(trade)));
+    }
+    const opened = this.broker.ownPositions().filter((r) => !before.has(String(r.tradeId)) && !this.announcedTrades.has(String(r.tradeId)));
+    for (const [id, r] of ordersBefore) {
+      if (this.broker.orders.has(id)) continue;
+      const trade = opened.find((p) => String(p.orderId ?? '') === id);
+      const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind: 'entry' as const, ts: this.now };
+      this.log.info(`entry order ${id} ${trade ? `filled while the runner was away: trade ${String(trade.tradeId)}` : 'is gone from the broker (cancelled or deleted while the runner was away)'}`);
+      if (s.onOrder) await this.call('onOrder', () => s.onOrder!.call(s, this.ctx, trade ? { ...base, status: 'filled', tradeId: String(trade.tradeId), rate: numOf(trade.open) } : { ...base, status: 'cancelled', reason: 'gone while away' }));
+    }
+    for (const r of opened) await this.announceTrade(String(r.tradeId));
+    if (ev.reason === 'reconnect' || ev.reason === 'resume') {
+      const info: ReconnectEvent = {
+        reason: ev.reason,
+        ...(ev.downMs !== undefined ? { downMs: ev.downMs } : {}),
+        closed: closedCount,
+        opened: opened.length,
+        positions: this.broker.ownPositions().length,
+        orders: this.broker.ownEntryOrders().length,
+        ts: this.now,
+      };
+      const what = `${info.closed} of its trades closed, ${info.opened} opened meanwhile; ${info.positions} positions and ${info.orders} entry orders open`;
+      if (ev.reason === 'reconnect') this.log.info(`reconciled with the broker after the reconnect${ev.downMs !== undefined ? ` (${(ev.downMs / 1000).toFixed(1)} s away)` : ''}: ${what}`);
+      else this.log.info(`reconciled with the broker after the restart: ${what}`);
+      if (s.onReconnect) await this.call('onReconnect', () => s.onReconnect!.call(s, this.ctx, info));
+    }
+  }
+
+  /** onTrade opened for an own trade the strategy has not heard of (once); `closed`: its close record, when it is gone already. */
+  private async announceTrade(id: string, closed?: TableRecord): Promise<void> {
+    const r = this.broker.positions.get(id) ?? closed;
+    if (!r || this.announcedTrades.has(id) || !this.broker.ownTrades.has(id)) return;
+    this.announcedTrades.add(id);
+    const s = this.o.strategy;
+    if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, this.openedEvent(id, r)));
+  }
+
+  /** onOrder accepted for an own resting entry order the strategy has not heard of (once). */
+  private async announceOrder(id: string): Promise<void> {
+    const r = this.broker.orders.get(id);
+    if (!r || this.announcedOrders.has(id) || !this.broker.ownOrders.has(id)) return;
+    this.announcedOrders.add(id);
+    const s = this.o.strategy;
+    const e: OrderEvent = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind: 'entry', ts: this.now, status: 'accepted', rate: numOf(r.isBuy ? r.buy : r.sell) };
+    if (s.onOrder) await this.call('onOrder', () => s.onOrder!.call(s, this.ctx, e));
+  }
+
+  /** An order became this run's: it, and the trades it opened (also one that closed before the claim), are the strategy's. */
+  private async applyOwn(ev: { orderId?: string; oco?: OcoClaim }): Promise<void> {
+    const ids: string[] = [];
+    if (ev.orderId !== undefined) ids.push(ev.orderId);
+    if (ev.oco) {
+      this.broker.pendingOco.push({ ...ev.oco, legs: ev.oco.legs.map((l) => ({ ...l })) });
+      for (const [id, r] of this.broker.orders) if (!this.broker.ownOrders.has(id) && this.broker.takeOcoLeg(r)) ids.push(id);
+    }
+    for (const orderId of ids) {
+      const trades = this.broker.claimOrder(orderId);
+      await this.announceOrder(orderId);
+      for (const id of trades) await this.announceTrade(id);
+      await this.replayUnclaimed('Order', orderId);
+      for (const [tradeId, o] of [...this.broker.tradeOrders]) if (o === orderId) await this.replayUnclaimed('ClosedPosition', tradeId);
+    }
+  }
+
+  private setAccount(r: TableRecord): void {
+    this.broker.account = { ...(this.broker.account ?? {}), ...r };
+    const bal = numOf(this.broker.account.balance);
+    const eq = numOf(this.broker.account.equity);
+    if (this.startBalance === undefined) this.startBalance = bal;
+    const last = this.equity[this.equity.length - 1];
+    if (!last || last.balance !== bal || last.equity !== eq) {
+      if (last && last.ts === this.now) this.equity.pop();
+      this.equity.push({ ts: this.now, balance: bal, equity: eq });
+    }
+  }
+
+  private async applyPrice(p: PriceUpdate, t: number): Promise<void> {
+    const s = this.o.strategy;
+    const [bid, ask] = [numOf(p.Rates[0]), numOf(p.Rates[1])];
+    if (!(bid > 0) || !(ask > 0)) return;
+    const ts = numOf(p.Updated) || t;
+    const tick: Tick = { symbol: p.Symbol, bid, ask, ts };
+    this.quotes.set(p.Symbol, tick);
+    if (!s.symbols.includes(p.Symbol)) return;
+    await this.deliverBars(this.liveBars.tick(p.Symbol, bid, ask, ts));
+    if (!this.started) return;
+    if (s.onTick) await this.call('onTick', () => s.onTick!.call(s, this.ctx, tick));
+  }
+
+  /** Closed bars into the history and onBar (once started); ranges to fetch asked for. */
+  private async deliverBars(out: BarsOut): Promise<void> {
+    const s = this.o.strategy;
+    for (const f of out.fetches) this.fetchBars(f);
+    for (const b of out.closed) {
+      this.history.push(b);
+      if (this.started && s.onBar) await this.call('onBar', () => s.onBar!.call(s, this.ctx, b));
+    }
+  }
+
+  /**
+   * Asks the broker for a range of closed bars (through the limiter); the answer is an input
+   * event. A replay has it in the journal; a resumed run asks again for what was not answered.
+   */
+  private fetchBars(f: BarFetch): void {
+    const c = this.o.client;
+    if (!c || this.replaying) return;
+    const num = Math.min(MAX_CANDLES_PER_REQUEST, (f.toTs - f.fromTs) / PERIOD_SECONDS[f.timeframe] + 1);
+    void (async () => {
+      let bars: Bar[] = [];
+      for (let attempt = 1; attempt <= BAR_FETCH_ATTEMPTS && !this.finished; attempt++) {
+        try {
+          bars = (await c.getCandles(f.symbol, f.timeframe, { num, from: f.fromTs, to: f.toTs })).map((k) => ({ symbol: f.symbol, timeframe: f.timeframe, ...k }));
+          break;
+        } catch (e) {
+          const range = `${f.symbol} ${f.timeframe} bars from ${new Date(f.fromTs * 1000).toISOString()} to ${new Date(f.toTs * 1000).toISOString()}`;
+          if (attempt === BAR_FETCH_ATTEMPTS) this.log.error(`${range} could not be fetched (${(e as Error).message}): the series has a gap there`);
+          else await new Promise((r) => setTimeout(r, 1000 * attempt));
+        }
+      }
+      this.enqueue({ k: 'bars', t: this.wallNow(), fetch: f, bars });
+    })();
+  }
+
+  /** A table push: the state of the whole account; events for this run's orders and trades only. */
+  private async applyTable(model: ModelName, action: TableAction, r: TableRecord): Promise<void> {
+    const s = this.o.strategy;
+    const onOrder = (e: OrderEvent) => (s.onOrder ? this.call('onOrder', () => s.onOrder!.call(s, this.ctx, e)) : undefined);
+    const onTrade = (e: TradeEvent) => (s.onTrade ? this.call('onTrade', () => s.onTrade!.call(s, this.ctx, e)) : undefined);
+    switch (model) {
+      case 'Account':
+        this.setAccount(r);
+        if (this.guard.checkDailyLoss(this.now, numOf(this.broker.account?.equity))) {
+          this.log.warn('daily loss limit reached: flattening; no new positions until the next UTC day');
+          if (!this.replaying) {
+            const left = await this.flatten('flatten');
+            if (left.length) this.log.error(`daily loss flatten FAILED, still open at the broker: ${left.join('; ')}`);
+          }
+        }
+        return;
+      case 'OpenPosition': {
+        const id = String(r.tradeId);
+        if (action === 'D') {
+          this.broker.positions.delete(id);
+          return;
+        }
+        const isNew = !this.broker.positions.has(id);
+        if (isNew && this.closedIds.has(id)) return; // an update older than its close
+        this.broker.positions.set(id, { ...(this.broker.positions.get(id) ?? {}), ...r });
+        if (isNew) this.broker.openTimes.set(id, this.now);
+        if (r.orderId !== undefined && r.orderId !== '') {
+          this.broker.knownOrderIds.add(String(r.orderId));
+          this.broker.link(id, String(r.orderId));
+        }
+        await this.announceTrade(id);
+        return;
+      }
+      case 'ClosedPosition': {
+        const id = String(r.tradeId);
+        // A trade the restart's reconciliation already counted can still be pushed once.
+        if (action !== 'I' || this.closedIds.has(id)) return;
+        if (!this.broker.ownTrades.has(id)) return this.keepUnclaimed(model, id, r);
+        const trade = this.recordClosed(id, r, this.broker.closeReasons.get(id) ?? 'broker', this.now);
+        await onTrade(this.closedEvent(trade));
+        return;
+      }
+      case 'Order': {
+        const id = String(r.orderId ?? '');
+        if (!id) return;
+        this.broker.knownOrderIds.add(id);
+        const kind = this.broker.orderKind(r);
+        const tradeId = r.tradeId ? String(r.tradeId) : undefined;
+        if ((kind === 'market' || kind === 'entry') && tradeId && this.broker.link(tradeId, id)) await this.announceTrade(tradeId);
+        if ((kind === 'stop' || kind === 'limit') && tradeId) this.broker.noteBrokerClose(tradeId, kind);
+        if (action !== 'D') {
+          if (kind !== 'entry') return;
+          this.broker.orders.set(id, { ...(this.broker.orders.get(id) ?? {}), ...r });
+          if (!this.broker.ownOrders.has(id) && this.broker.takeOcoLeg(this.broker.orders.get(id)!)) this.broker.claimOrder(id);
+          if (action === 'I') await this.announceOrder(id);
+          return;
+        }
+        this.broker.orders.delete(id);
+        if (kind === 'entry') this.deletedOrders.add(id);
+        if (!this.broker.ownOrders.has(id)) return this.keepUnclaimed(model, id, r);
+        const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind, ts: this.now };
+        const status = numOf(r.status);
+        if (status === 9 || (tradeId && status !== 3 && status !== 4)) await onOrder({ ...base, status: 'filled', tradeId, rate: numOf(r.isBuy ? r.buy : r.sell) || undefined });
+        else if (status === 4) await onOrder({ ...base, status: 'rejected', reason: 'requoted' });
+        else await onOrder({ ...base, status: 'cancelled' });
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private keepUnclaimed(model: ModelName, id: string, r: TableRecord): void {
+    this.unclaimedEnds.set(`${model}:${id}`, { model, rec: { ...r } });
+    if (this.unclaimedEnds.size > UNCLAIMED_ENDS) this.unclaimedEnds.delete(this.unclaimedEnds.keys().next().value as string);
+  }
+
+  /** The end of a trade or order that came before this run claimed it, handled now. */
+  private async replayUnclaimed(model: ModelName, id: string): Promise<void> {
+    const end = this.unclaimedEnds.get(`${model}:${id}`);
+    if (!end) return;
+    this.unclaimedEnds.delete(`${model}:${id}`);
+    if (model === 'ClosedPosition') await this.announceTrade(id, end.rec);
+    await this.applyTable(end.model, end.model === 'Order' ? 'D' : 'I', end.rec);
+  }
+
+  /** A closed trade for the results, from the broker's ClosedPosition record. */
+  private recordClosed(id: string, r: TableRecord, reason: CloseReason, closeTime: number): ClosedTrade {
+    const commission = numOf(r.com);
+    const gross = numOf(r.grossPL);
+    const rollover = numOf(r.roll);
+    const trade: ClosedTrade = {
+      tradeId: id,
+      symbol: String(r.currency ?? ''),
+      isBuy: r.isBuy === true,
+      amount: numOf(r.amountK),
+      openRate: numOf(r.open),
+      closeRate: numOf(r.close),
+      openTime: this.broker.openTimes.get(id) ?? brokerTimeMs(r.openTime) ?? closeTime,
+      closeTime,
+      plPips: numOf(r.visiblePL),
+      pl: gross + rollover - commission,
+      grossPL: gross,
+      commission,
+      rollover,
+      reason,
+    };
+    this.closed.push(trade);
+    this.closedIds.add(id);
+    return trade;
+  }
+
+  private openedEvent(id: string, r: TableRecord): TradeEvent {
+    const p = this.broker.position(r);
+    const orderId = r.orderId !== undefined && r.orderId !== '' ? String(r.orderId) : undefined;
+    return { kind: 'opened', tradeId: id, ...(orderId !== undefined ? { orderId } : {}), symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, ts: this.now };
+  }
+
+  private closedEvent(t: ClosedTrade): TradeEvent {
+    return { kind: 'closed', tradeId: t.tradeId, symbol: t.symbol, isBuy: t.isBuy, amount: t.amount, openRate: t.openRate, closeRate: t.closeRate, plPips: t.plPips, pl: t.pl, commission: t.commission, reason: t.reason, ts: this.now };
+  }
+
+  // ------------------------------------------------------------ replay / catch-up
+
+  /**
+   * Feeds recorded inputs and answers to the strategy (no broker calls). Returns the promise of a
+   * hook still waiting for an answer the journal does not have (the process died mid-call).
+   */
+  private async replayLines(lines: JournalLine[]): Promise<{ pending: Promise<void> } | undefined> {
+    this.replaying = true;
+    for (const l of lines) if (l.k === 'answer' && typeof l.id === 'number') this.answers.set(l.id, l);
+    for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.broker.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
+    const events = lines.filter((l) => IN_KINDS.has(l.k));
+    for (let i = 0; i < events.length; i++) {
+      if (this.finished || this.error) break;
+      const ev = events[i] as unknown as InEvent;
+      const orphaned = new Promise<'orphan'>((r) => (this.orphanSignal = () => r('orphan')));
+      const p = this.handle(ev);
+      const r = await Promise.race([p.then(() => 'done' as const), orphaned]);
+      this.orphanSignal = undefined;
+      if (r === 'orphan') {
+        if (i < events.length - 1) this.log.warn(`journal: ${events.length - 1 - i} events after an unanswered intent were not replayed`);
+        return { pending: p };
+      }
+    }
+    return undefined;
+  }
+
+  /** Settles intents the journal has no answer for, from the reconciliation snapshot. Never resends. */
+  private settleOrphans(snap: Snapshot): void {
+    for (const o of this.orphans.splice(0)) {
+      const settled = settleOrphan(o, snap, this.broker.knownOrderIds);
+      this.journalLine('value' in settled ? { k: 'answer', id: o.id, ok: true, value: plain(settled.value) } : { k: 'answer', id: o.id, ok: false, error: { name: settled.error.name, message: settled.error.message } }, true);
+      this.log.warn(`intent ${o.id} (${o.op}) had no answer before the restart: ${'value' in settled ? `settled from the broker snapshot ${JSON.stringify(settled.value ?? null)}` : `rejected: ${settled.error.message}`}`);
+      if ('value' in settled) {
+        for (const orderId of settled.orderIds ?? []) this.queue.unshift({ k: 'own', t: this.wallNow(), orderId });
+        o.resolve(settled.value);
+      } else o.reject(settled.error);
+    }
+  }
+
+  // ------------------------------------------------------------ running
+
+  /** Stops the run (onStop, then the result): from a signal, a timer or a test. */
+  stop(): void {
+    if (this.stopped || this.finished) return;
+    this.enqueue({ k: 'stop', t: this.wallNow() });
+    void (this.pumping ?? Promise.resolve()).then(() => this.pump()).then(() => this.end());
+  }
+
+  private end(): void {
+    if (this.finished) return;
+    this.finished = true;
+    for (const name of [...this.timers.keys()]) this.clearTimer(name);
+    this.finish();
+  }
+
+  private result(): LiveResult {
+    return {
+      strategy: this.strategyName,
+      mode: this.o.mode,
+      currency: this.o.currency ?? 'USD',
+      startBalance: this.startBalance ?? 0,
+      trades: this.closed,
+      equity: this.equity,
+      intents: this.intents,
+      resumed: this.resumed,
+      error: this.error,
+      leftOpen: this.o.mode === 'replay' ? undefined : { positions: this.broker.ownPositions().map((r) => this.broker.position(r)), orders: this.broker.ownEntryOrders().map((r) => this.broker.pending(r)) },
+    };
+  }
+
+  /** Replay mode: the recorded run, no broker. */
+  async replay(): Promise<LiveResult> {
+    const pending = await this.replayLines(this.o.recorded ?? []);
+    if (pending) this.log.warn('the journal ends with an unanswered intent');
+    this.finished = true;
+    return this.result();
+  }
+
+  /**
+   * Paper/live: connect is the caller's; this subscribes, (re)builds the state and runs until stop.
+   * A journal whose run ended cleanly is refused (JournalFinishedError). A journal whose run was
+   * ending when it was killed (in onStop, or after a strategy error) is finished, not continued:
+   * reconcile with the broker, let onStop complete, and after an error flatten what is still open.
+   */
+  async run(): Promise<LiveResult> {
+    const c = this.o.client;
+    if (!c) throw new Error('paper/live needs a broker client');
+    const s = this.o.strategy;
+    let pendingHook: Promise<void> | undefined;
+    const recorded = this.o.recorded ?? [];
+    if (recorded.length) {
+      const stoppedAt = finishedRunOf(recorded);
+      if (stoppedAt !== undefined) throw new JournalFinishedError(stoppedAt);
+      this.resumed = true;
+      pendingHook = (await this.replayLines(recorded))?.pending;
+      this.replaying = false;
+    }
+    const ending = this.stopped || this.error !== undefined;
+    const recordedError = this.error !== undefined;
+    // pushes are queued from now on and handled after the snapshot
+    const onPrice = (p: PriceUpdate) => this.queue.push({ k: 'price', t: this.wallNow(), p });
+    const onTable = (model: ModelName, action: TableAction, rec: TableRecord) => {
+      if (LIVE_TABLES.includes(model)) this.queue.push({ k: 'table', t: this.wallNow(), model, action, rec: { ...rec } });
+    };
+    const kick = (this.kick = () => {
+      if (!this.holding) void (ending ? this.pumpStateOnly() : this.pump());
+    });
+    const price = (p: PriceUpdate) => (onPrice(p), kick());
+    const table = (m: ModelName, a: TableAction, r: TableRecord) => (onTable(m, a, r), kick());
+    // ticks are missed until the stream is back: the bars across it come from the broker
+    const gap = () => (this.queue.push({ k: 'gap', t: this.wallNow() }), kick());
+    c.on('price', price);
+    c.on('table', table);
+    // A dropped stream: the connection reconnects, resubscribes and takes a snapshot, which
+    // reconciles like a resume's (journaled, logged, told to the strategy).
+    const down = (reason: string) => {
+      this.disconnectedAt ??= this.wallNow();
+      this.log.warn(`broker connection lost (${reason}): reconnecting; trades closed meanwhile are reconciled when it is back`);
+      this.journalLine({ k: 'disconnected', t: this.wallNow(), reason }, true);
+    };
+    const reconciled = (snap: Snapshot) => {
+      const downMs = this.disconnectedAt === undefined ? undefined : this.wallNow() - this.disconnectedAt;
+      this.disconnectedAt = undefined;
+      this.queue.push({ k: 'snapshot', t: this.wallNow(), snap, reason: 'reconnect', ...(downMs !== undefined ? { downMs } : {}) });
+      kick();
+    };
+    const gaveUp = (e: Error) => {
+      this.log.error(`broker connection lost for good: ${e.message}; stopping`);
+      this.stop();
+    };
+    c.on('disconnected', down);
+    c.on('reconciled', reconciled);
+    c.on('reconnectFailed', gaveUp);
+    this.listeners.push(() => c.off('disconnected', down), () => c.off('reconciled', reconciled), () => c.off('reconnectFailed', gaveUp));
+    c.on('disconnected', gap);
+    this.listeners.push(() => c.off('price', price), () => c.off('table', table), () => c.off('disconnected', gap));
+    this.holding = true;
+    try {
+      await c.subscribeTables(LIVE_TABLES);
+      // A restart also asks for the trades closed while it was away (their close and P/L).
+      const snap = await c.getModel(this.resumed ? [...LIVE_SNAPSHOT, 'ClosedPosition'] : LIVE_SNAPSHOT);
+      // Prices before the history, so no bar falls between the two (bars.ts).
+      if (!ending) await c.subscribePrices(s.symbols);
+      if (this.resumed) {
+        this.journalLine({ k: 'resume', t: this.wallNow() }, true);
+        this.settleOrphans(snap);
+        if (ending) {
+          // The broker's state before the rest of onStop runs (it may close what is still open).
+          this.journalLine({ k: 'snapshot', t: this.wallNow(), snap }, true);
+          this.now = this.wallNow();
+          await this.applySnapshot({ snap, reason: 'resume' });
+          await this.pumpStateOnly(); // the claims of settled intents, before the flatten
+        }
+        if (pendingHook) await pendingHook;
+        if (!ending) this.queue.unshift({ k: 'gap', t: this.wallNow() }, { k: 'snapshot', t: this.wallNow(), snap, reason: 'resume' });
+      } else {
+        this.journalLine({ k: 'run', t: this.wallNow(), strategy: this.strategyName, mode: this.o.mode, symbols: s.symbols, timeframes: this.timeframes, params: plain(this.ctx.params) }, true);
+        const head: InEvent[] = [{ k: 'snapshot', t: this.wallNow(), snap, reason: 'start' }];
+        if (s.warmup && s.warmup > 0) {
+          const bars: Bar[] = [];
+          for (const sym of s.symbols) {
+            for (const tf of this.timeframes) {
+              // one more: the broker's last candle is usually the one still open (not taken)
+              const cs = await c.getCandles(sym, tf, { num: s.warmup + 1 });
+              for (const k of cs) bars.push({ symbol: sym, timeframe: tf, ...k });
+            }
+          }
+          head.push({ k: 'history', t: this.wallNow(), bars });
+        }
+        head.push({ k: 'start', t: this.wallNow() });
+        this.queue.unshift(...head);
+      }
+    } catch (e) {
+      this.holding = false;
+      this.cleanup();
+      throw e;
+    }
+    this.holding = false;
+    for (const f of this.liveBars.inFlight()) this.fetchBars(f);
+    this.o.onRunning?.();
+    if (ending) await this.finishEndingRun(recordedError);
+    else {
+      for (const name of this.timers.keys()) this.armTimer(name);
+      void this.pump();
+      if (this.started) this.armDuration(); // resumed: onStart ran in the first run
+      await this.done;
+      clearTimeout(this.durationTimer);
+    }
+    // closes sent by onStop / the flatten: let their pushes arrive for the report (bounded)
+    const until = Date.now() + 2000;
+    while (Date.now() < until && (this.broker.closeReasonsPending() || this.pumping)) {
+      await new Promise((r) => setTimeout(r, 20));
+      if (!this.pumping && this.queue.length) void this.pumpStateOnly();
+    }
+    this.cleanup();
+    return this.result();
+  }
+
+  /**
+   * The end of a run that was killed while ending (its snapshot is applied): after the journal's
+   * strategy error, the flatten it may not have finished.
+   */
+  private async finishEndingRun(recordedError: boolean): Promise<void> {
+    const error = this.error;
+    if (error && recordedError) {
+      const [positions, orders] = [this.broker.ownPositions().length, this.broker.ownEntryOrders().length];
+      this.log.warn(positions + orders ? `reconciling: ${positions} positions and ${orders} entry orders of this run are still open at the broker; flattening` : 'reconciling: nothing of this run is open at the broker');
+      const left = await this.flatten('flatten');
+      error.notFlattened = left.length ? left : undefined;
+    }
+    this.end();
+  }
+
+  private holding = false;
+  private durationTimer: NodeJS.Timeout | undefined;
+
+  /** --duration counts from onStart: the start-up snapshot and the warm-up candles (which may wait for budget) come before. */
+  private armDuration(): void {
+    if (this.o.durationMs === undefined || this.durationTimer) return;
+    this.durationTimer = setTimeout(() => this.stop(), this.o.durationMs);
+  }
+  /** Handles what was queued (set by run: the hooks, or only the state when the run is ending). */
+  private kick: () => void = () => undefined;
+
+  /** After the end: table pushes, claims and snapshots still update the state and the report (no hooks). */
+  private async pumpStateOnly(): Promise<void> {
+    this.stopped = true;
+    while (this.queue.length) {
+      const ev = this.queue.shift()!;
+      if (ev.k !== 'table' && ev.k !== 'own' && ev.k !== 'snapshot') continue;
+      this.journalLine(ev as unknown as JournalLine, ev.k !== 'table');
+      await this.apply(ev).catch(() => undefined);
+    }
+  }
+
+  private cleanup(): void {
+    for (const f of this.listeners.splice(0)) f();
+    for (const name of [...this.timers.keys()]) this.clearTimer(name);
+  }
+}

@@ -1,0 +1,79 @@
+/**
+ * Safety limits, checked before any order is sent (every mode):
+ * - `maxPosition`: the most a symbol may hold, in K units, summed over its open trades of one side
+ *   (an order that would take it past the limit is refused; closing is always allowed);
+ * - `maxDailyLoss`: when the UTC day's P/L (equity now − equity at the day's first check) reaches
+ *   −maxDailyLoss the runner flattens everything and refuses new positions until the next UTC day;
+ * - `minUsableMarginPct`: opening is refused when usable margin is below this share of equity.
+ */
+import { SafetyError } from '../errors';
+
+export interface SafetyLimits {
+  maxPosition?: number;
+  maxDailyLoss?: number;
+  minUsableMarginPct?: number;
+}
+
+const DAY_MS = 86400_000;
+
+export class SafetyGuard {
+  private day = -1;
+  private dayStartEquity = 0;
+  private halted = -1;
+
+  constructor(readonly limits: SafetyLimits) {}
+
+  private roll(nowMs: number, equity: number): void {
+    const d = Math.floor(nowMs / DAY_MS);
+    if (d !== this.day) {
+      this.day = d;
+      this.dayStartEquity = equity;
+    }
+  }
+
+  dayPL(nowMs: number, equity: number): number {
+    this.roll(nowMs, equity);
+    return equity - this.dayStartEquity;
+  }
+
+  /** Realised P/L is part of equity already; kept as a hook for journals. */
+  onRealised(_nowMs: number, _pl: number): void {}
+
+  /** True when the daily loss limit is reached now (the caller flattens). */
+  checkDailyLoss(nowMs: number, equity: number): boolean {
+    const max = this.limits.maxDailyLoss;
+    if (max === undefined) return false;
+    const pl = this.dayPL(nowMs, equity);
+    if (pl <= -max && this.halted !== this.day) {
+      this.halted = this.day;
+      return true;
+    }
+    return false;
+  }
+
+  isHalted(nowMs: number): boolean {
+    return this.halted === Math.floor(nowMs / DAY_MS);
+  }
+
+  checkOpen(
+    symbol: string,
+    isBuy: boolean,
+    amount: number,
+    positions: readonly { isBuy: boolean; amount: number }[],
+    nowMs: number,
+    equity: number,
+    usableMargin?: number,
+  ): void {
+    this.roll(nowMs, equity);
+    if (this.isHalted(nowMs)) throw new SafetyError('maxDailyLoss', `daily loss limit reached: no new positions until the next UTC day`);
+    const max = this.limits.maxPosition;
+    if (max !== undefined) {
+      const same = positions.filter((p) => p.isBuy === isBuy).reduce((s, p) => s + p.amount, 0);
+      if (same + amount > max) throw new SafetyError('maxPosition', `${symbol}: ${same}K + ${amount}K would exceed the maximum position of ${max}K`);
+    }
+    const pct = this.limits.minUsableMarginPct;
+    if (pct !== undefined && usableMargin !== undefined && equity > 0 && (usableMargin / equity) * 100 < pct) {
+      throw new SafetyError('margin', `usable margin ${((usableMargin / equity) * 100).toFixed(1)}% is below ${pct}%`);
+    }
+  }
+}

@@ -1,0 +1,82 @@
+import { IntentExpiredError, OrderRejectedError, SafetyError } from '../../../../src/trading/runner/errors';
+import { errorOf, settleOrphan } from '../../../../src/trading/runner/engine/orphans';
+
+describe('a resumed journal', () => {
+  const snap = { OpenPosition: [{ tradeId: 'T1', orderId: '11' }], Order: [{ orderId: '12' }] };
+  // a market buy of 10 EUR/USD that filled at 1.1 with a 20-pip stop, an entry order beside it, and
+  // an OCO group of two entry orders
+  const position = { tradeId: 'T5', orderId: '50', currency: 'EUR/USD', isBuy: true, amountK: 10, open: 1.1, stop: 1.098, limit: 0, stopMove: 0 };
+  const entry = { orderId: '51', currency: 'EUR/USD', isBuy: true, amountK: 10, buy: 1.105, sell: 1.1048, type: 'SE', isEntryOrder: true, stopRate: 0, limitRate: 0, stopMove: 0, ocoBulkId: 0 };
+  const ocoA = { ...entry, orderId: '52', buy: 1.11, ocoBulkId: 7 };
+  const ocoB = { ...entry, orderId: '53', isBuy: false, sell: 1.09, buy: 1.0902, ocoBulkId: 7 };
+  const account = { OpenPosition: [position], Order: [entry, ocoA, ocoB] };
+  const market = { symbol: 'EUR/USD', isBuy: true, amount: 10, stop: -20, isInPips: true };
+  const message = (r: ReturnType<typeof settleOrphan>) => ('error' in r ? r.error.message : undefined);
+
+  test('an openTrade is answered by the trade that matches everything it asked, never by an entry order', () => {
+    const known = new Set<string>();
+    expect(settleOrphan({ op: 'openTrade', args: market }, account, known)).toEqual({ value: { orderId: '50' }, orderIds: ['50'] });
+    expect(known.has('50')).toBe(true);
+    // once taken, nothing else matches: rejected, never resent
+    expect(message(settleOrphan({ op: 'openTrade', args: market }, account, known))).toBe(
+      'openTrade was interrupted by a restart before the broker answered and is not resent: market order buy 10 EUR/USD: no order at the broker matches it',
+    );
+  });
+
+  test('a request that differs in symbol, side, amount, stop, limit or trailing step matches nothing: said, not guessed', () => {
+    for (const args of [
+      { ...market, symbol: 'GBP/USD' },
+      { ...market, isBuy: false },
+      { ...market, amount: 20 },
+      { ...market, stop: -30 },
+      { ...market, limit: 40 },
+      { ...market, trailingStep: 10 },
+      { ...market, isInPips: false, stop: 1.09 },
+    ]) {
+      expect(message(settleOrphan({ op: 'openTrade', args }, account, new Set()))).toMatch(/: no order at the broker matches it$/);
+    }
+    // the stop as a rate is the same stop
+    expect(settleOrphan({ op: 'openTrade', args: { ...market, isInPips: false, stop: 1.098 } }, account, new Set())).toHaveProperty('value', { orderId: '50' });
+  });
+
+  test('two orders that match equally: neither is taken, and the message names both', () => {
+    const twin = { ...position, tradeId: 'T6', orderId: '60' };
+    const known = new Set<string>();
+    expect(message(settleOrphan({ op: 'openTrade', args: market }, { OpenPosition: [position, twin] }, known))).toBe(
+      'openTrade was interrupted by a restart before the broker answered and is not resent: market order buy 10 EUR/USD: 2 orders at the broker match it (50, 60), so which one is this run\'s is not guessed',
+    );
+    expect(known.size).toBe(0);
+  });
+
+  test('a createEntryOrder is answered by the entry order at its rate, or by the trade it filled into at that rate', () => {
+    const req = { symbol: 'EUR/USD', isBuy: true, amount: 10, rate: 1.105 };
+    expect(settleOrphan({ op: 'createEntryOrder', args: req }, account, new Set())).toEqual({ value: { orderId: '51' }, orderIds: ['51'] });
+    expect(message(settleOrphan({ op: 'createEntryOrder', args: { ...req, rate: 1.106 } }, account, new Set()))).toMatch(/entry order buy 10 EUR\/USD at 1.106: no order at the broker matches it$/);
+    const filled = { ...position, orderId: '51', open: 1.105, stop: 0 };
+    expect(settleOrphan({ op: 'createEntryOrder', args: req }, { OpenPosition: [filled], Order: [] }, new Set())).toHaveProperty('value', { orderId: '51' });
+  });
+
+  test('a createOco is answered by the one OCO group whose two orders match its legs', () => {
+    const req = { symbol: 'EUR/USD', amount: 10, first: { isBuy: true, rate: 1.11 }, second: { isBuy: false, rate: 1.09 } };
+    const known = new Set<string>();
+    expect(settleOrphan({ op: 'createOco', args: req }, account, known)).toEqual({ value: { orderIds: [] }, orderIds: ['52', '53'] });
+    expect([...known].sort()).toEqual(['52', '53']);
+    expect(message(settleOrphan({ op: 'createOco', args: { ...req, second: { isBuy: false, rate: 1.08 } } }, account, new Set()))).toMatch(/no OCO group at the broker matches it$/);
+  });
+
+  test('a closeTrade succeeded when its trade is gone, and is rejected when it is still open', () => {
+    expect(settleOrphan({ op: 'closeTrade', args: { tradeId: 'T9' } }, snap, new Set())).toEqual({ value: undefined });
+    expect(settleOrphan({ op: 'closeTrade', args: { tradeId: 'T1' } }, snap, new Set())).toHaveProperty('error');
+    expect(settleOrphan({ op: 'setStop', args: { tradeId: 'T1' } }, snap, new Set())).toHaveProperty('error');
+  });
+
+  test('journaled errors come back as the classes a strategy catches', () => {
+    expect(errorOf({ name: 'SafetyError', message: 'too big' })).toBeInstanceOf(SafetyError);
+    expect(errorOf({ name: 'OrderRejectedError', message: 'unknown trade 5' })).toBeInstanceOf(OrderRejectedError);
+    const expired = errorOf({ name: 'IntentExpiredError', message: 'expired waiting for open_trade', endpoint: 'open_trade' });
+    expect(expired).toBeInstanceOf(IntentExpiredError);
+    expect(expired.message).toBe('expired waiting for open_trade');
+    const other = errorOf({ name: 'TypeError', message: 'x is not a function' });
+    expect([other.name, other.message]).toEqual(['TypeError', 'x is not a function']);
+  });
+});
