@@ -117,6 +117,10 @@ interface Placement {
 interface TrackedBucket {
   readonly key: string;
   readonly pairs: BucketPairs;
+  /** Its id as its stream first sent it (BucketUsage.wire), if the transport gave it. */
+  readonly wire: string | undefined;
+  /** The stream's report that last carried it (a bucket given twice in one report is handled once). */
+  reportSeq: number;
   /** Requests per second (allowed + denied), smoothed; NOT_MEASURED before a measurement. */
   demand: number;
   /** What the division uses: the demand, moved only by a material change. */
@@ -507,6 +511,9 @@ export class QuotaService {
 export class QuotaStream {
   private domain = '';
   private readonly buckets = new Map<string, TrackedBucket>();
+  /** Tracked buckets by the bytes of their id as the stream sent it (BucketUsage.wire). */
+  private readonly byWire = new Map<string, TrackedBucket>();
+  private reportSeq = 0;
   private closed = false;
   private warnedExcess = false;
   /** Seconds between the stream's periodic reports, smoothed. */
@@ -553,17 +560,22 @@ export class QuotaStream {
       this.lastPeriodicMs = now;
     }
     const actions: BucketAction[] = [];
-    const touched = new Set<TrackedBucket>();
+    const touched: TrackedBucket[] = [];
+    const seq = ++this.reportSeq;
     for (const u of r.usages) {
-      if (u.bucket.size === 0) throw new QuotaStreamError(3, 'bucket_id must hold at least one key/value pair');
-      for (const [k, v] of u.bucket) if (k === '' || v === '') throw new QuotaStreamError(3, `bucket_id keys and values must not be empty (got '${k}': '${v}')`);
-      const key = bucketKey(u.bucket);
+      // A bucket the stream reported before is found by its bytes: no decoding, no canonical key.
+      let b = u.wire === undefined ? undefined : this.byWire.get(u.wire);
+      if (b === undefined) {
+        if (u.bucket.size === 0) throw new QuotaStreamError(3, 'bucket_id must hold at least one key/value pair');
+        for (const [k, v] of u.bucket) if (k === '' || v === '') throw new QuotaStreamError(3, `bucket_id keys and values must not be empty (got '${k}': '${v}')`);
+      }
+      const key = b?.key ?? bucketKey(u.bucket);
       if (!(u.elapsedSeconds >= 0)) throw new QuotaStreamError(3, `bucket ${key}: time_elapsed must be a duration of zero or more, got ${u.elapsedSeconds} s`);
       const elapsedS = Math.min(MAX_ELAPSED_S, u.elapsedSeconds);
       const allowed = clampCount(u.allowed);
       const denied = clampCount(u.denied);
       const count = allowed + denied;
-      let b = this.buckets.get(key);
+      b ??= this.buckets.get(key);
       if (b === undefined) {
         if (this.buckets.size >= service.opts.maxBucketsPerStream) {
           actions.push(this.excess(u.bucket));
@@ -572,6 +584,8 @@ export class QuotaStream {
         b = {
           key,
           pairs: u.bucket,
+          wire: u.wire,
+          reportSeq: 0,
           demand: NOT_MEASURED,
           published: NOT_MEASURED,
           // A stream that reopened reports its buckets with the time since Envoy's last report.
@@ -596,6 +610,9 @@ export class QuotaStream {
           shareOf: undefined,
         };
         this.buckets.set(key, b);
+        // Its first bytes only (Envoy sends a bucket's id the same way each time): another form of
+        // a tracked id (map order, unknown fields) takes the canonical path and adds nothing here.
+        if (u.wire !== undefined) this.byWire.set(u.wire, b);
         service.bucketsChanged();
       } else {
         b.countSince += count;
@@ -610,7 +627,10 @@ export class QuotaStream {
       b.allowedSinceAssign += allowed;
       b.deniedSinceAssign += denied;
       this.measure(b, now, count);
-      touched.add(b);
+      if (b.reportSeq !== seq) {
+        b.reportSeq = seq;
+        touched.push(b);
+      }
     }
     for (const b of touched) {
       if (b.idleReports >= IDLE_REPORTS_TO_ABANDON) {
@@ -658,6 +678,7 @@ export class QuotaStream {
     const groups: Group[] = [];
     for (const b of this.buckets.values()) if (b.group !== undefined) groups.push(b.group);
     this.buckets.clear();
+    this.byWire.clear();
     this.onClose();
     this.service.bucketsChanged();
     if (groups.length === 0) return;
@@ -695,11 +716,12 @@ export class QuotaStream {
 
   private abandon(b: TrackedBucket): BucketAction {
     this.buckets.delete(b.key);
+    if (b.wire !== undefined && this.byWire.get(b.wire) === b) this.byWire.delete(b.wire);
     if (b.group !== undefined) this.service.leave(b.group, this);
     b.group = undefined;
     this.service.stats?.abandons.inc();
     this.service.bucketsChanged();
-    return { bucket: b.pairs, abandon: true };
+    return { bucket: b.pairs, wire: b.wire, abandon: true };
   }
 
   /**
@@ -810,7 +832,7 @@ export class QuotaStream {
     b.heldPerFill = tb?.tokensPerFill ?? 0;
     b.heldMaxTokens = tb?.maxTokens ?? 0;
     service.stats?.assignments.inc();
-    return { bucket: b.pairs, assign: { strategy, ttlSeconds: ttlS } };
+    return { bucket: b.pairs, wire: b.wire, assign: { strategy, ttlSeconds: ttlS } };
   }
 }
 

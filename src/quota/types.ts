@@ -7,7 +7,13 @@
 export type BucketPairs = ReadonlyMap<string, string>;
 
 export interface BucketUsage {
+  /** May be decoded when first read: a bucket its stream already reported is found by `wire`. */
   readonly bucket: BucketPairs;
+  /**
+   * The bucket id as its stream sent it (its bytes as latin1 text), when the transport has it:
+   * the same text names the same bucket on that stream (an answer may carry it back as it came).
+   */
+  readonly wire?: string;
   /** Seconds since the bucket's previous report; 0 in Envoy's first report of a new bucket. */
   readonly elapsedSeconds: number;
   readonly allowed: number;
@@ -26,9 +32,10 @@ export type QuotaStrategy =
   | { readonly kind: 'deny-all' }
   | { readonly kind: 'token-bucket'; readonly maxTokens: number; readonly tokensPerFill: number; readonly fillIntervalSeconds: number };
 
+/** `wire`: the bucket id as its stream sent it (BucketUsage.wire), to be sent back as it is. */
 export type BucketAction =
-  | { readonly bucket: BucketPairs; readonly assign: { readonly strategy: QuotaStrategy; readonly ttlSeconds: number } }
-  | { readonly bucket: BucketPairs; readonly abandon: true };
+  | { readonly bucket: BucketPairs; readonly wire?: string; readonly assign: { readonly strategy: QuotaStrategy; readonly ttlSeconds: number } }
+  | { readonly bucket: BucketPairs; readonly wire?: string; readonly abandon: true };
 
 /** A report the service refuses: the stream ends with this gRPC status. */
 export class QuotaStreamError extends Error {

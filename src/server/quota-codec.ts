@@ -43,31 +43,60 @@ export function decodeUsageReports(buf: Buffer, start = 0, end = buf.length): Us
   return { domain, usages };
 }
 
-/** One bucket's usage; an absent time_elapsed reads as 0 (a subscription, as Envoy's first report). */
+/**
+ * One bucket's usage; an absent time_elapsed reads as 0 (a subscription, as Envoy's first report).
+ * Its id's pairs are decoded when first read: the engine reads them only for a bucket it does not
+ * know by `wire` (at a stream's first report of it), while the message is being handled.
+ */
+class DecodedUsage implements BucketUsage {
+  private pairs: Map<string, string> | undefined;
+
+  constructor(
+    private readonly buf: Buffer,
+    private readonly idStart: number,
+    private readonly idEnd: number,
+    private readonly index: number,
+    readonly wire: string,
+    readonly elapsedSeconds: number,
+    readonly allowed: number,
+    readonly denied: number,
+  ) {}
+
+  get bucket(): BucketPairs {
+    if (this.pairs === undefined) {
+      const pairs = new Map<string, string>();
+      decodeBucketId(this.buf, this.idStart, this.idEnd, pairs, `bucket_quota_usages[${this.index}]`);
+      this.pairs = pairs;
+    }
+    return this.pairs;
+  }
+}
+
 function decodeUsage(buf: Buffer, start: number, end: number, index: number): BucketUsage {
   const r = new Reader(buf, start, end);
-  const bucket = new Map<string, string>();
+  let idStart = start;
+  let idEnd = start;
+  let ids = 0;
   let elapsedSeconds = 0;
   let allowed = 0;
   let denied = 0;
-  const where = `bucket_quota_usages[${index}]`;
   while (r.pos < r.end) {
     const tag = r.varint();
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (field === 1) {
-      expectWire(wire, 2, `${where}.bucket_id`);
-      const [s, e] = r.span();
-      decodeBucketId(buf, s, e, bucket, where);
+      expectWire(wire, 2, `bucket_quota_usages[${index}].bucket_id`);
+      [idStart, idEnd] = r.span();
+      ids++;
     } else if (field === 2) {
-      expectWire(wire, 2, `${where}.time_elapsed`);
+      expectWire(wire, 2, `bucket_quota_usages[${index}].time_elapsed`);
       const [s, e] = r.span();
-      elapsedSeconds = decodeDuration(buf, s, e, `${where}.time_elapsed`);
+      elapsedSeconds = decodeDuration(buf, s, e, `bucket_quota_usages[${index}].time_elapsed`);
     } else if (field === 3) {
-      expectWire(wire, 0, `${where}.num_requests_allowed`);
+      expectWire(wire, 0, `bucket_quota_usages[${index}].num_requests_allowed`);
       allowed = r.varint();
     } else if (field === 4) {
-      expectWire(wire, 0, `${where}.num_requests_denied`);
+      expectWire(wire, 0, `bucket_quota_usages[${index}].num_requests_denied`);
       denied = r.varint();
     } else if (field === 0) {
       throw new ProtoDecodeError('invalid field number 0');
@@ -75,9 +104,23 @@ function decodeUsage(buf: Buffer, start: number, end: number, index: number): Bu
       r.skip(wire);
     }
   }
-  return { bucket, elapsedSeconds, allowed, denied };
+  if (ids > 1) {
+    // A message field given twice merges (protobuf): the pairs of every id, decoded now; no `wire` (Envoy never does this).
+    const bucket = new Map<string, string>();
+    const again = new Reader(buf, start, end);
+    while (again.pos < again.end) {
+      const tag = again.varint();
+      if (Math.floor(tag / 8) !== 1) {
+        again.skip(tag & 7);
+        continue;
+      }
+      const [s, e] = again.span();
+      decodeBucketId(buf, s, e, bucket, `bucket_quota_usages[${index}]`);
+    }
+    return { bucket, elapsedSeconds, allowed, denied };
+  }
+  return new DecodedUsage(buf, idStart, idEnd, index, buf.toString('latin1', idStart, idEnd), elapsedSeconds, allowed, denied);
 }
-
 /** BucketId's map entries into `into` (a key given twice keeps its last value, as protobuf maps do). */
 function decodeBucketId(buf: Buffer, start: number, end: number, into: Map<string, string>, where: string): void {
   const r = new Reader(buf, start, end);
@@ -142,40 +185,39 @@ function decodeDuration(buf: Buffer, start: number, end: number, where: string):
 // ---------------------------------------------------------------------------------------------
 // Encoding
 
-/**
- * Each bucket's encoded BucketId, made once: the engine keeps a bucket's pairs for as long as it
- * tracks the bucket, and most answers carry the same buckets again.
- */
-const bucketIds = new WeakMap<BucketPairs, Buffer>();
-
 /** Bytes of a map entry (proto3: an empty key or value is not written). */
 const entrySize = (k: string, v: string): number => (k === '' ? 0 : 1 + strSize(k)) + (v === '' ? 0 : 1 + strSize(v));
 
-function bucketIdOf(pairs: BucketPairs): Buffer {
-  let id = bucketIds.get(pairs);
-  if (id === undefined) {
-    let size = 0;
-    for (const [k, v] of pairs) {
-      const entry = entrySize(k, v);
-      size += 1 + varintSize(entry) + entry;
-    }
-    const w = new Writer(Buffer.allocUnsafe(size), 0);
-    for (const [k, v] of pairs) {
-      w.byte(0x0a);
-      w.varint(entrySize(k, v));
-      if (k !== '') {
-        w.byte(0x0a);
-        w.string(k);
-      }
-      if (v !== '') {
-        w.byte(0x12);
-        w.string(v);
-      }
-    }
-    id = w.buf;
-    bucketIds.set(pairs, id);
+function bucketIdSize(a: BucketAction): number {
+  if (a.wire !== undefined) return a.wire.length;
+  let size = 0;
+  for (const [k, v] of a.bucket) {
+    const entry = entrySize(k, v);
+    size += 1 + varintSize(entry) + entry;
   }
-  return id;
+  return size;
+}
+
+/** A bucket's id: as its stream sent it when the action has that, else from its pairs. */
+function writeBucketId(w: Writer, a: BucketAction, size: number): void {
+  w.byte(0x0a);
+  w.varint(size);
+  if (a.wire !== undefined) {
+    w.pos += w.buf.write(a.wire, w.pos, 'latin1');
+    return;
+  }
+  for (const [k, v] of a.bucket) {
+    w.byte(0x0a);
+    w.varint(entrySize(k, v));
+    if (k !== '') {
+      w.byte(0x0a);
+      w.string(k);
+    }
+    if (v !== '') {
+      w.byte(0x12);
+      w.string(v);
+    }
+  }
 }
 
 /** Bytes of a Duration of whole seconds (proto3: 0 is not written). */
@@ -246,12 +288,14 @@ function actionBodySize(a: BucketAction): number {
  */
 export function encodeQuotaResponseFrame(actions: readonly BucketAction[]): Buffer {
   const sizes = new Array<number>(actions.length);
+  const idSizes = new Array<number>(actions.length);
   let total = 0;
   for (let i = 0; i < actions.length; i++) {
     const a = actions[i]!;
-    const id = bucketIdOf(a.bucket).length;
+    const id = bucketIdSize(a);
     const body = actionBodySize(a);
     const n = 1 + varintSize(id) + id + 1 + varintSize(body) + body;
+    idSizes[i] = id;
     sizes[i] = n;
     total += 1 + varintSize(n) + n;
   }
@@ -262,8 +306,7 @@ export function encodeQuotaResponseFrame(actions: readonly BucketAction[]): Buff
     const a = actions[i]!;
     w.byte(0x0a);
     w.varint(sizes[i]!);
-    w.byte(0x0a);
-    w.bytes(bucketIdOf(a.bucket));
+    writeBucketId(w, a, idSizes[i]!);
     if ('assign' in a) {
       w.byte(0x12);
       w.varint(actionBodySize(a));

@@ -259,6 +259,44 @@ test('a stream over its bucket budget is not ended: the excess buckets are answe
   expect(stats.counter('ratelimit.rlqs.refused_buckets').value).toBe(3);
 });
 
+test("a bucket sent again in the same bytes is found by them, its pairs not read; in other bytes, by its pairs; an abandoned bucket's bytes are forgotten", async () => {
+  const { stream, advance } = setup();
+  const a = stream();
+  const unread = (wire: string, allowed: number) => ({
+    wire,
+    get bucket(): Map<string, string> {
+      throw new Error('the pairs of a known bucket were read');
+    },
+    elapsedSeconds: 5,
+    allowed,
+    denied: 0,
+  });
+  a.s.report({ domain: 'd', usages: [{ bucket: api('search'), wire: 'W1', elapsedSeconds: 0, allowed: 1, denied: 0 }] });
+  expect(a.sent[0]![0]!.wire).toBe('W1'); // answered with the bytes it came in
+  await advance(5000);
+  a.s.report({ domain: 'd', usages: [unread('W1', 250)] });
+  expect(a.s.bucketCount).toBe(1);
+  // The same pairs in other bytes (another map order): the same bucket.
+  await advance(5000);
+  a.s.report({ domain: 'd', usages: [{ bucket: api('search'), wire: 'W2', elapsedSeconds: 5, allowed: 250, denied: 0 }] });
+  expect(a.s.bucketCount).toBe(1);
+  // Idle until abandoned: its bytes name nothing any more, so the next report of them is read in full.
+  for (let i = 0; i < 6; i++) {
+    await advance(5000);
+    a.s.report({ domain: 'd', usages: [unread('W1', 0)] });
+  }
+  expect(a.s.bucketCount).toBe(0);
+  expect(() => a.s.report({ domain: 'd', usages: [unread('W1', 1)] })).toThrow('the pairs of a known bucket were read');
+});
+
+test('a bucket sent in ever other bytes is found by its pairs and adds nothing to what the stream holds', () => {
+  const { stream } = setup(YAML, 2);
+  const a = stream();
+  for (let i = 0; i < 50; i++) a.s.report({ domain: 'd', usages: [{ bucket: api('search'), wire: `W${i}`, elapsedSeconds: 0, allowed: 1, denied: 0 }] });
+  expect(a.s.bucketCount).toBe(1);
+  expect((a.s as unknown as { byWire: Map<string, unknown> }).byWire.size).toBe(1);
+});
+
 describe('reports a stream ends on', () => {
   const cases: Array<[string, (s: QuotaStream) => void, RegExp]> = [
     ['no domain in the first report', (s) => report(s, api('search'), 0, 1, 0, ''), /must name its domain/],

@@ -76,14 +76,24 @@ describe('RLQS responses encoded by hand', () => {
     }
   });
 
-  test('a bucket encoded again (its id made once) gives the same bytes', () => {
-    const bucket = new Map([['api', 'v1']]);
-    const action: BucketAction = { bucket, assign: { strategy: { kind: 'token-bucket', maxTokens: 3, tokensPerFill: 483, fillIntervalSeconds: 100 }, ttlSeconds: 20 } };
-    const once = encodeQuotaResponseFrame([action]);
-    expect(encodeQuotaResponseFrame([action, { bucket, abandon: true }]).subarray(5, once.length).equals(once.subarray(5))).toBe(true);
-    expect(ProtoResponse.decode(once.subarray(5)).bucketAction[0]!.bucketId!.bucket).toEqual({ api: 'v1' });
+  test('an action that carries its id as the stream sent it answers with those bytes, whatever the order of its pairs', () => {
+    const sent = Buffer.from(ProtoReports.encode({ domain: 'd', bucketQuotaUsages: [{ bucketId: { bucket: { zone: 'b', api: 'v1' } }, timeElapsed: undefined, numRequestsAllowed: 0n, numRequestsDenied: 0n }] }).finish());
+    const usage = decodeUsageReports(sent).usages[0]!;
+    const bucket = new Map([['api', 'v1'], ['zone', 'b']]); // the canonical order differs from the stream's
+    const strategy: QuotaStrategy = { kind: 'token-bucket', maxTokens: 3, tokensPerFill: 483, fillIntervalSeconds: 100 };
+    const frame = encodeQuotaResponseFrame([{ bucket, wire: usage.wire, assign: { strategy, ttlSeconds: 20 } }, { bucket, wire: usage.wire, abandon: true }]);
+    const back = ProtoResponse.decode(frame.subarray(5));
+    expect(back.bucketAction.map((a) => Object.entries(a.bucketId!.bucket))).toEqual([
+      [['zone', 'b'], ['api', 'v1']],
+      [['zone', 'b'], ['api', 'v1']],
+    ]);
+    expect(back.bucketAction[0]!.quotaAssignmentAction!.rateLimitStrategy!.tokenBucket).toEqual({ maxTokens: 3, tokensPerFill: 483, fillInterval: { seconds: 100n, nanos: 0 } });
+    expect(back.bucketAction[1]!.abandonAction).toEqual({});
   });
 });
+
+/** What the engine reads of a decoded report (the pairs may be decoded on that read). */
+const seen = (r: UsageReports) => ({ domain: r.domain, usages: r.usages.map((u) => ({ bucket: u.bucket, elapsedSeconds: u.elapsedSeconds, allowed: u.allowed, denied: u.denied })) });
 
 describe('RLQS usage reports decoded by hand', () => {
   test('what the generated code reads (2,000 random reports)', () => {
@@ -112,7 +122,7 @@ describe('RLQS usage reports decoded by hand', () => {
           denied: Number(u.denied),
         })),
       };
-      expect(decodeUsageReports(bytes)).toEqual(expected);
+      expect(seen(decodeUsageReports(bytes))).toEqual(expected);
     }
   });
 
@@ -129,13 +139,37 @@ describe('RLQS usage reports decoded by hand', () => {
     ['a count with the wire type of a string', [0x12, 0x03, 0x1a, 0x01, 0x00], 'bucket_quota_usages[0].num_requests_allowed has wire type 2, expected 0'],
     ['field number 0', [0x02, 0x00], 'invalid field number 0'],
   ])('%s is an error that names it', (_, bytes, message) => {
-    expect(() => decodeUsageReports(Buffer.from(bytes))).toThrow(ProtoDecodeError);
-    expect(() => decodeUsageReports(Buffer.from(bytes))).toThrow(message);
+    // A bucket id's pairs are decoded when the engine first reads them: its errors come then.
+    const read = () => seen(decodeUsageReports(Buffer.from(bytes)));
+    expect(read).toThrow(ProtoDecodeError);
+    expect(read).toThrow(message);
+  });
+
+  test('the same bucket id gives the same wire text; another order of its pairs another one (the engine then finds it by its pairs)', () => {
+    const encode = (bucket: Record<string, string>) =>
+      Buffer.from(ProtoReports.encode({ domain: 'd', bucketQuotaUsages: [{ bucketId: { bucket }, timeElapsed: undefined, numRequestsAllowed: 1n, numRequestsDenied: 0n }] }).finish());
+    const a = decodeUsageReports(encode({ x: '1', y: '2' })).usages[0]!;
+    const b = decodeUsageReports(encode({ x: '1', y: '2' })).usages[0]!;
+    const c = decodeUsageReports(encode({ y: '2', x: '1' })).usages[0]!;
+    expect(a.wire).toBe(b.wire);
+    expect(c.wire).not.toBe(a.wire);
+    expect(c.bucket).toEqual(a.bucket);
+  });
+
+  test('a bucket_id given twice merges its pairs, as protobuf merges a repeated message field', () => {
+    const id = (k: string, v: string) => {
+      const entry = Buffer.concat([Buffer.from([0x0a, k.length]), Buffer.from(k), Buffer.from([0x12, v.length]), Buffer.from(v)]);
+      const body = Buffer.concat([Buffer.from([0x0a, entry.length]), entry]);
+      return Buffer.concat([Buffer.from([0x0a, body.length]), body]);
+    };
+    const usage = Buffer.concat([id('a', '1'), id('b', '2'), Buffer.from([0x18, 0x05])]);
+    const bytes = Buffer.concat([Buffer.from([0x12, usage.length]), usage]);
+    expect(seen(decodeUsageReports(bytes)).usages).toEqual([{ bucket: new Map([['a', '1'], ['b', '2']]), elapsedSeconds: 0, allowed: 5, denied: 0 }]);
   });
 
   test('unknown fields are skipped, as protobuf does', () => {
     const known = ProtoReports.encode({ domain: 'd', bucketQuotaUsages: [{ bucketId: { bucket: { a: 'b' } }, timeElapsed: undefined, numRequestsAllowed: 3n, numRequestsDenied: 1n }] }).finish();
     const withUnknown = Buffer.concat([Buffer.from([0x48, 0x05, 0x52, 0x01, 0x00]), Buffer.from(known)]);
-    expect(decodeUsageReports(withUnknown)).toEqual(decodeUsageReports(Buffer.from(known)));
+    expect(seen(decodeUsageReports(withUnknown))).toEqual(seen(decodeUsageReports(Buffer.from(known))));
   });
 });
