@@ -21,13 +21,18 @@ const grpc = require('@grpc/grpc-js');
 const { ROOT, startService, cpuTicks, rssMiB, sleep, removeTmp } = require('./processes');
 
 const { RateLimitQuotaServiceClient } = require(path.join(ROOT, 'dist/generated/envoy/service/rate_limit_quota/v3/rlqs.js'));
+const { mulberry32 } = require(path.join(ROOT, 'dist/src/platform/random.js'));
+
+// The same demands in every run (a seeded generator): runs differ by the service, not the load.
+const random = mulberry32(1);
 
 const STREAMS = Number(process.argv[2] ?? 1000);
 const BUCKETS = Number(process.argv[3] ?? 100);
 const SECONDS = Number(process.argv[4] ?? 30);
 const REPORT_MS = 5000; // Envoy's filter_persistence.cc
 const STREAMS_PER_CONNECTION = 50; // each Envoy would have its own; 50 per HTTP/2 connection keeps the client light
-const WARMUP_MS = 15_000;
+// The fleet settles in some 40 s (bursts grow twofold per report, demands are smoothed): measured after.
+const WARMUP_MS = 45_000;
 const PROBES = 10;
 
 // Per bucket the fleet asks some 5,500 a second (1 to 10 per Envoy): the limit binds, the division matters.
@@ -84,7 +89,7 @@ function fleet(addr) {
       const tick = () => {
         const usages = [];
         for (let j = 0; j < BUCKETS; j++) {
-          const n = Math.round(demandOf(j) * (REPORT_MS / 1000) * (0.8 + 0.4 * Math.random()));
+          const n = Math.round(demandOf(j) * (REPORT_MS / 1000) * (0.8 + 0.4 * random()));
           usages.push({ bucketId: { bucket: { api: `b${j}` } }, timeElapsed: { seconds: 5n, nanos: 0 }, numRequestsAllowed: BigInt(n), numRequestsDenied: 0n });
         }
         call.write({ domain: 'bench', bucketQuotaUsages: usages });
