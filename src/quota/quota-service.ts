@@ -102,6 +102,12 @@ const PUSH_AFTER_MS = 100;
  * pass over all its streams (a thousand Envoys on one bucket), not to be made at each report.
  */
 const DRIFT_PUSH_EVERY_MS = 1000;
+/**
+ * Streams of groups a push divides and tells in one turn of the event loop; the other due groups
+ * follow in the next turns. A fleet's groups drift together: a push of all of them at once (100
+ * buckets of 1,000 Envoys) held the reports behind it for tens of milliseconds.
+ */
+const PUSH_MEMBERS_PER_TURN = 10_000;
 /** Demand not yet measured (a stream's first report of a bucket has time_elapsed 0). */
 export const NOT_MEASURED = -1;
 
@@ -355,10 +361,14 @@ export class QuotaService {
     const now = this.opts.clock.nowMs();
     const groups: Group[] = [];
     let later = Infinity;
+    let room = PUSH_MEMBERS_PER_TURN;
     for (const g of this.dirty) {
       const due = g.pushedAtMs + DRIFT_PUSH_EVERY_MS;
-      if (g.urgent || due <= now) groups.push(g);
-      else later = Math.min(later, due);
+      if (!g.urgent && due > now) later = Math.min(later, due);
+      else if (room > 0) {
+        groups.push(g);
+        room -= g.members.size;
+      } else later = now; // the rest in the next turn, after the reports waiting meanwhile
     }
     for (const g of groups) {
       this.dirty.delete(g);

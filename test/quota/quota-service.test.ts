@@ -222,6 +222,48 @@ test('streams that join a bucket: the others are divided again at once, so the s
   for (const x of all) expect([x.rate('search'), x.rate('search') >= 5 && x.rate('search') <= 5.5]).toEqual([x.rate('search'), true]);
 });
 
+test('a push of many groups is cut into turns of the event loop (reports are read in between), and every stream is told', async () => {
+  /** A manual clock that numbers the timer callbacks it runs: one per turn of the event loop. */
+  class TurnClock extends ManualClock {
+    turn = 0;
+    override setTimeout(fn: () => void, ms: number): unknown {
+      return super.setTimeout(() => {
+        this.turn++;
+        fn();
+      }, ms);
+    }
+  }
+  const clock = new TurnClock(1_000_000);
+  const yaml = ['domain: d', 'descriptors:', ...['a', 'b', 'c'].map((v) => `  - key: api\n    value: ${v}\n    rate_limit: {unit: second, requests_per_unit: 100000}`)].join('\n');
+  const config = load(yaml);
+  const service = new QuotaService({ config: () => config, demand: new MemoryDemandStore(), clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, maxBucketsPerStream: 3 });
+  const turnsOf = new Map<string, Set<number>>(); // bucket -> turns its pushes went out in
+  const told = new Set<string>();
+  const streams = Array.from({ length: 6000 }, (_, i) =>
+    service.open((actions) => {
+      for (const a of actions) {
+        const v = a.bucket.get('api')!;
+        let t = turnsOf.get(v);
+        if (t === undefined) turnsOf.set(v, (t = new Set()));
+        t.add(clock.turn);
+        told.add(`${i}/${v}`);
+      }
+    }),
+  );
+  // Every stream's first report of the three buckets, all at once: the groups are divided again at the next push.
+  for (const s of streams) s.report({ domain: 'd', usages: ['a', 'b', 'c'].map((v) => ({ bucket: api(v), elapsedSeconds: 0, allowed: 1, denied: 0 })) });
+  const turn0 = clock.turn;
+  turnsOf.clear();
+  told.clear();
+  clock.advance(100);
+  const pushTurns = new Set([...turnsOf.values()].flatMap((t) => [...t]));
+  expect(pushTurns.size).toBe(2); // 18,000 streams of groups: 10,000 or so per turn
+  expect(Math.min(...pushTurns)).toBeGreaterThan(turn0);
+  for (const t of turnsOf.values()) expect(t.size).toBe(1); // a group is told in one turn
+  // The streams that joined first held more than an equal part: each of them is told its new one.
+  expect(told.size).toBeGreaterThan(3 * 3000);
+});
+
 test('a stream whose rate is not measured yet counts as the mean of the measured ones, not as zero', async () => {
   const { stream, advance } = setup();
   const [a, b] = [stream(), stream()];
