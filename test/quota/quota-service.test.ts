@@ -264,6 +264,30 @@ test('a push of many groups is cut into turns of the event loop (reports are rea
   expect(told.size).toBeGreaterThan(3 * 3000);
 });
 
+test('a stream that stops reporting a bucket (its stream still open) is left out of the division after two of its intervals and a second, found within 5 s more', async () => {
+  const { stream, advance } = setup();
+  const [a, b] = [stream(), stream()];
+  report(a.s, api('search'), 0, 1);
+  report(b.s, api('search'), 0, 1);
+  for (let i = 0; i < 4; i++) {
+    await advance(5000);
+    report(a.s, api('search'), 5, 5 * 90);
+    report(b.s, api('search'), 5, 5 * 90);
+  }
+  await advance(100);
+  expect(a.rate('search')).toBeLessThan(60); // both ask for 90/s of 100: about half each
+  // b falls silent; a goes on reporting every 5 s.
+  const aRates: number[] = [];
+  for (let t = 5; t <= 20; t += 5) {
+    await advance(5000);
+    report(a.s, api('search'), 5, 5 * 90);
+    await advance(100);
+    aRates.push(a.rate('search'));
+  }
+  expect(aRates[1]).toBeLessThan(60); // 10 s after b's last report: b still counts
+  expect(aRates[3]).toBeGreaterThan(85); // by 20 s (stale at 11 s, found within 5 s more): a gets what b left
+});
+
 test('a stream whose rate is not measured yet counts as the mean of the measured ones, not as zero', async () => {
   const { stream, advance } = setup();
   const [a, b] = [stream(), stream()];
