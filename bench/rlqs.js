@@ -157,9 +157,11 @@ async function main() {
     await sleep(REPORT_MS + WARMUP_MS);
     f.startMeasuring();
     const t0 = performance.now();
+    const g0 = Date.now();
     const c0 = cpuTicks(pid);
     await sleep(SECONDS * 1000);
     const c1 = cpuTicks(pid);
+    const worstGcPauseMs = svc.worstGcPause(g0, Date.now());
     const wall = (performance.now() - t0) / 1000;
     const m = f.stopMeasuring();
     const rssLoaded = rssMiB(pid);
@@ -182,6 +184,7 @@ async function main() {
       reportToAnswerMs: { samples: m.latencies.length, p50: r(percentile(m.latencies, 50)), p99: r(percentile(m.latencies, 99)), max: r(m.latencies[m.latencies.length - 1] ?? null) },
       firstReportsToAllAssignedMs: { p50: r(percentile(m.firstAssignments, 50)), p99: r(percentile(m.firstAssignments, 99)) },
       streamsEnded: m.ended,
+      worstGcPauseMs: r(worstGcPauseMs),
     };
     process.stdout.write(`${JSON.stringify(result)}\n`);
     process.stdout.write(
@@ -191,7 +194,8 @@ async function main() {
         `| CPU per report / per bucket | ${result.cpuMicrosPerReport} µs / ${result.cpuMicrosPerBucket} µs |\n` +
         `| resident memory: idle → loaded (per stream) | ${result.rssIdleMiB} → ${result.rssLoadedMiB} MiB (${result.rssKiBPerStream} KiB) |\n` +
         `| report → answer p50 / p99 / max | ${result.reportToAnswerMs.p50} / ${result.reportToAnswerMs.p99} / ${result.reportToAnswerMs.max} ms |\n` +
-        `| assignments sent per second | ${result.assignmentsPerSecond} |\n`,
+        `| assignments sent per second | ${result.assignmentsPerSecond} |\n` +
+        `| longest garbage-collection pause | ${result.worstGcPauseMs} ms |\n`,
     );
   } finally {
     svc.proc.kill('SIGTERM');

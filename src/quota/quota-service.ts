@@ -127,9 +127,23 @@ interface Placement {
   readonly counters?: { readonly allowed: Counter; readonly denied: Counter };
 }
 
-interface TrackedBucket {
+/**
+ * A bucket as every stream of a domain that reports it shares it: its canonical key, its pairs and
+ * where it lands in the config, held once (a thousand Envoys report the same hundred buckets).
+ */
+interface NamedBucket {
   readonly key: string;
   readonly pairs: BucketPairs;
+  placement: Placement | undefined;
+  /** Streams tracking it: it is forgotten when the last one lets it go. */
+  streams: number;
+}
+
+interface TrackedBucket {
+  /** The shared name's key and pairs (the same string and map for every stream). */
+  readonly key: string;
+  readonly pairs: BucketPairs;
+  readonly named: NamedBucket;
   /** Its id as its stream first sent it (BucketUsage.wire), if the transport gave it. */
   readonly wire: string | undefined;
   /** The stream's report that last carried it (a bucket given twice in one report is handled once). */
@@ -148,8 +162,6 @@ interface TrackedBucket {
   deniedSinceAssign: number;
   /** Whether a descriptor took the bucket when last assigned. */
   matched: boolean;
-  /** Where it landed in the config last seen. */
-  placement: Placement | undefined;
   /** The group it is divided in (a limited rule), if any. */
   group: Group | undefined;
   /** Left out of the division: its stream has not reported it for two intervals. */
@@ -204,6 +216,8 @@ interface Division {
 export class QuotaService {
   private readonly streams = new Set<QuotaStream>();
   private readonly groups = new Map<string, Group>();
+  /** The buckets tracked by some stream, by domain and key. */
+  private readonly named = new Map<string, NamedBucket>();
   private readonly dirty = new Set<Group>();
   /** Groups whose demand changed here since the last exchange. */
   private readonly unpublished = new Set<Group>();
@@ -269,6 +283,19 @@ export class QuotaService {
     let n = 0;
     for (const s of this.streams) n += s.bucketCount;
     this.stats.buckets.set(n);
+  }
+
+  /** The shared name of a bucket a stream starts tracking (release it when the stream lets the bucket go). */
+  nameBucket(domain: string, key: string, pairs: BucketPairs): NamedBucket {
+    const scoped = `${domain}|${key}`;
+    let n = this.named.get(scoped);
+    if (n === undefined) this.named.set(scoped, (n = { key, pairs, placement: undefined, streams: 0 }));
+    n.streams++;
+    return n;
+  }
+
+  releaseBucket(domain: string, n: NamedBucket): void {
+    if (--n.streams === 0) this.named.delete(`${domain}|${n.key}`);
   }
 
   /** `/debug/rlqs`: every live stream, its domain and buckets, and what each was last assigned. */
@@ -603,9 +630,11 @@ export class QuotaStream {
           actions.push(this.excess(u.bucket));
           continue;
         }
+        const named = service.nameBucket(this.domain, key, u.bucket);
         b = {
-          key,
-          pairs: u.bucket,
+          key: named.key,
+          pairs: named.pairs,
+          named,
           wire: u.wire,
           reportSeq: 0,
           demand: NOT_MEASURED,
@@ -618,7 +647,6 @@ export class QuotaStream {
           allowedSinceAssign: 0,
           deniedSinceAssign: 0,
           matched: false,
-          placement: undefined,
           group: undefined,
           stale: false,
           held: undefined,
@@ -698,7 +726,10 @@ export class QuotaStream {
     if (this.closed) return;
     this.closed = true;
     const groups: Group[] = [];
-    for (const b of this.buckets.values()) if (b.group !== undefined) groups.push(b.group);
+    for (const b of this.buckets.values()) {
+      if (b.group !== undefined) groups.push(b.group);
+      this.service.releaseBucket(this.domain, b.named);
+    }
     this.buckets.clear();
     this.byWire.clear();
     this.onClose();
@@ -738,6 +769,7 @@ export class QuotaStream {
 
   private abandon(b: TrackedBucket): BucketAction {
     this.buckets.delete(b.key);
+    this.service.releaseBucket(this.domain, b.named);
     if (b.wire !== undefined && this.byWire.get(b.wire) === b) this.byWire.delete(b.wire);
     if (b.group !== undefined) this.service.leave(b.group, this);
     b.group = undefined;
@@ -814,7 +846,7 @@ export class QuotaStream {
    */
   private assign(b: TrackedBucket, now: number, configChange: boolean, onReport = false): BucketAction | undefined {
     const service = this.service;
-    const place = (b.placement = this.place(b.pairs, b.placement));
+    const place = (b.named.placement = this.place(b.pairs, b.named.placement));
     this.countUsage(b, place);
     if (configChange && b.matched && !place.matched) return this.abandon(b);
     b.matched = place.matched;

@@ -288,6 +288,30 @@ test('a stream that stops reporting a bucket (its stream still open) is left out
   expect(aRates[3]).toBeGreaterThan(85); // by 20 s (stale at 11 s, found within 5 s more): a gets what b left
 });
 
+test("a bucket's name, pairs and placement are held once for all the streams that report it, and forgotten when the last lets it go", async () => {
+  const { service, stream, advance } = setup();
+  const named = () => (service as unknown as { named: Map<string, { streams: number }> }).named;
+  const [a, b] = [stream(), stream()];
+  report(a.s, api('search'), 0, 1);
+  report(b.s, new Map([['api', 'search']]), 0, 1); // another map with the same pairs
+  report(b.s, api('small'), 0, 1);
+  expect([...named().entries()].map(([k, n]) => [k, n.streams])).toEqual([
+    ['d|[["api","search"]]', 2],
+    ['d|[["api","small"]]', 1],
+  ]);
+  // b ends: its names are let go (after its shares' reserve), a's stays.
+  b.s.close();
+  await advance(5000);
+  expect([...named().entries()].map(([k, n]) => [k, n.streams])).toEqual([['d|[["api","search"]]', 1]]);
+  // a's bucket idle until abandoned (six reports with no request): nothing is left.
+  for (let i = 0; i < 6; i++) {
+    await advance(5000);
+    report(a.s, api('search'), 5, 0);
+  }
+  expect(a.sent.at(-1)).toEqual([{ bucket: api('search'), abandon: true }]);
+  expect(named().size).toBe(0);
+});
+
 test('a stream whose rate is not measured yet counts as the mean of the measured ones, not as zero', async () => {
   const { stream, advance } = setup();
   const [a, b] = [stream(), stream()];
