@@ -200,6 +200,8 @@ interface Group {
   sorted: Array<[QuotaStream, TrackedBucket]> | undefined;
   /** Each member's party in a division, in `sorted` order: kept from one division to the next (no garbage per pass). */
   parties: Sum[];
+  /** When its streams were last looked at for stale ones. */
+  scannedAtMs: number;
   /** Changes waiting that are not demand drift (a stream joined, left, went idle). */
   urgent: boolean;
   pushedAtMs: number;
@@ -223,7 +225,6 @@ export class QuotaService {
   private readonly unpublished = new Set<Group>();
   /** When the last exchange of every group ran (the others run on changes only). */
   private fullExchangeAtMs = -Infinity;
-  private scannedAtMs = -Infinity;
   private pushTimer: unknown;
   private exchangeTimer: unknown;
   private exchanging: Promise<void> | undefined;
@@ -346,7 +347,7 @@ export class QuotaService {
   join(scopedKey: string, stream: QuotaStream, b: TrackedBucket): Group {
     let g = this.groups.get(scopedKey);
     if (g === undefined) {
-      g = { key: scopedKey, members: new Map(), own: emptySum(), remote: new Map(), division: undefined, sorted: undefined, parties: [], urgent: false, pushedAtMs: -Infinity };
+      g = { key: scopedKey, members: new Map(), own: emptySum(), remote: new Map(), division: undefined, sorted: undefined, parties: [], scannedAtMs: this.opts.clock.nowMs(), urgent: false, pushedAtMs: -Infinity };
       this.groups.set(scopedKey, g);
     }
     const before = g.members.get(stream);
@@ -503,19 +504,21 @@ export class QuotaService {
       return;
     }
     const now = this.opts.clock.nowMs();
-    // Every group once a second (entries renewed); in between, the changed ones. The streams of
-    // every group are visited less often (stale ones found): a pass over all is a cache miss per
-    // stream of each bucket, 100,000 of them for 1,000 Envoys of 100 buckets.
+    // Every group once a second (entries renewed); in between, the changed ones. The streams of a
+    // group are visited every STALE_SCAN_EVERY_MS (stale ones found), a fifth of the groups at each
+    // full exchange: a pass over all is a cache miss per stream of each bucket, 100,000 of them
+    // for 1,000 Envoys of 100 buckets (tens of milliseconds the reports would wait).
     const full = now - this.fullExchangeAtMs >= EXCHANGE_EVERY_MS;
     if (full) this.fullExchangeAtMs = now;
-    const scan = full && now - this.scannedAtMs >= STALE_SCAN_EVERY_MS;
-    if (scan) this.scannedAtMs = now;
+    let scans = full ? Math.ceil((this.groups.size * EXCHANGE_EVERY_MS) / STALE_SCAN_EVERY_MS) : 0;
     const groups = full ? [...this.groups.values()] : [...this.unpublished].filter((g) => this.groups.get(g.key) === g);
     this.unpublished.clear();
     const mine = new Map<string, BucketDemand>();
     for (const g of groups) {
       let changed = false;
-      if (scan) {
+      if (scans > 0 && now - g.scannedAtMs >= STALE_SCAN_EVERY_MS) {
+        scans--;
+        g.scannedAtMs = now;
         const own = emptySum();
         for (const [s, b] of g.members) {
           const stale = now - b.lastReportMs > (2 * s.cadenceS + 1) * 1000;

@@ -288,6 +288,30 @@ test('a stream that stops reporting a bucket (its stream still open) is left out
   expect(aRates[3]).toBeGreaterThan(85); // by 20 s (stale at 11 s, found within 5 s more): a gets what b left
 });
 
+test('the look for stale streams is spread: a fifth of the buckets at each once-a-second exchange, each bucket every 5 s', async () => {
+  const { stream, advance } = setup('domain: d\ndescriptors:\n  - key: api\n    rate_limit: {unit: second, requests_per_unit: 100}\n', 20);
+  const [a, b] = [stream(), stream()];
+  const all = Array.from({ length: 10 }, (_, i) => `b${i}`);
+  const both = (x: typeof a, elapsed: number, allowed: number) => x.s.report({ domain: 'd', usages: all.map((v) => ({ bucket: api(v), elapsedSeconds: elapsed, allowed, denied: 0 })) });
+  both(a, 0, 1);
+  both(b, 0, 1);
+  for (let i = 0; i < 4; i++) {
+    await advance(5000);
+    both(a, 5, 5 * 90);
+    both(b, 5, 5 * 90);
+  }
+  // b falls silent; a reports every 5 s. When does a get each bucket's whole limit?
+  const takenAt = new Map<string, number>();
+  for (let s = 1; s <= 25; s++) {
+    await advance(1000);
+    if (s % 5 === 0) both(a, 5, 5 * 90);
+    for (const v of all) if (!takenAt.has(v) && a.rate(v) > 85) takenAt.set(v, s);
+  }
+  expect(takenAt.size).toBe(10);
+  expect(Math.max(...takenAt.values())).toBeLessThanOrEqual(11 + 5 + 1);
+  expect(new Set(takenAt.values()).size).toBeGreaterThanOrEqual(3); // not all in one pass
+});
+
 test("a bucket's name, pairs and placement are held once for all the streams that report it, and forgotten when the last lets it go", async () => {
   const { service, stream, advance } = setup();
   const named = () => (service as unknown as { named: Map<string, { streams: number }> }).named;
