@@ -15,9 +15,13 @@
  * - A stream's demand moves its published weight only when it changes by more than a tenth (or
  *   to or from zero), so the division is stable; a stream is sent a new assignment only when its
  *   share moved by more than RESEND_CHANGE, so Envoy does not keep replacing (and truncating) its
- *   token bucket. Every change of a group is pushed to its other streams at once.
- * - Time to live: three of the stream's report intervals (5 s assumed until it has shown its
+ *   token bucket. A change of a group is pushed to its other streams at once (demand drifting,
+ *   at most every DRIFT_PUSH_EVERY_MS).
+ * - Time to live: four of the stream's report intervals (5 s assumed until it has shown its
  *   cadence); an unchanged assignment is sent again before the next report could come too late.
+ * - A fleet of Envoys reports the same buckets: a bucket's name is held once for all its streams,
+ *   each stream finds its buckets by the bytes of their ids, and what a bucket holds is kept on
+ *   the bucket itself (bench/README.md, "RLQS at fleet scale": 100,000 bucket-streams per replica).
  * - A bucket idle for IDLE_REPORTS_TO_ABANDON reports is abandoned; a stream over its bucket
  *   budget gets a static answer for the excess buckets (deny for a limited rule), never an end.
  */
