@@ -122,7 +122,24 @@ async function main(argv: string[]): Promise<void> {
     level = a.includes('=') ? a.slice(a.indexOf('=') + 1) : (argv[logLevelIndex + 1] ?? 'info');
   }
   const logger = createLogger({ level, format: 'text' });
-  let cli: XdsServerCli;
+  // The signals are taken before the server starts: one that comes while it starts (or right
+  // after its `listening on` line, before this function resumes) would otherwise kill it.
+  let cli: XdsServerCli | undefined;
+  let stopping = false;
+  const stop = (): void => {
+    cli?.close().then(
+      () => process.exit(0),
+      () => process.exit(0),
+    );
+  };
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(sig, () => {
+      if (stopping) return;
+      stopping = true;
+      logger.info(`received ${sig}, stopping`);
+      stop(); // still starting: stopped once started, below
+    });
+  }
   try {
     cli = await runXdsServer(argv, { out: (l) => process.stdout.write(l + '\n'), logger });
   } catch (err) {
@@ -136,15 +153,7 @@ async function main(argv: string[]): Promise<void> {
     }
     throw err;
   }
-  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
-    process.once(sig, () => {
-      logger.info(`received ${sig}, stopping`);
-      cli.close().then(
-        () => process.exit(0),
-        () => process.exit(0),
-      );
-    });
-  }
+  if (stopping) stop();
 }
 
 if (require.main === module) {
