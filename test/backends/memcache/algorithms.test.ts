@@ -77,16 +77,24 @@ describe('memcache store: algorithms', () => {
   });
 
   test('several limits with a sliding window', async () => {
-    const c = setup(store, uniqueKey('multi').replace(/[^A-Za-z0-9_]/g, '_') + '_', YAML);
-    c.clock.set(1_700_000_200 * 1000);
-    const r = await c.ask('multi', 'y');
-    expect(r.statuses[0]).toMatchObject({ limitRemaining: 4 });
-    await store.idle();
-    for (let i = 0; i < 4; i++) {
-      await c.ask('multi', 'y');
+    // Six requests of one simulated second: memcached forgets the window a real second after it
+    // was added, so a run that took that long (a loaded machine) is made again on fresh keys.
+    for (let attempt = 1; ; attempt++) {
+      const c = setup(store, uniqueKey('multi').replace(/[^A-Za-z0-9_]/g, '_') + '_', YAML);
+      c.clock.set(1_700_000_200 * 1000);
+      const started = Date.now();
+      const r = await c.ask('multi', 'y');
+      expect(r.statuses[0]).toMatchObject({ limitRemaining: 4 });
       await store.idle();
+      for (let i = 0; i < 4; i++) {
+        await c.ask('multi', 'y');
+        await store.idle();
+      }
+      const sixth = await c.ask('multi', 'y');
+      if (Date.now() - started >= 800 && attempt < 3) continue;
+      expect(sixth.overallCode).toBe(2);
+      return;
     }
-    expect((await c.ask('multi', 'y')).overallCode).toBe(2);
   });
 
   test('token_bucket: a clear config error naming the rule, from the store\'s restrictions', () => {
