@@ -81,12 +81,14 @@ describe('stream heartbeat', () => {
     await sim.stop();
   });
   test.each([3, 4] as const)('EIO%i connection survives several ping intervals', async (eio) => {
-    sim = await startSim({ pingIntervalMs: 100, pingTimeoutMs: 200 });
+    // A timeout that a loaded machine's connect fits in (100 + 200 ms did not, once, in CI); the
+    // quiet time is twice interval + timeout, so a side that stopped answering pings is caught.
+    sim = await startSim({ pingIntervalMs: 200, pingTimeoutMs: 1000 });
     client = newClient(sim, { engineIO: eio });
     let disconnects = 0;
     client.on('disconnected', () => disconnects++);
     await client.connect();
-    await quietFor(700); // seven ping intervals without a disconnect
+    await quietFor(2500); // twelve ping intervals without a disconnect
     expect(disconnects).toBe(0);
     expect(client.connected).toBe(true);
     expect((await client.getAccounts()).length).toBe(1);
