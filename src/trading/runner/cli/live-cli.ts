@@ -20,6 +20,8 @@ import { Journal, finishedRunOf, journalPath, readJournal } from '../engine/jour
 import { BrokerCallBudget, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, type HeldBack } from '../broker/call-budget';
 import { IF_NO_BUDGET, budgetStateDir, budgetStateFile, heldBackLine, type IfNoBudget } from '../broker/budget-state';
 import { LiveEngine, type LiveIntent, type LiveResult } from '../engine/live';
+import { lastCheckpoint } from '../engine/checkpoint';
+import { isoUtc } from '../../../platform/time-text';
 import { buildReport, leftOpenText, writeReport } from '../report/report';
 import type { Strategy } from '../strategy';
 
@@ -83,7 +85,9 @@ ${COMMON}`;
 export const REPLAY_USAGE = `Usage: ratelimit-runner replay <strategy> --journal FILE|DIR [options]
 
 Feeds a recorded paper/live run (its market events and broker answers) back to the strategy,
-without a broker, and checks that its decisions are identical, bit for bit.
+without a broker, and checks that its decisions are identical, bit for bit. A journal cut to a
+checkpoint is replayed from it: the strategy's restoreState takes its state back, and the
+decisions after it are checked.
 
 Options:
   --journal FILE|DIR    the journal (journal.jsonl or its directory)
@@ -298,7 +302,10 @@ export const liveCommand = (argv: string[]) => runMode(argv, 'live');
 
 const key = (i: LiveIntent) => JSON.stringify(i);
 
-/** Replays a journal; returns the recorded and replayed decisions. */
+/**
+ * Replays a journal (from its checkpoint when it has one); returns the recorded and replayed
+ * decisions, and the checkpoint's time.
+ */
 export async function replayJournal(strategy: Strategy<Record<string, unknown>>, file: string, opts: { strategyFile?: string; params?: Record<string, unknown>; logLevel?: StrategyLogLevel } = {}) {
   const lines = readJournal(file);
   const run = lines.find((l) => l.k === 'run');
@@ -312,7 +319,8 @@ export async function replayJournal(strategy: Strategy<Record<string, unknown>>,
     recorded: lines,
   });
   const result = await engine.replay();
-  return { recorded, replayed: result.intents, result };
+  const at = lastCheckpoint(lines);
+  return { recorded, replayed: result.intents, result, checkpointAt: at >= 0 ? lines[at]!.t : undefined };
 }
 
 export async function replayCommand(argv: string[]): Promise<number> {
@@ -324,7 +332,7 @@ export async function replayCommand(argv: string[]): Promise<number> {
   if (!fs.existsSync(file)) throw new UsageError(`journal not found: ${file}`);
   const strategy = load(p.positional[0], 'replay');
   if (typeof strategy === 'number') return strategy;
-  const { recorded, replayed } = await replayJournal(strategy, file, { strategyFile: p.positional[0], params: parseParams(p), logLevel: logLevelOf(p, 'silent') });
+  const { recorded, replayed, checkpointAt } = await replayJournal(strategy, file, { strategyFile: p.positional[0], params: parseParams(p), logLevel: logLevelOf(p, 'silent') });
   const len = Math.max(recorded.length, replayed.length);
   for (let i = 0; i < len; i++) {
     const a = recorded[i];
@@ -334,7 +342,8 @@ export async function replayCommand(argv: string[]): Promise<number> {
       return 1;
     }
   }
-  process.stdout.write(`replay: ${replayed.length} decisions identical to the recorded run\n`);
+  const from = checkpointAt === undefined ? '' : ` after its checkpoint of ${isoUtc(checkpointAt)}`;
+  process.stdout.write(`replay: ${replayed.length} decisions${from} identical to the recorded run\n`);
   return 0;
 }
 
