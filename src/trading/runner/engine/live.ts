@@ -862,8 +862,13 @@ export class LiveEngine {
     for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.broker.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
     const events = lines.filter((l) => IN_KINDS.has(l.k));
     for (let i = 0; i < events.length; i++) {
-      if (this.finished || this.error) break;
       const ev = events[i] as unknown as InEvent;
+      if (this.error) {
+        // the strategy failed (a hook, or restoreState): no hook runs any more, but what the run
+        // owns and holds still follows the journal, so that the flatten after it misses nothing
+        await this.apply(ev).catch(() => undefined);
+        continue;
+      }
       const orphaned = new Promise<'orphan'>((r) => (this.orphanSignal = () => r('orphan')));
       const p = this.handle(ev);
       const r = await Promise.race([p.then(() => 'done' as const), orphaned]);

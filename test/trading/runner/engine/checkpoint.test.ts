@@ -486,6 +486,41 @@ describe('journal checkpoints of a paper run', () => {
     expect(JSON.stringify(replayed.replayed)).toBe(JSON.stringify(replayed.recorded));
   }, 60_000);
 
+  test('a restoreState that throws is a strategy error: the resumed run flattens what it owns, claimed before the checkpoint or after it', async () => {
+    const jdir = freshDir('restore-throws');
+    const jfile = path.join(jdir, 'journal.jsonl');
+    // a checkpoint after the entry order of tick 20 ...
+    const first = counting(true);
+    const run1 = await startRun(sim, clock, first, jfile, 1);
+    await untilStarted(first);
+    await drive(clock, first, 25);
+    await kill(run1);
+    expect(((readJournal(jfile)[1] as CheckpointLine).strategy as Kept).ticks).toBeGreaterThan(20);
+    // ... and the trade of tick 40 claimed after it (no checkpoint under the default bound)
+    const second = counting(true);
+    const run2 = await startRun(sim, clock, second, jfile, undefined);
+    await untilResumed(second, 'the first resume');
+    await drive(clock, second, 20);
+    await kill(run2);
+    const tail = readJournal(jfile).slice(2);
+    expect(tail.filter((l) => l.k === 'own')).toHaveLength(1);
+    expect(sim.engine.snapshot(TOKEN, 'OpenPosition')).toHaveLength(1);
+    expect(sim.engine.snapshot(TOKEN, 'Order').filter((o) => o.isEntryOrder)).toHaveLength(1);
+
+    const broken = counting(true);
+    broken.strategy.restoreState = () => {
+      throw new Error('state from an older version');
+    };
+    const run3 = await startRun(sim, clock, broken, jfile, undefined);
+    const result = await run3.done;
+    await run3.close();
+    expect(result.error).toMatchObject({ hook: 'restoreState', message: 'state from an older version' });
+    expect(run3.log).toContain('error strategy error in restoreState: state from an older version; the run cannot go on from its checkpoint');
+    expect(sim.engine.snapshot(TOKEN, 'OpenPosition')).toEqual([]);
+    expect(sim.engine.snapshot(TOKEN, 'Order').filter((o) => o.isEntryOrder)).toEqual([]);
+    expect(broken.kept.ticks).toBe(0);
+  }, 60_000);
+
   test('a strategy without saveState/restoreState: said once at the start, never compacted, resumed by replaying the whole journal', async () => {
     const jdir = freshDir('no-hooks');
     const jfile = path.join(jdir, 'journal.jsonl');
