@@ -37,6 +37,14 @@ const strategy = {
   async onStop(ctx) {
     await ctx.closeAll();
   },
+
+  // Paper/live: what the strategy keeps between hooks, for a resume from the journal's
+  // checkpoint. Its moving averages are read from ctx.candles, which the checkpoint holds, so
+  // there is nothing to keep; the hooks still say so, and let the journal be cut to checkpoints.
+  saveState() {
+    return null;
+  },
+  restoreState() {},
 };
 
 module.exports = strategy;

@@ -236,6 +236,21 @@ export interface Strategy<P = Record<string, unknown>> {
   /** Paper/live: after the runner reconciled with the broker on a reconnect or a resume. */
   onReconnect?(ctx: StrategyContext<P>, evt: ReconnectEvent): Awaitable;
   onStop?(ctx: StrategyContext<P>): Awaitable;
+  /**
+   * Paper/live, with `restoreState`: what the strategy keeps between hooks (indicator windows,
+   * counters, flags), as a value JSON can carry (plain objects, arrays, strings, finite numbers,
+   * booleans, null). Called between two inputs when none of its calls waits for an answer; the
+   * runner's checkpoint then holds it, and the journal is cut to the checkpoint (a journal of
+   * bounded size). Leave out what `ctx` gives (positions, orders, bars, prices, the account):
+   * the checkpoint holds the runner's state too.
+   */
+  saveState?(ctx: StrategyContext<P>): unknown;
+  /**
+   * Paper/live/replay: a resumed run (or a replay) of a journal that starts at a checkpoint gives
+   * back what `saveState` returned, before the inputs after it are replayed. Both hooks or
+   * neither: without them the journal is never cut and a resume replays all of it.
+   */
+  restoreState?(ctx: StrategyContext<P>, state: unknown): void;
 }
 
 /** Identity helper that gives a strategy object its types. */

@@ -72,6 +72,7 @@ export const RUN_OPTIONS: OptionSpecs = {
   'allow-over-budget': bool,
   'if-no-budget': string,
   journal: string,
+  'journal-max-bytes': string,
   duration: string,
 };
 
@@ -93,6 +94,18 @@ export function num(p: ParsedArgs, name: string): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
   if (v.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got "${v}"`);
+  return n;
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 };
+
+/** A size in bytes: `8388608`, or with a binary unit `512K`, `8M`, `1G` (`KiB`, `MiB`, `GiB` too). */
+export function byteSize(p: ParsedArgs, name: string): number | undefined {
+  const v = flag(p, name);
+  if (v === undefined) return undefined;
+  const m = /^\s*(\d+)\s*([kmg]?)(?:i?b)?\s*$/i.exec(v);
+  const n = m ? Number(m[1]) * SIZE_UNITS[m[2]!.toLowerCase()]! : NaN;
+  if (!(n > 0) || !Number.isSafeInteger(n)) throw new UsageError(`--${name} must be a size in bytes above 0, such as 8388608 or 8M, got "${v}"`);
   return n;
 }
 

@@ -13,13 +13,15 @@ import { bundledLimitsFile } from '../broker/limits-file';
 import { DownloadProgress } from '../candles/candles-progress';
 import { CANDLE_STORE_ENV, downloadIntoStore, type StoreDownload } from '../candles/candles-store';
 import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../../platform/argv';
-import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, logLevelOf, num, parseParams, safetyOf, type StrategyLogLevel } from './args';
+import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, byteSize, logLevelOf, num, parseParams, safetyOf, type StrategyLogLevel } from './args';
 import { consoleLogger, loadForCommand } from './cli';
 import { JournalFinishedError, strategyErrorLine } from '../errors';
-import { Journal, finishedRunOf, journalPath, readJournal } from '../engine/journal';
+import { Journal, finishedRunOf, journalPath, readJournal, type JournalLine } from '../engine/journal';
 import { BrokerCallBudget, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, type HeldBack } from '../broker/call-budget';
 import { IF_NO_BUDGET, budgetStateDir, budgetStateFile, heldBackLine, type IfNoBudget } from '../broker/budget-state';
 import { LiveEngine, type LiveIntent, type LiveResult } from '../engine/live';
+import { lastCheckpoint } from '../engine/checkpoint';
+import { isoUtc } from '../../../platform/time-text';
 import { buildReport, leftOpenText, writeReport } from '../report/report';
 import type { Strategy } from '../strategy';
 
@@ -42,6 +44,10 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
                         the state is rebuilt from it plus one reconciliation snapshot. A run
                         killed while ending (onStop, or after a strategy error) is finished
                         (positions flattened); one that ended cleanly is refused (exit 2)
+  --journal-max-bytes SIZE  for a strategy with saveState and restoreState: once the journal
+                        has grown by SIZE (bytes, or 512K, 8M, 1G) since its checkpoint, a new
+                        checkpoint replaces it (the segment before stays as journal.prev.jsonl),
+                        and a resume replays only what follows it (default 8M)
   --duration S          stop S seconds after onStart (the start-up snapshot and the warm-up
                         candles, which may wait for the candle budget, come first); a resumed
                         run: S seconds after it resumed (default: until SIGINT/SIGTERM)
@@ -83,7 +89,9 @@ ${COMMON}`;
 export const REPLAY_USAGE = `Usage: ratelimit-runner replay <strategy> --journal FILE|DIR [options]
 
 Feeds a recorded paper/live run (its market events and broker answers) back to the strategy,
-without a broker, and checks that its decisions are identical, bit for bit.
+without a broker, and checks that its decisions are identical, bit for bit. A journal cut to a
+checkpoint is replayed from it: the strategy's restoreState takes its state back, and the
+decisions after it are checked.
 
 Options:
   --journal FILE|DIR    the journal (journal.jsonl or its directory)
@@ -232,6 +240,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     );
   }
   const duration = num(p, 'duration');
+  const journalMaxBytes = byteSize(p, 'journal-max-bytes');
   const engine = new LiveEngine({
     mode,
     strategy,
@@ -242,6 +251,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     client: broker.client,
     limiter: broker.limiter,
     journal,
+    journalMaxBytes,
     recorded,
     durationMs: duration !== undefined ? duration * 1000 : undefined,
     onRunning: () => (running = true),
@@ -260,7 +270,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   let result: LiveResult;
   try {
     await broker.client.connect();
-    if (recorded.length) process.stdout.write(`resuming from ${jfile} (${recorded.length} journal lines)\n`);
+    if (recorded.length) process.stdout.write(`resuming from ${jfile} (${resumedFrom(recorded)})\n`);
     process.stdout.write(`${strategy.name ?? 'strategy'}: ${mode} run on ${url} started\n`);
     result = await engine.run();
   } catch (e) {
@@ -281,7 +291,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   const out = writeReport(report, flag(p, 'report') ?? 'report');
   const m = report.metrics;
   process.stdout.write(
-    `${result.strategy}: ${result.intents.length} decisions, ${m.trades} closed trades, net P/L ${m.netPL.toFixed(2)} ${report.currency}${result.resumed ? ' (resumed)' : ''}\n` +
+    `${result.strategy}: ${result.decisions} decisions, ${m.trades} closed trades, net P/L ${m.netPL.toFixed(2)} ${report.currency}${result.resumed ? ' (resumed)' : ''}\n` +
       (result.leftOpen && (result.leftOpen.positions.length || result.leftOpen.orders.length) ? `left open at the broker: ${leftOpenText(result.leftOpen)}\n` : '') +
       `budget: ${budget.map((b) => `${b.endpoint} ${b.sent}${b.limit ? ` (${b.limit})` : ''}${b.waited ? `, ${b.waited} waited` : ''}`).join('; ')}\n` +
       `report: ${out.json} ${out.html}\n`,
@@ -293,12 +303,22 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   return 0;
 }
 
+/** What a resume starts from: "its checkpoint of <time> and the 120 journal lines after it", or "3400 journal lines". */
+function resumedFrom(lines: readonly JournalLine[]): string {
+  const at = lastCheckpoint(lines);
+  if (at < 0) return `${lines.length} journal lines`;
+  return `its checkpoint of ${isoUtc(lines[at]!.t ?? 0)} and the ${lines.length - at - 1} journal lines after it`;
+}
+
 export const paperCommand = (argv: string[]) => runMode(argv, 'paper');
 export const liveCommand = (argv: string[]) => runMode(argv, 'live');
 
 const key = (i: LiveIntent) => JSON.stringify(i);
 
-/** Replays a journal; returns the recorded and replayed decisions. */
+/**
+ * Replays a journal (from its checkpoint when it has one); returns the recorded and replayed
+ * decisions, and the checkpoint's time.
+ */
 export async function replayJournal(strategy: Strategy<Record<string, unknown>>, file: string, opts: { strategyFile?: string; params?: Record<string, unknown>; logLevel?: StrategyLogLevel } = {}) {
   const lines = readJournal(file);
   const run = lines.find((l) => l.k === 'run');
@@ -312,7 +332,8 @@ export async function replayJournal(strategy: Strategy<Record<string, unknown>>,
     recorded: lines,
   });
   const result = await engine.replay();
-  return { recorded, replayed: result.intents, result };
+  const at = lastCheckpoint(lines);
+  return { recorded, replayed: result.intents, result, checkpointAt: at >= 0 ? lines[at]!.t : undefined };
 }
 
 export async function replayCommand(argv: string[]): Promise<number> {
@@ -324,7 +345,7 @@ export async function replayCommand(argv: string[]): Promise<number> {
   if (!fs.existsSync(file)) throw new UsageError(`journal not found: ${file}`);
   const strategy = load(p.positional[0], 'replay');
   if (typeof strategy === 'number') return strategy;
-  const { recorded, replayed } = await replayJournal(strategy, file, { strategyFile: p.positional[0], params: parseParams(p), logLevel: logLevelOf(p, 'silent') });
+  const { recorded, replayed, checkpointAt } = await replayJournal(strategy, file, { strategyFile: p.positional[0], params: parseParams(p), logLevel: logLevelOf(p, 'silent') });
   const len = Math.max(recorded.length, replayed.length);
   for (let i = 0; i < len; i++) {
     const a = recorded[i];
@@ -334,7 +355,8 @@ export async function replayCommand(argv: string[]): Promise<number> {
       return 1;
     }
   }
-  process.stdout.write(`replay: ${replayed.length} decisions identical to the recorded run\n`);
+  const from = checkpointAt === undefined ? '' : ` after its checkpoint of ${isoUtc(checkpointAt)}`;
+  process.stdout.write(`replay: ${replayed.length} decisions${from} identical to the recorded run\n`);
   return 0;
 }
 

@@ -60,6 +60,14 @@ const strategy = {
   async onStop(ctx) {
     await ctx.closeAll();
   },
+
+  // Paper/live: what the strategy keeps between hooks, for a resume from the journal's
+  // checkpoint. It reads everything from ctx, so there is nothing: a strategy that keeps
+  // counters or indicator windows returns them here and takes them back in restoreState.
+  saveState() {
+    return null;
+  },
+  restoreState() {},
 };
 
 module.exports = strategy;

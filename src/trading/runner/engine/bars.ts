@@ -62,6 +62,12 @@ interface Line {
   waiting: Bar[];
 }
 
+/** LiveBars as a checkpoint keeps it: every series' progress, and when each symbol's ticks began. */
+export interface SavedLiveBars {
+  lines: Line[];
+  since: [string, number][];
+}
+
 /**
  * Bars of paper and live runs: one series per symbol and time frame, gap-free, without repeats,
  * of closed bars only, each equal to the broker's candle of its period.
@@ -81,6 +87,16 @@ export class LiveBars {
   private readonly since = new Map<string, number>();
 
   constructor(private readonly timeframes: readonly Period[]) {}
+
+  saved(): SavedLiveBars {
+    return { lines: [...this.lines.values()], since: [...this.since] };
+  }
+
+  /** Takes back a saved state (into a LiveBars that has none yet). */
+  restore(s: SavedLiveBars): void {
+    for (const l of s.lines) this.lines.set(`${l.symbol}|${l.timeframe}`, l);
+    for (const [symbol, ms] of s.since) this.since.set(symbol, ms);
+  }
 
   private line(symbol: string, timeframe: Period): Line {
     const k = `${symbol}|${timeframe}`;
@@ -199,11 +215,27 @@ function ordered(bars: readonly Bar[]): Bar[] {
   return [...byTs.values()].sort((a, b) => a.ts - b.ts);
 }
 
+/** A BarHistory as a checkpoint keeps it: per series its bars, without the symbol and time frame each repeats. */
+export interface SavedBarSeries {
+  symbol: string;
+  timeframe: Period;
+  bars: Omit<Bar, 'symbol' | 'timeframe'>[];
+}
+
 /** The completed bars per symbol and time frame, the most recent `limit` of each. */
 export class BarHistory {
   private readonly bars = new Map<string, Bar[]>();
 
   constructor(private readonly limit = 5000) {}
+
+  saved(): SavedBarSeries[] {
+    return [...this.bars.values()].filter((h) => h.length).map((h) => ({ symbol: h[0]!.symbol, timeframe: h[0]!.timeframe, bars: h.map(({ symbol: _s, timeframe: _t, ...rest }) => rest) }));
+  }
+
+  /** Takes back saved series (into a BarHistory that has none yet). */
+  restore(series: readonly SavedBarSeries[]): void {
+    for (const s of series) for (const b of s.bars) this.push({ symbol: s.symbol, timeframe: s.timeframe, ...b });
+  }
 
   push(bar: Bar): void {
     const k = `${bar.symbol}|${bar.timeframe}`;

@@ -35,6 +35,20 @@ export interface OcoClaim {
   legs: { isBuy: boolean; rate: number }[];
 }
 
+/** BrokerState as a checkpoint keeps it: every map as its entries, every set as its members. */
+export interface SavedBrokerState {
+  positions: [string, TableRecord][];
+  orders: [string, TableRecord][];
+  account: TableRecord | null;
+  openTimes: [string, number][];
+  knownOrderIds: string[];
+  closeReasons: [string, CloseReason][];
+  ownOrders: string[];
+  ownTrades: string[];
+  tradeOrders: [string, string][];
+  pendingOco: OcoClaim[];
+}
+
 /** A level field where 0 means none. */
 const nonZero = (v: unknown): number | undefined => (numOf(v) === 0 ? undefined : numOf(v));
 
@@ -57,6 +71,36 @@ export class BrokerState {
   readonly tradeOrders = new Map<string, string>();
   /** OCO requests of this run whose orders have not been claimed yet. */
   readonly pendingOco: OcoClaim[] = [];
+
+  saved(): SavedBrokerState {
+    return {
+      positions: [...this.positions],
+      orders: [...this.orders],
+      account: this.account ?? null,
+      openTimes: [...this.openTimes],
+      knownOrderIds: [...this.knownOrderIds],
+      closeReasons: [...this.closeReasons],
+      ownOrders: [...this.ownOrders],
+      ownTrades: [...this.ownTrades],
+      tradeOrders: [...this.tradeOrders],
+      pendingOco: this.pendingOco,
+    };
+  }
+
+  /** Takes back a saved state (into a BrokerState that has none yet). */
+  restore(s: SavedBrokerState): void {
+    const fill = <K, V>(m: Map<K, V>, entries: [K, V][]) => entries.forEach(([k, v]) => m.set(k, v));
+    fill(this.positions, s.positions);
+    fill(this.orders, s.orders);
+    this.account = s.account ?? undefined;
+    fill(this.openTimes, s.openTimes);
+    s.knownOrderIds.forEach((id) => this.knownOrderIds.add(id));
+    fill(this.closeReasons, s.closeReasons);
+    s.ownOrders.forEach((id) => this.ownOrders.add(id));
+    s.ownTrades.forEach((id) => this.ownTrades.add(id));
+    fill(this.tradeOrders, s.tradeOrders);
+    this.pendingOco.push(...s.pendingOco);
+  }
 
   /** Notes which order opened a trade; true when that makes the trade this run's. */
   link(tradeId: string, orderId: string): boolean {

@@ -21,8 +21,16 @@
  *   {k:'answer', id, ok, value?|error?}  the runner's / broker's answer to intent `id`
  *   {k:'fatal', t, error}       the strategy failed; the runner then flattens (a resume finishes that)
  *   {k:'resume', t}             a restarted run takes over from here
+ *   {k:'checkpoint', t, v, intents, strategy, engine}  everything a resume needs at a point between
+ *                               two inputs with no intent unanswered (checkpoint.ts); only ever the
+ *                               second line, after the run line
  * Market events, snapshots and answers are the inputs of the strategy; replaying them gives the
  * same intents (decisions), bit for bit.
+ *
+ * Compaction keeps the journal's size bounded: once the lines after the checkpoint pass a bound,
+ * the engine writes a new checkpoint and the journal is replaced by its run line and that
+ * checkpoint (compact). The segment it replaces stays beside it, for inspection, as the one
+ * previous segment (journal.prev.jsonl); a resume never reads it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -36,20 +44,72 @@ export function journalPath(p: string): string {
   return /\.jsonl?$/.test(p) ? p : path.join(p, JOURNAL_FILE);
 }
 
+/** The one earlier segment kept after a compaction: journal.jsonl → journal.prev.jsonl. */
+export function previousJournalPath(file: string): string {
+  return /\.jsonl?$/.test(file) ? file.replace(/(\.jsonl?)$/, '.prev$1') : `${file}.prev`;
+}
+
+/** Where a compaction writes the new journal before renaming it over the old one. */
+const nextPath = (file: string): string => `${file}.next`;
+
 export class Journal {
   private fd: number | undefined;
   /** Bytes of a torn last line cut off when the journal was opened (0: it ended cleanly). */
   readonly tornTailBytes: number;
+  /** Bytes in the file, and those of the run line and checkpoint it starts with (0 when it has none). */
+  private size: number;
+  private headBytes: number;
   constructor(readonly file: string, private readonly fsync = true) {
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+    // a compaction killed before its rename leaves its new file beside a journal that is whole
+    fs.rmSync(nextPath(file), { force: true });
     this.fd = fs.openSync(file, 'a+');
     this.tornTailBytes = dropTornTail(file, this.fd);
+    this.size = fs.fstatSync(this.fd).size;
+    this.headBytes = checkpointHeadBytes(this.fd, this.size);
+  }
+
+  /** Bytes appended after the checkpoint the journal starts with (after its start when it has none). */
+  get bytesSinceCheckpoint(): number {
+    return this.size - this.headBytes;
   }
 
   append(line: JournalLine, sync = false): void {
     if (this.fd === undefined) return;
-    fs.writeSync(this.fd, JSON.stringify(line) + '\n');
+    const text = JSON.stringify(line) + '\n';
+    fs.writeSync(this.fd, text);
+    this.size += Buffer.byteLength(text);
     if (sync && this.fsync) fs.fsyncSync(this.fd);
+  }
+
+  /**
+   * Replaces the journal by `head` (its run line and a checkpoint): written and fsync'ed beside it
+   * (FILE.next), the old journal linked as the one previous segment, then renamed over it. A kill
+   * at any point leaves under the journal's name the old journal or the new one, whole.
+   */
+  compact(head: readonly JournalLine[]): void {
+    if (this.fd === undefined) return;
+    const text = head.map((l) => JSON.stringify(l) + '\n').join('');
+    const next = nextPath(this.file);
+    const fd = fs.openSync(next, 'w');
+    try {
+      fs.writeSync(fd, text);
+      if (this.fsync) fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    const prev = previousJournalPath(this.file);
+    fs.rmSync(prev, { force: true });
+    try {
+      fs.linkSync(this.file, prev);
+    } catch {
+      fs.copyFileSync(this.file, prev); // a file system without hard links
+    }
+    fs.renameSync(next, this.file);
+    if (this.fsync) fsyncDirectory(path.dirname(path.resolve(this.file)));
+    fs.closeSync(this.fd);
+    this.fd = fs.openSync(this.file, 'a');
+    this.size = this.headBytes = Buffer.byteLength(text);
   }
 
   close(): void {
@@ -77,6 +137,41 @@ function dropTornTail(file: string, fd: number): number {
   const kept = fs.readFileSync(file).lastIndexOf(0x0a) + 1;
   fs.ftruncateSync(fd, kept);
   return size - kept;
+}
+
+/** The rename of a compaction is durable once its directory is on disk (where a directory can be opened: not on Windows). */
+function fsyncDirectory(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(dir, 'r');
+    fs.fsyncSync(fd);
+  } catch {
+    /* the file's own fsync is what remains */
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+const CHECKPOINT_PREFIX = Buffer.from('{"k":"checkpoint"');
+
+/** Bytes of the run line and checkpoint a compacted journal starts with; 0 when its second line is no checkpoint. */
+function checkpointHeadBytes(fd: number, size: number): number {
+  const line1End = newlineFrom(fd, 0, size);
+  if (line1End < 0) return 0;
+  const head = Buffer.alloc(CHECKPOINT_PREFIX.length);
+  if (fs.readSync(fd, head, 0, head.length, line1End + 1) < head.length || !head.equals(CHECKPOINT_PREFIX)) return 0;
+  return newlineFrom(fd, line1End + 1, size) + 1;
+}
+
+/** The offset of the first newline at or after `from`; -1 when there is none. */
+function newlineFrom(fd: number, from: number, size: number): number {
+  const chunk = Buffer.alloc(64 * 1024);
+  for (let at = from; at < size; at += chunk.length) {
+    const n = fs.readSync(fd, chunk, 0, chunk.length, at);
+    const i = chunk.subarray(0, n).indexOf(0x0a);
+    if (i >= 0) return at + i;
+  }
+  return -1;
 }
 
 /** Reads a journal; a torn last line (the process was killed mid-write) is ignored. */

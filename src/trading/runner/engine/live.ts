@@ -18,6 +18,11 @@
  *   reconciliation snapshot and continues: nothing already sent is sent again. An intent that was
  *   sent but not answered before the process died is settled from that snapshot (an order the
  *   journal does not know → its answer) and never resent.
+ * - Checkpoints (checkpoint.ts), for a strategy with saveState/restoreState: once the journal has
+ *   grown by `journalMaxBytes` since its checkpoint, at the next point between two inputs with no
+ *   intent unanswered, the strategy's and the runner's state become a new checkpoint and the
+ *   journal is cut to it. A resume or a replay takes the last checkpoint back and replays only the
+ *   lines after it. Without the hooks the journal is never cut, and a resume replays all of it.
  * - A dropped stream: the connection reconnects, resubscribes and takes one snapshot; that snapshot
  *   is an input like the resume's (journaled, reason 'reconnect') and reconciles the same way
  *   (applySnapshot): trades closed meanwhile with the broker's P/L, entry orders filled or gone,
@@ -39,8 +44,10 @@ import { BrokerState, brokerTimeMs, numOf, type OcoClaim } from './broker-state'
 import { pipOf } from '../../execution/instruments';
 import { liveContext } from './live-context';
 import { errorOf, journaledError, settleOrphan, type JournaledError, type Orphan } from './orphans';
-import { JournalFinishedError, OrderRejectedError, SafetyError, runErrorOf, runHook } from '../errors';
+import { JournalFinishedError, OrderRejectedError, SafetyError, runErrorOf, runHook, scriptLocation } from '../errors';
 import { finishedRunOf, type Journal, type JournalLine } from './journal';
+import { CHECKPOINT_VERSION, DEFAULT_JOURNAL_MAX_BYTES, hasStateHooks, jsonProblem, lastCheckpoint, type CheckpointLine, type SavedEngine } from './checkpoint';
+import { thinEquity } from '../report/equity-thinning';
 import type { BrokerCallBudget } from '../broker/call-budget';
 import { SafetyGuard, type SafetyLimits } from './safety';
 import type { AccountInfo, Bar, CloseReason, OrderEvent, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
@@ -63,7 +70,12 @@ export interface LiveOptions {
   client?: FxcmClient;
   limiter?: BrokerCallBudget;
   journal?: Journal;
-  /** A recorded journal: replayed first (all of `replay`; the catch-up of a restarted run). */
+  /**
+   * Cut the journal to a new checkpoint once this many bytes follow its last one (default
+   * DEFAULT_JOURNAL_MAX_BYTES); only for a strategy with saveState/restoreState.
+   */
+  journalMaxBytes?: number;
+  /** A recorded journal: replayed first (all of `replay`; the catch-up of a restarted run), from its last checkpoint when it has one. */
   recorded?: JournalLine[];
   /** Stop this many ms after onStart (a resumed run: after it resumed); paper/live; default: until stop(). */
   durationMs?: number;
@@ -74,7 +86,10 @@ export interface LiveOptions {
 }
 
 export interface LiveResult extends RunResult {
+  /** The intents since the run's last checkpoint (all of them when it had none). */
   intents: LiveIntent[];
+  /** How many intents the run made, those before its last checkpoint included. */
+  decisions: number;
   resumed: boolean;
 }
 
@@ -121,7 +136,13 @@ export class LiveEngine {
   private orphans: Orphan[] = [];
   private orphanSignal: (() => void) | undefined;
   private intentSeq = 0;
+  /** Intents journaled and not answered yet: no checkpoint is taken while there is one. */
+  private unanswered = 0;
   readonly intents: LiveIntent[] = [];
+  /** The journal's first line, which a compacted journal starts with too. */
+  private runLine: JournalLine | undefined;
+  /** Checkpoints are taken: the strategy has the hooks, and its saveState has not failed in this run. */
+  private checkpointing: boolean;
   private readonly quotes = new Map<string, Tick>();
   private readonly broker = new BrokerState();
   private readonly history = new BarHistory();
@@ -141,7 +162,7 @@ export class LiveEngine {
   private readonly deletedOrders = new Set<string>();
   /** When the broker stream dropped (reconnects report how long it was away). */
   private disconnectedAt: number | undefined;
-  private readonly equity: EquityPoint[] = [];
+  private equity: EquityPoint[] = [];
   private startBalance: number | undefined;
   private started = false;
   private stopped = false;
@@ -159,6 +180,7 @@ export class LiveEngine {
     this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : [LIVE_DEFAULT_TIMEFRAME];
     this.liveBars = new LiveBars(this.timeframes);
     this.ctx = this.makeContext();
+    this.checkpointing = hasStateHooks(opts.strategy);
     this.done = new Promise((r) => (this.finish = r));
   }
 
@@ -246,7 +268,9 @@ export class LiveEngine {
       });
     }
     this.journalLine({ k: 'intent', ...intent }, true);
+    this.unanswered++;
     const answer = (ok: boolean, v: unknown) => {
+      this.unanswered--;
       if (ok) this.journalLine({ k: 'answer', id, ok: true, value: plain(v) }, true);
       else this.journalLine({ k: 'answer', id, ok: false, error: journaledError(v as Error) }, true);
       if (ok) this.claim(name, intent.args, v);
@@ -317,6 +341,7 @@ export class LiveEngine {
           const ev = this.queue.shift()!;
           this.journalLine(ev as unknown as JournalLine, ev.k === 'snapshot' || ev.k === 'start' || ev.k === 'stop');
           await this.handle(ev);
+          this.checkpointWhenDue();
         }
       } finally {
         this.pumping = undefined;
@@ -722,20 +747,128 @@ export class LiveEngine {
     return { kind: 'closed', tradeId: t.tradeId, symbol: t.symbol, isBuy: t.isBuy, amount: t.amount, openRate: t.openRate, closeRate: t.closeRate, plPips: t.plPips, pl: t.pl, commission: t.commission, reason: t.reason, ts: this.now };
   }
 
+  // ------------------------------------------------------------ checkpoints
+
+  /**
+   * Between two inputs, with every intent answered and claimed, once the journal has grown by its bound since
+   * its checkpoint: a new checkpoint, and the journal cut to it. A saveState that throws or
+   * returns what JSON cannot give back is logged and ends the checkpoints of this run (the journal
+   * keeps growing and still resumes), rather than the run.
+   */
+  private checkpointWhenDue(): void {
+    const j = this.o.journal;
+    if (!j || !this.checkpointing || !this.runLine || this.replaying || !this.started || this.stopped || this.finished || this.unanswered > 0) return;
+    if (j.bytesSinceCheckpoint < (this.o.journalMaxBytes ?? DEFAULT_JOURNAL_MAX_BYTES)) return;
+    // an answered order call's claim is still queued: its answer must not leave the journal before it
+    if (this.queue.some((ev) => ev.k === 'own')) return;
+    let line: CheckpointLine;
+    try {
+      line = this.checkpoint();
+    } catch (e) {
+      this.checkpointing = false;
+      const at = this.o.strategyFile ? scriptLocation(e, this.o.strategyFile) : undefined;
+      this.log.error(`${(e as Error)?.message ?? String(e)}${at ? ` (at ${at})` : ''}; the journal is not cut to checkpoints for the rest of this run (a resume replays it from its last one)`);
+      return;
+    }
+    j.compact([this.runLine, line]);
+    // the run goes on from what the checkpoint holds: the thinned curve; the intents before it
+    // are in the previous segment only, as in a resumed run
+    this.equity = line.engine.equity;
+    this.intents.splice(0);
+  }
+
+  /**
+   * What a checkpoint taken now holds: the strategy's saveState and the runner's state (its equity
+   * curve thinned). Throws what saveState throws, or an error naming what JSON cannot give back.
+   */
+  checkpoint(): CheckpointLine {
+    const s = this.o.strategy;
+    if (!hasStateHooks(s)) throw new Error(`${this.strategyName} has no saveState and restoreState`);
+    const state = s.saveState!.call(s, this.ctx);
+    const problem = state instanceof Promise ? 'it is a promise (saveState returns the state itself)' : jsonProblem(state);
+    if (problem) throw new Error(`saveState returned what JSON cannot give back: ${problem}`);
+    return { k: 'checkpoint', t: this.now, v: CHECKPOINT_VERSION, intents: this.intentSeq, strategy: state, engine: this.savedEngine() };
+  }
+
+  private savedEngine(): SavedEngine {
+    return {
+      now: this.now,
+      started: this.started,
+      startBalance: this.startBalance ?? null,
+      quotes: [...this.quotes],
+      broker: this.broker.saved(),
+      history: this.history.saved(),
+      liveBars: this.liveBars.saved(),
+      safety: this.guard.counters(),
+      timers: [...this.timers].map(([name, t]): [string, number] => [name, t.every]),
+      closed: this.closed,
+      equity: thinEquity(this.equity),
+      announcedTrades: [...this.announcedTrades],
+      announcedOrders: [...this.announcedOrders],
+      unclaimedEnds: [...this.unclaimedEnds],
+      deletedOrders: [...this.deletedOrders],
+    };
+  }
+
+  /** The runner's state and the strategy's from a checkpoint, before the lines after it are replayed. */
+  private async restore(c: CheckpointLine): Promise<void> {
+    const s = this.o.strategy;
+    if (!hasStateHooks(s)) throw new Error(`the journal starts at a checkpoint, which only a strategy with saveState and restoreState can go on from: ${this.strategyName} does not have them`);
+    const e = c.engine;
+    this.intentSeq = c.intents;
+    this.now = e.now;
+    this.started = e.started;
+    this.startBalance = e.startBalance ?? undefined;
+    for (const [symbol, tick] of e.quotes) this.quotes.set(symbol, tick);
+    this.broker.restore(e.broker);
+    this.history.restore(e.history);
+    this.liveBars.restore(e.liveBars);
+    this.guard.restoreCounters(e.safety);
+    for (const [name, every] of e.timers) this.timers.set(name, { every });
+    for (const t of e.closed) {
+      this.closed.push(t);
+      this.closedIds.add(t.tradeId);
+    }
+    this.equity = e.equity;
+    for (const id of e.announcedTrades) this.announcedTrades.add(id);
+    for (const id of e.announcedOrders) this.announcedOrders.add(id);
+    for (const [k, end] of e.unclaimedEnds) this.unclaimedEnds.set(k, end);
+    for (const id of e.deletedOrders) this.deletedOrders.add(id);
+    try {
+      await runHook('restoreState', () => s.restoreState!.call(s, this.ctx, c.strategy), this.o.strategyFile);
+    } catch (err) {
+      // as a hook that throws during a replay: the resumed run reconciles and flattens
+      this.error = runErrorOf(err);
+      this.stopped = true;
+      this.log.error(`strategy error in restoreState: ${this.error.message}${this.error.location ? ` (at ${this.error.location})` : ''}; the run cannot go on from its checkpoint`);
+      this.end();
+    }
+  }
+
   // ------------------------------------------------------------ replay / catch-up
 
   /**
-   * Feeds recorded inputs and answers to the strategy (no broker calls). Returns the promise of a
-   * hook still waiting for an answer the journal does not have (the process died mid-call).
+   * Feeds recorded inputs and answers to the strategy (no broker calls), from the last checkpoint
+   * when there is one. Returns the promise of a hook still waiting for an answer the journal does
+   * not have (the process died mid-call).
    */
-  private async replayLines(lines: JournalLine[]): Promise<{ pending: Promise<void> } | undefined> {
+  private async replayLines(recorded: JournalLine[]): Promise<{ pending: Promise<void> } | undefined> {
     this.replaying = true;
+    this.runLine = recorded.find((l) => l.k === 'run');
+    const at = lastCheckpoint(recorded);
+    if (at >= 0) await this.restore(recorded[at] as CheckpointLine);
+    const lines = at >= 0 ? recorded.slice(at + 1) : recorded;
     for (const l of lines) if (l.k === 'answer' && typeof l.id === 'number') this.answers.set(l.id, l);
     for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.broker.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
     const events = lines.filter((l) => IN_KINDS.has(l.k));
     for (let i = 0; i < events.length; i++) {
-      if (this.finished || this.error) break;
       const ev = events[i] as unknown as InEvent;
+      if (this.error) {
+        // the strategy failed (a hook, or restoreState): no hook runs any more, but what the run
+        // owns and holds still follows the journal, so that the flatten after it misses nothing
+        await this.apply(ev).catch(() => undefined);
+        continue;
+      }
       const orphaned = new Promise<'orphan'>((r) => (this.orphanSignal = () => r('orphan')));
       const p = this.handle(ev);
       const r = await Promise.race([p.then(() => 'done' as const), orphaned]);
@@ -786,6 +919,7 @@ export class LiveEngine {
       trades: this.closed,
       equity: this.equity,
       intents: this.intents,
+      decisions: this.intentSeq,
       resumed: this.resumed,
       error: this.error,
       leftOpen: this.o.mode === 'replay' ? undefined : { positions: this.broker.ownPositions().map((r) => this.broker.position(r)), orders: this.broker.ownEntryOrders().map((r) => this.broker.pending(r)) },
@@ -810,6 +944,9 @@ export class LiveEngine {
     const c = this.o.client;
     if (!c) throw new Error('paper/live needs a broker client');
     const s = this.o.strategy;
+    if (this.o.journal && !this.checkpointing) {
+      this.log.warn(`${this.strategyName} has no saveState and restoreState hooks: its journal is never cut to a checkpoint (it grows with every tick, some 14 MB an hour) and a resume replays all of it (docs/strategy-guide.md)`);
+    }
     let pendingHook: Promise<void> | undefined;
     const recorded = this.o.recorded ?? [];
     if (recorded.length) {
@@ -878,7 +1015,8 @@ export class LiveEngine {
         if (pendingHook) await pendingHook;
         if (!ending) this.queue.unshift({ k: 'gap', t: this.wallNow() }, { k: 'snapshot', t: this.wallNow(), snap, reason: 'resume' });
       } else {
-        this.journalLine({ k: 'run', t: this.wallNow(), strategy: this.strategyName, mode: this.o.mode, symbols: s.symbols, timeframes: this.timeframes, params: plain(this.ctx.params) }, true);
+        this.runLine = { k: 'run', t: this.wallNow(), strategy: this.strategyName, mode: this.o.mode, symbols: s.symbols, timeframes: this.timeframes, params: plain(this.ctx.params) };
+        this.journalLine(this.runLine, true);
         const head: InEvent[] = [{ k: 'snapshot', t: this.wallNow(), snap, reason: 'start' }];
         if (s.warmup && s.warmup > 0) {
           const bars: Bar[] = [];

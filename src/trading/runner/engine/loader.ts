@@ -32,8 +32,12 @@ export function validateStrategy(s: unknown, file: string): Strategy<Record<stri
   if (!Array.isArray(st.symbols) || st.symbols.length === 0 || !st.symbols.every((x) => typeof x === 'string')) {
     throw new StrategyError(`${file}: the strategy must have a non-empty "symbols" array`, 'load', undefined);
   }
-  for (const h of ['onStart', 'onTick', 'onBar', 'onOrder', 'onTrade', 'onTimer', 'onStop']) {
+  for (const h of ['onStart', 'onTick', 'onBar', 'onOrder', 'onTrade', 'onTimer', 'onReconnect', 'onStop', 'saveState', 'restoreState']) {
     if (st[h] !== undefined && typeof st[h] !== 'function') throw new StrategyError(`${file}: ${h} must be a function`, 'load', undefined);
+  }
+  // one without the other would save a state nothing restores, or restore one never saved
+  if ((st.saveState === undefined) !== (st.restoreState === undefined)) {
+    throw new StrategyError(`${file}: the strategy has ${st.saveState ? 'saveState but no restoreState' : 'restoreState but no saveState'}: define both, or neither`, 'load', undefined);
   }
   return s as Strategy<Record<string, unknown>>;
 }

@@ -16,12 +16,29 @@ export interface SafetyLimits {
 
 const DAY_MS = 86400_000;
 
+/** What the guard counts (a checkpoint keeps it): the UTC day, its first equity, the day halted. */
+export interface SafetyCounters {
+  day: number;
+  dayStartEquity: number;
+  halted: number;
+}
+
 export class SafetyGuard {
   private day = -1;
   private dayStartEquity = 0;
   private halted = -1;
 
   constructor(readonly limits: SafetyLimits) {}
+
+  counters(): SafetyCounters {
+    return { day: this.day, dayStartEquity: this.dayStartEquity, halted: this.halted };
+  }
+
+  restoreCounters(c: SafetyCounters): void {
+    this.day = c.day;
+    this.dayStartEquity = c.dayStartEquity;
+    this.halted = c.halted;
+  }
 
   private roll(nowMs: number, equity: number): void {
     const d = Math.floor(nowMs / DAY_MS);

@@ -1,5 +1,5 @@
 import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp } from '../../../../src/platform/argv';
-import { BACKTEST_OPTIONS, CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, num, parseParams, safetyOf } from '../../../../src/trading/runner/cli/args';
+import { BACKTEST_OPTIONS, CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, byteSize, num, parseParams, safetyOf } from '../../../../src/trading/runner/cli/args';
 
 /** A command taking one file, as backtest, paper, live and replay do. */
 const ONE_FILE = { positionals: 1, usage: 'Usage: one-file <strategy> [options]\n' };
@@ -62,6 +62,15 @@ describe('strategy-mode command lines', () => {
 
   test('an unknown option carries the usage too', () => {
     expect(usageErrorOf(() => parseCommandArgs(['--candels', 'x'], BACKTEST_OPTIONS, ONE_FILE)).usage).toBe(ONE_FILE.usage);
+  });
+
+  test('--journal-max-bytes: bytes, or with a binary unit; anything else is a usage error naming the flag', () => {
+    const size = (v: string) => byteSize(parseCommandArgs([`--journal-max-bytes=${v}`], RUN_OPTIONS, ONE_FILE), 'journal-max-bytes');
+    expect(byteSize(parseCommandArgs([], RUN_OPTIONS, ONE_FILE), 'journal-max-bytes')).toBeUndefined();
+    expect([size('8388608'), size('512K'), size('8M'), size('8m'), size('8MiB'), size('8 MB'), size('1G')]).toEqual([8388608, 512 * 1024, 8 * 1024 ** 2, 8 * 1024 ** 2, 8 * 1024 ** 2, 8 * 1024 ** 2, 1024 ** 3]);
+    for (const bad of ['0', '-1', '1.5M', 'lots', '8T', '', '99999999999999999G']) {
+      expect(() => size(bad)).toThrow(`--journal-max-bytes must be a size in bytes above 0, such as 8388608 or 8M, got "${bad}"`);
+    }
   });
 
   test('safety limits', () => {

@@ -136,6 +136,58 @@ describe('paper CLI', () => {
     expect(rep.code).toBe(0);
   });
 
+  test('a strategy with saveState/restoreState: the journal is cut to checkpoints; killed mid-line, it resumes and replays from its checkpoint', async () => {
+    const f = path.join(dir, 'kept.js');
+    fs.writeFileSync(
+      f,
+      STRATEGY.replace("name: 'once'", "name: 'kept'").replace(
+        /};\n$/,
+        `  saveState() {
+    return { ticks };
+  },
+  restoreState(ctx, state) {
+    ticks = state.ticks;
+  },
+};
+`,
+      ),
+    );
+    const jdir = path.join(dir, 'j-kept');
+    const jfile = path.join(jdir, 'journal.jsonl');
+    sim.resetCounters();
+    const child = spawn(process.execPath, [CLI, 'paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--journal-max-bytes', '4K', '--quiet', '--report', path.join(dir, 'kept-r1')], {
+      env: freshRunnerEnv(env),
+      stdio: 'ignore',
+    });
+    const exited = new Promise((r) => child.once('exit', r));
+    // cut to a checkpoint taken after both orders (the entry order goes at the fifth tick)
+    const checkpointed = () => {
+      const lines = readJournal(jfile);
+      return lines[1]?.k === 'checkpoint' && (lines[1].strategy as { ticks: number }).ticks >= 10 && lines.slice(2).filter((l) => l.k === 'price').length >= 3;
+    };
+    await waitFor(checkpointed, 'a checkpoint after both orders, and three ticks after it', 15_000);
+    child.kill('SIGKILL');
+    await exited;
+    expect(fs.existsSync(path.join(jdir, 'journal.prev.jsonl'))).toBe(true);
+    const torn = '{"k":"price","t":17';
+    fs.appendFileSync(jfile, torn);
+
+    const r = await run(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--journal-max-bytes', '4K', '--duration', '1', '--quiet', '--report', path.join(dir, 'kept-r2')]);
+    expect(r.stderr).toBe(
+      `ratelimit-runner paper: ${jfile}: its last line was cut (${torn.length} bytes; the run stopped while writing it) and is dropped; resuming from the line before it\n`,
+    );
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`resuming from ${jfile} (its checkpoint of `);
+    expect(r.stdout).toMatch(/ and the \d+ journal lines after it\)\n/);
+    expect(r.stdout).toContain('2 decisions');
+    expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
+    expect(sim.requestCounts()['/trading/create_entry_order']).toBe(1);
+
+    const rep = await run(['replay', f, '--journal', jdir]);
+    expect(rep.stdout).toMatch(/^replay: 0 decisions after its checkpoint of \S+Z identical to the recorded run\n$/);
+    expect(rep.code).toBe(0);
+  });
+
   /**
    * A run killed between sending an order and journaling the broker's answer leaves an intent with
    * no answer. On resume it is settled from the broker's snapshot (settleOrphans), never resent.

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { JOURNAL_FILE, Journal, journalPath, readJournal, type JournalLine } from '../../../../src/trading/runner/engine/journal';
+import { JOURNAL_FILE, Journal, journalPath, previousJournalPath, readJournal, type JournalLine } from '../../../../src/trading/runner/engine/journal';
 
 describe('run journal', () => {
   let dir: string;
@@ -119,6 +119,140 @@ describe('run journal', () => {
       expect(fsync).not.toHaveBeenCalled();
       unsynced.close();
       expect(fsync).toHaveBeenCalledTimes(1);
+    });
+  });
+
+  describe('compact', () => {
+    const run: JournalLine = { k: 'run', t: 1, strategy: 's', mode: 'paper' };
+    const checkpoint = (t: number): JournalLine => ({ k: 'checkpoint', t, v: 1, intents: t, strategy: { n: t }, engine: {} });
+    const size = (lines: JournalLine[]) => lines.reduce((n, l) => n + Buffer.byteLength(JSON.stringify(l)) + 1, 0);
+    const tail = (from: number, n: number): JournalLine[] => Array.from({ length: n }, (_, i) => ({ k: 'price', t: from + i, p: { Symbol: 'EUR/USD', Rates: [1.1, 1.1002] } }));
+
+    test('the previous segment keeps the name of the journal with .prev before its extension', () => {
+      expect(previousJournalPath(path.join('runs', JOURNAL_FILE))).toBe(path.join('runs', 'journal.prev.jsonl'));
+      expect(previousJournalPath('runs/x.json')).toBe('runs/x.prev.json');
+      expect(previousJournalPath('runs/x')).toBe('runs/x.prev');
+    });
+
+    test('the journal becomes its head; the segment it replaces is the one previous segment; appends go on after the head', () => {
+      const file = path.join(dir, JOURNAL_FILE);
+      const j = new Journal(file);
+      const first = [run, ...tail(2, 5)];
+      for (const l of first) j.append(l);
+      expect(j.bytesSinceCheckpoint).toBe(size(first));
+      j.compact([run, checkpoint(7)]);
+      expect(readJournal(file)).toEqual([run, checkpoint(7)]);
+      expect(j.bytesSinceCheckpoint).toBe(0);
+      const second = tail(8, 3);
+      for (const l of second) j.append(l);
+      expect(j.bytesSinceCheckpoint).toBe(size(second));
+      expect(readJournal(file)).toEqual([run, checkpoint(7), ...second]);
+      expect(readJournal(previousJournalPath(file))).toEqual(first);
+      // a second compaction replaces the previous segment: one is kept, never a series
+      j.compact([run, checkpoint(11)]);
+      j.append({ k: 'stop', t: 12 });
+      j.close();
+      expect(readJournal(file)).toEqual([run, checkpoint(11), { k: 'stop', t: 12 }]);
+      expect(readJournal(previousJournalPath(file))).toEqual([run, checkpoint(7), ...second]);
+      expect(fs.readdirSync(dir).sort()).toEqual(['journal.jsonl', 'journal.prev.jsonl']);
+    });
+
+    test('a journal opened again counts its bytes after the checkpoint it starts with', () => {
+      const file = path.join(dir, JOURNAL_FILE);
+      const a = new Journal(file);
+      a.append(run);
+      a.compact([run, checkpoint(3)]);
+      a.append({ k: 'start', t: 4 });
+      a.close();
+      const b = new Journal(file);
+      expect(b.bytesSinceCheckpoint).toBe(size([{ k: 'start', t: 4 }]));
+      b.close();
+      // one that has no checkpoint counts from its start
+      const plain = path.join(dir, 'plain.jsonl');
+      fs.writeFileSync(plain, [run, ...tail(2, 2)].map((l) => JSON.stringify(l) + '\n').join(''));
+      const c = new Journal(plain);
+      expect(c.bytesSinceCheckpoint).toBe(size([run, ...tail(2, 2)]));
+      c.close();
+    });
+
+    test('the new journal is on disk before the rename, and the rename once its directory is', () => {
+      const file = path.join(dir, JOURNAL_FILE);
+      const j = new Journal(file);
+      j.append(run);
+      // what was synced, by the path its descriptor was opened with, and when the rename came
+      const paths = new Map<number, string>();
+      const steps: string[] = [];
+      const [open, fsync, rename] = [fs.openSync, fs.fsyncSync, fs.renameSync];
+      jest.spyOn(fs, 'openSync').mockImplementation((p, flags, mode) => {
+        const fd = open(p, flags, mode);
+        paths.set(fd, String(p));
+        return fd;
+      });
+      jest.spyOn(fs, 'fsyncSync').mockImplementation((fd) => {
+        steps.push(`fsync ${path.relative(dir, paths.get(fd) ?? '?') || '.'}`);
+        fsync(fd);
+      });
+      jest.spyOn(fs, 'renameSync').mockImplementation((a, b) => {
+        steps.push('rename');
+        rename(a, b);
+      });
+      j.compact([run, checkpoint(2)]);
+      expect(steps).toEqual(['fsync journal.jsonl.next', 'rename', 'fsync .']);
+      j.close();
+    });
+
+    test('killed at each step, the journal under its name is the old one or the new one, whole', () => {
+      const file = path.join(dir, JOURNAL_FILE);
+      const old = [run, ...tail(2, 4)];
+      const images: { step: string; journal: JournalLine[]; files: string[] }[] = [];
+      const take = (step: string) => images.push({ step, journal: readJournal(file), files: fs.readdirSync(dir).sort() });
+      const link = fs.linkSync;
+      const rename = fs.renameSync;
+      jest.spyOn(fs, 'linkSync').mockImplementation((a, b) => {
+        take('new file written');
+        link(a, b);
+        take('previous segment linked');
+      });
+      jest.spyOn(fs, 'renameSync').mockImplementation((a, b) => {
+        rename(a, b);
+        take('renamed');
+      });
+      const j = new Journal(file);
+      for (const l of old) j.append(l);
+      j.compact([run, checkpoint(6)]);
+      j.close();
+      expect(images).toEqual([
+        { step: 'new file written', journal: old, files: ['journal.jsonl', 'journal.jsonl.next'] },
+        { step: 'previous segment linked', journal: old, files: ['journal.jsonl', 'journal.jsonl.next', 'journal.prev.jsonl'] },
+        { step: 'renamed', journal: [run, checkpoint(6)], files: ['journal.jsonl', 'journal.prev.jsonl'] },
+      ]);
+    });
+
+    test('a new file left by a compaction killed before its rename is removed when the journal is opened; the old journal goes on', () => {
+      const file = path.join(dir, JOURNAL_FILE);
+      const old = [run, ...tail(2, 3)];
+      fs.writeFileSync(file, old.map((l) => JSON.stringify(l) + '\n').join(''));
+      fs.writeFileSync(`${file}.next`, JSON.stringify(run) + '\n' + JSON.stringify(checkpoint(4)) + '\n');
+      const j = new Journal(file);
+      expect(fs.existsSync(`${file}.next`)).toBe(false);
+      expect(j.bytesSinceCheckpoint).toBe(size(old));
+      j.append({ k: 'resume', t: 9 });
+      j.close();
+      expect(readJournal(file)).toEqual([...old, { k: 'resume', t: 9 }]);
+    });
+
+    test('without hard links the previous segment is a copy', () => {
+      jest.spyOn(fs, 'linkSync').mockImplementation(() => {
+        throw Object.assign(new Error('operation not permitted'), { code: 'EPERM' });
+      });
+      const file = path.join(dir, JOURNAL_FILE);
+      const j = new Journal(file);
+      j.append(run);
+      j.append({ k: 'start', t: 2 });
+      j.compact([run, checkpoint(3)]);
+      j.close();
+      expect(readJournal(previousJournalPath(file))).toEqual([run, { k: 'start', t: 2 }]);
+      expect(readJournal(file)).toEqual([run, checkpoint(3)]);
     });
   });
 
