@@ -47,8 +47,8 @@ test('two replicas on one Redis divide one limit by the demand of the Envoys of 
       return a.rate() + b.rate() <= 100 && a.rate() > 2 * b.rate() && b.rate() >= 10;
     },
     'the two replicas to divide the limit by demand',
-    // Each replica re-divides a drifting local demand at most every 2.5 s (DRIFT_PUSH_EVERY_MS), and
-    // the shares settle over a few such steps: 10 s was passed once on a loaded CI machine.
+    // The shares settle over a few re-divisions of each replica's drifting demand (at most one a
+    // second, DRIFT_PUSH_EVERY_MS): 10 s was passed once on a loaded CI machine.
     20_000,
   );
 
