@@ -13,7 +13,7 @@
  */
 import { Struct } from '../../generated/google/protobuf/struct';
 import type { Descriptor, DescriptorStatus, Entry, RateLimitRequest, RateLimitResponse } from '../core/rls';
-import { expectWire, ProtoDecodeError, Reader, strSize, varintSize, Writer } from './proto-wire';
+import { notUtf8, ProtoDecodeError, Reader, strSize, varintSize, wireError, Writer } from './proto-wire';
 
 export { ProtoDecodeError } from './proto-wire';
 
@@ -31,14 +31,14 @@ export function decodeRateLimitRequest(buf: Buffer, start = 0, end = buf.length)
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (field === 1) {
-      expectWire(wire, 2, 'domain');
-      domain = r.string('domain');
+      if (wire !== 2) throw wireError(wire, 2, 'domain');
+      domain = r.string() ?? notUtf8('domain');
     } else if (field === 2) {
-      expectWire(wire, 2, 'descriptors');
+      if (wire !== 2) throw wireError(wire, 2, 'descriptors');
       const [start, end] = r.span();
       descriptors.push(decodeDescriptor(buf, start, end, descriptors.length));
     } else if (field === 3) {
-      expectWire(wire, 0, 'hits_addend');
+      if (wire !== 0) throw wireError(wire, 0, 'hits_addend');
       hitsAddend = r.uint32();
     } else if (field === 0) {
       throw new ProtoDecodeError('invalid field number 0');
@@ -59,15 +59,15 @@ function decodeDescriptor(buf: Buffer, start: number, end: number, index: number
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (field === 1) {
-      expectWire(wire, 2, `descriptors[${index}].entries`);
+      if (wire !== 2) throw wireError(wire, 2, `descriptors[${index}].entries`);
       const [s, e] = r.span();
       entries.push(decodeEntry(buf, s, e, index, entries.length));
     } else if (field === 2) {
-      expectWire(wire, 2, `descriptors[${index}].limit`);
+      if (wire !== 2) throw wireError(wire, 2, `descriptors[${index}].limit`);
       const [s, e] = r.span();
       limit = decodeOverride(buf, s, e, limit);
     } else if (field === 3) {
-      expectWire(wire, 2, `descriptors[${index}].hits_addend`);
+      if (wire !== 2) throw wireError(wire, 2, `descriptors[${index}].hits_addend`);
       const [s, e] = r.span();
       hitsAddend = decodeUInt64Value(buf, s, e, hitsAddend ?? 0, index);
     } else if (field === 0) {
@@ -88,11 +88,11 @@ function decodeEntry(buf: Buffer, start: number, end: number, d: number, i: numb
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (field === 1) {
-      expectWire(wire, 2, 'entry key');
-      key = r.string(`descriptors[${d}].entries[${i}].key`);
+      if (wire !== 2) throw wireError(wire, 2, 'entry key');
+      key = r.string() ?? notUtf8(`descriptors[${d}].entries[${i}].key`);
     } else if (field === 2) {
-      expectWire(wire, 2, 'entry value');
-      value = r.string(`descriptors[${d}].entries[${i}].value`);
+      if (wire !== 2) throw wireError(wire, 2, 'entry value');
+      value = r.string() ?? notUtf8(`descriptors[${d}].entries[${i}].value`);
     } else if (field === 0) {
       throw new ProtoDecodeError('invalid field number 0');
     } else {
@@ -112,10 +112,10 @@ function decodeOverride(buf: Buffer, start: number, end: number, prev: Descripto
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (field === 1) {
-      expectWire(wire, 0, 'limit.requests_per_unit');
+      if (wire !== 0) throw wireError(wire, 0, 'limit.requests_per_unit');
       requestsPerUnit = r.uint32();
     } else if (field === 2) {
-      expectWire(wire, 0, 'limit.unit');
+      if (wire !== 0) throw wireError(wire, 0, 'limit.unit');
       unit = r.int32();
     } else if (field === 0) {
       throw new ProtoDecodeError('invalid field number 0');
@@ -134,7 +134,7 @@ function decodeUInt64Value(buf: Buffer, start: number, end: number, prev: number
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (field === 1) {
-      expectWire(wire, 0, 'hits_addend.value');
+      if (wire !== 0) throw wireError(wire, 0, 'hits_addend.value');
       value = r.varint();
       if (value > Number.MAX_SAFE_INTEGER) {
         throw new ProtoDecodeError(`descriptors[${index}].hits_addend is larger than ${Number.MAX_SAFE_INTEGER}`);

@@ -86,7 +86,8 @@ export class Reader {
     return [start, end];
   }
 
-  string(field: string): string {
+  /** A string field; undefined when it is not valid UTF-8 (the caller names the field: `?? notUtf8(name)`). */
+  string(): string | undefined {
     const [start, end] = this.span();
     const buf = this.buf;
     // ASCII is by far the common case and needs no validation.
@@ -98,8 +99,7 @@ export class Reader {
       }
     }
     if (ascii) return buf.toString('latin1', start, end);
-    if (!isUtf8(buf.subarray(start, end))) throw new ProtoDecodeError(`${field} is not valid UTF-8`);
-    return buf.toString('utf8', start, end);
+    return isUtf8(buf.subarray(start, end)) ? buf.toString('utf8', start, end) : undefined;
   }
 
   skip(wireType: number): void {
@@ -127,8 +127,17 @@ export class Reader {
   }
 }
 
-export function expectWire(actual: number, expected: number, field: string): void {
-  if (actual !== expected) throw new ProtoDecodeError(`${field} has wire type ${actual}, expected ${expected}`);
+/**
+ * The errors of a field, made only when thrown: callers write `if (wire !== 2) throw
+ * wireError(wire, 2, name)`, so a field's name (with its indexes) is not built for every field of
+ * every request.
+ */
+export function wireError(actual: number, expected: number, field: string): ProtoDecodeError {
+  return new ProtoDecodeError(`${field} has wire type ${actual}, expected ${expected}`);
+}
+
+export function notUtf8(field: string): never {
+  throw new ProtoDecodeError(`${field} is not valid UTF-8`);
 }
 
 export function varintSize(v: number): number {

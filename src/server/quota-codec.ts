@@ -16,7 +16,7 @@
  */
 import type { BucketAction, BucketPairs, BucketUsage, QuotaStrategy, UsageReports } from '../quota/types';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
-import { expectWire, ProtoDecodeError, Reader, strSize, varintSize, Writer } from './proto-wire';
+import { notUtf8, ProtoDecodeError, Reader, strSize, varintSize, wireError, Writer } from './proto-wire';
 
 /** Decodes a RateLimitQuotaUsageReports from `buf[start, end)`; throws ProtoDecodeError on malformed input. */
 export function decodeUsageReports(buf: Buffer, start = 0, end = buf.length): UsageReports {
@@ -28,10 +28,10 @@ export function decodeUsageReports(buf: Buffer, start = 0, end = buf.length): Us
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (field === 1) {
-      expectWire(wire, 2, 'domain');
-      domain = r.string('domain');
+      if (wire !== 2) throw wireError(wire, 2, 'domain');
+      domain = r.string() ?? notUtf8('domain');
     } else if (field === 2) {
-      expectWire(wire, 2, 'bucket_quota_usages');
+      if (wire !== 2) throw wireError(wire, 2, 'bucket_quota_usages');
       const [s, e] = r.span();
       usages.push(decodeUsage(buf, s, e, usages.length));
     } else if (field === 0) {
@@ -85,18 +85,18 @@ function decodeUsage(buf: Buffer, start: number, end: number, index: number): Bu
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (field === 1) {
-      expectWire(wire, 2, `bucket_quota_usages[${index}].bucket_id`);
+      if (wire !== 2) throw wireError(wire, 2, `bucket_quota_usages[${index}].bucket_id`);
       [idStart, idEnd] = r.span();
       ids++;
     } else if (field === 2) {
-      expectWire(wire, 2, `bucket_quota_usages[${index}].time_elapsed`);
+      if (wire !== 2) throw wireError(wire, 2, `bucket_quota_usages[${index}].time_elapsed`);
       const [s, e] = r.span();
-      elapsedSeconds = decodeDuration(buf, s, e, `bucket_quota_usages[${index}].time_elapsed`);
+      elapsedSeconds = decodeDuration(buf, s, e, index);
     } else if (field === 3) {
-      expectWire(wire, 0, `bucket_quota_usages[${index}].num_requests_allowed`);
+      if (wire !== 0) throw wireError(wire, 0, `bucket_quota_usages[${index}].num_requests_allowed`);
       allowed = r.varint();
     } else if (field === 4) {
-      expectWire(wire, 0, `bucket_quota_usages[${index}].num_requests_denied`);
+      if (wire !== 0) throw wireError(wire, 0, `bucket_quota_usages[${index}].num_requests_denied`);
       denied = r.varint();
     } else if (field === 0) {
       throw new ProtoDecodeError('invalid field number 0');
@@ -129,7 +129,7 @@ function decodeBucketId(buf: Buffer, start: number, end: number, into: Map<strin
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (field === 1) {
-      expectWire(wire, 2, `${where}.bucket_id.bucket`);
+      if (wire !== 2) throw wireError(wire, 2, `${where}.bucket_id.bucket`);
       const [s, e] = r.span();
       const entry = new Reader(buf, s, e);
       let key = '';
@@ -138,11 +138,11 @@ function decodeBucketId(buf: Buffer, start: number, end: number, into: Map<strin
         const t = entry.varint();
         const f = Math.floor(t / 8);
         if (f === 1) {
-          expectWire(t & 7, 2, `${where}.bucket_id.bucket key`);
-          key = entry.string(`${where}.bucket_id.bucket key`);
+          if ((t & 7) !== 2) throw wireError(t & 7, 2, `${where}.bucket_id.bucket key`);
+          key = entry.string() ?? notUtf8(`${where}.bucket_id.bucket key`);
         } else if (f === 2) {
-          expectWire(t & 7, 2, `${where}.bucket_id.bucket value`);
-          value = entry.string(`${where}.bucket_id.bucket value`);
+          if ((t & 7) !== 2) throw wireError(t & 7, 2, `${where}.bucket_id.bucket value`);
+          value = entry.string() ?? notUtf8(`${where}.bucket_id.bucket value`);
         } else if (f === 0) {
           throw new ProtoDecodeError('invalid field number 0');
         } else {
@@ -158,8 +158,8 @@ function decodeBucketId(buf: Buffer, start: number, end: number, into: Map<strin
   }
 }
 
-/** A Duration in seconds (the engine refuses a negative one by name). */
-function decodeDuration(buf: Buffer, start: number, end: number, where: string): number {
+/** usage `index`'s time_elapsed in seconds (the engine refuses a negative one by name). */
+function decodeDuration(buf: Buffer, start: number, end: number, index: number): number {
   const r = new Reader(buf, start, end);
   let seconds = 0;
   let nanos = 0;
@@ -168,10 +168,10 @@ function decodeDuration(buf: Buffer, start: number, end: number, where: string):
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (field === 1) {
-      expectWire(wire, 0, `${where}.seconds`);
+      if (wire !== 0) throw wireError(wire, 0, `bucket_quota_usages[${index}].time_elapsed.seconds`);
       seconds = r.int64();
     } else if (field === 2) {
-      expectWire(wire, 0, `${where}.nanos`);
+      if (wire !== 0) throw wireError(wire, 0, `bucket_quota_usages[${index}].time_elapsed.nanos`);
       nanos = r.int32();
     } else if (field === 0) {
       throw new ProtoDecodeError('invalid field number 0');
@@ -239,28 +239,20 @@ function tokenBucketSize(s: Extract<QuotaStrategy, { kind: 'token-bucket' }>): n
   return (s.maxTokens === 0 ? 0 : 1 + varintSize(s.maxTokens)) + 1 + varintSize(perFill) + perFill + 1 + varintSize(fill) + fill;
 }
 
-/** Bytes of a RateLimitStrategy. */
-function strategySize(s: QuotaStrategy): number {
-  switch (s.kind) {
-    case 'allow-all':
-      return 2; // blanket_rule ALLOW_ALL (0): written, as the oneof's member it is
-    case 'deny-all':
-      return 2;
-    case 'token-bucket': {
-      const tb = tokenBucketSize(s);
-      return 1 + varintSize(tb) + tb;
-    }
-  }
+/** Bytes of a RateLimitStrategy whose token bucket (if it is one) takes `tb` bytes. */
+function strategySize(s: QuotaStrategy, tb: number): number {
+  // blanket_rule: written even for ALLOW_ALL (0), as the oneof's member it is
+  return s.kind === 'token-bucket' ? 1 + varintSize(tb) + tb : 2;
 }
 
-function writeStrategy(w: Writer, s: QuotaStrategy): void {
+function writeStrategy(w: Writer, s: QuotaStrategy, tb: number): void {
   if (s.kind !== 'token-bucket') {
     w.byte(0x08);
     w.byte(s.kind === 'allow-all' ? 0 : 1);
     return;
   }
   w.byte(0x1a);
-  w.varint(tokenBucketSize(s));
+  w.varint(tb);
   if (s.maxTokens !== 0) {
     w.byte(0x08);
     w.varint(s.maxTokens);
@@ -274,46 +266,49 @@ function writeStrategy(w: Writer, s: QuotaStrategy): void {
   writeDuration(w, 0x1a, s.fillIntervalSeconds);
 }
 
-/** Bytes of a QuotaAssignmentAction, or of the empty AbandonAction. */
-function actionBodySize(a: BucketAction): number {
-  if (!('assign' in a)) return 0;
-  const ttl = durationSize(a.assign.ttlSeconds);
-  const strategy = strategySize(a.assign.strategy);
-  return 1 + varintSize(ttl) + ttl + 1 + varintSize(strategy) + strategy;
-}
-
 /**
  * A RateLimitQuotaResponse as one uncompressed gRPC message: the 5-byte prefix and the message in
- * one buffer, so the transport writes it without a copy.
+ * one buffer, so the transport writes it without a copy. Each part's size is worked out once, in
+ * the first pass (a length comes before what it measures), and read again in the second.
  */
 export function encodeQuotaResponseFrame(actions: readonly BucketAction[]): Buffer {
-  const sizes = new Array<number>(actions.length);
-  const idSizes = new Array<number>(actions.length);
+  const n = actions.length;
+  const idSizes = new Array<number>(n);
+  const tbSizes = new Array<number>(n);
+  const strategySizes = new Array<number>(n);
+  const bodySizes = new Array<number>(n); // QuotaAssignmentAction, or 0 for the empty AbandonAction
+  const sizes = new Array<number>(n);
   let total = 0;
-  for (let i = 0; i < actions.length; i++) {
+  for (let i = 0; i < n; i++) {
     const a = actions[i]!;
-    const id = bucketIdSize(a);
-    const body = actionBodySize(a);
-    const n = 1 + varintSize(id) + id + 1 + varintSize(body) + body;
-    idSizes[i] = id;
-    sizes[i] = n;
-    total += 1 + varintSize(n) + n;
+    const id = (idSizes[i] = bucketIdSize(a));
+    let body = 0;
+    if ('assign' in a) {
+      const st = a.assign.strategy;
+      const tb = (tbSizes[i] = st.kind === 'token-bucket' ? tokenBucketSize(st) : 0);
+      const strategy = (strategySizes[i] = strategySize(st, tb));
+      const ttl = durationSize(a.assign.ttlSeconds);
+      body = 1 + varintSize(ttl) + ttl + 1 + varintSize(strategy) + strategy;
+    }
+    bodySizes[i] = body;
+    const size = (sizes[i] = 1 + varintSize(id) + id + 1 + varintSize(body) + body);
+    total += 1 + varintSize(size) + size;
   }
   const w = new Writer(Buffer.allocUnsafe(GRPC_PREFIX_BYTES + total), GRPC_PREFIX_BYTES);
   w.buf[0] = 0;
   w.buf.writeUInt32BE(total, 1);
-  for (let i = 0; i < actions.length; i++) {
+  for (let i = 0; i < n; i++) {
     const a = actions[i]!;
     w.byte(0x0a);
     w.varint(sizes[i]!);
     writeBucketId(w, a, idSizes[i]!);
     if ('assign' in a) {
       w.byte(0x12);
-      w.varint(actionBodySize(a));
+      w.varint(bodySizes[i]!);
       writeDuration(w, 0x12, a.assign.ttlSeconds);
       w.byte(0x1a);
-      w.varint(strategySize(a.assign.strategy));
-      writeStrategy(w, a.assign.strategy);
+      w.varint(strategySizes[i]!);
+      writeStrategy(w, a.assign.strategy, tbSizes[i]!);
     } else {
       w.byte(0x1a);
       w.byte(0);
