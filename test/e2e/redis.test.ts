@@ -9,7 +9,7 @@ import { RateLimitQuotaServiceClient } from '../../generated/envoy/service/rate_
 import { type RedisServer, startCluster, startRedis } from '../support/redis';
 import { openQuotaStream } from '../support/rlqs-stream';
 import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, httpPost, runtimeDir, type Service, startService } from './harness';
-import { waitFor } from '../support/wait';
+import { inOneWindow, waitFor } from '../support/wait';
 
 const CONFIG = `
 domain: rd
@@ -131,6 +131,7 @@ describe('ratelimit on Redis', () => {
     const a = await startService(redisEnv(dir.root, redis));
     const b = await startService(redisEnv(dir.root, redis));
     services.push(a, b);
+    await inOneWindow(3_600_000);
     const codes: number[] = [];
     for (let i = 0; i < 6; i++) codes.push((await httpPost(i % 2 === 0 ? a.http : b.http, '/json', json('shared'))).status);
     expect(codes).toEqual([200, 200, 200, 200, 200, 429]);

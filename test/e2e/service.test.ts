@@ -7,7 +7,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { HealthClient, HealthCheckResponse_ServingStatus } from '../../generated/grpc/health/v1/health';
 import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, httpPost, E2E_GRPC_TRANSPORT, runtimeDir, type Service, startService } from './harness';
-import { waitFor } from '../support/wait';
+import { inOneWindow, waitFor } from '../support/wait';
 
 const CONFIG = `
 domain: e2e
@@ -53,6 +53,7 @@ describe(`ratelimit service end to end, GRPC_TRANSPORT=${E2E_GRPC_TRANSPORT} (me
   });
 
   test('gRPC counts per value and answers OVER_LIMIT past the limit', async () => {
+    await inOneWindow(60_000);
     const req = { domain: 'e2e', descriptors: [descriptor('user', 'alice')] };
     const remaining: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -141,6 +142,7 @@ describe(`ratelimit service end to end, GRPC_TRANSPORT=${E2E_GRPC_TRANSPORT} (me
   });
 
   test('/json answers 200, 429 and proto3 JSON bodies', async () => {
+    await inOneWindow(60_000);
     const body = (v: string) => JSON.stringify({ domain: 'e2e', descriptors: [{ entries: [{ key: 'user', value: v }] }] });
     const ok = await httpPost(svc.http, '/json', body('json-user'));
     expect(ok.status).toBe(200);

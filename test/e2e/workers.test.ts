@@ -15,7 +15,7 @@ import { incrementsProcessed, MemcachedServer } from '../support/memcached';
 import { freePort } from '../support/ports';
 import { type RedisServer, startRedis } from '../support/redis';
 import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, manyDescriptors, run, runtimeDir, type Service, startService } from './harness';
-import { waitFor } from '../support/wait';
+import { inOneWindow, waitFor } from '../support/wait';
 
 const CONFIG = `
 domain: wk
@@ -113,6 +113,7 @@ describe('worker mode on Redis', () => {
     expect([...seen].sort()).toEqual(['1', '2']);
 
     // 15 hits on a limit of 10 a minute: 8 over /json (new connection each), 7 over gRPC (3 clients).
+    await inOneWindow(60_000);
     const codes: string[] = [];
     for (let i = 0; i < 8; i++) {
       const r = await fresh(svc.http, '/json', json('alice'));
@@ -303,6 +304,7 @@ test('worker mode on memcached counts each hit once across the workers', async (
     for (let i = 0; i < 4; i++) workers.add((await fresh(svc.http, '/healthcheck')).worker!);
     expect([...workers].sort()).toEqual(['1', '2']);
     // Consecutive connections go to alternate workers.
+    await inOneWindow(60_000);
     const statuses: number[] = [];
     for (let i = 0; i < 12; i++) {
       statuses.push((await fresh(svc.http, '/json', json('dave'))).status);

@@ -26,3 +26,13 @@ export async function waitFor(check: () => boolean | Promise<boolean>, what: str
 export function quietFor(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/**
+ * For a test that counts several hits against a fixed window (a limit per minute, per hour): if
+ * the current window of the service's wall clock ends within `needMs`, waits for the next one to
+ * begin, so that the window cannot turn between the hits and reset the count.
+ */
+export async function inOneWindow(windowMs: number, needMs = 15_000): Promise<void> {
+  const left = windowMs - (Date.now() % windowMs);
+  if (left < needMs) await new Promise((resolve) => setTimeout(resolve, left + 50));
+}
