@@ -197,7 +197,7 @@ export class BrokerState {
 
   /** A stop or limit order the broker executes for a trade names why the trade closes. */
   noteBrokerClose(tradeId: string, kind: 'stop' | 'limit'): void {
-    if (this.closeReasons.has(tradeId)) return;
+    if (this.closeReasons.has(tradeId) || !this.positions.has(tradeId)) return;
     const trailing = kind === 'stop' && numOf(this.positions.get(tradeId)?.stopMove) > 0;
     this.closeReasons.set(tradeId, trailing ? 'trailing' : kind);
   }

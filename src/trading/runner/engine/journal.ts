@@ -91,21 +91,27 @@ export class Journal {
     if (this.fd === undefined) return;
     const text = head.map((l) => JSON.stringify(l) + '\n').join('');
     const next = nextPath(this.file);
-    const fd = fs.openSync(next, 'w');
     try {
-      fs.writeSync(fd, text);
-      if (this.fsync) fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
+      const fd = fs.openSync(next, 'w');
+      try {
+        fs.writeSync(fd, text);
+        if (this.fsync) fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      const prev = previousJournalPath(this.file);
+      fs.rmSync(prev, { force: true });
+      try {
+        fs.linkSync(this.file, prev);
+      } catch {
+        fs.copyFileSync(this.file, prev); // a file system without hard links
+      }
+      fs.renameSync(next, this.file);
+    } catch (e) {
+      // (a full disk, a lost permission): the journal is still the old one, appended to as before
+      fs.rmSync(next, { force: true });
+      throw e;
     }
-    const prev = previousJournalPath(this.file);
-    fs.rmSync(prev, { force: true });
-    try {
-      fs.linkSync(this.file, prev);
-    } catch {
-      fs.copyFileSync(this.file, prev); // a file system without hard links
-    }
-    fs.renameSync(next, this.file);
     if (this.fsync) fsyncDirectory(path.dirname(path.resolve(this.file)));
     fs.closeSync(this.fd);
     this.fd = fs.openSync(this.file, 'a');

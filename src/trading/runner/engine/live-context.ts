@@ -57,6 +57,10 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
   const gone = (what: 'trade' | 'order', id: string) => (e: unknown) => {
     throw e instanceof FxcmNotFoundError ? new OrderGoneError(what, id) : e;
   };
+  /** The strategy closed these trades: those not yet gone close for that reason. */
+  const closing = (tradeIds: readonly string[]): void => {
+    for (const id of tradeIds) if (broker.positions.has(id)) broker.closeReasons.set(id, 'close');
+  };
   const tradeLevel = (op: string, kind: 'stop' | 'limit', tradeId: string, rate: number, opts: StopLimitOptions | undefined): Promise<void> => {
     let v!: ReturnType<typeof checkTradeLevel>;
     const check = () => {
@@ -129,15 +133,20 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
         return { orderIds: [] as string[] };
       }, ttlOf(req));
     },
+    // Why a trade closes is noted when its close is sent (the broker's push of the close can come
+    // before the call's answer), and again after the answer: a replay sends nothing.
     closeTrade: (tradeId, amount, scope) =>
-      h.op('closeTrade', { tradeId, amount, ...scope }, () => (mustTrade(tradeId, scope), checkCloseAmount(amount)), async (c) => {
-        const p = broker.positions.get(tradeId);
-        broker.closeReasons.set(tradeId, 'close');
-        await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) }).catch(gone('trade', tradeId));
-      }),
+      h
+        .op('closeTrade', { tradeId, amount, ...scope }, () => (mustTrade(tradeId, scope), checkCloseAmount(amount)), async (c) => {
+          const p = broker.positions.get(tradeId);
+          broker.closeReasons.set(tradeId, 'close');
+          await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) }).catch(gone('trade', tradeId));
+        })
+        .then(() => closing([tradeId])),
     // The broker's close_all_for_symbol closes every trade of the account: only with accountWide.
-    closeAll: (symbol, scope) =>
-      h.op('closeAll', { symbol, ...scope }, () => undefined, async (c) => {
+    closeAll: (symbol, scope) => {
+      const asked = broker.ownPositions(scope?.accountWide).filter((r) => !symbol || r.currency === symbol).map((r) => String(r.tradeId));
+      return h.op('closeAll', { symbol, ...scope }, () => undefined, async (c) => {
         const list = broker.ownPositions(scope?.accountWide).filter((r) => !symbol || r.currency === symbol);
         if (!list.length) return;
         for (const r of list) broker.closeReasons.set(String(r.tradeId), 'close');
@@ -149,7 +158,8 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
         const failed = closes.find((x): x is PromiseRejectedResult => x.status === 'rejected');
         // a trade that closed meanwhile is closed all the same
         if (failed && !(failed.reason instanceof FxcmNotFoundError)) throw failed.reason;
-      }),
+      }).then(() => closing(asked));
+    },
     setStop: (tradeId, rate, opts) => tradeLevel('setStop', 'stop', tradeId, rate, opts),
     setLimit: (tradeId, rate, opts) => tradeLevel('setLimit', 'limit', tradeId, rate, opts),
     changeOrder: (orderId, rate, amount, scope) => {

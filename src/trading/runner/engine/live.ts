@@ -120,6 +120,35 @@ export const LIVE_TABLES: ModelName[] = ['Order', 'OpenPosition', 'ClosedPositio
 export const LIVE_SNAPSHOT: ModelName[] = ['Account', 'OpenPosition', 'Order'];
 /** The time frame of a strategy that names none. */
 export const LIVE_DEFAULT_TIMEFRAME: Period = 'm1';
+/** What an answered order call makes the run's own: the order it created, or the legs of its OCO. */
+function claimOf(op: string, args: unknown, value: unknown, t: number): Extract<InEvent, { k: 'own' }> | undefined {
+  const orderId = (value as { orderId?: unknown } | undefined)?.orderId;
+  if ((op === 'openTrade' || op === 'createEntryOrder') && orderId !== undefined) return { k: 'own', t, orderId: String(orderId) };
+  if (op !== 'createOco') return undefined;
+  const r = args as { symbol: string; amount: number; first: { isBuy: boolean; rate: number }; second: { isBuy: boolean; rate: number } };
+  return { k: 'own', t, oco: { symbol: r.symbol, amount: r.amount, legs: [r.first, r.second].map((l) => ({ isBuy: l.isBuy, rate: l.rate })) } };
+}
+
+/**
+ * The claims of order calls a journal has the answer of but not the claim (an `own` line): the
+ * run was killed between the two. Claimed at the resume, the orders stay the run's.
+ */
+function unclaimedOrderCalls(lines: readonly JournalLine[], t: number): Array<Extract<InEvent, { k: 'own' }>> {
+  const claimed = lines.filter((l) => l.k === 'own').map((l) => JSON.stringify(l.orderId ?? l.oco));
+  const answered = new Map<number, unknown>();
+  for (const l of lines) if (l.k === 'answer' && l.ok === true && typeof l.id === 'number') answered.set(l.id, l.value);
+  const out: Array<Extract<InEvent, { k: 'own' }>> = [];
+  for (const l of lines) {
+    if (l.k !== 'intent' || typeof l.id !== 'number' || !answered.has(l.id)) continue;
+    const own = claimOf(String(l.op), l.args, answered.get(l.id), t);
+    if (!own) continue;
+    const at = claimed.indexOf(JSON.stringify(own.orderId ?? own.oco));
+    if (at >= 0) claimed.splice(at, 1);
+    else out.push(own);
+  }
+  return out;
+}
+
 const plain = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
 
 export class LiveEngine {
@@ -133,6 +162,8 @@ export class LiveEngine {
   private pumping: Promise<void> | undefined;
   private replaying = false;
   private answers = new Map<number, JournalLine>();
+  /** Order calls the journal answered but did not claim (unclaimedOrderCalls): claimed at the resume. */
+  private unclaimed: Array<Extract<InEvent, { k: 'own' }>> = [];
   private orphans: Orphan[] = [];
   private orphanSignal: (() => void) | undefined;
   private intentSeq = 0;
@@ -308,14 +339,9 @@ export class LiveEngine {
    * the pushes and prices already queued) and journaled with them, so a replay claims at the same point.
    */
   private claim(op: string, args: unknown, value: unknown): void {
-    const orderId = (value as { orderId?: unknown } | undefined)?.orderId;
-    if ((op === 'openTrade' || op === 'createEntryOrder') && orderId !== undefined) {
-      this.queue.unshift({ k: 'own', t: this.wallNow(), orderId: String(orderId) });
-    } else if (op === 'createOco') {
-      const r = args as { symbol: string; amount: number; first: { isBuy: boolean; rate: number }; second: { isBuy: boolean; rate: number } };
-      const legs = [r.first, r.second].map((l) => ({ isBuy: l.isBuy, rate: l.rate }));
-      this.queue.unshift({ k: 'own', t: this.wallNow(), oco: { symbol: r.symbol, amount: r.amount, legs } });
-    } else return;
+    const own = claimOf(op, args, value, this.wallNow());
+    if (!own) return;
+    this.queue.unshift(own);
     this.kick();
   }
 
@@ -734,6 +760,7 @@ export class LiveEngine {
     };
     this.closed.push(trade);
     this.closedIds.add(id);
+    this.broker.closeReasons.delete(id); // said in the trade; a checkpoint keeps the open trades' only
     return trade;
   }
 
@@ -770,7 +797,14 @@ export class LiveEngine {
       this.log.error(`${(e as Error)?.message ?? String(e)}${at ? ` (at ${at})` : ''}; the journal is not cut to checkpoints for the rest of this run (a resume replays it from its last one)`);
       return;
     }
-    j.compact([this.runLine, line]);
+    try {
+      j.compact([this.runLine, line]);
+    } catch (e) {
+      // the journal is the old one, whole, and still written to: the run loses only its bound
+      this.checkpointing = false;
+      this.log.error(`the journal could not be cut to a checkpoint: ${(e as Error)?.message ?? String(e)}; it keeps growing for the rest of this run (a resume replays it whole)`);
+      return;
+    }
     // the run goes on from what the checkpoint holds: the thinned curve; the intents before it
     // are in the previous segment only, as in a resumed run
     this.equity = line.engine.equity;
@@ -860,6 +894,7 @@ export class LiveEngine {
     const lines = at >= 0 ? recorded.slice(at + 1) : recorded;
     for (const l of lines) if (l.k === 'answer' && typeof l.id === 'number') this.answers.set(l.id, l);
     for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.broker.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
+    this.unclaimed = unclaimedOrderCalls(lines, this.wallNow());
     const events = lines.filter((l) => IN_KINDS.has(l.k));
     for (let i = 0; i < events.length; i++) {
       const ev = events[i] as unknown as InEvent;
@@ -1005,6 +1040,10 @@ export class LiveEngine {
       if (this.resumed) {
         this.journalLine({ k: 'resume', t: this.wallNow() }, true);
         this.settleOrphans(snap);
+        for (const own of this.unclaimed.splice(0)) {
+          this.log.warn(`${own.orderId !== undefined ? `order ${own.orderId}` : `the OCO orders on ${own.oco!.symbol}`} had been answered but not yet claimed by this run before the restart: claimed now`);
+          this.queue.unshift(own);
+        }
         if (ending) {
           // The broker's state before the rest of onStop runs (it may close what is still open).
           this.journalLine({ k: 'snapshot', t: this.wallNow(), snap }, true);

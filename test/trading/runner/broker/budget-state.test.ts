@@ -88,7 +88,7 @@ describe('the broker budget across processes', () => {
     expect(await d.exited).toBe(1);
     expect(d.stderr()).toContain('ratelimit-runner paper: stopped before the run started');
     expect(snapshots() - before).toBe(2);
-  });
+  }, 90_000); // four runner processes one after the other: over 30 s once on a loaded machine
 
   test('--if-no-budget takes wait or exit only', async () => {
     const e = paper('--if-no-budget', 'later');
