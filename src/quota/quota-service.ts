@@ -16,7 +16,7 @@
  *   to or from zero), so the division is stable; a stream is sent a new assignment only when its
  *   share moved by more than RESEND_CHANGE, so Envoy does not keep replacing (and truncating) its
  *   token bucket. A change of a group is pushed to its other streams at once (demand drifting,
- *   at most every DRIFT_PUSH_EVERY_MS).
+ *   at most every driftPushEveryMs: a second, longer for a bucket of hundreds of streams).
  * - Time to live: four of the stream's report intervals (5 s assumed until it has shown its
  *   cadence); an unchanged assignment is sent again before the next report could come too late.
  * - A fleet of Envoys reports the same buckets: a bucket's name is held once for all its streams,
@@ -107,12 +107,21 @@ const RESERVED_AFTER_END = 0.6;
  */
 const PUSH_AFTER_MS = 100;
 /**
- * A group whose streams' demand only drifts is divided again at most this often: a division is a
- * pass over all its streams (a thousand Envoys on one bucket), not to be made at each report.
- * (Joins, leaves, idleness and a config change are pushed at once.) 2.5 s was tried: two replicas'
- * shares then failed to settle within 20 s in half the loaded CI runs of rlqs-replicas.
+ * A group whose streams' demand only drifts is divided again at most every second, and a group of
+ * more than DRIFT_MEMBERS_PER_S streams less often, up to DRIFT_PUSH_MAX_MS: a division is a pass
+ * over all its streams (a thousand Envoys on one bucket), so its cost per second stays bounded, and
+ * one stream's drift moves a big group's division little. (Joins, leaves, idleness and a config
+ * change are pushed at once.) 2.5 s for every group was tried: a replica whose few streams' shares
+ * lagged their published demand by up to 2.5 s, while the other replica followed that demand at
+ * once, kept the two out of step in half the loaded CI runs of rlqs-replicas.
  */
-const DRIFT_PUSH_EVERY_MS = 1000;
+const DRIFT_PUSH_MIN_MS = 1000;
+const DRIFT_PUSH_MAX_MS = 2500;
+const DRIFT_MEMBERS_PER_S = 400;
+
+function driftPushEveryMs(members: number): number {
+  return Math.min(DRIFT_PUSH_MAX_MS, Math.max(DRIFT_PUSH_MIN_MS, (members * 1000) / DRIFT_MEMBERS_PER_S));
+}
 /**
  * Streams of groups a push divides and tells in one turn of the event loop; the other due groups
  * follow in the next turns. A fleet's groups drift together: a push of all of them at once (100
@@ -390,7 +399,7 @@ export class QuotaService {
       this.unpublished.add(g);
       this.scheduleExchange(PUSH_AFTER_MS);
     }
-    // Demand drifting is told at most every DRIFT_PUSH_EVERY_MS; anything else at the next push.
+    // Demand drifting is told at most every driftPushEveryMs; anything else at the next push.
     if (!drift) g.urgent = true;
     this.dirty.add(g);
     if (this.pushTimer === undefined && !this.closed) this.pushTimer = this.opts.clock.setTimeout(() => this.push(), PUSH_AFTER_MS);
@@ -403,7 +412,7 @@ export class QuotaService {
     let later = Infinity;
     let room = PUSH_MEMBERS_PER_TURN;
     for (const g of this.dirty) {
-      const due = g.pushedAtMs + DRIFT_PUSH_EVERY_MS;
+      const due = g.pushedAtMs + driftPushEveryMs(g.members.size);
       if (!g.urgent && due > now) later = Math.min(later, due);
       else if (room > 0) {
         groups.push(g);

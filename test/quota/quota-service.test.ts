@@ -130,6 +130,38 @@ test('shares follow demand, add up to the limit exactly, and stay put while dema
   expect(streams.map((x) => x.latest('search')?.strategy)).toEqual(held);
 });
 
+test('drifting demand is divided again a second after the last push in a small bucket, up to 2.5 s after it in a bucket of a thousand streams', async () => {
+  for (const [n, everyMs] of [
+    [2, 1000],
+    [1000, 2500],
+  ] as const) {
+    const { stream, advance } = setup();
+    const streams = Array.from({ length: n }, () => stream());
+    for (const x of streams) report(x.s, api('search'), 0, 1);
+    for (let round = 0; round < 3; round++) {
+      await advance(5000);
+      for (const x of streams) report(x.s, api('search'), 5, 500);
+    }
+    await advance(5000);
+    // (each asks 100 a second, more than its share: its share follows its demand)
+    // Half the streams triple their demand: the other half is told its smaller share at the next push ...
+    const [moving, steady] = [streams.slice(0, n / 2), streams.slice(n / 2)];
+    for (const x of moving) report(x.s, api('search'), 5, 1500);
+    for (const x of steady) report(x.s, api('search'), 5, 500);
+    const told = () => steady.reduce((k, x) => k + x.sent.length, 0);
+    await advance(100);
+    const afterFirst = told();
+    // ... and when the movers drop back half a second later, the steady half is told again only
+    // once the bucket's drift interval has passed since that push.
+    await advance(500);
+    for (const x of moving) report(x.s, api('search'), 0.5, 50);
+    await advance(everyMs - 600);
+    expect([n, told()]).toEqual([n, afterFirst]);
+    await advance(150);
+    expect(told()).toBeGreaterThan(afterFirst);
+  }
+});
+
 test('a stream that ends keeps its share reserved for most of an interval (Envoy may reopen), then the others get it at once', async () => {
   const { stream, advance } = setup();
   const [a, b] = [stream(), stream()];
