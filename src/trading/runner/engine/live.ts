@@ -133,18 +133,24 @@ function claimOf(op: string, args: unknown, value: unknown, t: number): Extract<
  * The claims of order calls a journal has the answer of but not the claim (an `own` line): the
  * run was killed between the two. Claimed at the resume, the orders stay the run's.
  */
-function unclaimedOrderCalls(lines: readonly JournalLine[], t: number): Array<Extract<InEvent, { k: 'own' }>> {
+export function unclaimedOrderCalls(lines: readonly JournalLine[], t: number): Array<Extract<InEvent, { k: 'own' }>> {
   const claimed = lines.filter((l) => l.k === 'own').map((l) => JSON.stringify(l.orderId ?? l.oco));
-  const answered = new Map<number, unknown>();
-  for (const l of lines) if (l.k === 'answer' && l.ok === true && typeof l.id === 'number') answered.set(l.id, l.value);
+  const answered = new Map<number, JournalLine>();
+  for (const l of lines) if (l.k === 'answer' && l.ok === true && typeof l.id === 'number') answered.set(l.id, l);
   const out: Array<Extract<InEvent, { k: 'own' }>> = [];
   for (const l of lines) {
-    if (l.k !== 'intent' || typeof l.id !== 'number' || !answered.has(l.id)) continue;
-    const own = claimOf(String(l.op), l.args, answered.get(l.id), t);
-    if (!own) continue;
-    const at = claimed.indexOf(JSON.stringify(own.orderId ?? own.oco));
-    if (at >= 0) claimed.splice(at, 1);
-    else out.push(own);
+    const a = typeof l.id === 'number' ? answered.get(l.id) : undefined;
+    if (l.k !== 'intent' || a === undefined) continue;
+    // an intent settled at a restart claims the orders found for it (settleOrphans), else its answer's
+    const claims: Array<Extract<InEvent, { k: 'own' }> | undefined> = Array.isArray(a.claims)
+      ? a.claims.map((orderId) => ({ k: 'own', t, orderId: String(orderId) }))
+      : [claimOf(String(l.op), l.args, a.value, t)];
+    for (const own of claims) {
+      if (!own) continue;
+      const at = claimed.indexOf(JSON.stringify(own.orderId ?? own.oco));
+      if (at >= 0) claimed.splice(at, 1);
+      else out.push(own);
+    }
   }
   return out;
 }
@@ -920,7 +926,12 @@ export class LiveEngine {
   private settleOrphans(snap: Snapshot): void {
     for (const o of this.orphans.splice(0)) {
       const settled = settleOrphan(o, snap, this.broker.knownOrderIds);
-      this.journalLine('value' in settled ? { k: 'answer', id: o.id, ok: true, value: plain(settled.value) } : { k: 'answer', id: o.id, ok: false, error: { name: settled.error.name, message: settled.error.message } }, true);
+      this.journalLine(
+        'value' in settled
+          ? { k: 'answer', id: o.id, ok: true, value: plain(settled.value), claims: settled.orderIds ?? [] }
+          : { k: 'answer', id: o.id, ok: false, error: { name: settled.error.name, message: settled.error.message } },
+        true,
+      );
       this.log.warn(`intent ${o.id} (${o.op}) had no answer before the restart: ${'value' in settled ? `settled from the broker snapshot ${JSON.stringify(settled.value ?? null)}` : `rejected: ${settled.error.message}`}`);
       if ('value' in settled) {
         for (const orderId of settled.orderIds ?? []) this.queue.unshift({ k: 'own', t: this.wallNow(), orderId });

@@ -242,7 +242,7 @@ describe('paper CLI', () => {
       expect(r.stderr).toBe('');
       expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
       const answers = readJournal(jfile).filter((l) => l.k === 'answer' && l.id === intentId);
-      expect(answers).toEqual([{ k: 'answer', id: intentId, ok: true, value: { orderId } }]);
+      expect(answers).toEqual([{ k: 'answer', id: intentId, ok: true, value: { orderId }, claims: [orderId] }]);
     });
 
     test("another run's entry order at the broker is not taken for the orphaned market order", async () => {
@@ -257,7 +257,7 @@ describe('paper CLI', () => {
         const r = await run(['paper', f, '--url', sim.url, '--token', TOKEN, '--journal', jdir, '--duration', '0.5', '--quiet', '--report', path.join(dir, 'orphan-foreign-r2')]);
         expect(r.code).toBe(0);
         const answers = readJournal(jfile).filter((l) => l.k === 'answer' && l.id === intentId);
-        expect(answers).toEqual([{ k: 'answer', id: intentId, ok: true, value: { orderId: mine } }]);
+        expect(answers).toEqual([{ k: 'answer', id: intentId, ok: true, value: { orderId: mine }, claims: [mine] }]);
         expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
         expect(sim.requestCounts()['/trading/create_entry_order']).toBeUndefined();
         // the resumed run owns its trade, not the other run's order

@@ -1,5 +1,6 @@
 import { IntentExpiredError, OrderRejectedError, SafetyError } from '../../../../src/trading/runner/errors';
 import { errorOf, settleOrphan } from '../../../../src/trading/runner/engine/orphans';
+import { unclaimedOrderCalls } from '../../../../src/trading/runner/engine/live';
 
 describe('a resumed journal', () => {
   const snap = { OpenPosition: [{ tradeId: 'T1', orderId: '11' }], Order: [{ orderId: '12' }] };
@@ -78,5 +79,39 @@ describe('a resumed journal', () => {
     expect(expired.message).toBe('expired waiting for open_trade');
     const other = errorOf({ name: 'TypeError', message: 'x is not a function' });
     expect([other.name, other.message]).toEqual(['TypeError', 'x is not a function']);
+  });
+});
+
+describe('order calls answered before a kill but not yet claimed', () => {
+  const oco = { symbol: 'EUR/USD', amount: 10, first: { isBuy: true, rate: 1.11 }, second: { isBuy: false, rate: 1.09 } };
+  const ocoClaim = { symbol: 'EUR/USD', amount: 10, legs: [{ isBuy: true, rate: 1.11 }, { isBuy: false, rate: 1.09 }] };
+  const intent = (id: number, op: string, args: unknown) => ({ k: 'intent', id, ts: 1, op, args });
+  const answer = (id: number, value: unknown, extra: Record<string, unknown> = {}) => ({ k: 'answer', id, ok: true, value, ...extra });
+
+  test('an answered order call without its own line is claimed; with it, not', () => {
+    const lines = [
+      intent(1, 'openTrade', { symbol: 'EUR/USD', isBuy: true, amount: 10 }),
+      answer(1, { orderId: '11' }),
+      { k: 'own', t: 2, orderId: '11' },
+      intent(2, 'createEntryOrder', { symbol: 'EUR/USD', isBuy: true, amount: 10, rate: 1.1 }),
+      answer(2, { orderId: '12' }),
+      intent(3, 'createOco', oco),
+      answer(3, { orderIds: [] }),
+      intent(4, 'closeTrade', { tradeId: 'T1' }),
+      answer(4, undefined),
+      intent(5, 'openTrade', { symbol: 'EUR/USD', isBuy: false, amount: 10 }),
+      { k: 'answer', id: 5, ok: false, error: { name: 'OrderRejectedError', message: 'no' } },
+    ];
+    expect(unclaimedOrderCalls(lines, 9)).toEqual([
+      { k: 'own', t: 9, orderId: '12' },
+      { k: 'own', t: 9, oco: ocoClaim },
+    ]);
+    expect(unclaimedOrderCalls([...lines, { k: 'own', t: 3, orderId: '12' }, { k: 'own', t: 3, oco: ocoClaim }], 9)).toEqual([]);
+  });
+
+  test('an OCO settled at a restart claims the orders found for it, not its legs again', () => {
+    const settled = [intent(1, 'createOco', oco), answer(1, { orderIds: [] }, { claims: ['52', '53'] })];
+    expect(unclaimedOrderCalls([...settled, { k: 'own', t: 2, orderId: '52' }, { k: 'own', t: 2, orderId: '53' }], 9)).toEqual([]);
+    expect(unclaimedOrderCalls([...settled, { k: 'own', t: 2, orderId: '52' }], 9)).toEqual([{ k: 'own', t: 9, orderId: '53' }]);
   });
 });
