@@ -197,7 +197,7 @@ export interface StrategyContext<P = Record<string, unknown>> {
   createOco(req: OcoRequest): Promise<{ orderIds: string[] }>;
   /** Closes a trade (all of it when `amount` is omitted). Another run's trade only with `accountWide`. */
   closeTrade(tradeId: string, amount?: number, scope?: Scope): Promise<void>;
-  /** Closes every trade of this run of a symbol, or of every symbol (`accountWide`: the account's). */
+  /** Closes every trade of this run open when it is called, of a symbol or of every symbol (`accountWide`: the account's). */
   closeAll(symbol?: string, scope?: Scope): Promise<void>;
   /** Sets (rate 0 removes) the stop of a trade; trailingStep makes it a trailing stop. */
   setStop(tradeId: string, rate: number, opts?: StopLimitOptions): Promise<void>;

@@ -139,26 +139,29 @@ export function liveContext(h: LiveContextHost): StrategyContext<Record<string, 
       h
         .op('closeTrade', { tradeId, amount, ...scope }, () => (mustTrade(tradeId, scope), checkCloseAmount(amount)), async (c) => {
           const p = broker.positions.get(tradeId);
-          broker.closeReasons.set(tradeId, 'close');
+          closing([tradeId]);
           await c.closeTrade({ tradeId, amount: amount ?? numOf(p?.amountK) }).catch(gone('trade', tradeId));
         })
         .then(() => closing([tradeId])),
+    // The trades open when the strategy asks (those still open when the call goes out are closed).
     // The broker's close_all_for_symbol closes every trade of the account: only with accountWide.
     closeAll: (symbol, scope) => {
       const asked = broker.ownPositions(scope?.accountWide).filter((r) => !symbol || r.currency === symbol).map((r) => String(r.tradeId));
-      return h.op('closeAll', { symbol, ...scope }, () => undefined, async (c) => {
-        const list = broker.ownPositions(scope?.accountWide).filter((r) => !symbol || r.currency === symbol);
-        if (!list.length) return;
-        for (const r of list) broker.closeReasons.set(String(r.tradeId), 'close');
-        if (scope?.accountWide) {
-          await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: broker.accountId() });
-          return;
-        }
-        const closes = await Promise.allSettled(list.map((r) => c.closeTrade({ tradeId: String(r.tradeId), amount: numOf(r.amountK) })));
-        const failed = closes.find((x): x is PromiseRejectedResult => x.status === 'rejected');
-        // a trade that closed meanwhile is closed all the same
-        if (failed && !(failed.reason instanceof FxcmNotFoundError)) throw failed.reason;
-      }).then(() => closing(asked));
+      return h
+        .op('closeAll', { symbol, ...scope }, () => undefined, async (c) => {
+          const list = asked.map((id) => broker.positions.get(id)).filter((r) => r !== undefined);
+          if (!list.length) return;
+          closing(asked);
+          if (scope?.accountWide) {
+            await c.closeAllForSymbol({ symbol: symbol ?? String(list[0]!.currency), forSymbol: symbol !== undefined, accountId: broker.accountId() });
+            return;
+          }
+          const closes = await Promise.allSettled(list.map((r) => c.closeTrade({ tradeId: String(r.tradeId), amount: numOf(r.amountK) })));
+          const failed = closes.find((x): x is PromiseRejectedResult => x.status === 'rejected');
+          // a trade that closed meanwhile is closed all the same
+          if (failed && !(failed.reason instanceof FxcmNotFoundError)) throw failed.reason;
+        })
+        .then(() => closing(asked));
     },
     setStop: (tradeId, rate, opts) => tradeLevel('setStop', 'stop', tradeId, rate, opts),
     setLimit: (tradeId, rate, opts) => tradeLevel('setLimit', 'limit', tradeId, rate, opts),
