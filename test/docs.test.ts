@@ -32,6 +32,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { SETTINGS_TABLE, renderSettingsMarkdown } from '../src/settings';
 import { requireBinary } from './support/redis';
+import { inOneWindow } from './support/wait';
 
 const ROOT = path.join(__dirname, '..');
 const PAGES = ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
@@ -302,8 +303,7 @@ async function runBackground(step: Step, ws: { dir: string; env: NodeJS.ProcessE
   }
 }
 
-/** Seconds since the current minute began (the examples' fixed one-minute windows). */
-const secondOfMinute = (): number => (Date.now() / 1000) % 60;
+/** The examples' fixed one-minute window a time falls in. */
 const minuteOf = (ms: number): number => Math.floor(ms / 60_000);
 
 async function runSection(section: Section, ws: { dir: string; env: NodeJS.ProcessEnv }): Promise<void> {
@@ -366,7 +366,7 @@ describe('every sh block of the README and docs/ prints what the page shows', ()
       // The examples against a running service count in one-minute windows: such a section starts
       // early in a minute, and runs again (once, afresh) if it failed with a window edge inside it.
       for (let attempt = 1; ; attempt++) {
-        if (longRunning && secondOfMinute() > 40) await new Promise((r) => setTimeout(r, (60 - secondOfMinute()) * 1000 + 200));
+        if (longRunning) await inOneWindow(60_000, 20_000);
         const ws = workspace();
         const began = Date.now();
         try {
