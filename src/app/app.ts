@@ -35,7 +35,9 @@ import {
 import { StatsFlusher } from '../stats/flusher';
 import { createStatsSink, type StatsSink } from '../stats/sinks';
 import { createDebugHandler } from '../server/debug';
-import { httpListener } from '../server/http-listener';
+import { admitNodeHttpConnections, httpListener } from '../server/http-listener';
+import type { ConnectionAdmission } from '../server/admission';
+import { debugAdmissionLimits, grpcAdmissionLimits, httpAdmissionLimits, processAdmission } from './admission-limits';
 import { closeHttp, hostPort, listen, settleWithin, StartupError } from './lifecycle';
 import { createGrpcJsListener } from '../server/grpc';
 import type { GrpcListener, GrpcListenerOptions } from '../server/grpc-common';
@@ -209,6 +211,8 @@ export class RateLimitApp {
   private readonly sink: StatsSink;
   private flusher: StatsFlusher | undefined;
   private readonly tracing: Tracing;
+  /** Which connections every port holds: one process cap, each listener's bounds (admission-limits.ts). */
+  private readonly admission: ConnectionAdmission;
   private demand: DemandStore | undefined;
   private quota: QuotaService | undefined;
 
@@ -216,8 +220,13 @@ export class RateLimitApp {
     const { settings, logger } = opts;
     const env = opts.env ?? process.env;
     this.stats.setLogger(logger);
+    this.admission = processAdmission(this.stats, logger);
     try {
-      this.sink = opts.worker?.statsSink ?? createStatsSink(settings.stats, logger);
+      this.sink =
+        opts.worker?.statsSink ??
+        createStatsSink(settings.stats, logger, {
+          admitMetricsConnections: (server) => admitNodeHttpConnections(server, this.admission.listener(debugAdmissionLimits(settings, 'metrics')), false),
+        });
     } catch (err) {
       throw new StartupError((err as Error).message);
     }
@@ -444,6 +453,7 @@ export class RateLimitApp {
       maxRequestBytes: settings.server.maxRequestBytes,
       certificates: certs,
       budgets,
+      admission: this.admission.listener(grpcAdmissionLimits(settings.grpc, settings.server.handshakeTimeoutMs)),
     });
     const grpcPort = await this.grpc.listen().catch((err: Error) => {
       throw new StartupError(`cannot listen for gRPC on ${grpcTarget}: ${err.message}`);
@@ -469,7 +479,7 @@ export class RateLimitApp {
         clientSan: settings.grpc.tls.clientSan,
         logger,
         requestTimeoutMs: settings.server.requestBodyTimeoutMs,
-        maxConnections: settings.server.httpMaxConnections,
+        admission: this.admission.listener(httpAdmissionLimits(settings)),
         budgets,
       },
     );
@@ -491,6 +501,7 @@ export class RateLimitApp {
       settings.server.debugTls ? certs : undefined,
       settings.grpc.tls.clientSan,
       logger,
+      this.admission.listener(debugAdmissionLimits(settings, 'debug')),
       settings.server.requestBodyTimeoutMs,
     );
     return listen(this.debugServer, settings.debug.host, settings.debug.port, 'debug');

@@ -17,6 +17,7 @@ import type { Decider } from './http';
 import { decodeRateLimitRequest, GRPC_PREFIX_BYTES, ProtoDecodeError } from './proto-codec';
 import { requestText } from './request-text';
 import type { ServerBudgets } from './byte-budget';
+import type { ListenerAdmission } from './admission';
 import type { CertificateSource } from './tls';
 
 /** The health service name whose status follows the components (upstream's "ratelimit"). */
@@ -47,6 +48,8 @@ export interface GrpcListenerOptions extends GrpcServicesOptions {
   certificates: CertificateSource | undefined;
   /** The process's bounds on what the servers hold for clients (shared with the HTTP port). */
   budgets: ServerBudgets;
+  /** Which connections the port holds, and for how long (admission.ts). */
+  admission: ListenerAdmission;
 }
 
 /** A gRPC server as app.ts drives it, whichever transport serves it. */

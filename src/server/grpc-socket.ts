@@ -17,15 +17,13 @@ import { STREAM_WINDOW } from './h2/frames';
 import type { AbortReason, H2Stream, StreamCall } from './h2/stream';
 import { encodeHeaderBlock } from './h2/hpack';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
-import { ConnectionSet } from './connection-set';
+import type { Admission } from './admission';
 import { socketServer } from './tls';
 
 /** Node's timers cannot wait longer: a longer connection age or grace is never reached. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Largest request header list: far above what a gRPC client sends, small enough to bound memory. */
 const MAX_HEADER_LIST_BYTES = 64 * 1024;
-/** The preface and SETTINGS of a new connection must arrive within this. */
-const HANDSHAKE_TIMEOUT_MS = 20_000;
 
 const OK_HEADERS = encodeHeaderBlock([
   [':status', '200'],
@@ -136,6 +134,7 @@ class QuotaStreaming implements StreamCall {
         return;
       }
       const frame = s.take(GRPC_PREFIX_BYTES + length);
+      s.messageArrived();
       const refused = quotaFrameError(frame);
       if (refused !== undefined) {
         this.finish(refused.code, refused.details);
@@ -232,23 +231,20 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
     maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
     keepaliveTimeMs: settings.keepaliveTimeMs,
     keepaliveTimeoutMs: settings.keepaliveTimeoutMs,
-    maxIdleMs: settings.maxConnectionIdleMs,
-    handshakeTimeoutMs: HANDSHAKE_TIMEOUT_MS,
     bodyTimeoutMs,
     // A connection holds one largest message and one window more, as Go holds 1 MiB.
     maxHeldBodyBytes: Math.max(1 << 20, opts.maxRequestBytes + GRPC_PREFIX_BYTES),
     budgets: opts.budgets,
   };
-  // GOAWAY: each closes when its last call has finished.
-  const connections = new ConnectionSet<H2Connection>((c) => c.close());
+  const admission = opts.admission;
   const ageMs = settings.maxConnectionAgeMs;
   const graceMs = settings.maxConnectionAgeGraceMs;
 
-  const serve = (socket: net.Socket): void => {
+  const serve = (socket: net.Socket, admitted: Admission): void => {
     // Answers go out at once (no Nagle delay behind the client's delayed ACK).
     socket.setNoDelay(true);
-    const connection = connections.admit(socket, () => new H2Connection(socket, handler, connectionOptions));
-    if (connection === undefined) return;
+    const connection = new H2Connection(socket, handler, connectionOptions);
+    admitted.connection = connection;
     let graceTimer: NodeJS.Timeout | undefined;
     // ±10 % jitter, as grpc-js, so connections opened together do not all reconnect together.
     const age = ageMs + (Math.random() * 2 - 1) * (ageMs / 10);
@@ -272,13 +268,13 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
 
   // HTTP/2 over TLS only (RFC 9113 3.2): a client that did not choose h2 is closed.
   const tlsOn = settings.tls.enabled && certificates !== undefined;
-  const server = socketServer(serve, tlsOn ? { certs: certificates, protocol: 'h2', protocolRequired: true, clientSan: settings.tls.clientSan, logger } : undefined);
-  server.maxConnections = settings.maxConnections;
+  const server = socketServer(serve, admission, tlsOn ? { certs: certificates, protocol: 'h2', protocolRequired: true, clientSan: settings.tls.clientSan, logger } : undefined);
 
   return {
     listen: () => listenOn(server, settings),
     endWatches: () => services.health.endWatches(),
-    drain: () => connections.drain(server),
-    forceClose: () => connections.forceClose(),
+    // GOAWAY: each closes when its last call has finished.
+    drain: () => admission.drain(server, (c) => c.close('')),
+    forceClose: () => admission.forceClose(),
   };
 }

@@ -4,6 +4,7 @@
  * errors answer UNKNOWN with upstream's text. Each method counts
  * `ratelimit_server.<Method>.total_requests` and times `ratelimit_server.<Method>.response_time`.
  */
+import type net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import {
   type HealthCheckRequest,
@@ -28,6 +29,7 @@ import { encodeRateLimitResponse } from './proto-codec';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
 import { QuotaCalls, STREAM_RATE_LIMIT_QUOTAS_PATH } from './quota-calls';
 import { enforceClientSanOnGrpc, grpcJsListeners, grpcServerCredentials } from './tls';
+import type { AdmittedConnection, ListenerAdmission } from './admission';
 
 /**
  * RateLimitService with the hand-written codec (proto-codec.ts): requests decode straight into
@@ -164,7 +166,7 @@ export function createGrpcJsListener(opts: GrpcListenerOptions): GrpcListener {
         server.bindAsync(opts.target, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
       );
       if (tls && settings.tls.clientSan !== '') enforceClientSanOnGrpc(server, settings.tls.clientSan, opts.logger);
-      for (const listener of grpcJsListeners(server, 'GRPC_MAX_CONNECTIONS')) listener.maxConnections = settings.maxConnections;
+      for (const listener of grpcJsListeners(server, 'GRPC_MAX_CONNECTIONS')) admitGrpcJsConnections(listener, opts.admission, tls);
       if (tls) {
         // grpc-js applies the certificates on a later tick; announce nothing before they are live.
         for (let i = 0; i < 3; i++) await new Promise<void>((resolve) => setImmediate(resolve));
@@ -173,6 +175,45 @@ export function createGrpcJsListener(opts: GrpcListenerOptions): GrpcListener {
     },
     endWatches,
     drain: () => new Promise<void>((resolve) => server.tryShutdown(() => resolve())),
-    forceClose: () => server.forceShutdown(),
+    forceClose: () => {
+      server.forceShutdown();
+      opts.admission.close();
+    },
   };
+}
+
+/**
+ * A grpc-js connection as admission sees it: only its socket (grpc-js shows neither its streams
+ * nor its preface), so it is ranked by age, and its idle bound is grpc-js's own
+ * (grpc.max_connection_idle_ms).
+ */
+class GrpcJsSocket implements AdmittedConnection {
+  readonly callsInFlight = 0;
+  readonly lastRequestAt = 0;
+
+  constructor(
+    private readonly socket: net.Socket,
+    public handshaking: boolean,
+  ) {}
+
+  close(): void {}
+
+  shed(): void {
+    this.socket.destroy();
+  }
+}
+
+/** Every connection grpc-js's listener accepts goes through `admission` (caps, per-peer bound, TLS handshake bound). */
+function admitGrpcJsConnections(listener: net.Server, admission: ListenerAdmission, tls: boolean): void {
+  listener.on('connection', (socket: net.Socket) => {
+    const admitted = admission.accept(socket, tls);
+    if (admitted !== undefined) admitted.connection = new GrpcJsSocket(socket, tls && socket.remotePort !== undefined);
+  });
+  if (!tls) return;
+  listener.on('secureConnection', (socket: net.Socket) => {
+    const admitted = admission.secured(socket);
+    if (admitted === undefined) return;
+    const connection = admitted.connection as GrpcJsSocket;
+    connection.handshaking = false;
+  });
 }

@@ -1,12 +1,13 @@
 /**
  * The HTTP port's server: our HTTP/1.1 connection handler (http1/) straight on each socket,
- * plain or TLS (checking GRPC_CLIENT_TLS_SAN). One periodic sweep applies the time bounds to
- * every connection, so there is no timer per request or per connection.
+ * plain or TLS (checking GRPC_CLIENT_TLS_SAN). Admission (admission.ts) takes each connection
+ * and its periodic sweep applies every time bound (the handshake, keep-alive idle, and each
+ * connection's request bounds), so there is no timer per request or per connection.
  */
 import type net from 'node:net';
 import type { Logger } from '../telemetry/logger';
+import { type Admission, type ListenerAdmission, unboundedAdmission } from './admission';
 import { type ServerBudgets, serverBudgets } from './byte-budget';
-import { ConnectionSet } from './connection-set';
 import { type CertificateSource, socketServer } from './tls';
 import { type ConnectionLimits, type ExchangeHandler, Http1Connection } from './http1/connection';
 
@@ -35,52 +36,39 @@ export interface HttpSocketOptions {
    * still within 60 s) is answered 408 and its connection closed.
    */
   requestTimeoutMs?: number;
-  /** HTTP_MAX_CONNECTIONS: more are closed as they arrive (default: no cap). */
-  maxConnections?: number;
+  /**
+   * Which connections the port holds (HTTP_MAX_CONNECTIONS and the rest); its idle bound is the
+   * keep-alive bound. Default: no caps, KEEP_ALIVE_TIMEOUT_MS idle.
+   */
+  admission?: ListenerAdmission;
   /** The process's bounds on request and answer bytes (default: a set of this server's own, unbounded). */
   budgets?: ServerBudgets;
 }
 
 export function httpSocketServer(handler: ExchangeHandler, options: HttpSocketOptions): HttpSocketServer {
-  const { certs, clientSan = '', logger, requestTimeoutMs = 0, maxConnections, budgets = serverBudgets(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER) } = options;
+  const { certs, clientSan = '', logger, requestTimeoutMs = 0, budgets = serverBudgets(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER) } = options;
   const limits: ConnectionLimits = {
     requestTimeoutMs,
     headersTimeoutMs: requestTimeoutMs > 0 ? Math.min(requestTimeoutMs, HEADERS_TIMEOUT_MS) : HEADERS_TIMEOUT_MS,
-    keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
   };
-  // Each closes when its last answer is out.
-  const connections = new ConnectionSet<Http1Connection>((c) => c.drain());
+  const admission = options.admission ?? unboundedAdmission({ listener: 'http', idleTimeoutMs: KEEP_ALIVE_TIMEOUT_MS, firstRequestTimeoutMs: KEEP_ALIVE_TIMEOUT_MS });
+  // A tenth of the shortest request bound.
+  admission.sweepAtLeastEvery(Math.min(...[limits.requestTimeoutMs, limits.headersTimeoutMs].filter((t) => t > 0)) / 10);
 
-  const serve = (socket: net.Socket): void => {
+  const serve = (socket: net.Socket, admitted: Admission): void => {
     // Answers go out at once (no Nagle delay behind the client's delayed ACK).
     socket.setNoDelay(true);
-    connections.admit(socket, () => new Http1Connection(socket, handler, budgets));
-  };
-
-  // A tenth of the shortest bound, within 50 ms..1 s.
-  const shortest = Math.min(...[limits.requestTimeoutMs, limits.headersTimeoutMs, limits.keepAliveTimeoutMs].filter((t) => t > 0));
-  const sweepEveryMs = Math.min(1000, Math.max(50, shortest / 10));
-  let sweeper: NodeJS.Timeout | undefined;
-  const startSweeping = (): void => {
-    sweeper ??= setInterval(() => {
-      const now = Date.now();
-      for (const c of connections) c.sweep(now, limits);
-    }, sweepEveryMs);
-    sweeper.unref();
+    admitted.connection = new Http1Connection(socket, handler, budgets, limits);
   };
 
   // Half-open sockets: a client that sends its last request and ends its side still gets its answers.
-  const server = socketServer(serve, certs === undefined ? undefined : { certs, protocol: 'http/1.1', protocolRequired: false, clientSan, logger }, true);
-  if (maxConnections !== undefined) server.maxConnections = maxConnections;
-  server.on('listening', startSweeping);
-  server.on('close', () => {
-    clearInterval(sweeper);
-    sweeper = undefined;
-  });
+  const server = socketServer(serve, admission, certs === undefined ? undefined : { certs, protocol: 'http/1.1', protocolRequired: false, clientSan, logger }, true);
+  server.on('close', () => admission.close());
 
   return {
     server,
-    drain: () => connections.drain(server),
-    forceClose: () => connections.forceClose(),
+    // Each closes when its last answer is out.
+    drain: () => admission.drain(server, (c) => c.close('draining')),
+    forceClose: () => admission.forceClose(),
   };
 }

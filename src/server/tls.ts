@@ -10,6 +10,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../telemetry/logger';
+import type { Admission, ListenerAdmission } from './admission';
 import { DirectoryWatcher } from '../platform/directory-watcher';
 
 export interface ServerTlsFiles {
@@ -213,26 +214,58 @@ export function enforceClientSanOnGrpc(server: grpc.Server, san: string, logger:
  * `certs` with ALPN `protocol` and the GRPC_CLIENT_TLS_SAN check when `clientSan` is set. A
  * client that chose another protocol is closed, and so is one that chose none when
  * `protocolRequired` (HTTP/2 over TLS needs ALPN; HTTP/1.1 clients often send none).
- * `serve` gets each usable connection.
+ * Every socket goes through `admission` as it is accepted, before its TLS handshake (which the
+ * admission's handshake bound then covers); `serve` gets each usable connection with its admission.
  */
 export function socketServer(
-  serve: (socket: net.Socket) => void,
+  serve: (socket: net.Socket, admitted: Admission) => void,
+  admission: ListenerAdmission,
   tlsOptions: { certs: CertificateSource; protocol: string; protocolRequired: boolean; clientSan: string; logger: Logger } | undefined,
   allowHalfOpen = false,
 ): net.Server {
-  if (tlsOptions === undefined) return net.createServer({ allowHalfOpen }, serve);
+  if (tlsOptions === undefined) {
+    return net.createServer({ allowHalfOpen }, (socket) => {
+      const admitted = admission.accept(socket);
+      if (admitted !== undefined) serve(socket, admitted);
+    });
+  }
   const { certs, protocol, protocolRequired, clientSan, logger } = tlsOptions;
-  const secure = tls.createServer({ ...httpsOptions(certs.current), ALPNProtocols: [protocol], allowHalfOpen });
+  const secure = tls.createServer({
+    ...httpsOptions(certs.current),
+    ALPNProtocols: [protocol],
+    allowHalfOpen,
+    handshakeTimeout: tlsHandshakeBackstop(admission.limits.handshakeTimeoutMs),
+  });
   certs.subscribe((m) => secure.setSecureContext(httpsOptions(m)));
+  // Runs after node's own listener, which has wrapped the socket in TLS: closing it closes that.
+  secure.on('connection', (socket: net.Socket) => {
+    if (socket.remotePort !== undefined) admission.accept(socket, true);
+  });
   // The SAN check runs first: a refused client never gets a connection.
   if (clientSan !== '') enforceClientSan(secure, clientSan, logger);
   secure.on('secureConnection', (socket: tls.TLSSocket) => {
     if (socket.destroyed) return;
+    // A unix socket has no address to tell its TLS socket by: admitted once secure.
+    const admitted = socket.remotePort === undefined ? admission.accept(socket) : admission.secured(socket);
+    if (admitted === undefined) {
+      socket.destroy();
+      return;
+    }
     const chosen = socket.alpnProtocol;
-    if (chosen === protocol || (chosen === false && !protocolRequired)) serve(socket);
-    else socket.destroy();
+    if (chosen === protocol || (chosen === false && !protocolRequired)) serve(socket, admitted);
+    else admitted.shed('no ALPN');
   });
-  // A failed handshake or a reset socket is the client's problem, not the server's.
-  secure.on('tlsClientError', () => {});
+  // A failed handshake (or one past node's own bound) or a reset socket is the client's problem,
+  // not the server's; node leaves closing the socket to this listener.
+  secure.on('tlsClientError', (_err: Error, socket: tls.TLSSocket) => socket.destroy());
   return secure;
+}
+
+/**
+ * node's own TLS handshake bound: twice admission's (which applies first, from the sweep), so that
+ * it only acts where admission cannot tell a TLS socket by its address (a unix socket). node reads
+ * 0 as its default of 120 s.
+ */
+export function tlsHandshakeBackstop(handshakeTimeoutMs: number): number {
+  return handshakeTimeoutMs > 0 ? 2 * handshakeTimeoutMs : 0;
 }

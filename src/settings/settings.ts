@@ -80,12 +80,16 @@ export interface GrpcSettings {
   readonly keepaliveTimeMs: number;
   /** GRPC_KEEPALIVE_TIMEOUT (default 20s): an unanswered keepalive ping closes the connection */
   readonly keepaliveTimeoutMs: number;
-  /** GRPC_MAX_CONNECTION_IDLE (default 0 = never): a connection with no call for this long gets GOAWAY */
+  /** GRPC_MAX_CONNECTION_IDLE (default 5m; 0 = never): a connection with no call in flight for this long since its last gets GOAWAY */
   readonly maxConnectionIdleMs: number;
+  /** GRPC_FIRST_REQUEST_TIMEOUT (default 10s; 0 = never): a connection with no call this long after its handshake gets GOAWAY */
+  readonly firstRequestTimeoutMs: number;
   /** GRPC_MAX_CONCURRENT_STREAMS (default 1000): calls in flight per connection */
   readonly maxConcurrentStreams: number;
-  /** GRPC_MAX_CONNECTIONS (default 10000): open connections per process; more are closed */
+  /** GRPC_MAX_CONNECTIONS (default 10000): open connections per process; at the cap the worst one makes room */
   readonly maxConnections: number;
+  /** GRPC_MAX_CONNECTIONS_PER_PEER (default 1000; 0 = none): open connections per client address */
+  readonly maxConnectionsPerPeer: number;
   /** GRPC_REQUEST_BODY_TIMEOUT (default 10 s; 0 = none): a call's request (a stream's message) must arrive whole within it */
   readonly requestBodyTimeoutMs: number;
 }
@@ -102,8 +106,16 @@ export interface ServerExtraSettings {
   readonly maxRequestBytes: number;
   /** REQUEST_MAX_BUFFERED_BYTES (default 32 MiB): request bytes held at once by all connections while requests arrive */
   readonly maxBufferedRequestBytes: number;
-  /** HTTP_MAX_CONNECTIONS (default 10000): open connections of the HTTP port per process; more are closed */
+  /** HTTP_MAX_CONNECTIONS (default 10000): open connections of the HTTP port per process; at the cap the worst one makes room */
   readonly httpMaxConnections: number;
+  /** HTTP_MAX_CONNECTIONS_PER_PEER (default 1000; 0 = none) */
+  readonly httpMaxConnectionsPerPeer: number;
+  /** DEBUG_MAX_CONNECTIONS (default 100): the debug port's (and the Prometheus port's) */
+  readonly debugMaxConnections: number;
+  /** DEBUG_MAX_CONNECTIONS_PER_PEER (default 20; 0 = none) */
+  readonly debugMaxConnectionsPerPeer: number;
+  /** CONNECTION_HANDSHAKE_TIMEOUT (default 10s; 0 = none): TLS handshake, and HTTP/2 preface and SETTINGS, on every port */
+  readonly handshakeTimeoutMs: number;
   /** REQUEST_MAX_DESCRIPTORS (default 1000) */
   readonly maxDescriptors: number;
   /** REQUEST_MAX_ENTRIES (default 100) per descriptor */
@@ -905,8 +917,10 @@ function readGrpc(r: EnvReader): GrpcSettings {
     keepaliveTimeMs: r.duration('GRPC_KEEPALIVE_TIME'),
     keepaliveTimeoutMs: r.duration('GRPC_KEEPALIVE_TIMEOUT'),
     maxConnectionIdleMs: r.duration('GRPC_MAX_CONNECTION_IDLE'),
+    firstRequestTimeoutMs: r.duration('GRPC_FIRST_REQUEST_TIMEOUT'),
     maxConcurrentStreams: r.int('GRPC_MAX_CONCURRENT_STREAMS'),
     maxConnections: r.int('GRPC_MAX_CONNECTIONS'),
+    maxConnectionsPerPeer: r.int('GRPC_MAX_CONNECTIONS_PER_PEER'),
     requestBodyTimeoutMs: r.duration('GRPC_REQUEST_BODY_TIMEOUT'),
   };
 }
@@ -920,6 +934,10 @@ function readServer(r: EnvReader, backendType: CacheSettings['backendType']): Se
     maxRequestBytes: r.int('REQUEST_MAX_BYTES'),
     maxBufferedRequestBytes: r.int('REQUEST_MAX_BUFFERED_BYTES'),
     httpMaxConnections: r.int('HTTP_MAX_CONNECTIONS'),
+    httpMaxConnectionsPerPeer: r.int('HTTP_MAX_CONNECTIONS_PER_PEER'),
+    debugMaxConnections: r.int('DEBUG_MAX_CONNECTIONS'),
+    debugMaxConnectionsPerPeer: r.int('DEBUG_MAX_CONNECTIONS_PER_PEER'),
+    handshakeTimeoutMs: r.duration('CONNECTION_HANDSHAKE_TIMEOUT'),
     maxDescriptors: r.int('REQUEST_MAX_DESCRIPTORS'),
     maxEntries: r.int('REQUEST_MAX_ENTRIES'),
     maxEntryLength: r.int('REQUEST_MAX_ENTRY_LENGTH'),

@@ -8,6 +8,8 @@ import { loadConfig } from '../../src/config/load';
 import { ManualClock } from '../../src/platform/clock';
 import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
 import type { GrpcSettings } from '../../src/settings';
+import { ConnectionAdmission, type ListenerAdmission } from '../../src/server/admission';
+import { grpcAdmissionLimits } from '../../src/app/admission-limits';
 import type { StatsStore } from '../../src/stats/store';
 import type { Tracing } from '../../src/telemetry/tracing';
 
@@ -57,10 +59,17 @@ export function grpcTestSettings(over: Partial<GrpcSettings> = {}): GrpcSettings
     transport: 'socket',
     keepaliveTimeMs: 2 * 3600_000,
     keepaliveTimeoutMs: 20_000,
-    maxConnectionIdleMs: 0,
+    maxConnectionIdleMs: 300_000,
+    firstRequestTimeoutMs: 10_000,
     maxConcurrentStreams: 1000,
     maxConnections: 10_000,
+    maxConnectionsPerPeer: 1000,
     requestBodyTimeoutMs: 10_000,
     ...over,
   };
+}
+
+/** The gRPC port's admission as the program makes it from `settings` (a process of its own, no open-file cap). */
+export function grpcTestAdmission(settings: GrpcSettings, stats?: StatsStore, handshakeTimeoutMs = 10_000): ListenerAdmission {
+  return new ConnectionAdmission(Infinity, stats, undefined).listener(grpcAdmissionLimits(settings, handshakeTimeoutMs));
 }

@@ -23,7 +23,7 @@ import { Health } from '../../src/server/health';
 import type { GrpcSettings } from '../../src/settings';
 import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
-import { FULL_ANSWER_FLAGS, grpcTestSettings, memoryRateLimitService } from './grpc-service';
+import { FULL_ANSWER_FLAGS, grpcTestAdmission, grpcTestSettings, memoryRateLimitService } from './grpc-service';
 
 /** GRPC_TRANSPORT: our socket handler (the program's default) or grpc-js. */
 export type GrpcTransport = 'socket' | 'grpc-js';
@@ -61,6 +61,7 @@ function createTestListener(options: TestListenerOptions): UnboundListener {
   const health = over.health ?? new Health();
   const budgets = over.budgets ?? serverBudgets(32 << 20);
   health.add('store', true);
+  const grpc = grpcTestSettings({ transport, ...grpcOver });
   const listener = LISTENERS[transport]({
     service: memoryRateLimitService(stats, config, { flags }),
     logger: silentLogger,
@@ -69,7 +70,8 @@ function createTestListener(options: TestListenerOptions): UnboundListener {
     certificates: undefined,
     ...over,
     budgets,
-    grpc: grpcTestSettings({ transport, ...grpcOver }),
+    grpc,
+    admission: over.admission ?? grpcTestAdmission(grpc, stats),
     health,
     stats,
   });

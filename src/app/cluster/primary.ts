@@ -7,7 +7,8 @@
  */
 import { CLOSE_GRACE_MS } from '../app';
 import { closeHttp, listen, settleWithin, StartupError } from '../lifecycle';
-import { httpListener } from '../../server/http-listener';
+import { admitNodeHttpConnections, httpListener } from '../../server/http-listener';
+import { debugAdmissionLimits, processAdmission } from '../admission-limits';
 import { createDebugHandler } from '../../server/debug';
 import { CertificateSource } from '../../server/tls';
 import type { Settings } from '../../settings';
@@ -46,9 +47,12 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
   const count = settings.server.workers;
   const stats = new StatsStore({ logger });
   const aggregator = new StatsAggregator(stats);
+  const admission = processAdmission(stats, logger);
   let sink: StatsSink;
   try {
-    sink = createStatsSink(settings.stats, logger);
+    sink = createStatsSink(settings.stats, logger, {
+      admitMetricsConnections: (server) => admitNodeHttpConnections(server, admission.listener(debugAdmissionLimits(settings, 'metrics')), false),
+    });
     await sink.start();
   } catch (err) {
     throw new StartupError((err as Error).message);
@@ -96,7 +100,14 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
     onWorkerExit: (worker) => aggregator.removeWorker(worker),
   });
   const flusher = new StatsFlusher(stats, sink, settings.stats.flushIntervalMs, logger, () => pool.flushAll(REFRESH_TIMEOUT_MS));
-  const debugServer = httpListener(createDebugHandler(primaryDebugOptions(pool, stats, count)), certs, settings.grpc.tls.clientSan, logger);
+  const debugServer = httpListener(
+    createDebugHandler(primaryDebugOptions(pool, stats, count)),
+    certs,
+    settings.grpc.tls.clientSan,
+    logger,
+    admission.listener(debugAdmissionLimits(settings, 'debug')),
+    settings.server.requestBodyTimeoutMs,
+  );
   // Before the fork: a port conflict is reported before any worker connects to the store.
   const debugAddr = await listen(debugServer, settings.debug.host, settings.debug.port, 'debug');
 

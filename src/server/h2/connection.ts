@@ -23,6 +23,7 @@
  *   the next turn, so one client's flood cannot hold the others' answers back.
  */
 import type { Socket } from 'node:net';
+import type { AdmittedConnection } from '../admission';
 import { PEER_BACKLOG_HIGH, PeerBacklog, type ServerBudgets } from '../byte-budget';
 import { CONTROL_FRAMES, HEADER_WORK, RESETS, TokenBucket } from './budgets';
 import { ConnectionInflow } from './flow';
@@ -60,10 +61,6 @@ export interface ConnectionOptions {
   keepaliveTimeMs: number;
   /** ...and closed when the ping is not answered within this. */
   keepaliveTimeoutMs: number;
-  /** A connection without a stream for this long gets GOAWAY (0 = never). */
-  maxIdleMs: number;
-  /** The preface and the first SETTINGS must arrive within this. */
-  handshakeTimeoutMs: number;
   /** A request must arrive whole within this (a long-lived stream: each message); 0 = no limit. */
   bodyTimeoutMs: number;
   /** Request body bytes one connection holds before the window of more is not given back. */
@@ -118,7 +115,7 @@ function nextTurn(): void {
 }
 
 /** One HTTP/2 connection. */
-export class H2Connection implements StreamOwner {
+export class H2Connection implements StreamOwner, AdmittedConnection {
   private readonly streams = new StreamTable();
   private readonly decoder = new HpackDecoder();
   private readonly fields: string[] = [];
@@ -168,9 +165,8 @@ export class H2Connection implements StreamOwner {
   private dead = false;
   private activity = false;
   private readonly timers: NodeJS.Timeout[] = [];
-  private idleTimer: NodeJS.Timeout | undefined;
-  /** Until the preface and the first SETTINGS have arrived. */
-  private handshakeTimer: NodeJS.Timeout | undefined;
+  /** When the last request arrived whole (a unary call's end of stream, a streaming call's message). */
+  lastRequestAt = 0;
   /** The keepalive PING in flight: its payload, and the timer that destroys the connection without its ACK. */
   private pingPayload: Buffer | undefined;
   private pingDeadline: NodeJS.Timeout | undefined;
@@ -189,11 +185,32 @@ export class H2Connection implements StreamOwner {
     socket.on('close', () => this.onClose());
     socket.on('error', () => socket.destroy());
     this.writer.settings(options.maxConcurrentStreams, STREAM_WINDOW, options.maxHeaderListBytes);
-    this.handshakeTimer = setTimeout(() => this.destroy(), Math.min(options.handshakeTimeoutMs, MAX_TIMER_MS));
-    this.handshakeTimer.unref();
     this.startKeepalive();
-    this.armIdle();
     this.flush();
+  }
+
+  // ---- what admission sees (admission.ts applies the handshake, first-request and idle bounds) ----
+
+  /** Until the preface and the first SETTINGS have arrived. */
+  get handshaking(): boolean {
+    return !this.settingsSeen;
+  }
+
+  get callsInFlight(): number {
+    return this.streams.size;
+  }
+
+  /** A request (or a streaming call's message) arrived whole during the current read. */
+  requestArrived(): void {
+    this.lastRequestAt = this.readAt;
+  }
+
+  /** Closes at once with GOAWAY, written before the socket closes (eviction, a deadline). */
+  shed(reason: string): void {
+    if (this.dead) return;
+    this.writer.goaway(this.streams.lastId, ErrorCode.NO_ERROR, reason);
+    if (this.socket.writable) this.socket.write(this.writer.take());
+    this.destroy();
   }
 
   // ---- reading ----
@@ -593,8 +610,10 @@ export class H2Connection implements StreamOwner {
     stream.waitingSince = this.readAt;
     this.streams.add(stream);
     this.controlFrames.earn(CONTROL_FRAMES.perStream);
-    if (this.streams.size === 1) this.disarmIdle();
-    if (endStream) stream.state = StreamState.HalfClosedRemote;
+    if (endStream) {
+      stream.state = StreamState.HalfClosedRemote;
+      this.lastRequestAt = this.readAt;
+    }
     stream.call = this.handler.open(stream) ?? NO_CALL;
     if (stream.closed) return;
     if (endStream) {
@@ -607,6 +626,7 @@ export class H2Connection implements StreamOwner {
   /** The client ended its side of an open stream. */
   private remoteEnd(stream: H2Stream): void {
     stream.state = StreamState.HalfClosedRemote;
+    this.lastRequestAt = this.readAt;
     stream.call.ended();
   }
 
@@ -659,11 +679,7 @@ export class H2Connection implements StreamOwner {
       this.fail(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS of a wrong size');
       return;
     }
-    if (!this.settingsSeen) {
-      this.settingsSeen = true;
-      clearTimeout(this.handshakeTimer);
-      this.handshakeTimer = undefined;
-    }
+    this.settingsSeen = true;
     // Only the last INITIAL_WINDOW_SIZE of a frame counts: applied once, not once per entry
     // (a frame full of them would otherwise walk every open stream thousands of times).
     let initialWindow = -1;
@@ -911,10 +927,7 @@ export class H2Connection implements StreamOwner {
     }
     if (stream.timer !== undefined) clearTimeout(stream.timer);
     stream.call.closed();
-    if (this.streams.size === 0) {
-      this.armIdle();
-      if (this.closing) this.scheduleFlush();
-    }
+    if (this.streams.size === 0 && this.closing) this.scheduleFlush();
   }
 
   /** The stream must end unanswered: the application answers it, or it is reset. */
@@ -1035,9 +1048,7 @@ export class H2Connection implements StreamOwner {
     this.uncharge();
     this.headerParts = [];
     for (const timer of this.timers) clearTimeout(timer);
-    clearTimeout(this.idleTimer);
     clearTimeout(this.pingDeadline);
-    clearTimeout(this.handshakeTimer);
     this.timers.length = 0;
   }
 
@@ -1066,20 +1077,6 @@ export class H2Connection implements StreamOwner {
     }, keepaliveTimeMs);
     timer.unref();
     this.timers.push(timer);
-  }
-
-  private armIdle(): void {
-    const idleMs = this.options.maxIdleMs;
-    if (idleMs <= 0 || idleMs >= MAX_TIMER_MS || this.dead || this.closing) return;
-    clearTimeout(this.idleTimer);
-    this.idleTimer = setTimeout(() => this.close('max_idle'), idleMs);
-    this.idleTimer.unref();
-  }
-
-  private disarmIdle(): void {
-    if (this.idleTimer === undefined) return;
-    clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
   }
 }
 

@@ -59,6 +59,8 @@ export interface StreamOwner {
   resetStream(stream: H2Stream, code: ErrorCode): void;
   /** The application gave back held body bytes (`take`), or changed how many it accepts. */
   bodyChanged(stream: H2Stream): void;
+  /** A streaming call's message arrived whole (the connection is serving its client). */
+  requestArrived(): void;
   readonly peerInitialWindow: number;
   /** What the client may send on a new stream before we open its window. */
   readonly streamRecvWindow: number;
@@ -129,6 +131,11 @@ export class H2Stream {
     const out = this.body.take(n);
     this.owner.bodyChanged(this);
     return out;
+  }
+
+  /** A streaming call's message arrived whole: the connection is in use (admission's idle bounds). */
+  messageArrived(): void {
+    this.owner.requestArrived();
   }
 
   /** The most body bytes the application will hold at once (the stream window follows it). */

@@ -2,8 +2,8 @@
  * One HTTP/1.1 connection of the HTTP port, straight on its socket: requests are read by
  * RequestReader, answered by the handler now or later, and written back in request order
  * (pipelining), all the answers of one socket read in one write. Keep-alive as HTTP/1.1 says
- * (HTTP/1.0 only when asked), `100 Continue` when a client waits for it, and the time bounds the
- * server's sweep applies (request, headers, keep-alive idle).
+ * (HTTP/1.0 only when asked), `100 Continue` when a client waits for it, and the request time
+ * bounds, applied at each sweep of the port's admission (which also closes it when idle).
  *
  * Bounded per connection and per process: at most 64 requests read and not answered (the reader
  * holds the rest back, even within one socket read), request bytes held between reads charged to
@@ -11,6 +11,7 @@
  * counts against the process's answer budget and is closed once it takes nothing for 30 s.
  */
 import type net from 'node:net';
+import type { AdmittedConnection } from '../admission';
 import { PEER_BACKLOG_HIGH, PeerBacklog, type ServerBudgets, serverBudgets } from '../byte-budget';
 import { sanitizeHeader } from '../http-util';
 import { type BodyPlan, type RequestHead, RequestReader } from './parser';
@@ -32,9 +33,9 @@ export interface ConnectionLimits {
   readonly requestTimeoutMs: number;
   /** The headers of a request must arrive within this. */
   readonly headersTimeoutMs: number;
-  /** A connection with nothing to do is closed after this. */
-  readonly keepAliveTimeoutMs: number;
 }
+
+const NO_LIMITS: ConnectionLimits = { requestTimeoutMs: 0, headersTimeoutMs: 0 };
 
 const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
 /** Requests read and not yet answered beyond which the connection stops reading until some are. */
@@ -110,7 +111,10 @@ export class Exchange {
   }
 }
 
-export class Http1Connection {
+export class Http1Connection implements AdmittedConnection {
+  readonly handshaking = false;
+  /** When the last request arrived whole (performance.now()); 0 before the first. */
+  lastRequestAt = 0;
   private readonly reader: RequestReader;
   private readonly backlog: PeerBacklog;
   /** Exchanges read and not yet written, oldest first. */
@@ -136,6 +140,7 @@ export class Http1Connection {
     readonly socket: net.Socket,
     private readonly handler: ExchangeHandler,
     budgets: ServerBudgets = serverBudgets(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
+    private readonly limits: ConnectionLimits = NO_LIMITS,
   ) {
     this.lastActiveMs = Date.now();
     this.backlog = new PeerBacklog(socket, budgets.answers, () => this.maybeResume());
@@ -174,6 +179,11 @@ export class Http1Connection {
     return this.queue.length === 0 && !this.reader.midRequest;
   }
 
+  /** Requests owed an answer, and the one being read. */
+  get callsInFlight(): number {
+    return this.queue.length + (this.reader.midRequest ? 1 : 0);
+  }
+
   private read(chunk: Buffer): void {
     const now = Date.now();
     this.lastActiveMs = now;
@@ -197,6 +207,7 @@ export class Http1Connection {
 
   private complete(head: RequestHead, body: Buffer): void {
     this.completedInRead = true;
+    this.lastRequestAt = performance.now();
     // A body that came without waiting for `100 Continue` needs it no more.
     this.continueOwed = false;
     const exchange = new Exchange(this, head);
@@ -290,11 +301,12 @@ export class Http1Connection {
   }
 
   /**
-   * Applies the time bounds at `nowMs` (called by the server's sweep): a request that has not
-   * all arrived in time is answered 408 and the connection closed; an idle one past the
-   * keep-alive bound is closed; a closed one the client keeps open is destroyed.
+   * Applies the request bounds at `nowMs` (called by admission's sweep): a request that has not
+   * all arrived in time is answered 408 and the connection closed; a closed one the client keeps
+   * open is destroyed.
    */
-  sweep(nowMs: number, limits: ConnectionLimits): void {
+  sweep(nowMs: number): void {
+    const limits = this.limits;
     if (this.ended) {
       if (nowMs - this.lastActiveMs > CLOSED_LINGER_MS) this.socket.destroy();
       return;
@@ -307,14 +319,17 @@ export class Http1Connection {
         this.reader.stop();
         this.refuse(408, 'the request did not arrive in time');
       }
-      return;
     }
-    if (this.idle && limits.keepAliveTimeoutMs > 0 && nowMs - this.lastActiveMs > limits.keepAliveTimeoutMs) this.end();
   }
 
-  /** Takes no more requests: closes now when idle, else after the request being read is answered. */
-  drain(): void {
+  /** Takes no more requests: closes now when idle, else after the request being read is answered (a drain, an idle bound). */
+  close(): void {
     this.closeWhenAnswered(false);
+  }
+
+  /** Closes at once (admission needed the room). */
+  shed(): void {
+    this.destroy();
   }
 
   /**

@@ -4,6 +4,7 @@
  * PROMETHEUS_ADDR; call `await sink.start()` before serving (it opens the Prometheus listener).
  */
 import { readFileSync } from 'node:fs';
+import type http from 'node:http';
 import type { StatsSettings } from '../../settings/settings';
 import type { Logger } from '../../telemetry/logger';
 import { LoggingSink, NullSink } from './basic';
@@ -33,7 +34,13 @@ export function loadPrometheusMapper(prometheus: StatsSettings['prometheus']): M
   return MetricMapper.fromYaml(text, `PROMETHEUS_MAPPER_YAML (${prometheus.mapperYaml})`);
 }
 
-export function createStatsSink(settings: StatsSettings, logger: Logger): StatsSink {
+/** What the process wraps around a sink's own listener (the Prometheus port). */
+export interface SinkHooks {
+  /** Takes the Prometheus server's connections through the process's admission. */
+  readonly admitMetricsConnections?: (server: http.Server) => void;
+}
+
+export function createStatsSink(settings: StatsSettings, logger: Logger, hooks: SinkHooks = {}): StatsSink {
   switch (settings.sink) {
     case 'disabled':
       return new NullSink();
@@ -62,6 +69,7 @@ export function createStatsSink(settings: StatsSettings, logger: Logger): StatsS
         mapper: loadPrometheusMapper(settings.prometheus),
         extraTags: settings.extraTags,
         logger,
+        admitConnections: hooks.admitMetricsConnections,
       });
   }
 }

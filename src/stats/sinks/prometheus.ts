@@ -51,6 +51,8 @@ export interface PrometheusSinkOptions {
   readonly logger?: Logger;
   /** Serve prom-client's process and Node.js metrics too (default true). */
   readonly defaultMetrics?: boolean;
+  /** Called with the listener before it listens: the process's connection admission takes its sockets. */
+  readonly admitConnections?: (server: http.Server) => void;
 }
 
 type FamilyType = 'counter' | 'gauge' | 'histogram' | 'summary';
@@ -196,6 +198,7 @@ export class PrometheusSink implements StatsSink {
   start(): Promise<void> {
     if (this.server !== undefined) return Promise.resolve();
     const server = http.createServer((req, res) => void this.handle(req, res));
+    this.opts.admitConnections?.(server);
     this.server = server;
     return new Promise((resolve, reject) => {
       const onError = (err: Error): void => {

@@ -6,6 +6,7 @@
  * more came (the server writes in order).
  */
 import net from 'node:net';
+import { unboundedAdmission } from '../../../src/server/admission';
 import { PEER_BACKLOG_HIGH, serverBudgets } from '../../../src/server/byte-budget';
 import { CONTROL_FRAMES, HEADER_WORK } from '../../../src/server/h2/budgets';
 import { H2Connection, type StreamHandler, TURN_BYTES } from '../../../src/server/h2/connection';
@@ -500,7 +501,7 @@ describe('connection preface', () => {
   });
 });
 
-describe('handshake timeout (H2Connection on a plain net.Server)', () => {
+describe('handshake timeout (H2Connection on a plain net.Server, through admission)', () => {
   const HANDSHAKE_TIMEOUT_MS = 200;
   const OK_HEADERS = encodeHeaderBlock([[':status', '200']]);
   const OK_TRAILERS = encodeHeaderBlock([['grpc-status', '0']]);
@@ -524,15 +525,14 @@ describe('handshake timeout (H2Connection on a plain net.Server)', () => {
   });
 
   test('a connection without preface and SETTINGS in time is closed; one that completed them is not', async () => {
+    const admission = unboundedAdmission({ listener: 'grpc', handshakeTimeoutMs: HANDSHAKE_TIMEOUT_MS });
     server = net.createServer((socket) => {
       serverSockets.push(socket);
-      new H2Connection(socket, handler, {
+      admission.accept(socket)!.connection = new H2Connection(socket, handler, {
         maxConcurrentStreams: 10,
         maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
         keepaliveTimeMs: 0,
         keepaliveTimeoutMs: 0,
-        maxIdleMs: 0,
-        handshakeTimeoutMs: HANDSHAKE_TIMEOUT_MS,
         bodyTimeoutMs: 0,
         maxHeldBodyBytes: 1 << 20,
         budgets: serverBudgets(32 << 20),
@@ -541,7 +541,7 @@ describe('handshake timeout (H2Connection on a plain net.Server)', () => {
     await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as net.AddressInfo).port;
 
-    // Opened first, so its handshake timer fires before the others'.
+    // Opened first, so its handshake bound passes before the others'.
     const completed = await RawH2Client.connect(port);
     const silent = await RawH2Client.connect(port, { handshake: false });
     const prefaceOnly = await RawH2Client.connect(port, { handshake: false });

@@ -199,8 +199,25 @@ describe('request bodies', () => {
     expect(client.goaway()).toBeUndefined();
   });
 
-  test('GRPC_MAX_CONNECTIONS: connections beyond the cap are closed as they arrive; one leaving makes room', async () => {
+  test('GRPC_MAX_CONNECTIONS: a connection beyond the cap is served and the one that served least is closed with GOAWAY', async () => {
     const server = await startSocketServer({ maxConnections: 2 });
+    const first = await RawH2Client.connect(server.port);
+    const second = await RawH2Client.connect(server.port);
+    second.send(rateLimitCall(1));
+    expect(grpcStatusOf(await second.answer(1))).toBe('0');
+    const third = await RawH2Client.connect(server.port);
+    third.send(rateLimitCall(1));
+    expect(grpcStatusOf(await third.answer(1))).toBe('0');
+    // The first had made no call: it goes, told why.
+    await first.waitForClose();
+    expect(first.goaway()).toMatchObject({ code: ErrorCode.NO_ERROR, debug: 'evicted' });
+    second.send(rateLimitCall(3));
+    expect(grpcStatusOf(await second.answer(3))).toBe('0');
+    expect(server.stats.counter('ratelimit.server.connections_evicted.__listener=grpc').value).toBe(1);
+  });
+
+  test('GRPC_MAX_CONNECTIONS_PER_PEER: a third connection from one address is closed at once; one leaving makes room', async () => {
+    const server = await startSocketServer({ maxConnectionsPerPeer: 2 });
     const first = await RawH2Client.connect(server.port);
     const second = await RawH2Client.connect(server.port);
     const third = await RawH2Client.connect(server.port, { handshake: false });
@@ -212,6 +229,7 @@ describe('request bodies', () => {
     expect(grpcStatusOf(await fourth.answer(1))).toBe('0');
     second.send(rateLimitCall(1));
     expect(grpcStatusOf(await second.answer(1))).toBe('0');
+    expect(server.stats.counter('ratelimit.server.connections_refused.__listener=grpc').value).toBe(1);
   });
 });
 

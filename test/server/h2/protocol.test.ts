@@ -119,8 +119,6 @@ describe('request headers as the application sees them (H2Connection on a plain 
         maxHeaderListBytes: 64 * 1024,
         keepaliveTimeMs: 0,
         keepaliveTimeoutMs: 0,
-        maxIdleMs: 0,
-        handshakeTimeoutMs: 10_000,
         bodyTimeoutMs: 0,
         maxHeldBodyBytes: 1 << 20,
         budgets: serverBudgets(1 << 20),

@@ -11,6 +11,8 @@
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { ConnectionAdmission } from '../../../src/server/admission';
+import { StatsStore } from '../../../src/stats/store';
 import { PEER_BACKLOG_HIGH, serverBudgets } from '../../../src/server/byte-budget';
 import { errorAnswer, type Exchange, type ExchangeHandler, Http1Connection, MAX_UNANSWERED } from '../../../src/server/http1/connection';
 import type { BodyPlan, RequestHead } from '../../../src/server/http1/parser';
@@ -133,7 +135,7 @@ interface Started {
 const servers: Started[] = [];
 const clients: Client[] = [];
 
-async function start(requestTimeoutMs = 0, options: Pick<HttpSocketOptions, 'budgets' | 'maxConnections'> = {}): Promise<Started> {
+async function start(requestTimeoutMs = 0, options: Pick<HttpSocketOptions, 'budgets' | 'admission'> = {}): Promise<Started> {
   const handler = new TestHandler();
   const srv = httpSocketServer(handler, { logger: quiet, requestTimeoutMs, ...options });
   const sockets: net.Socket[] = [];
@@ -605,9 +607,48 @@ describe('the answers budget', () => {
   });
 });
 
-describe('HTTP_MAX_CONNECTIONS', () => {
-  test('with 2, a third connection is closed at once; once one of the two closes, a new one is served', async () => {
-    const { port, handler, sockets, serverSide } = await start(0, { maxConnections: 2 });
+describe('HTTP_MAX_CONNECTIONS and HTTP_MAX_CONNECTIONS_PER_PEER (admission)', () => {
+  /** The HTTP port's admission with these caps, the program's idle bounds. */
+  function capped(maxConnections: number, maxPerPeer: number) {
+    const stats = new StatsStore();
+    const admission = new ConnectionAdmission(Infinity, stats, undefined).listener({
+      listener: 'http',
+      maxConnections,
+      maxConnectionsSetting: 'HTTP_MAX_CONNECTIONS',
+      maxPerPeer,
+      maxPerPeerSetting: 'HTTP_MAX_CONNECTIONS_PER_PEER',
+      handshakeTimeoutMs: 0,
+      firstRequestTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+      idleTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+    });
+    return { admission, stats };
+  }
+
+  test('with 2, a third connection is served and the one idle the longest is closed for it', async () => {
+    const { admission, stats } = capped(2, 0);
+    const { port, handler } = await start(0, { admission });
+    const a = new Client(port);
+    a.write(get('/sync/a'));
+    await a.responses(1);
+    const b = new Client(port);
+    b.write(get('/sync/b'));
+    await b.responses(1);
+
+    const third = new Client(port);
+    third.write(get('/sync/c'));
+    expect((await third.responses(1))[0]!.body).toBe('c');
+    // a served last before b: it goes.
+    await a.whenClosed();
+    b.write(get('/sync/b2'));
+    expect((await b.responses(2))[1]!.body).toBe('b2');
+    expect(handler.calls).toEqual(['GET /sync/a', 'GET /sync/b', 'GET /sync/c', 'GET /sync/b2']);
+    expect(stats.counter('ratelimit.server.connections_evicted.__listener=http').value).toBe(1);
+    expect(admission.size).toBe(2);
+  });
+
+  test('with 2 per peer, a third connection from the same address is closed at once and the two are still served', async () => {
+    const { admission, stats } = capped(100, 2);
+    const { port, handler, sockets } = await start(0, { admission });
     const a = new Client(port);
     const b = new Client(port);
     a.write(get('/sync/a'));
@@ -619,14 +660,11 @@ describe('HTTP_MAX_CONNECTIONS', () => {
     third.write(get('/sync/c'));
     await third.whenClosed();
     expect(third.text).toBe('');
-    expect(sockets).toHaveLength(2);
-
-    a.socket.destroy();
-    await serverSide.until(() => sockets.some((s) => s.closed), 'the server side of the first connection to close');
-    const d = new Client(port);
-    d.write(get('/sync/d'));
-    expect((await d.responses(1))[0]!.body).toBe('d');
-    expect(handler.calls).toEqual(['GET /sync/a', 'GET /sync/b', 'GET /sync/d']);
+    expect(stats.counter('ratelimit.server.connections_refused.__listener=http').value).toBe(1);
+    a.write(get('/sync/a2'));
+    expect((await a.responses(2))[1]!.body).toBe('a2');
+    expect(handler.calls).toEqual(['GET /sync/a', 'GET /sync/b', 'GET /sync/a2']);
+    expect(sockets.filter((s) => !s.destroyed)).toHaveLength(2);
   });
 });
 
@@ -861,11 +899,24 @@ describe('request timeout (408)', () => {
 });
 
 describe('sweep (the time bounds, with a later clock)', () => {
-  const LIMITS = { requestTimeoutMs: 0, headersTimeoutMs: 60_000, keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS };
+  const LIMITS = { requestTimeoutMs: 0, headersTimeoutMs: 60_000 };
+  /** Admission's clock runs this far ahead of performance.now(). */
+  let ahead = 0;
+  const admission = new ConnectionAdmission(Infinity, undefined, undefined, () => performance.now() + ahead).listener({
+    listener: 'http',
+    maxConnections: Infinity,
+    maxConnectionsSetting: '',
+    maxPerPeer: 0,
+    maxPerPeerSetting: '',
+    handshakeTimeoutMs: 0,
+    firstRequestTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+    idleTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+  });
   let server: net.Server | undefined;
   const accepted: net.Socket[] = [];
 
   afterEach(async () => {
+    ahead = 0;
     for (const c of clients.splice(0)) c.socket.destroy();
     for (const a of accepted.splice(0)) a.destroy();
     const s = server;
@@ -873,7 +924,7 @@ describe('sweep (the time bounds, with a later clock)', () => {
     if (s !== undefined) await new Promise<void>((resolve) => s.close(() => resolve()));
   });
 
-  /** A plain server of Http1Connections the test sweeps itself; resolves with the first connection. */
+  /** A plain server of Http1Connections through admission, which the test sweeps itself; resolves with the first connection. */
   async function direct(
     options: { allowHalfOpen?: boolean } = {},
   ): Promise<{ client: Client; handler: TestHandler; connection: Http1Connection; socket: net.Socket }> {
@@ -882,7 +933,9 @@ describe('sweep (the time bounds, with a later clock)', () => {
     const watched = new Watched();
     server = net.createServer({ allowHalfOpen: true }, (socket) => {
       accepted.push(socket);
-      connections.push(new Http1Connection(socket, handler));
+      const connection = new Http1Connection(socket, handler, undefined, LIMITS);
+      admission.accept(socket)!.connection = connection;
+      connections.push(connection);
       watched.changed();
     });
     await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
@@ -896,24 +949,38 @@ describe('sweep (the time bounds, with a later clock)', () => {
   });
 
   test('an idle keep-alive connection is closed once past the bound, not before', async () => {
-    const { client, connection } = await direct();
+    const { client } = await direct();
     client.write(get('/sync/a'));
     await client.responses(1);
-    connection.sweep(Date.now() + KEEP_ALIVE_TIMEOUT_MS - 1000, LIMITS);
+    ahead = KEEP_ALIVE_TIMEOUT_MS - 1000;
+    admission.sweep();
     // Still open: the next request is answered.
     client.write(get('/sync/b'));
     await client.responses(2);
     expect(client.ended).toBe(false);
-    connection.sweep(Date.now() + KEEP_ALIVE_TIMEOUT_MS + 1000, LIMITS);
+    ahead = KEEP_ALIVE_TIMEOUT_MS + 1000;
+    admission.sweep();
     await client.whenEnded();
     expect(client.parsed).toHaveLength(2);
   });
 
+  test('a connection that sends no request is closed after the same bound', async () => {
+    const { client } = await direct();
+    ahead = KEEP_ALIVE_TIMEOUT_MS - 1000;
+    admission.sweep();
+    expect(client.ended).toBe(false);
+    ahead = KEEP_ALIVE_TIMEOUT_MS + 1000;
+    admission.sweep();
+    await client.whenEnded();
+    expect(client.parsed).toHaveLength(0);
+  });
+
   test('a connection owing an answer is not idle; its answer still comes', async () => {
-    const { client, handler, connection } = await direct();
+    const { client, handler } = await direct();
     client.write(get('/hold/a'));
     await handler.holding('a');
-    connection.sweep(Date.now() + 10 * KEEP_ALIVE_TIMEOUT_MS, LIMITS);
+    ahead = 10 * KEEP_ALIVE_TIMEOUT_MS;
+    admission.sweep();
     handler.release('a');
     const [response] = await client.responses(1);
     expect(response!.body).toBe('a');
@@ -924,9 +991,10 @@ describe('sweep (the time bounds, with a later clock)', () => {
     const { client, handler, connection } = await direct();
     client.write('GET /sync/a HTTP/1.1\r\n');
     await waitFor(() => connection.idle === false, 'the server to read the partial head');
-    connection.sweep(Date.now() + 10 * KEEP_ALIVE_TIMEOUT_MS, LIMITS);
+    ahead = 10 * KEEP_ALIVE_TIMEOUT_MS;
+    admission.sweep();
     client.write('Host: x\r\n');
-    connection.sweep(Date.now() + LIMITS.headersTimeoutMs + 1000, LIMITS);
+    connection.sweep(Date.now() + LIMITS.headersTimeoutMs + 1000);
     const [response] = await client.responses(1);
     expect(response!.status).toBe(408);
     await client.whenEnded();
@@ -938,9 +1006,9 @@ describe('sweep (the time bounds, with a later clock)', () => {
     client.write('GET /sync/a HTTP/1.0\r\n\r\n');
     await client.responses(1);
     await client.whenEnded();
-    connection.sweep(Date.now() + 4000, LIMITS);
+    connection.sweep(Date.now() + 4000);
     expect(socket.destroyed).toBe(false);
-    connection.sweep(Date.now() + 6000, LIMITS);
+    connection.sweep(Date.now() + 6000);
     expect(socket.destroyed).toBe(true);
   });
 });

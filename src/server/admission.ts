@@ -1,0 +1,442 @@
+/**
+ * Connection admission: the one place per listener that decides which connections the process
+ * holds, and for how long. A connection is admitted at accept, before TLS and before any byte of
+ * its protocol, and followed through the phases a client can stall it in:
+ *
+ * | phase      | what it waits for                                   | bound                          |
+ * |------------|-----------------------------------------------------|--------------------------------|
+ * | handshake  | the TLS handshake; on HTTP/2 the preface + SETTINGS | `handshakeTimeoutMs`, closed   |
+ * | waiting    | ready, no whole request yet                         | `firstRequestTimeoutMs`, closed gracefully |
+ * | busy       | a request in flight                                 | the protocol's own (body timeout, deadline) |
+ * | idle       | every request answered                              | `idleTimeoutMs`, closed gracefully |
+ *
+ * Budgets, each with a stat and a log line when reached:
+ * - per peer address, per listener (`maxPerPeer`): a peer's connection beyond it is closed at
+ *   accept. Only that peer is refused.
+ * - per listener (`maxConnections`) and per process (all listeners, bounded by the open-file
+ *   limit): at the cap the newcomer is admitted and the connection that costs most and serves
+ *   least is closed: the highest (connections its peer holds) x (time since its last whole
+ *   request, or since accept). A peer holding many connections that send nothing loses them
+ *   first; a busy client that sends requests all the time is the last to go. Refusing the
+ *   newcomer instead would let whoever came first keep the slots for ever.
+ *
+ * Time is read once per sweep (a timer per listener, not one per connection): a bound is applied
+ * up to one sweep interval late.
+ */
+import type net from 'node:net';
+import type { Counter, Gauge, StatsStore } from '../stats/store';
+import type { Logger } from '../telemetry/logger';
+import { ThrottledLog } from '../telemetry/throttled-log';
+
+/** What a protocol connection shows admission. */
+export interface AdmittedConnection {
+  /** Still in its protocol's handshake (the HTTP/2 preface and first SETTINGS). */
+  readonly handshaking: boolean;
+  /** Requests begun and not yet answered (a long-lived stream counts while it is open). */
+  readonly callsInFlight: number;
+  /** performance.now() of the last request that arrived whole (a streaming call: message); 0 before one. */
+  readonly lastRequestAt: number;
+  /** Closes gracefully: no new requests, those in flight finish (GOAWAY; HTTP/1.1: close when idle). */
+  close(reason: string): void;
+  /** Closes at once, telling the peer where the protocol can (GOAWAY). */
+  shed(reason: string): void;
+  /** The protocol's own time bounds, applied at each sweep (wall clock, ms). */
+  sweep?(nowWallMs: number): void;
+}
+
+/** One listener's bounds (0: none, for each number but maxConnections). */
+export interface AdmissionLimits {
+  /** The port, in logs and stats: grpc, http, debug, metrics. */
+  readonly listener: string;
+  readonly maxConnections: number;
+  /** The setting that sets maxConnections, named in the log line at the cap. */
+  readonly maxConnectionsSetting: string;
+  readonly maxPerPeer: number;
+  readonly maxPerPeerSetting: string;
+  readonly handshakeTimeoutMs: number;
+  readonly firstRequestTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+}
+
+export type TimedOutPhase = 'handshake' | 'first_request' | 'idle';
+
+/** One connection as admission holds it, from accept until it closes. */
+export class Admission {
+  connection: AdmittedConnection | undefined;
+  /** Closed, shed or refused: no longer counted. */
+  released = false;
+  /** Closed gracefully for a bound (its answers still going out): counted until it closes, not timed again. */
+  closing = false;
+
+  constructor(
+    readonly listener: ListenerAdmission,
+    readonly socket: net.Socket,
+    readonly peer: string,
+    readonly acceptedAt: number,
+  ) {}
+
+  get handshaking(): boolean {
+    return this.connection === undefined || this.connection.handshaking;
+  }
+
+  /** Since when it has served nothing: its last whole request, or its accept. */
+  get servedAt(): number {
+    const last = this.connection?.lastRequestAt ?? 0;
+    return last > 0 ? last : this.acceptedAt;
+  }
+
+  /** Closes at once (a deadline passed, or room was needed). */
+  shed(reason: string): void {
+    this.listener.release(this);
+    if (this.connection !== undefined) this.connection.shed(reason);
+    else this.socket.destroy();
+  }
+}
+
+/** The peer a socket's connections count against: its address (IPv4-mapped IPv6 as IPv4); '' for a unix socket. */
+export function peerOf(socket: net.Socket): string {
+  const address = socket.remoteAddress;
+  if (address === undefined) return '';
+  return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
+}
+
+/** The sweep's interval: a tenth of the shortest phase bound, within 50 ms..1 s. */
+function sweepInterval(limits: AdmissionLimits): number {
+  const phases = [limits.handshakeTimeoutMs, limits.firstRequestTimeoutMs, limits.idleTimeoutMs].filter((t) => t > 0).map((t) => t / 10);
+  return Math.max(50, Math.min(1000, ...phases));
+}
+
+/** Victims found by one scan, used until stale or spent (a scan is a pass over every connection). */
+const VICTIMS_PER_SCAN = 32;
+const VICTIMS_FRESH_MS = 250;
+
+class VictimCache {
+  private list: Array<{ admission: Admission; servedAt: number }> = [];
+  private at = -Infinity;
+
+  /** The connection to close for room, among `candidates`; undefined when there is none. */
+  take(candidates: () => Iterable<Admission>, now: number, excluded: Admission): Admission | undefined {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      if (now - this.at > VICTIMS_FRESH_MS || this.list.length === 0) {
+        this.list = worstConnections(candidates(), now, VICTIMS_PER_SCAN, excluded);
+        this.at = now;
+      }
+      while (this.list.length > 0) {
+        const { admission, servedAt } = this.list.shift()!;
+        // Closed meanwhile, or it has served since the scan: no longer what the scan found.
+        if (!admission.released && admission.servedAt === servedAt && admission !== excluded) return admission;
+      }
+      this.at = -Infinity;
+    }
+    return undefined;
+  }
+
+  clear(): void {
+    this.list = [];
+    this.at = -Infinity;
+  }
+}
+
+/**
+ * The `k` connections that cost most and serve least, worst first: highest (its peer's
+ * connections on that listener) x (ms since it last served, at least 1).
+ */
+export function worstConnections(candidates: Iterable<Admission>, now: number, k: number, excluded?: Admission): Array<{ admission: Admission; servedAt: number }> {
+  const found: Array<{ admission: Admission; servedAt: number; score: number }> = [];
+  let floor = -1;
+  for (const a of candidates) {
+    if (a.released || a === excluded) continue;
+    const servedAt = a.servedAt;
+    const score = a.listener.peerCount(a.peer) * Math.max(1, now - servedAt);
+    if (found.length >= k && score <= floor) continue;
+    found.push({ admission: a, servedAt, score });
+    if (found.length > k) {
+      found.sort((x, y) => y.score - x.score);
+      found.length = k;
+      floor = found[k - 1]!.score;
+    }
+  }
+  found.sort((x, y) => y.score - x.score);
+  return found.map(({ admission, servedAt }) => ({ admission, servedAt }));
+}
+
+/** What every listener of the process shares: the count of open connections and its cap. */
+export class ConnectionAdmission {
+  private readonly listeners = new Set<ListenerAdmission>();
+  private open = 0;
+  private readonly victims = new VictimCache();
+
+  /**
+   * @param maxConnections connections all listeners together may hold (the process's open files
+   *   bound it: see openFileLimit); Infinity for none.
+   */
+  constructor(
+    readonly maxConnections: number,
+    private readonly stats: StatsStore | undefined,
+    private readonly logger: Logger | undefined,
+    readonly now: () => number = () => performance.now(),
+  ) {}
+
+  /** The admission of one listener, sharing this process's cap. */
+  listener(limits: AdmissionLimits): ListenerAdmission {
+    const l = new ListenerAdmission(limits, this, this.stats, this.logger);
+    this.listeners.add(l);
+    return l;
+  }
+
+  get connections(): number {
+    return this.open;
+  }
+
+  /** @internal A listener admitted one. */
+  added(): void {
+    this.open++;
+  }
+
+  /** @internal A listener released one. */
+  removed(): void {
+    this.open--;
+  }
+
+  /** @internal The process is at its cap: the worst connection of any listener, or undefined. */
+  victim(now: number, newcomer: Admission): Admission | undefined {
+    if (this.open < this.maxConnections) return undefined;
+    const all = this.listeners;
+    return this.victims.take(
+      function* () {
+        for (const l of all) yield* l.admissions();
+      },
+      now,
+      newcomer,
+    );
+  }
+
+  /** @internal */
+  forget(listener: ListenerAdmission): void {
+    this.listeners.delete(listener);
+  }
+}
+
+/** One listener's connections: admitted at accept, followed by the sweep, drained at the end. */
+export class ListenerAdmission {
+  private readonly open = new Set<Admission>();
+  private readonly perPeer = new Map<string, number>();
+  /** TLS connections in their handshake, by remote address and port (the TLS socket is another object than the accepted one). */
+  private readonly handshaking = new Map<string, Admission>();
+  private readonly victims = new VictimCache();
+  private draining = false;
+  private sweeper: NodeJS.Timeout | undefined;
+  private sweepEveryMs: number;
+  private readonly gauge: Gauge | undefined;
+  private readonly refused: Counter | undefined;
+  private readonly evicted: Counter | undefined;
+  private readonly timedOut: Readonly<Record<TimedOutPhase, Counter | undefined>>;
+  private readonly refusedLog: ThrottledLog;
+  private readonly evictedLog: ThrottledLog;
+
+  constructor(
+    readonly limits: AdmissionLimits,
+    private readonly process: ConnectionAdmission,
+    stats: StatsStore | undefined,
+    logger: Logger | undefined,
+  ) {
+    this.sweepEveryMs = sweepInterval(limits);
+    const tag = `.__listener=${limits.listener}`;
+    this.gauge = stats?.gauge(`ratelimit.server.connections${tag}`);
+    this.refused = stats?.counter(`ratelimit.server.connections_refused${tag}`);
+    this.evicted = stats?.counter(`ratelimit.server.connections_evicted${tag}`);
+    const timedOut = (phase: TimedOutPhase): Counter | undefined => stats?.counter(`ratelimit.server.connections_timed_out${tag}.__phase=${phase}`);
+    this.timedOut = { handshake: timedOut('handshake'), first_request: timedOut('first_request'), idle: timedOut('idle') };
+    const warn = (msg: string): void => logger?.warn(msg);
+    this.refusedLog = new ThrottledLog(warn, 10_000);
+    this.evictedLog = new ThrottledLog(warn, 10_000);
+  }
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  /** The protocol's own bounds need a sweep at least this often (within 50 ms..1 s). */
+  sweepAtLeastEvery(ms: number): void {
+    this.sweepEveryMs = Math.min(this.sweepEveryMs, Math.max(50, ms));
+  }
+
+  peerCount(peer: string): number {
+    return this.perPeer.get(peer) ?? 0;
+  }
+
+  admissions(): IterableIterator<Admission> {
+    return this.open.values();
+  }
+
+  /**
+   * A socket was accepted: admitted (undefined when it is refused, and then destroyed). At a cap
+   * another connection is closed to make room.
+   */
+  accept(socket: net.Socket, tlsHandshake = false): Admission | undefined {
+    if (this.draining) {
+      socket.destroy();
+      return undefined;
+    }
+    const { limits } = this;
+    const peer = peerOf(socket);
+    const held = this.peerCount(peer);
+    if (limits.maxPerPeer > 0 && peer !== '' && held >= limits.maxPerPeer) {
+      socket.destroy();
+      this.refused?.inc();
+      this.refusedLog.log(`${limits.listener} port: ${peer} holds ${held} connections (${limits.maxPerPeerSetting}=${limits.maxPerPeer}); its new connections are closed`);
+      return undefined;
+    }
+    const now = this.process.now();
+    const admission = new Admission(this, socket, peer, now);
+    this.open.add(admission);
+    this.perPeer.set(peer, held + 1);
+    this.process.added();
+    this.gauge?.set(this.open.size);
+    socket.once('close', () => this.release(admission));
+    if (tlsHandshake && socket.remotePort !== undefined) {
+      const key = handshakeKey(socket);
+      this.handshaking.set(key, admission);
+      socket.once('close', () => {
+        if (this.handshaking.get(key) === admission) this.handshaking.delete(key);
+      });
+    }
+    this.makeRoom(now, admission);
+    this.startSweeping();
+    return admission;
+  }
+
+  /** The admission of an accepted TLS socket, now that its handshake is done (undefined when it was closed meanwhile). */
+  secured(tlsSocket: net.Socket): Admission | undefined {
+    if (tlsSocket.remotePort === undefined) return undefined;
+    const key = handshakeKey(tlsSocket);
+    const admission = this.handshaking.get(key);
+    if (admission === undefined) return undefined;
+    this.handshaking.delete(key);
+    // The accepted socket closes with its TLS socket: its 'close' releases the admission.
+    return admission.released ? undefined : admission;
+  }
+
+  /** At the listener's or the process's cap: the worst other connection goes. */
+  private makeRoom(now: number, newcomer: Admission): void {
+    const { limits } = this;
+    let victim: Admission | undefined;
+    let cap = '';
+    if (this.open.size > limits.maxConnections) {
+      victim = this.victims.take(() => this.open.values(), now, newcomer);
+      cap = `${limits.maxConnectionsSetting}=${limits.maxConnections}`;
+    } else if (this.process.connections > this.process.maxConnections) {
+      victim = this.process.victim(now, newcomer);
+      cap = `the process's ${this.process.maxConnections} connections (open-file limit)`;
+    }
+    if (victim === undefined) {
+      if (cap !== '') newcomer.shed('no room'); // nothing else to close: the newcomer cannot stay
+      return;
+    }
+    const idleSeconds = Math.round((now - victim.servedAt) / 1000);
+    const owner = victim.listener;
+    owner.evicted?.inc();
+    owner.evictedLog.log(
+      `${limits.listener} port at ${cap}: closed a ${owner.limits.listener} connection of ${victim.peer || 'a unix socket peer'} ` +
+        `(it holds ${owner.peerCount(victim.peer)}, nothing served for ${idleSeconds} s) to admit one of ${newcomer.peer || 'a unix socket peer'}`,
+    );
+    victim.shed('evicted');
+  }
+
+  /** @internal The connection closed, or was shed: it counts no more. */
+  release(admission: Admission): void {
+    if (admission.released) return;
+    admission.released = true;
+    this.open.delete(admission);
+    const n = this.peerCount(admission.peer) - 1;
+    if (n > 0) this.perPeer.set(admission.peer, n);
+    else this.perPeer.delete(admission.peer);
+    this.process.removed();
+    this.gauge?.set(this.open.size);
+  }
+
+  private startSweeping(): void {
+    if (this.sweeper !== undefined) return;
+    this.sweeper = setInterval(() => this.sweep(), this.sweepEveryMs);
+    this.sweeper.unref();
+  }
+
+  /** Applies the phase bounds, and the protocols' own, to every connection. */
+  sweep(): void {
+    if (this.open.size === 0) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+      this.victims.clear();
+      return;
+    }
+    const now = this.process.now();
+    const wall = Date.now();
+    const { handshakeTimeoutMs, firstRequestTimeoutMs, idleTimeoutMs } = this.limits;
+    for (const a of this.open) {
+      const c = a.connection;
+      if (a.handshaking) {
+        if (handshakeTimeoutMs > 0 && now - a.acceptedAt > handshakeTimeoutMs) this.timeOut(a, 'handshake');
+        continue;
+      }
+      c!.sweep?.(wall);
+      if (a.released || a.closing || c!.callsInFlight > 0) continue;
+      const last = c!.lastRequestAt;
+      if (last === 0) {
+        if (firstRequestTimeoutMs > 0 && now - a.acceptedAt > firstRequestTimeoutMs) this.timeOut(a, 'first_request');
+      } else if (idleTimeoutMs > 0 && now - last > idleTimeoutMs) this.timeOut(a, 'idle');
+    }
+  }
+
+  private timeOut(a: Admission, phase: TimedOutPhase): void {
+    this.timedOut[phase]?.inc();
+    if (phase === 'handshake') {
+      a.shed('handshake_timeout');
+      return;
+    }
+    a.closing = true;
+    a.connection!.close(phase === 'idle' ? 'max_idle' : 'first_request_timeout');
+  }
+
+  /** Takes no new connections and ends the open ones with `end`; resolves once `server` has closed and they all have. */
+  drain(server: net.Server, end: (connection: AdmittedConnection) => void): Promise<void> {
+    this.draining = true;
+    return new Promise<void>((resolve) => {
+      if (!server.listening) resolve();
+      else server.close(() => resolve());
+      for (const a of [...this.open]) {
+        if (a.connection === undefined) a.shed('draining');
+        else end(a.connection);
+      }
+    });
+  }
+
+  /** Closes every connection at once (the drain took too long). */
+  forceClose(): void {
+    for (const a of [...this.open]) a.shed('shutdown');
+  }
+
+  /** The listener is gone for good. */
+  close(): void {
+    clearInterval(this.sweeper);
+    this.sweeper = undefined;
+    this.process.forget(this);
+  }
+}
+
+function handshakeKey(socket: net.Socket): string {
+  return `${socket.remoteAddress}|${socket.remotePort}`;
+}
+
+/** A listener's admission with no caps and only the bounds given: for a server embedded on its own (tests, tools). */
+export function unboundedAdmission(limits: Partial<AdmissionLimits> & { listener: string }): ListenerAdmission {
+  return new ConnectionAdmission(Infinity, undefined, undefined).listener({
+    maxConnections: Infinity,
+    maxConnectionsSetting: '',
+    maxPerPeer: 0,
+    maxPerPeerSetting: '',
+    handshakeTimeoutMs: 0,
+    firstRequestTimeoutMs: 0,
+    idleTimeoutMs: 0,
+    ...limits,
+  });
+}
