@@ -79,6 +79,12 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
   let profiling = false;
   return (req, res) => {
     req.resume();
+    // Every page only reads: a write method is refused rather than served as a read.
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('Allow', 'GET, HEAD');
+      plainError(res, 405, `${req.method ?? '?'} is not allowed: the debug port answers GET and HEAD`);
+      return;
+    }
     const path = pathOf(req.url);
     switch (path) {
       case '/rlconfig':
