@@ -41,7 +41,7 @@ import {
   Setting,
 } from './frames';
 import { encodeHeaderBlock, HpackDecoder, HpackError } from './hpack';
-import { requestHeaders } from './request-headers';
+import { requestHeaders, validTrailers } from './request-headers';
 import { type AbortReason, H2Stream, NO_CALL, ResponseState, type StreamCall, type StreamOwner, StreamState } from './stream';
 import { StreamTable } from './streams';
 import { FrameWriter } from './writer';
@@ -569,9 +569,10 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     }
     const existing = this.streams.get(id);
     if (existing !== undefined) {
-      // Trailers from the client: they must end the stream.
+      // Trailers from the client: they must end the stream, and be well formed (a malformed
+      // request is a stream error, RFC 9113 8.1.1).
       if (existing.remoteEnded) this.streamError(id, ErrorCode.STREAM_CLOSED);
-      else if (!endStream) this.streamError(id, ErrorCode.PROTOCOL_ERROR);
+      else if (!endStream || this.decoder.tooLarge || !validTrailers(this.fields)) this.streamError(id, ErrorCode.PROTOCOL_ERROR);
       else this.remoteEnd(existing);
       return;
     }

@@ -1,5 +1,5 @@
 /**
- * A request's decoded header list checked as RFC 9113 requires (8.2.1 field validity, 8.2.2
+ * A request's decoded header list (and its trailers) checked as RFC 9113 requires (8.2.1 field validity, 8.2.2
  * connection-specific fields, 8.3 pseudo-header fields) and gathered by name. A list that breaks a
  * rule is a malformed request: the stream is reset with PROTOCOL_ERROR. The record has no
  * prototype, so a field named `constructor` or `__proto__` is an ordinary name.
@@ -63,4 +63,16 @@ export function requestHeaders(fields: readonly string[]): Record<string, string
   if (method === 'CONNECT') return headers[':scheme'] === undefined && headers[':path'] === undefined && headers[':authority'] !== undefined ? headers : undefined;
   const path = headers[':path'];
   return headers[':scheme'] !== undefined && path !== undefined && path !== '' ? headers : undefined;
+}
+
+/**
+ * Whether a trailer section (`fields`: name, value, ...) is well formed: the rules of regular
+ * fields (8.2.1, 8.2.2), and no pseudo-header field at all (8.1).
+ */
+export function validTrailers(fields: readonly string[]): boolean {
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i]!;
+    if (!validValue(fields[i + 1]!) || !validName(name, 0) || CONNECTION_FIELDS.has(name)) return false;
+  }
+  return true;
 }

@@ -94,6 +94,31 @@ describe('header field validity (RFC 9113 8.2, 8.3): a malformed request is rese
   });
 });
 
+describe('trailers (RFC 9113 8.1): malformed ones reset the stream with PROTOCOL_ERROR, the connection goes on', () => {
+  test.each<[string, Array<[string, string]>]>([
+    ['a value with NUL', [['x-trailer', 'a\u0000b']]],
+    ['a value with LF', [['x-trailer', 'a\nb']]],
+    ['an upper-case name', [['X-Trailer', 'v']]],
+    ['a pseudo-header field', [[':path', '/x']]],
+    ['a connection-specific field', [['connection', 'close']]],
+  ])('%s', async (_what, fields) => {
+    const server = await startSocketServer();
+    const client = await RawH2Client.connect(server.port);
+    client.send(headersFrame(1, requestBlock()), dataFrame(1, rateLimitMessage()), headersFrame(1, encodeHeaderBlock(fields), { endStream: true }));
+    expect((await client.answer(1)).reset).toBe(ErrorCode.PROTOCOL_ERROR);
+    client.send(rateLimitCall(3));
+    expect(grpcStatusOf(await client.answer(3))).toBe('0');
+    expect(client.goaway()).toBeUndefined();
+  });
+
+  test('well-formed trailers end the request, which is answered', async () => {
+    const server = await startSocketServer();
+    const client = await RawH2Client.connect(server.port);
+    client.send(headersFrame(1, requestBlock()), dataFrame(1, rateLimitMessage()), headersFrame(1, encodeHeaderBlock([['x-trailer', 'a\tb']]), { endStream: true }));
+    expect(grpcStatusOf(await client.answer(1))).toBe('0');
+  });
+});
+
 describe('request headers as the application sees them (H2Connection on a plain net.Server)', () => {
   let server: net.Server | undefined;
   const sockets: net.Socket[] = [];
