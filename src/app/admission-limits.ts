@@ -9,11 +9,14 @@ import type { GrpcSettings, Settings } from '../settings';
 import type { StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 
-/** The process's admission: every listener's connections together stay within the open-file limit. */
-export function processAdmission(stats: StatsStore, logger: Logger, openFiles: number | undefined = openFileLimit()): ConnectionAdmission {
+/**
+ * The process's admission: every listener's connections together stay within the open-file limit,
+ * and the TLS handshakes under way within TLS_MAX_HANDSHAKES.
+ */
+export function processAdmission(settings: Settings, stats: StatsStore, logger: Logger, openFiles: number | undefined = openFileLimit()): ConnectionAdmission {
   const cap = openFiles === undefined ? Infinity : connectionsWithin(openFiles);
   if (openFiles !== undefined) logger.debug(`connections: at most ${cap} open at once in this process, all ports together (open-file limit ${openFiles})`);
-  return new ConnectionAdmission(cap, stats, logger);
+  return new ConnectionAdmission(cap, stats, logger, undefined, settings.server.tlsMaxHandshakes);
 }
 
 /**

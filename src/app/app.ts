@@ -220,7 +220,7 @@ export class RateLimitApp {
     const { settings, logger } = opts;
     const env = opts.env ?? process.env;
     this.stats.setLogger(logger);
-    this.admission = processAdmission(this.stats, logger);
+    this.admission = processAdmission(settings, this.stats, logger);
     try {
       this.sink =
         opts.worker?.statsSink ??

@@ -160,22 +160,54 @@ export function worstConnections(candidates: Iterable<Admission>, now: number, k
   return found.map(({ admission, servedAt }) => ({ admission, servedAt }));
 }
 
-/** What every listener of the process shares: the count of open connections and its cap. */
+/** What every listener of the process shares: the count of open connections and its cap, and the TLS handshakes under way. */
 export class ConnectionAdmission {
   private readonly listeners = new Set<ListenerAdmission>();
   private open = 0;
   private readonly victims = new VictimCache();
+  /** Connections whose TLS handshake has begun (their ClientHello arrives) and not finished, oldest first. */
+  private readonly tlsHandshakes = new Set<Admission>();
+  private readonly tlsLog: ThrottledLog;
 
   /**
    * @param maxConnections connections all listeners together may hold (the process's open files
    *   bound it: see openFileLimit); Infinity for none.
+   * @param maxTlsHandshakes TLS handshakes under way at once (each holds some 50 KB of OpenSSL's
+   *   state); past it the oldest is closed.
    */
   constructor(
     readonly maxConnections: number,
     private readonly stats: StatsStore | undefined,
     private readonly logger: Logger | undefined,
     readonly now: () => number = () => performance.now(),
-  ) {}
+    readonly maxTlsHandshakes = Infinity,
+  ) {
+    this.tlsLog = new ThrottledLog((msg) => logger?.warn(msg), 10_000);
+  }
+
+  /** @internal A connection's TLS handshake has begun: past the budget the oldest one under way goes. */
+  tlsBegun(admission: Admission): void {
+    this.tlsHandshakes.add(admission);
+    if (this.tlsHandshakes.size <= this.maxTlsHandshakes) return;
+    const oldest = this.tlsHandshakes.values().next().value as Admission;
+    this.tlsHandshakes.delete(oldest);
+    const owner = oldest.listener;
+    owner.countEvicted();
+    this.tlsLog.log(
+      `${this.maxTlsHandshakes} TLS handshakes under way (TLS_MAX_HANDSHAKES): closed the oldest, a ${owner.limits.listener} connection of ${oldest.peer} ` +
+        `begun ${Math.round(this.now() - oldest.acceptedAt)} ms ago, for one of ${admission.peer}`,
+    );
+    oldest.shed('tls_handshakes');
+  }
+
+  /** @internal The handshake finished, or the connection closed. */
+  tlsEnded(admission: Admission): void {
+    this.tlsHandshakes.delete(admission);
+  }
+
+  get handshakesUnderWay(): number {
+    return this.tlsHandshakes.size;
+  }
 
   /** The admission of one listener, sharing this process's cap. */
   listener(limits: AdmissionLimits): ListenerAdmission {
@@ -313,8 +345,19 @@ export class ListenerAdmission {
     const admission = this.handshaking.get(key);
     if (admission === undefined) return undefined;
     this.handshaking.delete(key);
+    this.process.tlsEnded(admission);
     // The accepted socket closes with its TLS socket: its 'close' releases the admission.
     return admission.released ? undefined : admission;
+  }
+
+  /** The TLS handshake of an admitted connection has begun (its first bytes arrived): it counts against the process's TLS_MAX_HANDSHAKES. */
+  tlsBegun(admission: Admission): void {
+    if (!admission.released) this.process.tlsBegun(admission);
+  }
+
+  /** @internal */
+  countEvicted(): void {
+    this.evicted?.inc();
   }
 
   /** At the listener's or the process's cap: the worst other connection goes. */
@@ -335,7 +378,7 @@ export class ListenerAdmission {
     }
     const idleSeconds = Math.round((now - victim.servedAt) / 1000);
     const owner = victim.listener;
-    owner.evicted?.inc();
+    owner.countEvicted();
     owner.evictedLog.log(
       `${limits.listener} port at ${cap}: closed a ${owner.limits.listener} connection of ${victim.peer || 'a unix socket peer'} ` +
         `(it holds ${owner.peerCount(victim.peer)}, nothing served for ${idleSeconds} s) to admit one of ${newcomer.peer || 'a unix socket peer'}`,
@@ -348,6 +391,7 @@ export class ListenerAdmission {
     if (admission.released) return;
     admission.released = true;
     this.open.delete(admission);
+    this.process.tlsEnded(admission);
     const n = this.peerCount(admission.peer) - 1;
     if (n > 0) this.perPeer.set(admission.peer, n);
     else this.perPeer.delete(admission.peer);

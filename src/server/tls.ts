@@ -230,6 +230,7 @@ export function socketServer(
     });
   }
   const { certs, protocol, protocolRequired, clientSan, logger } = tlsOptions;
+  // Never listens: the plain server below hands it each connection once its ClientHello begins.
   const secure = tls.createServer({
     ...httpsOptions(certs.current),
     ALPNProtocols: [protocol],
@@ -237,15 +238,26 @@ export function socketServer(
     handshakeTimeout: tlsHandshakeBackstop(admission.limits.handshakeTimeoutMs),
   });
   certs.subscribe((m) => secure.setSecureContext(httpsOptions(m)));
-  // Runs after node's own listener, which has wrapped the socket in TLS: closing it closes that.
-  secure.on('connection', (socket: net.Socket) => {
-    if (socket.remotePort !== undefined) admission.accept(socket, true);
+  const server = net.createServer({ allowHalfOpen }, (socket) => {
+    // A unix socket has no address to tell its TLS socket by: admitted once secure.
+    const admitted = socket.remotePort === undefined ? undefined : admission.accept(socket, true);
+    if (socket.remotePort !== undefined && admitted === undefined) return;
+    // The TLS socket, with OpenSSL's state and buffers (some 15 KB, 50 KB once a ClientHello is
+    // under way, and more again when a dropped one is read), is made when the first bytes arrive:
+    // until then a connection that sends nothing holds a plain socket only.
+    socket.once('readable', () => {
+      if (socket.readableLength === 0 || socket.destroyed) {
+        socket.destroy();
+        return;
+      }
+      if (admitted !== undefined) admission.tlsBegun(admitted);
+      if (!socket.destroyed) secure.emit('connection', socket);
+    });
   });
   // The SAN check runs first: a refused client never gets a connection.
   if (clientSan !== '') enforceClientSan(secure, clientSan, logger);
   secure.on('secureConnection', (socket: tls.TLSSocket) => {
     if (socket.destroyed) return;
-    // A unix socket has no address to tell its TLS socket by: admitted once secure.
     const admitted = socket.remotePort === undefined ? admission.accept(socket) : admission.secured(socket);
     if (admitted === undefined) {
       socket.destroy();
@@ -258,7 +270,7 @@ export function socketServer(
   // A failed handshake (or one past node's own bound) or a reset socket is the client's problem,
   // not the server's; node leaves closing the socket to this listener.
   secure.on('tlsClientError', (_err: Error, socket: tls.TLSSocket) => socket.destroy());
-  return secure;
+  return server;
 }
 
 /**

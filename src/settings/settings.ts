@@ -116,6 +116,8 @@ export interface ServerExtraSettings {
   readonly debugMaxConnectionsPerPeer: number;
   /** CONNECTION_HANDSHAKE_TIMEOUT (default 10s; 0 = none): TLS handshake, and HTTP/2 preface and SETTINGS, on every port */
   readonly handshakeTimeoutMs: number;
+  /** TLS_MAX_HANDSHAKES (default 1000): TLS handshakes under way at once, all ports; past it the oldest is closed */
+  readonly tlsMaxHandshakes: number;
   /** REQUEST_MAX_DESCRIPTORS (default 1000) */
   readonly maxDescriptors: number;
   /** REQUEST_MAX_ENTRIES (default 100) per descriptor */
@@ -938,6 +940,7 @@ function readServer(r: EnvReader, backendType: CacheSettings['backendType']): Se
     debugMaxConnections: r.int('DEBUG_MAX_CONNECTIONS'),
     debugMaxConnectionsPerPeer: r.int('DEBUG_MAX_CONNECTIONS_PER_PEER'),
     handshakeTimeoutMs: r.duration('CONNECTION_HANDSHAKE_TIMEOUT'),
+    tlsMaxHandshakes: r.int('TLS_MAX_HANDSHAKES'),
     maxDescriptors: r.int('REQUEST_MAX_DESCRIPTORS'),
     maxEntries: r.int('REQUEST_MAX_ENTRIES'),
     maxEntryLength: r.int('REQUEST_MAX_ENTRY_LENGTH'),

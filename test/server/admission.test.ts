@@ -216,6 +216,45 @@ describe('at the cap a newcomer is taken and the connection that costs most and 
   });
 });
 
+describe('TLS handshakes under way (TLS_MAX_HANDSHAKES)', () => {
+  test('past the budget the oldest under way is closed, counted and logged; a finished one no longer counts', async () => {
+    const stats = new StatsStore();
+    const warnings: string[] = [];
+    const process = new ConnectionAdmission(Infinity, stats, { ...silentLogger, warn: (m: string) => warnings.push(m) }, undefined, 2);
+    const admission = process.listener(LIMITS);
+    const server = net.createServer((socket) => {
+      const admitted = admission.accept(socket)!;
+      admitted.connection = new Stub(socket);
+      accepted.push(admitted);
+    });
+    const accepted: Admission[] = [];
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    opened.push(server);
+    const port = (server.address() as AddressInfo).port;
+    for (let i = 0; i < 4; i++) {
+      const c = net.connect(port, '127.0.0.1');
+      c.on('error', () => undefined);
+      opened.push(c);
+    }
+    await waitFor(() => accepted.length === 4, 'four connections');
+    admission.tlsBegun(accepted[0]!);
+    admission.tlsBegun(accepted[1]!);
+    expect(process.handshakesUnderWay).toBe(2);
+    // The first finishes: it no longer counts, and a third fits.
+    process.tlsEnded(accepted[0]!);
+    admission.tlsBegun(accepted[2]!);
+    expect(accepted[1]!.released).toBe(false);
+    // A fourth is one too many: the oldest under way (the second) goes.
+    admission.tlsBegun(accepted[3]!);
+    expect(accepted[1]!.released).toBe(true);
+    expect((accepted[1]!.connection as Stub).shedFor).toBe('tls_handshakes');
+    expect([accepted[0], accepted[2], accepted[3]].map((a) => a!.released)).toEqual([false, false, false]);
+    expect(process.handshakesUnderWay).toBe(2);
+    expect(stats.counter('ratelimit.server.connections_evicted.__listener=grpc').value).toBe(1);
+    expect(warnings[0]).toMatch(/^2 TLS handshakes under way \(TLS_MAX_HANDSHAKES\): closed the oldest, a grpc connection of 127\.0\.0\.1 begun \d+ ms ago/);
+  });
+});
+
 describe('phase bounds, applied by the sweep', () => {
   test('handshake: a connection still in its handshake past the bound is closed; a finished one is not', async () => {
     const s = await serve();

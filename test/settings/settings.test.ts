@@ -51,6 +51,7 @@ const DEFAULTS: Settings = {
     debugMaxConnections: 100,
     debugMaxConnectionsPerPeer: 20,
     handshakeTimeoutMs: 10_000,
+    tlsMaxHandshakes: 1000,
     maxDescriptors: 1000,
     maxEntries: 100,
     maxEntryLength: 4096,

@@ -47,7 +47,7 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
   const count = settings.server.workers;
   const stats = new StatsStore({ logger });
   const aggregator = new StatsAggregator(stats);
-  const admission = processAdmission(stats, logger);
+  const admission = processAdmission(settings, stats, logger);
   let sink: StatsSink;
   try {
     sink = createStatsSink(settings.stats, logger, {
