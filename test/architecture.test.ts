@@ -47,8 +47,8 @@ const TRADING_ALLOWED: Readonly<Record<string, readonly string[]>> = {
  * the HTTP text helpers.
  */
 const PROTOCOL_ALLOWED: Readonly<Record<string, readonly string[]>> = {
-  h2: ['byte-budget', 'held-body'],
-  http1: ['byte-budget', 'held-body', 'http-util'],
+  h2: ['admission', 'byte-budget', 'held-body'],
+  http1: ['admission', 'byte-budget', 'held-body', 'http-util'],
 };
 
 /**
