@@ -60,6 +60,22 @@ export interface AdmissionLimits {
 
 export type TimedOutPhase = 'handshake' | 'first_request' | 'idle';
 
+/**
+ * A per-connection (or per-stream) budget a client went past, as its protocol handler reports it:
+ * counted in `ratelimit.server.budget_exceeded.__budget=<name>.__listener=<port>` and logged.
+ */
+export const BUDGETS = {
+  control_frames: 'frames without requests (SETTINGS, PING, PRIORITY, WINDOW_UPDATE, empty DATA): closed with ENHANCE_YOUR_CALM',
+  resets: 'stream resets (rapid reset): closed with ENHANCE_YOUR_CALM',
+  header_work: 'HPACK decoding work: closed with ENHANCE_YOUR_CALM',
+  header_block: 'a header block larger than the header list limit: closed with ENHANCE_YOUR_CALM',
+  request_bytes: 'REQUEST_MAX_BUFFERED_BYTES (request bytes all connections may hold): the request answered RESOURCE_EXHAUSTED or 503, or the connection closed',
+  answer_bytes: 'the answer bytes all slow clients may hold (32 MiB): closed',
+  unread_acks: '1000 acknowledgements of SETTINGS or PING left unread: closed',
+  slow_reader: '30 s without taking any of its answers: closed',
+} as const;
+export type BudgetName = keyof typeof BUDGETS;
+
 /** One connection as admission holds it, from accept until it closes. */
 export class Admission {
   connection: AdmittedConnection | undefined;
@@ -83,6 +99,11 @@ export class Admission {
   get servedAt(): number {
     const last = this.connection?.lastRequestAt ?? 0;
     return last > 0 ? last : this.acceptedAt;
+  }
+
+  /** The connection went past one of its protocol's budgets: counted and logged (throttled). */
+  exceeded(budget: BudgetName): void {
+    this.listener.exceeded(this, budget);
   }
 
   /** Closes at once (a deadline passed, or room was needed). */
@@ -265,6 +286,9 @@ export class ListenerAdmission {
   private readonly timedOut: Readonly<Record<TimedOutPhase, Counter | undefined>>;
   private readonly refusedLog: ThrottledLog;
   private readonly evictedLog: ThrottledLog;
+  private readonly budgetLog: ThrottledLog;
+  private readonly budgetCounters = new Map<BudgetName, Counter | undefined>();
+  private readonly stats: StatsStore | undefined;
 
   constructor(
     readonly limits: AdmissionLimits,
@@ -272,6 +296,7 @@ export class ListenerAdmission {
     stats: StatsStore | undefined,
     logger: Logger | undefined,
   ) {
+    this.stats = stats;
     this.sweepEveryMs = sweepInterval(limits);
     const tag = `.__listener=${limits.listener}`;
     this.gauge = stats?.gauge(`ratelimit.server.connections${tag}`);
@@ -282,6 +307,18 @@ export class ListenerAdmission {
     const warn = (msg: string): void => logger?.warn(msg);
     this.refusedLog = new ThrottledLog(warn, 10_000);
     this.evictedLog = new ThrottledLog(warn, 10_000);
+    this.budgetLog = new ThrottledLog(warn, 10_000);
+  }
+
+  /** @internal */
+  exceeded(admission: Admission, budget: BudgetName): void {
+    let counter = this.budgetCounters.get(budget);
+    if (counter === undefined) {
+      counter = this.stats?.counter(`ratelimit.server.budget_exceeded.__budget=${budget}.__listener=${this.limits.listener}`);
+      this.budgetCounters.set(budget, counter);
+    }
+    counter?.inc();
+    this.budgetLog.log(`${this.limits.listener} port: a connection of ${admission.peer || 'a unix socket peer'} went past ${BUDGETS[budget]}`);
   }
 
   get size(): number {

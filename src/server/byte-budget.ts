@@ -88,12 +88,13 @@ export class PeerBacklog {
     if (this.socket.writableLength === 0) this.settle();
   };
 
-  /** `settled`: called once the client has taken everything it was behind on. */
+  /** `settled`: called once the client has taken everything it was behind on; `stalled`: before a client that took nothing is closed. */
   constructor(
     private readonly socket: net.Socket,
     private readonly budget: ByteBudget,
     private readonly settled: () => void = () => {},
     private readonly stalledMs = STALLED_PEER_MS,
+    private readonly stalled: () => void = () => {},
   ) {
     socket.once('close', () => this.settle());
   }
@@ -124,7 +125,10 @@ export class PeerBacklog {
       if (this.counted === 0 || this.socket.destroyed) return;
       // Progress (the client took some) earns another period; none closes the connection.
       if (length < this.lengthAtCheck) this.watchStall();
-      else this.socket.destroy();
+      else {
+        this.stalled();
+        this.socket.destroy();
+      }
     }, this.stalledMs);
     this.stallTimer.unref();
   }

@@ -243,7 +243,7 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
   const serve = (socket: net.Socket, admitted: Admission): void => {
     // Answers go out at once (no Nagle delay behind the client's delayed ACK).
     socket.setNoDelay(true);
-    const connection = new H2Connection(socket, handler, connectionOptions);
+    const connection = new H2Connection(socket, handler, connectionOptions, (budget) => admitted.exceeded(budget));
     admitted.connection = connection;
     let graceTimer: NodeJS.Timeout | undefined;
     // ±10 % jitter, as grpc-js, so connections opened together do not all reconnect together.

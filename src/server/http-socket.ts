@@ -58,7 +58,7 @@ export function httpSocketServer(handler: ExchangeHandler, options: HttpSocketOp
   const serve = (socket: net.Socket, admitted: Admission): void => {
     // Answers go out at once (no Nagle delay behind the client's delayed ACK).
     socket.setNoDelay(true);
-    admitted.connection = new Http1Connection(socket, handler, budgets, limits);
+    admitted.connection = new Http1Connection(socket, handler, budgets, limits, (budget) => admitted.exceeded(budget));
   };
 
   // Half-open sockets: a client that sends its last request and ends its side still gets its answers.

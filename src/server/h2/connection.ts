@@ -23,7 +23,7 @@
  *   the next turn, so one client's flood cannot hold the others' answers back.
  */
 import type { Socket } from 'node:net';
-import type { AdmittedConnection } from '../admission';
+import type { AdmittedConnection, BudgetName } from '../admission';
 import { PEER_BACKLOG_HIGH, PeerBacklog, type ServerBudgets } from '../byte-budget';
 import { CONTROL_FRAMES, HEADER_WORK, RESETS, TokenBucket } from './budgets';
 import { ConnectionInflow } from './flow';
@@ -175,12 +175,20 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     private readonly socket: Socket,
     private readonly handler: StreamHandler,
     private readonly options: ConnectionOptions,
+    /** Told of each budget the client goes past (admission counts and logs it). */
+    private readonly exceeded: (budget: BudgetName) => void = () => {},
   ) {
     this.inflow = new ConnectionInflow(options.maxHeldBodyBytes, options.budgets.requests);
-    this.backlog = new PeerBacklog(socket, options.budgets.answers, () => {
-      this.queuedAcks = 0;
-      this.unpause(Paused.Backlog);
-    });
+    this.backlog = new PeerBacklog(
+      socket,
+      options.budgets.answers,
+      () => {
+        this.queuedAcks = 0;
+        this.unpause(Paused.Backlog);
+      },
+      undefined,
+      () => exceeded('slow_reader'),
+    );
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('close', () => this.onClose());
     socket.on('error', () => socket.destroy());
@@ -310,6 +318,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     if (waitingForClient && this.input.length > 0) this.input = Buffer.from(this.input);
     const carried = (waitingForClient ? this.input.length : 0) + (this.continuationOf !== 0 ? this.headerBytes : 0);
     if (!this.options.budgets.requests.tryTake(carried)) {
+      this.exceeded('request_bytes');
       this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'the server holds too many incomplete requests');
       return false;
     }
@@ -386,6 +395,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
   /** One frame that carries no request; false (the connection is ending) past the budget. */
   private spendControl(): boolean {
     if (this.controlFrames.spend(1, this.readAt)) return true;
+    this.exceeded('control_frames');
     this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too many frames without requests');
     return false;
   }
@@ -539,6 +549,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     }
     this.headerBytes += end - start;
     if (this.headerBytes > this.options.maxHeaderListBytes) {
+      this.exceeded('header_block');
       this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'a header block larger than the header list limit');
       return;
     }
@@ -564,6 +575,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     }
     const work = this.decoder.representations - HEADER_WORK.freePerBlock;
     if (work > 0 && !this.headerWork.spend(work, this.readAt)) {
+      this.exceeded('header_work');
       this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too much header decoding work');
       return;
     }
@@ -654,7 +666,9 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
 
   /** Takes one reset from the budget; an empty budget ends the connection (rapid reset). */
   private spendReset(): void {
-    if (!this.resets.spend(1)) this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too many stream resets');
+    if (this.resets.spend(1)) return;
+    this.exceeded('resets');
+    this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too many stream resets');
   }
 
   private onSettings(flags: number, id: number, buf: Buffer, start: number, end: number): void {
@@ -795,6 +809,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     this.acksGathered = 0;
     if (!held || this.queuedAcks > MAX_QUEUED_ACKS) {
       // The process holds too many unsent answers, or the client does not read its acknowledgements.
+      this.exceeded(held ? 'unread_acks' : 'answer_bytes');
       this.destroy();
       return;
     }
@@ -934,6 +949,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
   /** The stream must end unanswered: the application answers it, or it is reset. */
   private abortStream(stream: H2Stream, reason: AbortReason): void {
     if (stream.closed) return;
+    if (reason === 'buffer-full') this.exceeded('request_bytes');
     stream.body.free();
     stream.call.abort(reason);
     if (!stream.closed) this.resetStream(stream, reason === 'buffer-full' ? ErrorCode.ENHANCE_YOUR_CALM : ErrorCode.CANCEL);

@@ -11,7 +11,7 @@
  * counts against the process's answer budget and is closed once it takes nothing for 30 s.
  */
 import type net from 'node:net';
-import type { AdmittedConnection } from '../admission';
+import type { AdmittedConnection, BudgetName } from '../admission';
 import { PEER_BACKLOG_HIGH, PeerBacklog, type ServerBudgets, serverBudgets } from '../byte-budget';
 import { sanitizeHeader } from '../http-util';
 import { type BodyPlan, type RequestHead, RequestReader } from './parser';
@@ -141,9 +141,11 @@ export class Http1Connection implements AdmittedConnection {
     private readonly handler: ExchangeHandler,
     budgets: ServerBudgets = serverBudgets(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
     private readonly limits: ConnectionLimits = NO_LIMITS,
+    /** Told of each budget the client goes past (admission counts and logs it). */
+    private readonly exceeded: (budget: BudgetName) => void = () => {},
   ) {
     this.lastActiveMs = Date.now();
-    this.backlog = new PeerBacklog(socket, budgets.answers, () => this.maybeResume());
+    this.backlog = new PeerBacklog(socket, budgets.answers, () => this.maybeResume(), undefined, () => exceeded('slow_reader'));
     this.reader = new RequestReader({
       head: (head) => this.handler.plan(head),
       bodyWanted: () => {
@@ -153,7 +155,10 @@ export class Http1Connection implements AdmittedConnection {
         else this.continueOwed = true;
       },
       complete: (head, body) => this.complete(head, body),
-      fail: (status, reason) => this.refuse(status, reason),
+      fail: (status, reason) => {
+        if (status === 503) this.exceeded('request_bytes');
+        this.refuse(status, reason);
+      },
     }, budgets.requests);
     socket.on('data', (chunk: Buffer) => this.read(chunk));
     socket.on('drain', () => this.maybeResume());
@@ -273,7 +278,10 @@ export class Http1Connection implements AdmittedConnection {
     this.out = '';
     this.lastActiveMs = Date.now();
     // The process holds too many unsent answers: this client, which is not taking its own, goes.
-    if (!held) this.destroy();
+    if (!held) {
+      this.exceeded('answer_bytes');
+      this.destroy();
+    }
   }
 
   private maybeResume(): void {

@@ -91,6 +91,7 @@ test('rapid reset: streams opened and reset by the thousand end in GOAWAY ENHANC
   expect(resets).toBeLessThanOrEqual(1001 + Math.ceil(33 * seconds));
   await abuser.waitForClose();
   await expectServed(good);
+  expect(server.stats.counter('ratelimit.server.budget_exceeded.__budget=resets.__listener=grpc').value).toBe(1);
 });
 
 test('rapid reset provoked by the server: malformed requests it must reset count against the same budget', async () => {
@@ -180,6 +181,7 @@ describe.each([
     expect(acks(abuser)).toBeLessThanOrEqual(CONTROL_FRAMES.burst + Math.ceil(CONTROL_FRAMES.perSecond * seconds));
     await expectServed(good);
     expect(kind).toBeDefined();
+    expect(server.stats.counter('ratelimit.server.budget_exceeded.__budget=control_frames.__listener=grpc').value).toBe(1);
   });
 
   /**
@@ -213,6 +215,7 @@ describe.each([
     expect(most).toBeLessThanOrEqual(PEER_BACKLOG_HIGH + ONE_TURN);
     expect(server.budgets.answers.held).toBe(0);
     await expectServed(good);
+    expect(server.stats.counter('ratelimit.server.budget_exceeded.__budget=unread_acks.__listener=grpc').value).toBe(1);
   });
 
   // The server gathers a turn's frames in a 16 KiB buffer that grows; 4000 frames in one write
@@ -350,6 +353,7 @@ test(`HPACK bomb flood: the budget of decoding work (${HEADER_WORK.burst} repres
   expect(answered).toBeGreaterThanOrEqual(Math.floor(HEADER_WORK.burst / work));
   expect(answered).toBeLessThanOrEqual(Math.floor((HEADER_WORK.burst + HEADER_WORK.perSecond * seconds) / work));
   await expectServed(good);
+  expect(server.stats.counter('ratelimit.server.budget_exceeded.__budget=header_work.__listener=grpc').value).toBe(1);
 });
 
 describe.each([
