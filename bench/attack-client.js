@@ -7,12 +7,20 @@
  * (not recorded) and `seconds` more (recorded). A call's latency runs from its send to its
  * trailers; it counts as OK only with HTTP 200 and grpc-status 0 within `timeout` ms. A call still
  * unanswered then fails ("timeout"). When the server closes the session, the next call opens a new
- * one (counted in `reconnects`). Prints one JSON line on stdout:
+ * one (counted in `reconnects`).
+ *
+ * BENCH_CLIENT_CA (a CA file): the port is TLS (server name localhost). BENCH_CLIENT_FRESH_MS: every
+ * so many ms of the measured window, a newcomer also opens a connection of its own and makes one
+ * call on it (connect, TLS, call): the time from its connect to the answer, and whether it came
+ * within `timeout`, is recorded apart ("fresh").
+ *
+ * Prints one JSON line on stdout:
  *   {"p50","p90","p99","max","mean","calls","ok","failed","failures":{reason:count},"firstError",
- *    "reconnects","maxSendLagMs"}
+ *    "reconnects","maxSendLagMs","fresh":{"n","ok","p50","p99","max","failures"}}
  *
  *   node bench/attack-client.js <127.0.0.1:port> <calls-per-second> <warmup-s> <seconds> <frame-hex> [timeout-ms]
  */
+const fs = require('node:fs');
 const http2 = require('node:http2');
 
 const [target, rateArg, warmupArg, secondsArg, frameHex, timeoutArg] = process.argv.slice(2);
@@ -29,13 +37,21 @@ const HEADERS = {
   te: 'trailers',
 };
 
+const CA = process.env['BENCH_CLIENT_CA'] ? fs.readFileSync(process.env['BENCH_CLIENT_CA']) : undefined;
+const FRESH_MS = Number(process.env['BENCH_CLIENT_FRESH_MS'] ?? 0);
+/** A new session to the target. */
+const connect = () =>
+  CA === undefined
+    ? http2.connect(`http://${target}`, { settings: { enablePush: false } })
+    : http2.connect(`https://${target}`, { settings: { enablePush: false }, ca: CA, servername: 'localhost' });
+
 let session = null;
 let sessions = 0;
 let sessionError = null;
 function currentSession() {
   if (session === null || session.closed || session.destroyed) {
     sessions++;
-    const s = http2.connect(`http://${target}`, { settings: { enablePush: false } });
+    const s = connect();
     s.on('error', (err) => {
       sessionError = err.code ?? err.message;
     });
@@ -50,8 +66,8 @@ function currentSession() {
   return session;
 }
 
-/** One call; `done(latencyMs | null, failureReason | null)`. */
-function call(done) {
+/** One call (on `on`, default the shared session); `done(latencyMs | null, failureReason | null)`. */
+function call(done, on = currentSession) {
   const t0 = performance.now();
   let status = null;
   let grpcStatus = null;
@@ -70,7 +86,7 @@ function call(done) {
     req?.close(http2.constants.NGHTTP2_CANCEL);
   }, TIMEOUT_MS);
   try {
-    req = currentSession().request(HEADERS, { endStream: false });
+    req = on().request(HEADERS, { endStream: false });
   } catch (err) {
     settle(`request: ${err.code ?? err.message}`);
     return;
@@ -120,12 +136,41 @@ function finish() {
     reconnects: Math.max(0, sessions - 1),
     lastSessionError: sessionError,
     maxSendLagMs,
+    fresh: freshSummary(),
   };
   process.stdout.write(`${JSON.stringify(out)}\n`, () => process.exit(0));
 }
 
+const fresh = { times: [], failures: {} };
+/** A newcomer: its own connection, one call, then it leaves. */
+function freshCall() {
+  const t0 = performance.now();
+  const own = connect();
+  own.on('error', () => {});
+  call((ms, reason) => {
+    if (reason === null) fresh.times.push(performance.now() - t0);
+    else fresh.failures[reason] = (fresh.failures[reason] ?? 0) + 1;
+    own.close();
+  }, () => own);
+}
+
+function freshSummary() {
+  if (FRESH_MS <= 0) return null;
+  const s = fresh.times.sort((a, b) => a - b);
+  const at = (q) => (s.length ? s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))] : null);
+  const failed = Object.values(fresh.failures).reduce((a, b) => a + b, 0);
+  return { n: s.length + failed, ok: s.length, p50: at(0.5), p99: at(0.99), max: s.length ? s[s.length - 1] : null, failures: fresh.failures };
+}
+
 function run() {
   const start = performance.now();
+  if (FRESH_MS > 0) {
+    setTimeout(() => {
+      const probe = setInterval(freshCall, FRESH_MS);
+      // The last ones are answered (or time out) before the run ends.
+      setTimeout(() => clearInterval(probe), Math.max(MEASURE_MS / 2, MEASURE_MS - TIMEOUT_MS));
+    }, WARMUP_MS);
+  }
   const total = Math.round(((WARMUP_MS + MEASURE_MS) / 1000) * RATE);
   let next = 0;
   const tick = () => {

@@ -15,7 +15,9 @@
  * 40,400), BENCH_ATTACK_BODY_STREAMS (streams per connection, default 16), BENCH_ATTACK_SETTLE_SECONDS
  * (wait after the attackers leave before the "after" RSS, default 2), BENCH_ATTACK_NICE (nice
  * level of the attackers, default 10; 0 runs them at the good client's priority),
- * BENCH_ATTACK_SCENARIOS (comma-separated ids to run, default all).
+ * BENCH_ATTACK_SCENARIOS (comma-separated ids to run, default all), BENCH_ATTACK_IDLE_CONNECTIONS
+ * (connections the connection attackers hold, default 10000; the TLS ones hold half), BENCH_ATTACK_FRESH_MS
+ * (how often a newcomer opens its own connection and makes one call, default 500).
  *
  * Needs a build (dist/): `make bench-attacks` builds first.
  */
@@ -68,6 +70,8 @@ const CFG = {
   settleSeconds: intEnv('BENCH_ATTACK_SETTLE_SECONDS', 2, 0, 60),
   nice: intEnv('BENCH_ATTACK_NICE', 10, 0, 19),
   only: (process.env['BENCH_ATTACK_SCENARIOS'] || '').split(',').filter(Boolean),
+  idleConnections: intEnv('BENCH_ATTACK_IDLE_CONNECTIONS', 10_000, 1, 15_000),
+  freshMs: intEnv('BENCH_ATTACK_FRESH_MS', 500, 0, 60_000),
   /** The good client's call timeout. */
   callTimeoutMs: 5000,
   /** The body attack's declared message: REQUEST_MAX_BYTES's default (1 MiB). */
@@ -105,7 +109,51 @@ const SCENARIOS = [
     connections: n,
     label: `the same, each call the server ends replaced by a new one and each connection it closes reopened`,
   })),
+  // Issue 40: one client holding connections (connection-attacker.js), from ten addresses of one
+  // pod (each within GRPC_MAX_CONNECTIONS_PER_PEER) or from one; and TLS connections that never
+  // finish their handshake. The newcomer's calls ("fresh") say whether a new client gets in.
+  ...[10, 1].map((n) => ({
+    id: `idle-${CFG.idleConnections}-from-${n}`,
+    script: 'connection-attacker.js',
+    attack: 'idle-h2',
+    connections: CFG.idleConnections,
+    addresses: loopbackAddresses(n),
+    label: `${CFG.idleConnections} connections from ${n} address${n > 1 ? 'es' : ''} sending the preface and SETTINGS, then nothing; each one closed reopened`,
+  })),
+  { id: 'control-tls', tls: true, label: 'no attacker, over TLS' },
+  ...['silent', 'half'].map((kind) => ({
+    id: `tls-${kind}-${CFG.idleConnections / 2}`,
+    script: 'connection-attacker.js',
+    attack: `tls-${kind}`,
+    tls: true,
+    connections: CFG.idleConnections / 2,
+    addresses: loopbackAddresses(5),
+    label: `${CFG.idleConnections / 2} TCP connections to the TLS port from 5 addresses sending ${kind === 'silent' ? 'nothing' : 'the first 11 bytes of a ClientHello'}; each one closed reopened`,
+  })),
 ].filter((s) => CFG.only.length === 0 || CFG.only.includes(s.id));
+
+/** 127.0.0.2, 127.0.0.3, ...: the addresses of one attacking pod. */
+function loopbackAddresses(n) {
+  return Array.from({ length: n }, (_, i) => `127.0.0.${2 + i}`);
+}
+
+/** A CA and a server certificate for localhost (openssl), for the TLS scenarios; made once. */
+let tlsFiles = null;
+function tlsCertificates() {
+  if (tlsFiles !== null) return tlsFiles;
+  const dir = path.join(tmpDir(), 'tls');
+  fs.mkdirSync(dir, { recursive: true });
+  const f = (name) => path.join(dir, name);
+  const run = (args) => {
+    if (sh('openssl', args) === null) throw new Error(`openssl ${args.join(' ')} failed`);
+  };
+  run(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('ca.key'), '-out', f('ca.crt'), '-days', '2', '-subj', '/CN=bench-ca']);
+  run(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('server.key'), '-out', f('server.csr'), '-subj', '/CN=localhost']);
+  fs.writeFileSync(f('ext.cnf'), 'subjectAltName=DNS:localhost\n');
+  run(['x509', '-req', '-in', f('server.csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'), '-CAcreateserial', '-out', f('server.crt'), '-days', '2', '-extfile', f('ext.cnf')]);
+  tlsFiles = { ca: f('ca.crt'), cert: f('server.crt'), key: f('server.key') };
+  return tlsFiles;
+}
 
 const log = (s) => console.error(`[attacks] ${s}`);
 process.on('exit', removeTmp); // also when a signal ends the run
@@ -114,9 +162,9 @@ process.on('exit', removeTmp); // also when a signal ends the run
 // Children
 
 /** Spawns `node <args>` on CPU 1 (at `nice` when given) and collects its output. */
-function spawnNode(args, { nice = 0, timeoutMs }) {
+function spawnNode(args, { nice = 0, timeoutMs, env = {} }) {
   const [cmd, argv] = nice > 0 ? pinned(1, 'nice', ['-n', String(nice), process.execPath, ...args]) : pinned(1, process.execPath, args);
-  const proc = track(spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT }));
+  const proc = track(spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT, env: { ...process.env, ...env } }));
   let stdout = '';
   let stderr = '';
   let onReady = null;
@@ -189,7 +237,9 @@ async function runScenario(s) {
   log(`${s.id}: ${s.label}`);
   // The service's own event-loop delay over the measured window (bench/loop-delay.js).
   const loopDelay = { file: path.join(tmpDir(), `loop-delay-${s.id}.json`), start: path.join(tmpDir(), `loop-delay-${s.id}.start`) };
+  const tls = s.tls ? tlsCertificates() : null;
   const srv = await startService(`attack-${s.id}`, SERVICE_CONFIG, {
+    ...(tls ? { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: tls.cert, GRPC_SERVER_TLS_KEY: tls.key } : {}),
     GRPC_TRANSPORT: 'socket',
     // As the container image runs it (deploy/Dockerfile).
     MALLOC_MMAP_THRESHOLD_: '65536',
@@ -222,6 +272,7 @@ async function measure(s, srv, loopDelayStart) {
   const socketsBefore = socketCount(srv.pid);
   const client = spawnNode([path.join(__dirname, 'attack-client.js'), srv.grpcAddr, String(CFG.rate), String(CFG.warmupSeconds), String(CFG.seconds), FRAME.toString('hex'), String(CFG.callTimeoutMs)], {
     timeoutMs: windowMs + CFG.callTimeoutMs + 30_000,
+    env: { BENCH_CLIENT_FRESH_MS: String(CFG.freshMs), ...(s.tls ? { BENCH_CLIENT_CA: tlsCertificates().ca } : {}) },
   });
   if (!(await client.ready)) {
     const r = await client.result();
@@ -232,9 +283,11 @@ async function measure(s, srv, loopDelayStart) {
   const attacker = s.attack
     ? spawnNode(
         [
-          path.join(__dirname, 'attacker.js'),
+          path.join(__dirname, s.script ?? 'attacker.js'),
           JSON.stringify({
             scenario: s.attack,
+            mode: s.attack,
+            addresses: s.addresses,
             host: '127.0.0.1',
             port,
             seconds: CFG.warmupSeconds + CFG.seconds + 0.2,
@@ -345,6 +398,10 @@ function attackerCell(r) {
   const sent = `${fmt(a.framesSent)} frames (${fmtBytes(a.bytesSent)})`;
   const answered = `${fmt(a.answers)} answered${a.answers ? ` (${codes(a.answerStatus)})` : ''}`;
   switch (r.attack) {
+    case 'idle-h2':
+    case 'tls-silent':
+    case 'tls-half':
+      return `${fmt(a.opened)} connects, at most ${fmt(a.maxOpen)} open, ${fmt(a.openAtEnd)} at the end`;
     case 'valid':
       return `${sent}; ${answered}, ${fmt(a.rstReceived?.REFUSED_STREAM ?? 0)} refused`;
     case 'ping':
@@ -413,6 +470,30 @@ function markdown(results, machine, problems) {
       lines.push(
         `| \`${r.id}\` | ${fmtMiB(r.service.rssBeforeMiB)} / ${fmtMiB(r.service.rssPeakMiB)} / ${fmtMiB(r.service.rssAfterMiB)} | ${fmt(a.streamsOpened)} / ${fmt(a.answers)}${a.answers ? ` (${codes(a.answerStatus)})` : ''} | ` +
           `${codes(a.rstReceived) || '0'} | ${fmtBytes(a.bodyBytesSent)} | ${fmtMs(r.client?.p99)} / ${fmt(r.client?.failed)} |`,
+      );
+    }
+  }
+  const held = results.filter((r) => r.client?.fresh);
+  if (held.length) {
+    lines.push(
+      '',
+      '## Newcomers: a new connection and one call every ' + `${CFG.freshMs} ms`,
+      '',
+      'Fresh: from the newcomer\'s connect to its answer (TCP, TLS where the port has it, HTTP/2 set-up, one call). Refused at once: closed by the server within 100 ms of connecting (a bound at accept); closed later: a phase bound or room made for another.',
+      '',
+      '| Scenario | Fresh calls ok / made | Fresh p50 / p99 / max | Good client p99 (x control) / failed | Attacker: connects / refused at once / closed later / most open / open at the end | Service RSS MiB before / peak / after | Service CPU |',
+      '|---|---:|---|---|---|---|---:|',
+    );
+    for (const r of held) {
+      const f = r.client.fresh;
+      const control = results.find((x) => x.id === (r.id.startsWith('tls-') ? 'control-tls' : 'control'));
+      const ratio = control?.client?.p99 ? ` (${(r.client.p99 / control.client.p99).toFixed(1)}x)` : '';
+      const a = r.attacker;
+      lines.push(
+        `| \`${r.id}\` | ${fmt(f.ok)} / ${fmt(f.n)}${Object.keys(f.failures).length ? ` (${codes(f.failures)})` : ''} | ${fmtMs(f.p50)} / ${fmtMs(f.p99)} / ${fmtMs(f.max)} | ` +
+          `${fmtMs(r.client.p99)}${ratio} / ${fmt(r.client.failed)} | ` +
+          `${a && a.opened !== undefined ? `${fmt(a.opened)} / ${fmt(a.refusedAtOnce)} / ${fmt(a.closedLater)} / ${fmt(a.maxOpen)} / ${fmt(a.openAtEnd)}` : '—'} | ` +
+          `${fmtMiB(r.service.rssBeforeMiB)} / ${fmtMiB(r.service.rssPeakMiB)} / ${fmtMiB(r.service.rssAfterMiB)} | ${fmtPct(r.service.cpuPercent)} |`,
       );
     }
   }

@@ -268,7 +268,13 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
 
   // HTTP/2 over TLS only (RFC 9113 3.2): a client that did not choose h2 is closed.
   const tlsOn = settings.tls.enabled && certificates !== undefined;
-  const server = socketServer(serve, admission, tlsOn ? { certs: certificates, protocol: 'h2', protocolRequired: true, clientSan: settings.tls.clientSan, logger } : undefined);
+  const server = socketServer(
+    serve,
+    admission,
+    tlsOn ? { certs: certificates, protocol: 'h2', protocolRequired: true, clientSan: settings.tls.clientSan, logger } : undefined,
+    false,
+    opts.budgets.requests,
+  );
 
   return {
     listen: () => listenOn(server, settings),

@@ -62,7 +62,7 @@ export function httpSocketServer(handler: ExchangeHandler, options: HttpSocketOp
   };
 
   // Half-open sockets: a client that sends its last request and ends its side still gets its answers.
-  const server = socketServer(serve, admission, certs === undefined ? undefined : { certs, protocol: 'http/1.1', protocolRequired: false, clientSan, logger }, true);
+  const server = socketServer(serve, admission, certs === undefined ? undefined : { certs, protocol: 'http/1.1', protocolRequired: false, clientSan, logger }, true, budgets.requests);
   server.on('close', () => admission.close());
 
   return {

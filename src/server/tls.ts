@@ -11,6 +11,7 @@ import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../telemetry/logger';
 import type { Admission, ListenerAdmission } from './admission';
+import type { ByteBudget } from './byte-budget';
 import { DirectoryWatcher } from '../platform/directory-watcher';
 
 export interface ServerTlsFiles {
@@ -222,6 +223,8 @@ export function socketServer(
   admission: ListenerAdmission,
   tlsOptions: { certs: CertificateSource; protocol: string; protocolRequired: boolean; clientSan: string; logger: Logger } | undefined,
   allowHalfOpen = false,
+  /** What holds the bytes of a ClientHello still arriving (the process's request budget). */
+  budget?: ByteBudget,
 ): net.Server {
   if (tlsOptions === undefined) {
     return net.createServer({ allowHalfOpen }, (socket) => {
@@ -230,7 +233,7 @@ export function socketServer(
     });
   }
   const { certs, protocol, protocolRequired, clientSan, logger } = tlsOptions;
-  // Never listens: the plain server below hands it each connection once its ClientHello begins.
+  // Never listens: the plain server below hands it each connection once its ClientHello is in.
   const secure = tls.createServer({
     ...httpsOptions(certs.current),
     ALPNProtocols: [protocol],
@@ -243,13 +246,10 @@ export function socketServer(
     const admitted = socket.remotePort === undefined ? undefined : admission.accept(socket, true);
     if (socket.remotePort !== undefined && admitted === undefined) return;
     // The TLS socket, with OpenSSL's state and buffers (some 15 KB, 50 KB once a ClientHello is
-    // under way, and more again when a dropped one is read), is made when the first bytes arrive:
-    // until then a connection that sends nothing holds a plain socket only.
-    socket.once('readable', () => {
-      if (socket.readableLength === 0 || socket.destroyed) {
-        socket.destroy();
-        return;
-      }
+    // under way, and more again when a dropped one is read), is made once the first TLS record
+    // (the ClientHello) has arrived whole: until then a connection that sends nothing, or only
+    // part of it, holds a plain socket and the bytes it sent.
+    awaitFirstRecord(socket, budget, () => admitted?.exceeded('request_bytes'), () => {
       if (admitted !== undefined) admission.tlsBegun(admitted);
       if (!socket.destroyed) secure.emit('connection', socket);
     });
@@ -271,6 +271,60 @@ export function socketServer(
   // not the server's; node leaves closing the socket to this listener.
   secure.on('tlsClientError', (_err: Error, socket: tls.TLSSocket) => socket.destroy());
   return server;
+}
+
+/** The largest TLS record (RFC 8446 5.1: 2^14 bytes of payload, plus the expansion TLS 1.2 allows) with its header. */
+const MAX_FIRST_RECORD = 5 + (1 << 14) + 2048;
+
+/**
+ * Calls `whole` once the first TLS record on `socket` has arrived (its 5-byte header says how
+ * long it is), with those bytes put back to be read again; a client that closes first is closed.
+ * What is not a TLS handshake record, or declares more than a record may hold, is handed on at
+ * once: OpenSSL refuses it. The bytes held meanwhile come out of `budget` (REQUEST_MAX_BUFFERED_BYTES):
+ * a connection the budget cannot hold is closed.
+ */
+function awaitFirstRecord(socket: net.Socket, budget: ByteBudget | undefined, onBudget: () => void, whole: () => void): void {
+  const chunks: Buffer[] = [];
+  let have = 0;
+  /** The byte at `i` of what arrived, across the chunks. */
+  const byteAt = (i: number): number => {
+    for (const c of chunks) {
+      if (i < c.length) return c[i]!;
+      i -= c.length;
+    }
+    return -1;
+  };
+  const settle = (): void => {
+    socket.off('data', onData);
+    socket.off('end', onEnd);
+    socket.off('close', onEnd);
+    budget?.give(have);
+  };
+  const onData = (chunk: Buffer): void => {
+    if (budget !== undefined && !budget.tryTake(chunk.length)) {
+      settle();
+      onBudget();
+      socket.destroy();
+      return;
+    }
+    chunks.push(chunk);
+    have += chunk.length;
+    const handshake = byteAt(0) === 0x16;
+    if (handshake && have < 5) return;
+    const need = handshake ? 5 + ((byteAt(3) << 8) | byteAt(4)) : 0;
+    if (have < need && need <= MAX_FIRST_RECORD) return;
+    settle();
+    socket.pause();
+    socket.unshift(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, have));
+    whole();
+  };
+  const onEnd = (): void => {
+    settle();
+    socket.destroy();
+  };
+  socket.on('data', onData);
+  socket.once('end', onEnd);
+  socket.once('close', onEnd);
 }
 
 /**
