@@ -1,6 +1,7 @@
 /** Starting and stopping listeners, shared by the single process, the workers and the primary (signals and exit codes are the entry point's). */
 import type http from 'node:http';
 import type { AddressInfo, Server as NetServer } from 'node:net';
+import { LISTEN_BACKLOG } from '../server/admission';
 
 /** A start-up problem that is the operator's to fix (printed as one line, exit 1). */
 export class StartupError extends Error {}
@@ -31,7 +32,7 @@ export function listen(server: NetServer, host: string, port: number, what: stri
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => reject(new StartupError(`cannot listen for ${what} on ${hostPort(host, port)}: ${err.message}`));
     server.once('error', onError);
-    server.listen(port, host, () => {
+    server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
       server.off('error', onError);
       resolve(hostPort(host, (server.address() as AddressInfo).port));
     });

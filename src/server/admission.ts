@@ -14,11 +14,13 @@
  * - per peer address, per listener (`maxPerPeer`): a peer's connection beyond it is closed at
  *   accept. Only that peer is refused.
  * - per listener (`maxConnections`) and per process (all listeners, bounded by the open-file
- *   limit): at the cap the newcomer is admitted and the connection that costs most and serves
- *   least is closed: the highest (connections its peer holds) x (time since its last whole
- *   request, or since accept). A peer holding many connections that send nothing loses them
- *   first; a busy client that sends requests all the time is the last to go. Refusing the
- *   newcomer instead would let whoever came first keep the slots for ever.
+ *   limit): at the cap a newcomer whose peer holds less than its fair share (the cap over the
+ *   peers holding connections) is admitted and the connection that costs most and serves least
+ *   is closed: the highest (connections its peer holds) x (time since its last whole request, or
+ *   since accept). A peer holding many connections that send nothing loses them first; a busy
+ *   client that sends requests all the time is the last to go. Refusing every newcomer instead
+ *   would let whoever came first keep the slots for ever; a newcomer whose peer already holds its
+ *   share is refused, so that peers at their share cannot make the others' connections churn.
  *
  * Time is read once per sweep (a timer per listener, not one per connection): a bound is applied
  * up to one sweep interval late.
@@ -27,6 +29,14 @@ import type net from 'node:net';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import { ThrottledLog } from '../telemetry/throttled-log';
+
+/**
+ * The listen backlog of every port: connections the kernel completes before the process accepts
+ * them. node's default (511) fills within a burst of reconnects, and a newcomer's SYN is then
+ * dropped and retried a second later; the kernel caps it at net.core.somaxconn (4096 on Linux
+ * since 5.4).
+ */
+export const LISTEN_BACKLOG = 4096;
 
 /** What a protocol connection shows admission. */
 export interface AdmittedConnection {
@@ -264,6 +274,13 @@ export class ConnectionAdmission {
     );
   }
 
+  /** @internal Peers holding connections, counted per listener. */
+  peers(): number {
+    let n = 0;
+    for (const l of this.listeners) n += l.peerTotal;
+    return Math.max(1, n);
+  }
+
   /** @internal */
   forget(listener: ListenerAdmission): void {
     this.listeners.delete(listener);
@@ -273,13 +290,18 @@ export class ConnectionAdmission {
 /** One listener's connections: admitted at accept, followed by the sweep, drained at the end. */
 export class ListenerAdmission {
   private readonly open = new Set<Admission>();
-  private readonly perPeer = new Map<string, number>();
+  /** Each peer's connections, oldest first. */
+  private readonly perPeer = new Map<string, Set<Admission>>();
   /** TLS connections in their handshake, by remote address and port (the TLS socket is another object than the accepted one). */
   private readonly handshaking = new Map<string, Admission>();
   private readonly victims = new VictimCache();
   private draining = false;
   private sweeper: NodeJS.Timeout | undefined;
   private sweepEveryMs: number;
+  /** Connections past a bound and their phase, in pairs, closed from `dueAt` on (closeDue). */
+  private readonly due: Array<Admission | TimedOutPhase> = [];
+  private dueAt = 0;
+  private dripping = false;
   private readonly gauge: Gauge | undefined;
   private readonly refused: Counter | undefined;
   private readonly evicted: Counter | undefined;
@@ -330,8 +352,13 @@ export class ListenerAdmission {
     this.sweepEveryMs = Math.min(this.sweepEveryMs, Math.max(50, ms));
   }
 
+  /** Peers holding connections. */
+  get peerTotal(): number {
+    return this.perPeer.size;
+  }
+
   peerCount(peer: string): number {
-    return this.perPeer.get(peer) ?? 0;
+    return this.perPeer.get(peer)?.size ?? 0;
   }
 
   admissions(): IterableIterator<Admission> {
@@ -359,7 +386,9 @@ export class ListenerAdmission {
     const now = this.process.now();
     const admission = new Admission(this, socket, peer, now);
     this.open.add(admission);
-    this.perPeer.set(peer, held + 1);
+    let own = this.perPeer.get(peer);
+    if (own === undefined) this.perPeer.set(peer, (own = new Set()));
+    own.add(admission);
     this.process.added();
     this.gauge?.set(this.open.size);
     socket.once('close', () => this.release(admission));
@@ -397,17 +426,21 @@ export class ListenerAdmission {
     this.evicted?.inc();
   }
 
-  /** At the listener's or the process's cap: the worst other connection goes. */
+  /**
+   * At the listener's or the process's cap: the worst other connection goes; when the newcomer's
+   * peer already holds its share of the cap, the worst of that peer's own.
+   */
   private makeRoom(now: number, newcomer: Admission): void {
     const { limits } = this;
     let victim: Admission | undefined;
     let cap = '';
+    const own = this.perPeer.get(newcomer.peer)!;
     if (this.open.size > limits.maxConnections) {
-      victim = this.victims.take(() => this.open.values(), now, newcomer);
       cap = `${limits.maxConnectionsSetting}=${limits.maxConnections}`;
+      victim = own.size > limits.maxConnections / this.perPeer.size ? worstOwn(own, now, newcomer) : this.victims.take(() => this.open.values(), now, newcomer);
     } else if (this.process.connections > this.process.maxConnections) {
-      victim = this.process.victim(now, newcomer);
       cap = `the process's ${this.process.maxConnections} connections (open-file limit)`;
+      victim = own.size > this.process.maxConnections / this.process.peers() ? worstOwn(own, now, newcomer) : this.process.victim(now, newcomer);
     }
     if (victim === undefined) {
       if (cap !== '') newcomer.shed('no room'); // nothing else to close: the newcomer cannot stay
@@ -429,9 +462,9 @@ export class ListenerAdmission {
     admission.released = true;
     this.open.delete(admission);
     this.process.tlsEnded(admission);
-    const n = this.peerCount(admission.peer) - 1;
-    if (n > 0) this.perPeer.set(admission.peer, n);
-    else this.perPeer.delete(admission.peer);
+    const own = this.perPeer.get(admission.peer);
+    own?.delete(admission);
+    if (own?.size === 0) this.perPeer.delete(admission.peer);
     this.process.removed();
     this.gauge?.set(this.open.size);
   }
@@ -453,28 +486,56 @@ export class ListenerAdmission {
     const now = this.process.now();
     const wall = Date.now();
     const { handshakeTimeoutMs, firstRequestTimeoutMs, idleTimeoutMs } = this.limits;
+    const due = this.due;
     for (const a of this.open) {
+      if (a.closing) continue;
       const c = a.connection;
       if (a.handshaking) {
-        if (handshakeTimeoutMs > 0 && now - a.acceptedAt > handshakeTimeoutMs) this.timeOut(a, 'handshake');
+        if (handshakeTimeoutMs > 0 && now - a.acceptedAt > handshakeTimeoutMs) due.push(a, 'handshake');
         continue;
       }
       c!.sweep?.(wall);
-      if (a.released || a.closing || c!.callsInFlight > 0) continue;
+      if (a.released || c!.callsInFlight > 0) continue;
       const last = c!.lastRequestAt;
       if (last === 0) {
-        if (firstRequestTimeoutMs > 0 && now - a.acceptedAt > firstRequestTimeoutMs) this.timeOut(a, 'first_request');
-      } else if (idleTimeoutMs > 0 && now - last > idleTimeoutMs) this.timeOut(a, 'idle');
+        if (firstRequestTimeoutMs > 0 && now - a.acceptedAt > firstRequestTimeoutMs) due.push(a, 'first_request');
+      } else if (idleTimeoutMs > 0 && now - last > idleTimeoutMs) due.push(a, 'idle');
     }
+    for (let i = this.dueAt; i < due.length; i += 2) (due[i] as Admission).closing = true;
+    this.closeDue();
+  }
+
+  /**
+   * Closes what the sweeps found past a bound, CLOSES_PER_TURN a loop turn: connections opened
+   * together (a reconnecting attacker's) reach a bound together, and closing thousands in one
+   * turn would hold every other client's answers back.
+   */
+  private closeDue(): void {
+    const due = this.due;
+    const end = Math.min(due.length, this.dueAt + 2 * CLOSES_PER_TURN);
+    for (let i = this.dueAt; i < end; i += 2) this.timeOut(due[i] as Admission, due[i + 1] as TimedOutPhase);
+    this.dueAt = end;
+    if (end < due.length) {
+      if (!this.dripping) {
+        this.dripping = true;
+        setImmediate(() => {
+          this.dripping = false;
+          this.closeDue();
+        });
+      }
+      return;
+    }
+    due.length = 0;
+    this.dueAt = 0;
   }
 
   private timeOut(a: Admission, phase: TimedOutPhase): void {
+    if (a.released) return;
     this.timedOut[phase]?.inc();
     if (phase === 'handshake') {
       a.shed('handshake_timeout');
       return;
     }
-    a.closing = true;
     a.connection!.close(phase === 'idle' ? 'max_idle' : 'first_request_timeout');
   }
 
@@ -502,6 +563,29 @@ export class ListenerAdmission {
     this.sweeper = undefined;
     this.process.forget(this);
   }
+}
+
+/** Connections past a bound closed in one loop turn. */
+const CLOSES_PER_TURN = 128;
+
+/** Connections of one peer looked at for the worst (oldest first): a bounded scan. */
+const OWN_SCAN = 64;
+
+/** The worst of a peer's own connections (the first OWN_SCAN, oldest first), other than `newcomer`. */
+function worstOwn(own: Set<Admission>, now: number, newcomer: Admission): Admission | undefined {
+  let worst: Admission | undefined;
+  let worstIdle = -1;
+  let seen = 0;
+  for (const a of own) {
+    if (a === newcomer || a.released) continue;
+    const idle = now - a.servedAt;
+    if (idle > worstIdle) {
+      worst = a;
+      worstIdle = idle;
+    }
+    if (++seen >= OWN_SCAN) break;
+  }
+  return worst;
 }
 
 function handshakeKey(socket: net.Socket): string {

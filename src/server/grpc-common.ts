@@ -17,7 +17,7 @@ import type { Decider } from './http';
 import { decodeRateLimitRequest, GRPC_PREFIX_BYTES, ProtoDecodeError } from './proto-codec';
 import { requestText } from './request-text';
 import type { ServerBudgets } from './byte-budget';
-import type { ListenerAdmission } from './admission';
+import { LISTEN_BACKLOG, type ListenerAdmission } from './admission';
 import type { CertificateSource } from './tls';
 
 /** The health service name whose status follows the components (upstream's "ratelimit"). */
@@ -72,8 +72,8 @@ export function listenOn(server: Server, settings: GrpcSettings): Promise<number
       server.off('error', reject);
       resolve(settings.uds !== '' ? 0 : (server.address() as AddressInfo).port);
     };
-    if (settings.uds !== '') server.listen(settings.uds, listening);
-    else server.listen(settings.port, settings.host, listening);
+    if (settings.uds !== '') server.listen({ path: settings.uds, backlog: LISTEN_BACKLOG }, listening);
+    else server.listen({ port: settings.port, host: settings.host, backlog: LISTEN_BACKLOG }, listening);
   });
 }
 

@@ -171,6 +171,27 @@ describe('at the cap a newcomer is taken and the connection that costs most and 
     expect(s.warnings[0]).toMatch(/^grpc port at GRPC_MAX_CONNECTIONS=4: closed a grpc connection of 127\.0\.0\.2 \(it holds 3, nothing served for 2 s\) to admit one of 127\.0\.0\.4/);
   });
 
+  test('a newcomer whose peer holds its share of the cap or more displaces that peer\'s own worst, not another peer\'s', async () => {
+    const s = await serve();
+    const l = await s.listener({ maxConnections: 4 });
+    await l.connect('127.0.0.3');
+    for (let i = 0; i < 3; i++) await l.connect('127.0.0.2');
+    const t = performance.now();
+    // 127.0.0.3's one connection has served nothing for far longer: the worst of all (1 x 10 s > 3 x 1 s).
+    l.stubs[0]!.lastRequestAt = t;
+    for (const stub of l.stubs.slice(1)) stub.lastRequestAt = t + 9000;
+    l.stubs[1]!.lastRequestAt = t + 8500;
+    s.advance(10_000);
+    // 127.0.0.2 holds 3 of a cap of 4 shared by 2 peers: its newcomer takes the place of its own worst.
+    await l.connect('127.0.0.2');
+    await closedSoon(l.stubs[1]!.socket);
+    expect(l.stubs.map((x) => x.shedFor)).toEqual([undefined, 'evicted', undefined, undefined, undefined]);
+    // A newcomer of a peer below its share still displaces the worst of all.
+    await l.connect('127.0.0.5');
+    await closedSoon(l.stubs[0]!.socket);
+    expect(l.stubs[0]!.shedFor).toBe('evicted');
+  });
+
   test('a busy client that keeps sending requests is not the one closed, whoever came first', async () => {
     const s = await serve();
     const l = await s.listener({ maxConnections: 10 });
