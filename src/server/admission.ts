@@ -14,13 +14,15 @@
  * - per peer address, per listener (`maxPerPeer`): a peer's connection beyond it is closed at
  *   accept. Only that peer is refused.
  * - per listener (`maxConnections`) and per process (all listeners, bounded by the open-file
- *   limit): at the cap a newcomer whose peer holds less than its fair share (the cap over the
- *   peers holding connections) is admitted and the connection that costs most and serves least
- *   is closed: the highest (connections its peer holds) x (time since its last whole request, or
- *   since accept). A peer holding many connections that send nothing loses them first; a busy
- *   client that sends requests all the time is the last to go. Refusing every newcomer instead
- *   would let whoever came first keep the slots for ever; a newcomer whose peer already holds its
- *   share is refused, so that peers at their share cannot make the others' connections churn.
+ *   limit): at the cap the newcomer is admitted and the connection that costs most and serves
+ *   least is closed: the highest (connections its peer holds) x (time since its last whole
+ *   request, or since accept). A peer holding many connections that send nothing loses them
+ *   first; a busy client that sends requests all the time is the last to go. Refusing the
+ *   newcomer instead would let whoever came first keep the slots for ever. A newcomer whose peer
+ *   already holds its share of the cap (the cap over the peers holding connections) takes the
+ *   place of its own peer's worst, so that peers at their share cannot make the others'
+ *   connections churn.
+ * - TLS handshakes under way, per process (`maxTlsHandshakes`): past it the oldest is closed.
  *
  * Time is read once per sweep (a timer per listener, not one per connection): a bound is applied
  * up to one sweep interval late.
