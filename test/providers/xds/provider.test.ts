@@ -329,6 +329,11 @@ describe('XdsProvider', () => {
     expect(() => q.provider.start()).toThrow(/cannot read CONFIG_GRPC_XDS_SERVER_TLS_CACERT \/nonexistent\/ca\.crt/);
     const r = setupProvider(xdsSettings({ additionalHeaders: { 'bad header': 'x' } }));
     expect(() => r.provider.start()).toThrow(/CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: invalid header "bad header"/);
+    // A value grpc-js refuses is a secret: its error (which quotes it) is not passed on.
+    const v = setupProvider(xdsSettings({ additionalHeaders: { authorization: 'Bearer s3cr3t\u00e9' } }));
+    expect(() => v.provider.start()).toThrow(
+      new Error('CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: invalid header "authorization": gRPC refuses its name or its value (not shown)'),
+    );
   });
 
   test('max message size: a response over XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES fails the stream', async () => {
