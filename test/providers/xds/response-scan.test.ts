@@ -12,10 +12,10 @@ import { rlc } from '../../support/xds';
 const NONE: ResponseCaps = { maxResources: 0, maxBytes: 0, maxDescriptors: 0 };
 
 function any(config: RateLimitConfigProto) {
-  return { typeUrl: RATE_LIMIT_CONFIG_TYPE_URL, value: RateLimitConfigProto.encode(config).finish() };
+  return { typeUrl: RATE_LIMIT_CONFIG_TYPE_URL, value: Buffer.from(RateLimitConfigProto.encode(config).finish()) };
 }
 
-function encode(resources: Array<{ typeUrl: string; value: Uint8Array }>, version = '7', nonce = 'n7'): Uint8Array {
+function encode(resources: Array<{ typeUrl: string; value: Buffer }>, version = '7', nonce = 'n7'): Uint8Array {
   return DiscoveryResponse.encode(
     DiscoveryResponse.fromPartial({ versionInfo: version, nonce, typeUrl: RATE_LIMIT_CONFIG_TYPE_URL, resources }),
   ).finish();
@@ -76,7 +76,7 @@ test('CONFIG_MAX_DESCRIPTORS: every depth of every resource, named by the resour
 });
 
 test('resources of another type are not searched for descriptors (their decode refuses them)', () => {
-  const other = { typeUrl: 'type.googleapis.com/envoy.config.cluster.v3.Cluster', value: RateLimitConfigProto.encode(tree('x', 50, 0)).finish() };
+  const other = { typeUrl: 'type.googleapis.com/envoy.config.cluster.v3.Cluster', value: Buffer.from(RateLimitConfigProto.encode(tree('x', 50, 0)).finish()) };
   expect(isRefused(scanResponse(encode([other]), { ...NONE, maxDescriptors: 1 }))).toBe(false);
 });
 
