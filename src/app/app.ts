@@ -265,7 +265,7 @@ export class RateLimitApp {
   }
 
   /**
-   * Opens the store, loads the config, starts the stats and listens on the ports: one step each,
+   * Opens the store, starts the stats, loads the config and listens on the ports: one step each,
    * in this order (a worker has no debug port). A problem for the operator is a StartupError.
    */
   async start(): Promise<Listening> {
@@ -273,8 +273,10 @@ export class RateLimitApp {
     const store = (this.store = await this.openStore());
     const service = this.decisionService(store);
     const quota = this.quotaService();
-    await this.startConfig(store);
+    // Stats first: a service waiting for a config that loads still shows config_load_error (and
+    // 0 rules) on its sink.
     await this.startStats();
+    await this.startConfig(store);
     const certs = this.loadCertificates();
     // One process's bounds on what both ports hold for their clients.
     const budgets = serverBudgets(settings.server.maxBufferedRequestBytes);

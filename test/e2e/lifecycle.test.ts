@@ -142,13 +142,21 @@ describe('start-up', () => {
     }
   });
 
-  test('a first configuration that fails to load: no port listens, the error line says why; the fixed file starts the service', async () => {
+  test('a first configuration that fails to load: no port listens, the error line says why, the stats show it; the fixed file starts the service', async () => {
     const dir = runtimeDir({ 'a.yaml': 'domain: [' });
     const ports = { PORT: await freePort(), GRPC_PORT: await freePort(), DEBUG_PORT: await freePort() };
+    const metrics = await freePort();
     let waiting!: () => void;
     const sawWaiting = new Promise<void>((resolve) => (waiting = resolve));
     const started = startService(
-      { ...baseEnv(dir.root), PORT: String(ports.PORT), GRPC_PORT: String(ports.GRPC_PORT), DEBUG_PORT: String(ports.DEBUG_PORT) },
+      {
+        ...baseEnv(dir.root),
+        PORT: String(ports.PORT),
+        GRPC_PORT: String(ports.GRPC_PORT),
+        DEBUG_PORT: String(ports.DEBUG_PORT),
+        USE_PROMETHEUS: 'true',
+        PROMETHEUS_ADDR: `127.0.0.1:${metrics}`,
+      },
       60_000,
       undefined,
       (out) => {
@@ -159,6 +167,10 @@ describe('start-up', () => {
     const first = await Promise.race([sawWaiting.then(() => undefined), started]);
     if (first !== undefined) expect(await first.stop()).toBe('listening before a configuration loaded');
     for (const port of Object.values(ports)) await expect(connect(port)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    // The stats sink runs meanwhile: the failed load is counted, and no rule is loaded.
+    const scrape = (await httpGet(`127.0.0.1:${metrics}`, '/metrics')).body;
+    expect(scrape).toMatch(/^ratelimit_service_config_load_error 1$/m);
+    expect(scrape).toMatch(/^ratelimit_config_rules 0$/m);
     fs.writeFileSync(path.join(dir.configDir, 'a.yaml'), CONFIG);
     const svc = await started;
     const client = grpcClient(svc.grpc);
