@@ -406,7 +406,12 @@ export class RateLimitApp {
     if ((await this.configStore.waitForFirst()) !== undefined) return;
     // Not as upstream, which listens after a failed first load and fails every call: without
     // FORCE_START_WITHOUT_INITIAL_CONFIG the service serves only with a config, so it keeps waiting.
-    const next = settings.config.type === 'GRPC_XDS_SOTW' ? 'the next xDS response that loads starts the service' : 'the config files are watched: fixing them starts the service';
+    const next =
+      settings.config.type === 'GRPC_XDS_SOTW'
+        ? 'the next xDS response that loads starts the service'
+        : settings.runtime.watchRoot
+          ? 'a swap of RUNTIME_ROOT to a config that loads starts the service (RUNTIME_WATCH_ROOT=true: edits inside it are not watched)'
+          : 'the config files are watched: fixing them starts the service';
     logger.error(
       `the first configuration failed to load (${this.configStore.lastError ?? 'unknown error'}): not listening on the gRPC and HTTP ports ` +
         `until one loads (FORCE_START_WITHOUT_INITIAL_CONFIG is false); ${next}`,
