@@ -207,6 +207,9 @@ export class RateLimitApp {
   private httpServer: HttpSocketServer | undefined;
   private debugServer: http.Server | undefined;
   private stopping: Promise<void> | undefined;
+  /** Resolves when stop() is called (ends a start-up that waits for a config). */
+  private readonly stopRequested: Promise<void>;
+  private requestStop!: () => void;
   private certificates: CertificateSource | undefined;
   private readonly sink: StatsSink;
   private flusher: StatsFlusher | undefined;
@@ -218,6 +221,7 @@ export class RateLimitApp {
 
   constructor(private readonly opts: AppOptions) {
     const { settings, logger } = opts;
+    this.stopRequested = new Promise((resolve) => (this.requestStop = resolve));
     const env = opts.env ?? process.env;
     this.stats.setLogger(logger);
     this.admission = processAdmission(settings, this.stats, logger);
@@ -242,7 +246,7 @@ export class RateLimitApp {
     this.health.add('sigterm', true);
     if (settings.config.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
 
-    this.configBuilder = new ConfigBuilder({ stats: this.stats });
+    this.configBuilder = new ConfigBuilder({ stats: this.stats, maxHeapMb: settings.config.buildMaxHeapMb });
     this.configStore = new ConfigStore<ServiceFlags>({
       stats: this.stats,
       logger,
@@ -269,9 +273,8 @@ export class RateLimitApp {
     });
   }
 
-  /** Loads config, waits for the first one unless FORCE_START_WITHOUT_INITIAL_CONFIG, listens. */
   /**
-   * Opens the store, loads the config, starts the stats and listens on the ports: one step each,
+   * Opens the store, starts the stats, loads the config and listens on the ports: one step each,
    * in this order (a worker has no debug port). A problem for the operator is a StartupError.
    */
   async start(): Promise<Listening> {
@@ -279,8 +282,10 @@ export class RateLimitApp {
     const store = (this.store = await this.openStore());
     const service = this.decisionService(store);
     const quota = this.quotaService();
-    await this.startConfig(store);
+    // Stats first: a service waiting for a config that loads still shows config_load_error (and
+    // 0 rules) on its sink.
     await this.startStats();
+    await this.startConfig(store);
     const certs = this.loadCertificates();
     // One process's bounds on what both ports hold for their clients.
     const budgets = serverBudgets(settings.server.maxBufferedRequestBytes);
@@ -360,12 +365,15 @@ export class RateLimitApp {
     return quota;
   }
 
-  /** Starts the config provider (files or xDS) and, unless told not to, waits for its first load. */
+  /**
+   * Starts the config provider (files or xDS) and, unless FORCE_START_WITHOUT_INITIAL_CONFIG, waits
+   * for a config that loads: after a failed first load it says why (error level) and keeps waiting.
+   */
   private async startConfig(store: CounterStore): Promise<void> {
     const { settings, logger } = this.opts;
     const env = this.opts.env ?? process.env;
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
-    const { maxBytes, maxDescriptors } = settings.config;
+    const { maxBytes, maxDescriptors, maxResources } = settings.config;
     if (settings.config.type === 'GRPC_XDS_SOTW') {
       logger.info(`config source: xDS server ${settings.xds.serverUrl} (node ${settings.xds.nodeId})`);
       this.provider = new XdsProvider<ServiceFlags>({
@@ -378,6 +386,7 @@ export class RateLimitApp {
         builder: this.configBuilder,
         maxBytes,
         maxDescriptors,
+        maxResources,
       });
     } else {
       this.provider = new FileProvider<ServiceFlags>({
@@ -388,10 +397,11 @@ export class RateLimitApp {
         watchRoot: settings.runtime.watchRoot,
         mergeDomainConfig,
         loader: (files, merge) =>
-          this.configBuilder.build({ kind: 'files', files }, { mergeDomainConfig: merge, restrictions: store.restrictions, maxDescriptors }),
+          this.configBuilder.build({ kind: 'files', files, maxBytes }, { mergeDomainConfig: merge, restrictions: store.restrictions, maxDescriptors }),
         store: this.configStore,
         logger,
         maxBytes,
+        maxFiles: maxResources,
       });
     }
     try {
@@ -402,10 +412,22 @@ export class RateLimitApp {
     if (settings.config.forceStartWithoutInitialConfig) return;
     // The file provider loads at start(): usually there is nothing left to wait for.
     if (!this.configStore.hasFirstEvent) logger.info('waiting for the first configuration before listening');
-    if ((await this.configStore.waitForFirst()) === undefined) {
-      // As upstream: the first load event unblocks start-up even when it failed.
-      logger.warn('the first configuration failed to load: listening without one; every request fails with "no rate limit configuration loaded" until a configuration loads');
-    }
+    if ((await this.configStore.waitForFirst()) !== undefined) return;
+    // Not as upstream, which listens after a failed first load and fails every call: without
+    // FORCE_START_WITHOUT_INITIAL_CONFIG the service serves only with a config, so it keeps waiting.
+    const next =
+      settings.config.type === 'GRPC_XDS_SOTW'
+        ? 'the next xDS response that loads starts the service'
+        : settings.runtime.watchRoot
+          ? 'a swap of RUNTIME_ROOT to a config that loads starts the service (RUNTIME_WATCH_ROOT=true: edits inside it are not watched)'
+          : 'the config files are watched: fixing them starts the service';
+    logger.error(
+      `the first configuration failed to load (${this.configStore.lastError ?? 'unknown error'}): not listening on the gRPC and HTTP ports ` +
+        `until one loads (FORCE_START_WITHOUT_INITIAL_CONFIG is false); ${next}`,
+    );
+    await Promise.race([this.configStore.waitForLoaded(), this.stopRequested]);
+    if (this.stopping !== undefined) throw new StartupError('stopped before a configuration loaded');
+    logger.info('a configuration loaded: starting the listeners');
   }
 
   /** The stats sink and its periodic flush (which also publishes the local cache's gauges). */
@@ -568,6 +590,7 @@ export class RateLimitApp {
    */
   stop(): Promise<void> {
     this.stopping ??= this.doStop();
+    this.requestStop();
     return this.stopping;
   }
 

@@ -6,6 +6,7 @@
 import type { JsonObject, JsonValue } from '../core/rls';
 import { sanitizeStatName } from '../stats/store';
 import type { StatsStore } from '../stats/store';
+import { LoadBudget, LoadBudgetError } from './budget';
 import { ConfigProblem, decodeRoot, validateKeys } from './schema';
 import type { YamlDescriptor, YamlRateLimit, YamlRoot } from './schema';
 import { type AlgorithmRestriction } from '../core/store';
@@ -25,7 +26,10 @@ export interface LoadOptions {
   readonly stats: StatsStore;
   /** Algorithms the counter store in use cannot apply (a rule using one fails the load). */
   readonly restrictions?: readonly AlgorithmRestriction[];
-  /** CONFIG_MAX_DESCRIPTORS: a config with more descriptors (all depths) fails to load; 0 = no limit. */
+  /**
+   * CONFIG_MAX_DESCRIPTORS: a config with more descriptors (all depths), or more YAML nodes than
+   * that allows (budget.ts), fails to load as soon as the reader or decoder gets there; 0 = no limit.
+   */
   readonly maxDescriptors?: number;
 }
 
@@ -62,8 +66,9 @@ export type PlanOptions = Omit<LoadOptions, 'stats'>;
 
 /** Parse and validate YAML files into a plan: every load error is thrown here. */
 export function planFiles(files: readonly ConfigFile[], opts: PlanOptions): ConfigPlan {
+  const budget = new LoadBudget(opts.maxDescriptors ?? 0);
   // Every document parses before any loads: a YAML error in a later file wins over a semantic one.
-  const roots = files.map((f) => ({ name: f.name, root: decodeDocument(f.name, () => parseYaml(f.content)) }));
+  const roots = files.map((f) => ({ name: f.name, root: decodeDocument(f.name, budget, () => parseYaml(f.content, budget)) }));
   const planner = new Planner(opts);
   for (const r of roots) planner.add(r.name, r.root);
   return planner.finish();
@@ -71,7 +76,8 @@ export function planFiles(files: readonly ConfigFile[], opts: PlanOptions): Conf
 
 /** Validate decoded documents into a plan: every load error is thrown here. */
 export function planObjects(docs: readonly ConfigObject[], opts: PlanOptions): ConfigPlan {
-  const roots = docs.map((d) => ({ name: d.name, root: decodeDocument(d.name, () => fromObject(d.root)) }));
+  const budget = new LoadBudget(opts.maxDescriptors ?? 0);
+  const roots = docs.map((d) => ({ name: d.name, root: decodeDocument(d.name, budget, () => fromObject(d.root, budget)) }));
   const planner = new Planner(opts);
   for (const r of roots) planner.add(r.name, r.root);
   return planner.finish();
@@ -84,7 +90,7 @@ export function assembleConfig(plan: ConfigPlan, stats: StatsStore): RateLimitCo
   return a.finish();
 }
 
-function decodeDocument(name: string, tree: () => TreeNode | null): YamlRoot {
+function decodeDocument(name: string, budget: LoadBudget, tree: () => TreeNode | null): YamlRoot {
   try {
     let root: TreeNode | null;
     try {
@@ -94,9 +100,9 @@ function decodeDocument(name: string, tree: () => TreeNode | null): YamlRoot {
       throw e;
     }
     validateKeys(root);
-    return decodeRoot(root);
+    return decodeRoot(root, budget);
   } catch (e) {
-    if (e instanceof ConfigProblem) throw new ConfigError(`${name}: ${e.message}`);
+    if (e instanceof ConfigProblem || e instanceof LoadBudgetError) throw new ConfigError(`${name}: ${e.message}`);
     throw e;
   }
 }
@@ -165,16 +171,10 @@ class Planner {
   private readonly domains = new Map<string, Set<string>>();
   /** Every limit with its stats key, to rank the /rlconfig lines. */
   private readonly limits: Array<{ key: string; limit: LimitPlan }> = [];
-  private nodes = 0;
-  private name = '';
-  private readonly maxDescriptors: number;
 
-  constructor(private readonly opts: PlanOptions) {
-    this.maxDescriptors = opts.maxDescriptors ?? 0;
-  }
+  constructor(private readonly opts: PlanOptions) {}
 
   add(name: string, root: YamlRoot): void {
-    this.name = name;
     try {
       this.loadRoot(root);
     } catch (e) {
@@ -198,11 +198,6 @@ class Planner {
 
   private loadDescriptors(level: Set<string>, descriptors: readonly YamlDescriptor[], parent: PathInfo): void {
     for (const d of descriptors) {
-      if (this.maxDescriptors > 0 && ++this.nodes > this.maxDescriptors) {
-        throw new ConfigError(
-          `${this.name}: the configuration has more than ${this.maxDescriptors} descriptors, the limit set by CONFIG_MAX_DESCRIPTORS; it was not loaded`,
-        );
-      }
       if (d.key === '') throw new ConfigProblem('descriptor has empty key');
       const finalKey = d.value !== '' ? d.key + '_' + d.value : d.key;
       const fullKey = parent.fullKey + '.' + finalKey;

@@ -4,6 +4,7 @@
  *  2. the struct decode into YamlRoot, whose type mismatches yaml.v2 reports as
  *     `yaml: unmarshal errors:\n  line N: cannot unmarshal !!str `abc` into uint32`.
  */
+import { type LoadBudget, NO_BUDGET } from './budget';
 import type { MapNode, ScalarNode, TreeNode } from './tree';
 import { goFormat } from './tree';
 
@@ -212,6 +213,9 @@ class Decoder {
   readonly errors: string[] = [];
   private readonly budget = new VisitBudget();
 
+  /** `load`: the load's budget, which counts every descriptor made (alias expansions included). */
+  constructor(private readonly load: LoadBudget) {}
+
   /** Walk a map into a struct: unknown fields are ignored (yaml.v2 non-strict). */
   private fields(n: TreeNode, table: Readonly<Record<string, FieldKind>>, typeName: string, set: (field: string, v: TreeNode) => void): void {
     if (n.kind === 'map') {
@@ -289,6 +293,7 @@ class Decoder {
   }
 
   private descriptor(n: TreeNode): YamlDescriptor {
+    this.load.descriptor();
     const d: YamlDescriptor = {
       key: '',
       value: '',
@@ -399,9 +404,12 @@ class Decoder {
   }
 }
 
-/** Pass 2: decode a validated document into YamlRoot, or throw the collected unmarshal errors. */
-export function decodeRoot(root: TreeNode | null): YamlRoot {
-  const d = new Decoder();
+/**
+ * Pass 2: decode a validated document into YamlRoot, or throw the collected unmarshal errors (or
+ * the budget's error as soon as a descriptor is one too many).
+ */
+export function decodeRoot(root: TreeNode | null, budget: LoadBudget = NO_BUDGET): YamlRoot {
+  const d = new Decoder(budget);
   const out = d.root(root);
   if (d.errors.length > 0) throw unmarshalErrors(d.errors);
   return out;

@@ -7,6 +7,7 @@
 import { Alias, Document, LineCounter, isAlias, isMap, isScalar, isSeq, parseAllDocuments } from 'yaml';
 import type { Node as YamlNode, Scalar } from 'yaml';
 import { parseBlockYaml } from './block-yaml';
+import { countYamlNodes, type LoadBudget, NO_BUDGET } from './budget';
 
 /** yaml.v2's resolved scalar kinds. `uint64` = an integer above int64 max; `timestamp` stays text. */
 export type ScalarType = 'str' | 'int' | 'uint64' | 'float' | 'bool' | 'null' | 'timestamp';
@@ -20,7 +21,7 @@ export interface ScalarNode {
   readonly text: string;
   /** Resolved value: number for int/uint64/float, boolean, null, or the text. */
   readonly value: string | number | boolean | null;
-  /** Exact integer for int/uint64. */
+  /** Exact integer for int/uint64 beyond a number's exact range (undefined: `BigInt(value)` is exact). */
   readonly big?: bigint | undefined;
   /** 1-based source line, when known. */
   readonly line?: number | undefined;
@@ -162,15 +163,30 @@ function shortTag(tag: string): string {
   return tag.startsWith(TAG_PREFIX) ? '!!' + tag.slice(TAG_PREFIX.length) : tag;
 }
 
+/** The resolved tag of each scalar type, one string each (not a new one per scalar). */
+const RESOLVED_TAGS: Readonly<Record<ScalarType, string>> = {
+  str: '!!str',
+  int: '!!int',
+  uint64: '!!int',
+  float: '!!float',
+  bool: '!!bool',
+  null: '!!null',
+  timestamp: '!!timestamp',
+};
+
+/**
+ * A scalar node. `big` is kept only for an integer that a number cannot hold exactly: for any
+ * other, `BigInt(value)` is the same (a config holds hundreds of thousands of integers).
+ */
 export function makeScalar(init: ScalarNodeInit, text: string, tag: string | undefined, line: number | undefined): ScalarNode {
   let big: bigint | undefined;
-  if (init.type === 'int' || init.type === 'uint64') {
+  if ((init.type === 'int' || init.type === 'uint64') && !Number.isSafeInteger(init.value)) {
     big = parseGoInt(text.replace(/_/g, ''), init.type === 'int');
   }
   return {
     kind: 'scalar',
     type: init.type,
-    tag: tag ?? (init.type === 'uint64' ? '!!int' : '!!' + init.type),
+    tag: tag ?? RESOLVED_TAGS[init.type],
     text,
     value: init.value,
     big,
@@ -184,15 +200,21 @@ export function makeScalar(init: ScalarNodeInit, text: string, tag: string | und
 /**
  * Parse the first YAML document of `content`. Returns null for an empty document (yaml.v2 then
  * decodes nothing, which ends in "config file cannot have empty domain").
- * Throws YamlLoadError with a one-line `yaml: line N: ...` message on a syntax error.
+ * Throws YamlLoadError with a one-line `yaml: line N: ...` message on a syntax error, and the
+ * budget's error when the document holds more nodes than `budget` has left: counted as the block
+ * reader makes them, or bounded from the text before the general reader parses it.
  */
-export function parseYaml(content: string): TreeNode | null {
-  const fast = parseBlockYaml(content);
-  return fast !== undefined ? fast : parseGeneralYaml(content);
+export function parseYaml(content: string, budget: LoadBudget = NO_BUDGET): TreeNode | null {
+  const bound = budget === NO_BUDGET ? 0 : countYamlNodes(content);
+  budget.scanned(bound);
+  const fast = parseBlockYaml(content, budget);
+  if (fast !== undefined) return fast;
+  budget.general(bound);
+  return parseGeneralYaml(content, budget);
 }
 
 /** parseYaml with the `yaml` package alone: every YAML construct, and every syntax error text. */
-export function parseGeneralYaml(content: string): TreeNode | null {
+export function parseGeneralYaml(content: string, budget: LoadBudget = NO_BUDGET): TreeNode | null {
   const lineCounter = new LineCounter();
   const docs = parseAllDocuments(content, {
     version: '1.1',
@@ -213,7 +235,7 @@ export function parseGeneralYaml(content: string): TreeNode | null {
     throw new YamlLoadError(`yaml: line ${line}: ${msg}`);
   }
   if (doc.contents === null || doc.contents === undefined) return null;
-  return new YamlConverter(doc, lineCounter).convert(doc.contents as YamlNode);
+  return new YamlConverter(doc, lineCounter, budget).convert(doc.contents as YamlNode);
 }
 
 class YamlConverter {
@@ -223,6 +245,7 @@ class YamlConverter {
   constructor(
     private readonly doc: Document,
     private readonly lc: LineCounter,
+    private readonly budget: LoadBudget,
   ) {}
 
   private line(node: { range?: readonly number[] | null | undefined }): number | undefined {
@@ -249,6 +272,7 @@ class YamlConverter {
     const node = this.deref(raw);
     const cached = this.done.get(node);
     if (cached !== undefined) return cached;
+    this.budget.node();
     let out: TreeNode;
     if (isScalar(node)) {
       out = this.scalar(node);
@@ -261,7 +285,7 @@ class YamlConverter {
           this.merge(p.value, pairs);
           continue;
         }
-        pairs.push([this.convert(k), this.convert(p.value)]);
+        pairs.push([this.key(k), this.convert(p.value)]);
       }
       this.inProgress.delete(node);
       out = { kind: 'map', pairs, line: this.line(node) };
@@ -277,29 +301,41 @@ class YamlConverter {
     return out;
   }
 
+  /** A mapping key: a scalar one without its line (no error names a key's line; the block reader shares them). */
+  private key(raw: unknown): TreeNode {
+    const node = raw === null || raw === undefined ? raw : this.deref(raw);
+    if (!isScalar(node)) return this.convert(raw);
+    this.budget.node();
+    return this.scalar(node, false);
+  }
+
   /** yaml.v2 merge: a map, or a sequence of maps applied last-to-first (so the first wins). */
   private merge(value: unknown, into: Array<readonly [TreeNode, TreeNode]>): void {
     const bad = (): never => {
       throw new YamlLoadError('yaml: map merge requires map or sequence of maps as the value');
     };
     const v = this.deref(value);
+    // Merged pairs are copies of references: counted, so merges of merges cannot grow unbounded.
     if (isMap(v)) {
       const m = this.convert(v) as MapNode;
+      this.budget.node(m.pairs.length);
       into.push(...m.pairs);
     } else if (isSeq(v)) {
       for (let i = v.items.length - 1; i >= 0; i--) {
         const item = this.deref(v.items[i]);
         if (!isMap(item)) bad();
-        into.push(...(this.convert(item) as MapNode).pairs);
+        const pairs = (this.convert(item) as MapNode).pairs;
+        this.budget.node(pairs.length);
+        into.push(...pairs);
       }
     } else {
       bad();
     }
   }
 
-  private scalar(node: Scalar): ScalarNode {
+  private scalar(node: Scalar, withLine = true): ScalarNode {
     const text = typeof node.source === 'string' ? node.source : String(node.value ?? '');
-    const line = this.line(node);
+    const line = withLine ? this.line(node) : undefined;
     const explicit = node.tag;
     if (explicit !== undefined) {
       const tag = shortTag(explicit);
@@ -333,7 +369,13 @@ class YamlConverter {
 // ---------------------------------------------------------------------------------------------
 // Plain object -> tree (the xDS conversion hands us decoded objects with the YAML field names).
 
-export function fromObject(v: unknown, seen: Set<unknown> = new Set()): TreeNode {
+/** The tree of a plain object (the xDS conversion's output); every node is counted in `budget`. */
+export function fromObject(v: unknown, budget: LoadBudget = NO_BUDGET): TreeNode {
+  return objectNode(v, budget, new Set());
+}
+
+function objectNode(v: unknown, budget: LoadBudget, seen: Set<unknown>): TreeNode {
+  budget.node();
   if (v === null || v === undefined) return NULL_SCALAR;
   switch (typeof v) {
     case 'string':
@@ -347,7 +389,7 @@ export function fromObject(v: unknown, seen: Set<unknown> = new Set()): TreeNode
     }
     case 'number': {
       if (Number.isInteger(v) && Number.isSafeInteger(v)) {
-        return { kind: 'scalar', type: 'int', tag: '!!int', text: String(v), value: v, big: BigInt(v) };
+        return { kind: 'scalar', type: 'int', tag: '!!int', text: String(v), value: v, big: undefined };
       }
       return { kind: 'scalar', type: 'float', tag: '!!float', text: String(v), value: v };
     }
@@ -356,7 +398,7 @@ export function fromObject(v: unknown, seen: Set<unknown> = new Set()): TreeNode
       seen.add(v);
       let out: TreeNode;
       if (Array.isArray(v)) {
-        out = { kind: 'seq', items: v.map((i) => fromObject(i, seen)) };
+        out = { kind: 'seq', items: v.map((i) => objectNode(i, budget, seen)) };
       } else if (v instanceof Date) {
         const s = v.toISOString();
         out = { kind: 'scalar', type: 'str', tag: '!!str', text: s, value: s };
@@ -364,7 +406,7 @@ export function fromObject(v: unknown, seen: Set<unknown> = new Set()): TreeNode
         const pairs: Array<readonly [TreeNode, TreeNode]> = [];
         for (const [k, val] of Object.entries(v as Record<string, unknown>)) {
           if (val === undefined) continue;
-          pairs.push([fromObject(k, seen), fromObject(val, seen)]);
+          pairs.push([objectNode(k, budget, seen), objectNode(val, budget, seen)]);
         }
         out = { kind: 'map', pairs };
       }

@@ -29,7 +29,8 @@ export interface RawResource {
 }
 
 export type BuildSource =
-  | { readonly kind: 'files'; readonly files: readonly ListedFile[] }
+  /** `maxBytes`: CONFIG_MAX_BYTES, what the files may hold together when read (0 = no limit). */
+  | { readonly kind: 'files'; readonly files: readonly ListedFile[]; readonly maxBytes?: number }
   | { readonly kind: 'resources'; readonly resources: readonly RawResource[] };
 
 /** What the worker is given. */
@@ -51,7 +52,7 @@ export interface ConfigBuilderOptions {
   readonly inlineBytes?: number;
   /** Records per slice (default 1,000: a few milliseconds to receive and assemble). */
   readonly sliceRecords?: number;
-  /** The worker's heap limit in MiB (default 1,024); past it the load fails. */
+  /** The worker's heap limit in MiB (default 192, CONFIG_BUILD_MAX_HEAP_MB); past it the load fails. */
   readonly maxHeapMb?: number;
 }
 
@@ -86,7 +87,7 @@ export class ConfigBuilder {
     this.stats = opts.stats;
     this.inlineBytes = opts.inlineBytes ?? 64 * 1024;
     this.sliceRecords = opts.sliceRecords ?? 1000;
-    this.maxHeapMb = opts.maxHeapMb ?? 1024;
+    this.maxHeapMb = opts.maxHeapMb ?? 192;
   }
 
   /**
@@ -96,7 +97,7 @@ export class ConfigBuilder {
   build(source: BuildSource, options: PlanOptions): RateLimitConfig | Promise<RateLimitConfig> {
     if (sourceBytes(source) <= this.inlineBytes) {
       const opts = { ...options, stats: this.stats };
-      if (source.kind === 'files') return loadConfig(readListedFiles(source.files), opts);
+      if (source.kind === 'files') return loadConfig(readListedFiles(source.files, source.maxBytes), opts);
       return loadConfigFromObjects(
         source.resources.map((r, i) => decodeResource(r, i)),
         opts,

@@ -18,8 +18,10 @@
  * so a failed first load shows as 0 rules), and a load that leaves fewer rules than the snapshot it
  * replaces (none included) is logged at error level with both counts.
  *
- * `waitForFirst()` resolves at the first event, success or failure, as upstream unblocks start-up
- * on the first event even when it is an error.
+ * `waitForFirst()` resolves at the first event, success or failure (upstream unblocks start-up on
+ * the first event even when it is an error); `waitForLoaded()` at the first successful load, which
+ * is what start-up waits for here after a failed first load (the service does not listen without
+ * a config unless FORCE_START_WITHOUT_INITIAL_CONFIG); `lastError` says why the last load failed.
  */
 import type { ConfigSnapshot, RateLimitConfig } from '../config/types';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
@@ -70,6 +72,10 @@ export class ConfigStore<F> {
   /** Settles at the first event. It holds no snapshot: a big first config must not outlive its replacement. */
   private readonly first: Promise<void>;
   private firstLoaded = false;
+  private resolveLoaded!: () => void;
+  /** Settles at the first successful load (holding no snapshot either). */
+  private readonly loaded: Promise<void>;
+  private lastErrorMessage: string | undefined;
 
   constructor(opts: ConfigStoreOptions<F>) {
     this.logger = opts.logger;
@@ -81,6 +87,9 @@ export class ConfigStore<F> {
     this.rules = opts.stats.gauge(CONFIG_RULES);
     this.first = new Promise((resolve) => {
       this.resolveFirst = resolve;
+    });
+    this.loaded = new Promise((resolve) => {
+      this.resolveLoaded = resolve;
     });
   }
 
@@ -100,6 +109,16 @@ export class ConfigStore<F> {
    */
   waitForFirst(): Promise<ConfigSnapshot<F> | undefined> {
     return this.first.then(() => (this.firstLoaded ? this.snapshot : undefined));
+  }
+
+  /** Resolves at the first successful load (at once when there was one). */
+  waitForLoaded(): Promise<void> {
+    return this.loaded;
+  }
+
+  /** The message of the last failed load (undefined before any failure). */
+  get lastError(): string | undefined {
+    return this.lastErrorMessage;
   }
 
   /** A successful load: swap in `config` with freshly read flags. */
@@ -133,12 +152,14 @@ export class ConfigStore<F> {
     }
     this.logger.info('Successfully loaded new configuration');
     this.markFirst();
+    this.resolveLoaded();
   }
 
   /** A failed load: count it, log it, keep the previous snapshot. */
   fail(err: unknown): void {
     this.loadError.inc();
-    this.logger.error(`Error loading new configuration: ${errorMessage(err)}`);
+    this.lastErrorMessage = errorMessage(err);
+    this.logger.error(`Error loading new configuration: ${this.lastErrorMessage}`);
     this.markFirst();
   }
 

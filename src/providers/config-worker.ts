@@ -30,7 +30,7 @@ let plan: ConfigPlan | undefined;
 try {
   plan =
     job.source.kind === 'files'
-      ? planFiles(readListedFiles(job.source.files), job.options)
+      ? planFiles(readListedFiles(job.source.files, job.source.maxBytes), job.options)
       : planObjects(
           job.source.resources.map((r, i) => decodeResource(r, i)),
           job.options,

@@ -42,8 +42,10 @@
  *   or ConfigMap unmounted, a half-done deploy) than to lift every limit, which an empty directory
  *   still does. Either way the provider keeps watching (and polls every `retryMs` for directories
  *   it cannot watch yet), so creating the directory or swapping the root link later loads it.
- * - CONFIG_MAX_BYTES (`maxBytes`) bounds the bytes of all files of one load: a load past it fails
- *   (each file's size is checked before it is read) and the last good config stays.
+ * - CONFIG_MAX_BYTES (`maxBytes`) bounds the bytes of all files of one load, and
+ *   CONFIG_MAX_RESOURCES (`maxFiles`) their number: a load past either fails as the files are
+ *   listed (nothing is read; the reader stops at the limit too, for a file that grew since) and the
+ *   last good config stays.
  * - An empty RUNTIME_SUBDIRECTORY in watch-root mode (an empty RUNTIME_APPDIRECTORY in directory
  *   mode, an empty RUNTIME_ROOT) is goruntime's nil loader: an empty config, never reloaded, with a
  *   warning naming the variable.
@@ -62,7 +64,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ConfigError, type RateLimitConfig } from '../config/types';
-import { fileLoadError as loadError, type ListedFile } from './config-files';
+import { fileLoadError as loadError, type ListedFile, tooManyBytes } from './config-files';
 import type { ConfigStore, ProviderLogger } from './config-store';
 import { DirectoryWatcher, errCode, type EventFilter, fsReason, isMissing } from '../platform/directory-watcher';
 
@@ -96,6 +98,8 @@ export interface FileProviderOptions<F> {
   persistent?: boolean;
   /** CONFIG_MAX_BYTES: most bytes all files of one load may hold; 0 (default) = no limit. */
   maxBytes?: number;
+  /** CONFIG_MAX_RESOURCES: most files one load may hold; 0 (default) = no limit. */
+  maxFiles?: number;
 }
 
 /** The config directory is not there (or not a directory). */
@@ -120,6 +124,7 @@ export class FileProvider<F> {
   private started = false;
   private stopped = false;
   private readonly maxBytes: number;
+  private readonly maxFiles: number;
   /** A load's promise is pending; `reloadAgain`: something changed meanwhile. */
   private loading = false;
   private reloadAgain = false;
@@ -144,6 +149,7 @@ export class FileProvider<F> {
     });
     this.appDirPath = path.resolve(opts.root, opts.subdirectory, opts.appDirectory);
     this.maxBytes = opts.maxBytes ?? 0;
+    this.maxFiles = opts.maxFiles ?? 0;
   }
 
   /**
@@ -356,9 +362,10 @@ export class FileProvider<F> {
           throw loadError(key, fsReason(err));
         }
         bytes += size;
-        if (this.maxBytes > 0 && bytes > this.maxBytes) {
+        if (this.maxBytes > 0 && bytes > this.maxBytes) throw tooManyBytes(key, this.maxBytes);
+        if (this.maxFiles > 0 && files.length >= this.maxFiles) {
           throw new ConfigError(
-            `${key}: the configuration files hold more than the ${this.maxBytes} bytes set by CONFIG_MAX_BYTES; they were not loaded`,
+            `${key}: the configuration has more than ${this.maxFiles} files, the limit set by CONFIG_MAX_RESOURCES; they were not loaded`,
           );
         }
         files.push({ name: key, path: full, size });

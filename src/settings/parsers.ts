@@ -213,17 +213,22 @@ export function parseList(text: string): string[] {
  * it (`authorization:Basic a:b`), where envconfig rejects such items; keys and values are trimmed;
  * empty items are skipped. An item without the separator, or with an empty key, is an error. An
  * empty value is kept (`k:` → `{k: ""}`), as envconfig does. A repeated key keeps the last value.
+ * With `secret`, an error shows neither the text nor an item (`***`, and the item by its
+ * position): an item without a separator may well be the secret itself.
  */
-export function parseMap(text: string, variable: string, separator: ':' | '=' = ':'): Record<string, string> {
+export function parseMap(text: string, variable: string, separator: ':' | '=' = ':', secret = false): Record<string, string> {
   const out: Record<string, string> = {};
+  let position = 0;
   for (const rawItem of text.split(',')) {
     const item = rawItem.trim();
     if (item === '') continue;
+    position++;
     const at = item.indexOf(separator);
     const key = at < 0 ? '' : item.slice(0, at).trim();
     if (at < 0 || key === '') {
-      const why = at < 0 ? `item ${JSON.stringify(item)} has no "${separator}"` : `item ${JSON.stringify(item)} has an empty key`;
-      throw invalidValue(variable, text, `expected comma-separated key${separator}value pairs (${why})`);
+      const which = secret ? `item ${position}` : `item ${JSON.stringify(item)}`;
+      const why = at < 0 ? `${which} has no "${separator}"` : `${which} has an empty key`;
+      throw invalidValue(variable, secret ? '***' : text, `expected comma-separated key${separator}value pairs (${why})`);
     }
     out[key] = item.slice(at + 1).trim();
   }

@@ -157,8 +157,12 @@ export interface ConfigSourceSettings {
   readonly healthyWithAtLeastOneConfigLoaded: boolean;
   /** CONFIG_MAX_BYTES (default 32 MiB; 0 = no limit): most bytes of one load */
   readonly maxBytes: number;
-  /** CONFIG_MAX_DESCRIPTORS (default 250,000; 0 = no limit): most descriptors of one load */
+  /** CONFIG_MAX_DESCRIPTORS (default 100,000; 0 = no limit): most descriptors of one load */
   readonly maxDescriptors: number;
+  /** CONFIG_MAX_RESOURCES (default 10,000; 0 = no limit): most files or xDS resources of one load */
+  readonly maxResources: number;
+  /** CONFIG_BUILD_MAX_HEAP_MB (default 192): the heap limit of the worker thread that builds a big config */
+  readonly buildMaxHeapMb: number;
 }
 
 export interface RuntimeSettings {
@@ -538,8 +542,8 @@ class EnvReader {
   }
 
   map(name: string): Record<string, string> {
-    const { text, from } = this.text(name, 'map');
-    return parseMap(text, from, ':');
+    const { text, from, info } = this.text(name, 'map');
+    return parseMap(text, from, ':', info.secret === true);
   }
 
   metadata(name: string): Record<string, string> {
@@ -860,6 +864,8 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       healthyWithAtLeastOneConfigLoaded: r.bool('HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED'),
       maxBytes: r.int('CONFIG_MAX_BYTES'),
       maxDescriptors: r.int('CONFIG_MAX_DESCRIPTORS'),
+      maxResources: r.int('CONFIG_MAX_RESOURCES'),
+      buildMaxHeapMb: r.int('CONFIG_BUILD_MAX_HEAP_MB'),
     },
     runtime: {
       root: r.string('RUNTIME_ROOT'),
@@ -956,13 +962,32 @@ function readServer(r: EnvReader, backendType: CacheSettings['backendType']): Se
   };
 }
 
+/**
+ * A `k:v` map of gRPC metadata to send: names as gRPC takes them (letters, digits, `_ . -`; not
+ * `-bin`, which needs binary values), values of printable ASCII. Its values are secrets (bearer
+ * tokens): an error names the header, never its value.
+ */
+function grpcHeaders(r: EnvReader, name: string): Record<string, string> {
+  const headers = r.map(name);
+  const from = r.source(name);
+  for (const [key, value] of Object.entries(headers)) {
+    if (!/^[0-9A-Za-z_.-]+$/.test(key) || key.toLowerCase().endsWith('-bin')) {
+      throw invalidValue(from, '***', `header name ${JSON.stringify(key)} is not a gRPC metadata name (letters, digits, _ . - and not ending in -bin)`);
+    }
+    if (!/^[ -~]*$/.test(value)) {
+      throw invalidValue(from, '***', `the value of header ${JSON.stringify(key)} holds characters other than printable ASCII`);
+    }
+  }
+  return headers;
+}
+
 function readXds(r: EnvReader): XdsSettings {
   return {
     nodeId: r.string('CONFIG_GRPC_XDS_NODE_ID'),
     nodeMetadata: r.metadata('CONFIG_GRPC_XDS_NODE_METADATA'),
     serverUrl: r.string('CONFIG_GRPC_XDS_SERVER_URL'),
     connectRetryIntervalMs: r.duration('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL'),
-    additionalHeaders: r.map('CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS'),
+    additionalHeaders: grpcHeaders(r, 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS'),
     tls: {
       enabled: r.bool('CONFIG_GRPC_XDS_SERVER_USE_TLS'),
       clientCertFile: r.string('CONFIG_GRPC_XDS_CLIENT_TLS_CERT'),

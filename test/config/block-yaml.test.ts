@@ -70,9 +70,37 @@ descriptors:
   expect(parseBlockYaml('# only a comment\n')).toBeNull();
 });
 
+test('one-line flow collections as configs write them: the same tree as the general reader', () => {
+  const doc = `domain: d
+descriptors:
+  - {key: a, value: b, rate_limit: {unit: second, requests_per_unit: 5}}
+  - key: k
+    rate_limit: { unit: 'minute', requests_per_unit: 0x10 }
+    descriptors: [{key: x}, {key: y, shadow_mode: yes}]
+  - key: m
+    metadata: {list: [1, 2.5, ~, "q"], empty: {}, none: [], nested: {a: [b, [c]]}}
+    rate_limit: {unit: hour, requests_per_unit: 1}  # comment
+`;
+  expect(sameOrDeclined(doc)).toBe(true);
+  for (const ok of ['a: []\n', 'a: {}\n', '- [a, b]\n', '- {a: b}\n', "a: {'k': v}\n", 'a: [-1, +2, a-b, a#b]\n', 'a: [x y, 1 2]\n']) {
+    expect({ ok, read: sameOrDeclined(ok) }).toEqual({ ok, read: true });
+  }
+});
+
 test('declines what it does not read, and the general reader still answers', () => {
   for (const doc of [
-    'a: {b: 1}\n',
+    'a: {b}\n',
+    'a: {b:1}\n',
+    'a: {b: }\n',
+    'a: {b: 1,}\n',
+    'a: [b: 1]\n',
+    'a: [- b]\n',
+    'a: [b, , c]\n',
+    'a: {b: [1}\n',
+    "a: {b: 'x, y'}\n",
+    'a: {b: 1} c\n',
+    '{a: 1}\n',
+    `a: ${'['.repeat(40)}${']'.repeat(40)}\n`,
     'a: &x 1\nb: *x\n',
     'a: |\n  text\n',
     'a: "esc\\n"\n',
@@ -89,8 +117,15 @@ test('declines what it does not read, and the general reader still answers', () 
   }
 });
 
+const FLOW_SEEDS = [
+  'domain: d\ndescriptors:\n  - {key: a, value: b, rate_limit: {unit: second, requests_per_unit: 5}}\n  - key: c\n    rate_limit: {unit: minute, requests_per_unit: 7}\n',
+  'domain: d\ndescriptors:\n  - key: k\n    metadata: {l: [1, x, {y: z}], m: {}}\n    descriptors: [{key: x, value: "v"}, {key: y}]\n',
+  "k: {'a': 'b c', \"d\": 1, e: [0x1F, 1e3, .5, ~, yes, 2001-01-01]}  # c\nl: [ x , { y : z } ]\ntop:\n  - [1, [2, [3]]]\n  - {}\n",
+];
+
 test('mutated configs: the same tree as the general reader whenever the fast reader answers', () => {
-  const seeds = SEEDS.filter((s) => parseBlockYaml(s) !== undefined);
+  const seeds = [...SEEDS, ...FLOW_SEEDS].filter((s) => parseBlockYaml(s) !== undefined);
+  expect(seeds.length).toBeGreaterThan(FLOW_SEEDS.length);
   const bits = [' ', '  ', '#', ' #x', "'", '"', ':', ': ', '- ', '-', '~', 'null', 'yes', '0x1F', '1e3', '12_3', '2001-01-01',
     'a:b', "''", '""', '"a"', "'b'", 'k: v', '\n', '\n  ', '\n- ', 'x y', '::', ' :', '%', '@', '0o7', '+1', '.5', '-.inf',
     '<<', '? ', '*a', '&a', '!!str ', '|', '>', '[', ']', '{', '}', ',', '\\'];

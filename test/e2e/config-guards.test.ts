@@ -86,8 +86,11 @@ test('rules that drop (to none as well) are an error line and show in the gauges
   expect(await limited(svc, 'a')).toBe(true);
 });
 
-test('a failed first load: listening with 0 rules in the gauge and the error counted', async () => {
-  const { svc, stat } = await start({ 'bad.yaml': 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n' });
+test('a failed first load with FORCE_START_WITHOUT_INITIAL_CONFIG: listening with 0 rules in the gauge and the error counted', async () => {
+  const { svc, stat } = await start(
+    { 'bad.yaml': 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n' },
+    { FORCE_START_WITHOUT_INITIAL_CONFIG: 'true' },
+  );
   expect(svc.output()).toContain("Error loading new configuration: bad.yaml: invalid rate limit unit 'fortnight'");
   expect(await stat('ratelimit.service.config_load_error')).toBe(1);
   expect(await stat('ratelimit.config.rules')).toBe(0);

@@ -4,10 +4,12 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { HealthClient, HealthCheckResponse_ServingStatus } from '../../generated/grpc/health/v1/health';
 import path from 'node:path';
 import { baseEnv, callGrpc, descriptor, DIST, grpcClient, httpGet, ROOT, run, runtimeDir, startService } from './harness';
+import { freePort } from '../support/ports';
 import { waitFor } from '../support/wait';
 
 const CONFIG = 'domain: life\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10}\n';
@@ -42,6 +44,17 @@ function outputUntil(env: NodeJS.ProcessEnv, until: RegExp): Promise<string> {
       if (until.test(out)) resolve(out);
       else reject(new Error(`the service ended before writing ${String(until)}:\n${out}`));
     });
+  });
+}
+
+/** Connects to 127.0.0.1:`port` (resolves) or fails with the socket's error. */
+function connect(port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => {
+      socket.destroy();
+      resolve();
+    });
+    socket.once('error', reject);
   });
 }
 
@@ -129,27 +142,63 @@ describe('start-up', () => {
     }
   });
 
-  test('a first configuration that fails to load: the log says so, then that the service listens without one (as upstream), in that order', async () => {
+  test('a first configuration that fails to load: no port listens, the error line says why, the stats show it; the fixed file starts the service', async () => {
     const dir = runtimeDir({ 'a.yaml': 'domain: [' });
-    const svc = await startService(baseEnv(dir.root));
+    const ports = { PORT: await freePort(), GRPC_PORT: await freePort(), DEBUG_PORT: await freePort() };
+    const metrics = await freePort();
+    let waiting!: () => void;
+    const sawWaiting = new Promise<void>((resolve) => (waiting = resolve));
+    const started = startService(
+      {
+        ...baseEnv(dir.root),
+        PORT: String(ports.PORT),
+        GRPC_PORT: String(ports.GRPC_PORT),
+        DEBUG_PORT: String(ports.DEBUG_PORT),
+        USE_PROMETHEUS: 'true',
+        PROMETHEUS_ADDR: `127.0.0.1:${metrics}`,
+      },
+      60_000,
+      undefined,
+      (out) => {
+        if (out.includes('not listening on the gRPC and HTTP ports')) waiting();
+      },
+    );
+    // A service that listens at once (the old behaviour) ends the race: stopped, and the test fails.
+    const first = await Promise.race([sawWaiting.then(() => undefined), started]);
+    if (first !== undefined) expect(await first.stop()).toBe('listening before a configuration loaded');
+    for (const port of Object.values(ports)) await expect(connect(port)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    // The stats sink runs meanwhile: the failed load is counted, and no rule is loaded.
+    const scrape = (await httpGet(`127.0.0.1:${metrics}`, '/metrics')).body;
+    expect(scrape).toMatch(/^ratelimit_service_config_load_error 1$/m);
+    expect(scrape).toMatch(/^ratelimit_config_rules 0$/m);
+    fs.writeFileSync(path.join(dir.configDir, 'a.yaml'), CONFIG);
+    const svc = await started;
     const client = grpcClient(svc.grpc);
     try {
       const out = svc.output();
-      const failed = out.indexOf('Error loading new configuration');
-      const without = out.indexOf(
-        'level=warning msg="the first configuration failed to load: listening without one; every request fails with \\"no rate limit configuration loaded\\" until a configuration loads"',
+      const failed = out.indexOf('Error loading new configuration: a.yaml: error loading config file: yaml: line 1:');
+      const why = out.indexOf(
+        'level=error msg="the first configuration failed to load (a.yaml: error loading config file: yaml: line 1:',
       );
+      const loaded = out.indexOf('a configuration loaded: starting the listeners');
       const listening = out.indexOf('listening: gRPC');
-      expect({ failed: failed >= 0, without: without > failed, listening: listening > without }).toEqual({ failed: true, without: true, listening: true });
-      // Nothing was waited for: the file provider had loaded (and failed) before.
-      expect(out).not.toContain('waiting for the first configuration');
-      await expect(callGrpc(client, { domain: 'life', descriptors: [descriptor('k', 'v')] })).rejects.toMatchObject({
-        details: 'no rate limit configuration loaded',
-      });
+      expect({ failed: failed >= 0, why: why > failed, loaded: loaded > why, listening: listening > loaded }).toEqual({ failed: true, why: true, loaded: true, listening: true });
+      expect(out).toContain(
+        'not listening on the gRPC and HTTP ports until one loads (FORCE_START_WITHOUT_INITIAL_CONFIG is false); the config files are watched: fixing them starts the service"',
+      );
+      expect(svc.grpc).toBe(`127.0.0.1:${ports.GRPC_PORT}`);
+      expect((await callGrpc(client, { domain: 'life', descriptors: [descriptor('k', 'v')] })).overallCode).toBe(1);
     } finally {
       client.close();
       expect(await svc.stop()).toBe(0);
     }
+  });
+
+  test('SIGTERM while waiting for a first configuration that loads: a clean exit', async () => {
+    const dir = runtimeDir({ 'a.yaml': 'domain: [' });
+    const out = await outputUntil(baseEnv(dir.root), /not listening on the gRPC and HTTP ports/);
+    expect(out).toContain('received SIGTERM');
+    expect(out).not.toContain('listening: gRPC');
   });
 
   test('MEMCACHE_TLS=true is refused (memjs has no TLS) rather than connecting in plaintext', async () => {

@@ -105,7 +105,13 @@ test('a token_bucket rule is refused on memcached at load, with one clear line n
     'tb.yaml': 'domain: tb\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, algorithm: token_bucket}\n',
   });
   try {
-    const svc = await startService({ ...baseEnv(dir.root), BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: `127.0.0.1:${mc.port}` });
+    // Listening without a config (a refused first config otherwise keeps the ports closed).
+    const svc = await startService({
+      ...baseEnv(dir.root),
+      BACKEND_TYPE: 'memcache',
+      MEMCACHE_HOST_PORT: `127.0.0.1:${mc.port}`,
+      FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
+    });
     try {
       expect(svc.output()).toContain(
         "Error loading new configuration: tb.yaml: rate limit 'tb.k': algorithm token_bucket is not supported by the memcache store",

@@ -266,6 +266,29 @@ describe('worker mode on Redis', () => {
     expect(res.stderr).not.toMatch(/listening: gRPC/);
   });
 
+  test('a refused first config: no worker listens and the primary announces nothing; the fixed file starts them all', async () => {
+    const broken = runtimeDir({ 'wk.yaml': 'domain: [' });
+    let waiting!: () => void;
+    const sawWaiting = new Promise<void>((resolve) => (waiting = resolve));
+    const started = startService(env({}, broken.root), 60_000, undefined, (out) => {
+      if ((out.match(/worker \d: the first configuration failed to load .*not listening on the gRPC and HTTP ports/g) ?? []).length === 2) waiting();
+    }).then((svc) => {
+      services.push(svc);
+      return svc;
+    });
+    try {
+      // A service that listened at once (the old behaviour) ends the race, and the test, here.
+      expect(await Promise.race([sawWaiting.then(() => 'waiting'), started.then(() => 'listening')])).toBe('waiting');
+      fs.writeFileSync(path.join(broken.configDir, 'wk.yaml'), CONFIG);
+      const svc = await started;
+      expect(svc.output().match(/listening: gRPC/g)).toHaveLength(1);
+      expect(svc.output().match(/worker \d: a configuration loaded: starting the listeners/g)).toHaveLength(2);
+      expect((await fresh(svc.http, '/json', json('fixed'))).status).toBe(200);
+    } finally {
+      fs.rmSync(broken.base, { recursive: true, force: true });
+    }
+  });
+
   test('a port in use ends the program at once', async () => {
     const blocker = net.createServer();
     await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));

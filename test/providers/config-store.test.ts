@@ -89,6 +89,23 @@ describe('ConfigStore', () => {
     expect(store.current()).toBeDefined();
   });
 
+  test('waitForLoaded waits past failed loads for the first one that loads; lastError says why the last one failed', async () => {
+    const { store } = setup();
+    let loaded = false;
+    void store.waitForLoaded().then(() => (loaded = true));
+    expect(store.lastError).toBeUndefined();
+    store.fail(new ConfigError('x.yaml: bad'));
+    store.fail(new ConfigError('x.yaml: still bad'));
+    await new Promise((r) => setImmediate(r));
+    expect({ loaded, lastError: store.lastError }).toEqual({ loaded: false, lastError: 'x.yaml: still bad' });
+    store.update(fakeConfig([], false));
+    await store.waitForLoaded();
+    expect(loaded).toBe(true);
+    // A later failure does not undo it.
+    store.fail(new ConfigError('x.yaml: bad again'));
+    await expect(store.waitForLoaded()).resolves.toBeUndefined();
+  });
+
   test('waitForFirst resolves with the first successful snapshot', async () => {
     const { store } = setup();
     const first = store.waitForFirst();

@@ -286,6 +286,27 @@ describe('FileProvider, directory mode', () => {
     expect(t.errors()).toBe(1);
   });
 
+  test('CONFIG_MAX_BYTES and CONFIG_MAX_RESOURCES (maxBytes, maxFiles): a load past either fails as the files are listed, nothing read', async () => {
+    const { root, appDir } = layout({ 'a.yaml': 'a'.repeat(10), 'b.yaml': 'b'.repeat(10) });
+    const t = start({ root, maxBytes: 25, maxFiles: 2 });
+    expect(t.names()).toEqual(['a.yaml', 'b.yaml']);
+    fs.writeFileSync(path.join(appDir, 'c.yaml'), 'c');
+    await waitFor(() => t.errors() === 1, 'the refused third file');
+    expect(t.logger.messages('error')).toEqual([
+      'Error loading new configuration: c.yaml: the configuration has more than 2 files, the limit set by CONFIG_MAX_RESOURCES; they were not loaded',
+    ]);
+    fs.rmSync(path.join(appDir, 'c.yaml'));
+    await waitFor(() => t.successes() === 2, 'the two files again');
+    fs.writeFileSync(path.join(appDir, 'b.yaml'), 'b'.repeat(16));
+    await waitFor(() => t.errors() === 2, 'the refused bigger file');
+    expect(t.logger.messages('error')[1]).toBe(
+      'Error loading new configuration: b.yaml: the configuration files hold more than the 25 bytes set by CONFIG_MAX_BYTES; they were not loaded',
+    );
+    // Neither refused load reached the loader (which reads the files).
+    expect(t.loaderCalls).toHaveLength(2);
+    expect(t.names()).toEqual(['a.yaml', 'b.yaml']);
+  });
+
   test('a first load that fails leaves no config but resolves waitForFirst', async () => {
     const { root } = layout({ 'basic.yaml': 'bad' });
     const t = setup({ root, watchRoot: false });

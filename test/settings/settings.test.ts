@@ -63,7 +63,7 @@ const DEFAULTS: Settings = {
     rlqsMaxBucketsPerStream: 10_000,
   },
   log: { level: 'warn', format: 'text' },
-  config: { type: 'FILE', forceStartWithoutInitialConfig: false, healthyWithAtLeastOneConfigLoaded: false, maxBytes: 33_554_432, maxDescriptors: 250_000 },
+  config: { type: 'FILE', forceStartWithoutInitialConfig: false, healthyWithAtLeastOneConfigLoaded: false, maxBytes: 33_554_432, maxDescriptors: 100_000, maxResources: 10_000, buildMaxHeapMb: 192 },
   runtime: { root: '/srv/runtime_data/current', subdirectory: '', appDirectory: 'config', ignoreDotFiles: false, watchRoot: true },
   xds: {
     nodeId: 'default',
@@ -467,6 +467,18 @@ describe('aliases (STORE_* = REDIS_*, ALTSTORE_* = MEMCACHE_*)', () => {
     expect(err.message).toContain('REDIS_AUTH');
     expect(err.message).toContain('STORE_AUTH');
     expect(err.message).not.toMatch(/hunter2|swordfish/);
+  });
+
+  it.each([
+    ['an item without ":"', 'authorization:Bearer s3cr3t,s3cr3t-token', 'expected comma-separated key:value pairs (item 2 has no ":")'],
+    ['an empty key', ':Bearer s3cr3t', 'expected comma-separated key:value pairs (item 1 has an empty key)'],
+    ['a value gRPC refuses', 'x-tenant:blue,authorization:Bearer s3cr3t\u00e9', 'the value of header "authorization" holds characters other than printable ASCII'],
+    ['a name gRPC refuses', 'bad header:Bearer s3cr3t', 'header name "bad header" is not a gRPC metadata name (letters, digits, _ . - and not ending in -bin)'],
+    ['a binary header', 'token-bin:s3cr3t', 'header name "token-bin" is not a gRPC metadata name (letters, digits, _ . - and not ending in -bin)'],
+  ])('CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS is a secret, as REDIS_AUTH: %s names the header, never a value', (_what, text, why) => {
+    const err = errorOf({ CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: text });
+    expect(err.message).toBe(`invalid value "***" for CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: ${why}`);
+    expect(err.message).not.toMatch(/s3cr3t|Bearer|blue/);
   });
 
   it('a conflict masks URL credentials', () => {

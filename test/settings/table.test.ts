@@ -157,7 +157,9 @@ const OWN: ReadonlyArray<readonly [string, string]> = [
   ['SHUTDOWN_DELAY', '0s'],
   ['SHUTDOWN_DRAIN_TIMEOUT', '10s'],
   ['CONFIG_MAX_BYTES', '33554432'],
-  ['CONFIG_MAX_DESCRIPTORS', '250000'],
+  ['CONFIG_MAX_DESCRIPTORS', '100000'],
+  ['CONFIG_MAX_RESOURCES', '10000'],
+  ['CONFIG_BUILD_MAX_HEAP_MB', '192'],
 ];
 
 describe('SETTINGS_TABLE', () => {

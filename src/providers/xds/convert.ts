@@ -145,11 +145,14 @@ function descriptorToProto(fileName: string, parentKey: string, d: YamlDescripto
   };
 }
 
+/** Whether an Any of this type URL holds a RateLimitConfig (what follows its last `/`). */
+export function isRateLimitConfigType(typeUrl: string): boolean {
+  return typeUrl.slice(typeUrl.lastIndexOf('/') + 1) === RATE_LIMIT_CONFIG_MESSAGE;
+}
+
 /** Unpacks one Any as a RateLimitConfig document for the loader. */
 export function decodeResource(any: { readonly typeUrl: string; readonly value: Uint8Array }, index: number): ConfigObject {
-  const slash = any.typeUrl.lastIndexOf('/');
-  const message = any.typeUrl.slice(slash + 1);
-  if (message !== RATE_LIMIT_CONFIG_MESSAGE) {
+  if (!isRateLimitConfigType(any.typeUrl)) {
     throw new ConfigError(
       `resource ${index}: cannot unpack ${JSON.stringify(any.typeUrl)} as ${RATE_LIMIT_CONFIG_MESSAGE}: mismatched message type`,
     );

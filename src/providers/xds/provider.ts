@@ -13,6 +13,9 @@
  *   `error_detail` = google.rpc.Status{code: 0 (as upstream), message: the error}.
  *
  * Per response (State of the World: the resources replace the whole config):
+ * 0. its bytes are sized before anything is decoded (response-scan.ts, the stream's deserializer):
+ *    more resources than CONFIG_MAX_RESOURCES, more resource bytes than CONFIG_MAX_BYTES or more
+ *    descriptors than CONFIG_MAX_DESCRIPTORS is a failure (4) at once, with the cap in the NACK;
  * 1. every Any must be a RateLimitConfig (type URL ending in `/ratelimit.config.ratelimit.v3.RateLimitConfig`)
  *    that decodes; otherwise the error is `resource <i> (<type url>): …`;
  * 2. all resources are loaded together by the config builder (`loadConfigFromObjects`: the YAML validation and error
@@ -50,16 +53,17 @@
 import * as fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { Node } from '../../../generated/envoy/config/core/v3/base';
-import { AggregatedDiscoveryServiceClient } from '../../../generated/envoy/service/discovery/v3/ads';
+import { AggregatedDiscoveryServiceService } from '../../../generated/envoy/service/discovery/v3/ads';
 import { DiscoveryRequest, type DiscoveryResponse } from '../../../generated/envoy/service/discovery/v3/discovery';
 import { Backoff } from '../../platform/backoff';
 import type { AlgorithmRestriction } from '../../core/store';
 import { ConfigError, type RateLimitConfig } from '../../config/types';
-import { ConfigBuilder, sourceBytes, type BuildSource } from '../config-builder';
+import { ConfigBuilder, type BuildSource } from '../config-builder';
 import type { XdsSettings } from '../../settings/settings';
 import type { StatsStore } from '../../stats/store';
 import type { ConfigStore, ProviderLogger } from '../config-store';
 import { RATE_LIMIT_CONFIG_TYPE_URL } from './convert';
+import { isRefused, type RefusedResponse, type ResponseCaps, type ScannedResponse, scanResponse } from './response-scan';
 
 export { RATE_LIMIT_CONFIG_TYPE_URL } from './convert';
 
@@ -81,12 +85,29 @@ export interface XdsProviderOptions<F> {
   readonly maxBytes?: number;
   /** CONFIG_MAX_DESCRIPTORS: a config with more descriptors is NACKed; 0 = no limit. */
   readonly maxDescriptors?: number;
+  /** CONFIG_MAX_RESOURCES: a response with more resources is NACKed; 0 = no limit. */
+  readonly maxResources?: number;
+}
+
+/** The ADS client whose responses are sized before they are decoded (response-scan.ts). */
+type AdsClient = grpc.Client & {
+  streamAggregatedResources(metadata: grpc.Metadata): grpc.ClientDuplexStream<DiscoveryRequest, ScannedResponse>;
+};
+type AdsClientConstructor = new (address: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => AdsClient;
+
+/** A client class whose StreamAggregatedResources deserializer refuses responses over `caps` (nothing decoded). */
+function adsClientClass(caps: ResponseCaps): AdsClientConstructor {
+  const base = AggregatedDiscoveryServiceService.streamAggregatedResources;
+  return grpc.makeGenericClientConstructor(
+    { streamAggregatedResources: { ...base, responseDeserialize: (value: Buffer): ScannedResponse => scanResponse(value, caps) } },
+    'AggregatedDiscoveryService',
+  ) as unknown as AdsClientConstructor;
 }
 
 /** One connection attempt: a channel and the stream on it. */
 interface Attempt {
-  readonly client: grpc.Client & AggregatedDiscoveryServiceClient;
-  readonly call: grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+  readonly client: AdsClient;
+  readonly call: grpc.ClientDuplexStream<DiscoveryRequest, ScannedResponse>;
   connected: boolean;
   responses: number;
   ended: boolean;
@@ -152,8 +173,8 @@ export class XdsProvider<F> {
   private readonly mergeDomainConfig: () => boolean;
   private readonly builder: ConfigBuilder;
   private readonly ownBuilder: boolean;
-  private readonly maxBytes: number;
   private readonly maxDescriptors: number;
+  private readonly Client: AdsClientConstructor;
   /** Responses waiting while an earlier one is still being built (handled in order). */
   private readonly queue: Array<() => void | Promise<void>> = [];
   private draining = false;
@@ -178,8 +199,8 @@ export class XdsProvider<F> {
     this.mergeDomainConfig = opts.mergeDomainConfig;
     this.ownBuilder = opts.builder === undefined;
     this.builder = opts.builder ?? new ConfigBuilder({ stats: opts.stats });
-    this.maxBytes = opts.maxBytes ?? 0;
     this.maxDescriptors = opts.maxDescriptors ?? 0;
+    this.Client = adsClientClass({ maxBytes: opts.maxBytes ?? 0, maxDescriptors: this.maxDescriptors, maxResources: opts.maxResources ?? 0 });
     this.store = opts.store;
     this.logger = opts.logger;
     this.restrictions = opts.restrictions;
@@ -211,8 +232,9 @@ export class XdsProvider<F> {
     for (const [k, v] of Object.entries(this.settings.additionalHeaders)) {
       try {
         metadata.add(k, v);
-      } catch (err) {
-        throw new Error(`CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: invalid header ${JSON.stringify(k)}: ${errorMessage(err)}`);
+      } catch {
+        // Not grpc-js's text: it quotes an illegal value, and these values are secrets (tokens).
+        throw new Error(`CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: invalid header ${JSON.stringify(k)}: gRPC refuses its name or its value (not shown)`);
       }
     }
     this.metadata = metadata;
@@ -236,11 +258,7 @@ export class XdsProvider<F> {
 
   private connect(): void {
     if (this.stopped) return;
-    const client = new AggregatedDiscoveryServiceClient(
-      this.settings.serverUrl,
-      this.credentials!,
-      this.channelOptions,
-    ) as grpc.Client & AggregatedDiscoveryServiceClient;
+    const client = new this.Client(this.settings.serverUrl, this.credentials!, this.channelOptions);
     const call = client.streamAggregatedResources(this.metadata!.clone());
     const attempt: Attempt = { client, call, connected: false, responses: 0, ended: false };
     this.attempt = attempt;
@@ -249,7 +267,7 @@ export class XdsProvider<F> {
     call.on('metadata', () => {
       attempt.connected = true;
     });
-    call.on('data', (resp: DiscoveryResponse) => this.onResponse(attempt, resp));
+    call.on('data', (resp: ScannedResponse) => this.onResponse(attempt, resp));
     // Non-OK statuses are emitted as 'error' before 'status'; 'status' is the one terminal event.
     call.on('error', () => {});
     call.on('status', (status: grpc.StatusObject) => this.onStreamEnd(attempt, status));
@@ -292,12 +310,14 @@ export class XdsProvider<F> {
     );
   }
 
-  private onResponse(attempt: Attempt, resp: DiscoveryResponse): void {
+  private onResponse(attempt: Attempt, resp: ScannedResponse): void {
     if (this.stopped || this.attempt !== attempt || attempt.ended) return;
     attempt.connected = true;
     attempt.responses++;
 
-    this.enqueue(() => this.load(attempt, resp));
+    // A response over a cap was never decoded: its NACK still waits for the builds before it.
+    if (isRefused(resp)) this.enqueue(() => this.rejected(attempt, resp, new ConfigError(resp.refused)));
+    else this.enqueue(() => this.load(attempt, resp));
   }
 
   /** Runs `task` after the responses before it (one config is built at a time, in order). */
@@ -324,12 +344,6 @@ export class XdsProvider<F> {
     let built: RateLimitConfig | Promise<RateLimitConfig>;
     try {
       const source: BuildSource = { kind: 'resources', resources: resp.resources };
-      const bytes = sourceBytes(source);
-      if (this.maxBytes > 0 && bytes > this.maxBytes) {
-        throw new ConfigError(
-          `the configuration holds ${bytes} bytes, more than the ${this.maxBytes} set by CONFIG_MAX_BYTES; it was not loaded`,
-        );
-      }
       built = this.builder.build(source, {
         mergeDomainConfig: this.mergeDomainConfig(),
         restrictions: this.restrictions,
@@ -357,7 +371,7 @@ export class XdsProvider<F> {
     this.logger.info(`xDS config version ${resp.versionInfo} accepted`);
   }
 
-  private rejected(attempt: Attempt, resp: DiscoveryResponse, err: unknown): void {
+  private rejected(attempt: Attempt, resp: DiscoveryResponse | RefusedResponse, err: unknown): void {
     if (this.stopped) return;
     const message = errorMessage(err);
     this.store.fail(err);

@@ -1,5 +1,6 @@
 /** Shared set-up for the xDS provider tests: settings, a provider wired to a real ConfigStore. */
 import { RateLimitUnit } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
+import type { ConfigBuilder } from '../../../src/providers/config-builder';
 import { CONFIG_LOAD_ERROR, CONFIG_LOAD_SUCCESS, ConfigStore } from '../../../src/providers/config-store';
 import { XdsProvider } from '../../../src/providers/xds/provider';
 import type { XdsSettings } from '../../../src/settings/settings';
@@ -41,7 +42,16 @@ export async function runCleanups(): Promise<void> {
   for (const fn of cleanups.splice(0).reverse()) await fn();
 }
 
-export function setupProvider(settings: XdsSettings, opts: { merge?: () => boolean; random?: () => number; maxBytes?: number } = {}) {
+export interface ProviderOptions {
+  merge?: () => boolean;
+  random?: () => number;
+  maxBytes?: number;
+  maxDescriptors?: number;
+  maxResources?: number;
+  builder?: ConfigBuilder;
+}
+
+export function setupProvider(settings: XdsSettings, opts: ProviderOptions = {}) {
   const stats = new StatsStore();
   const logger = new CapturingLogger();
   const store = new ConfigStore<Flags>({ stats, logger, readFlags: () => ({ loadedAt: Date.now() }) });
@@ -53,6 +63,9 @@ export function setupProvider(settings: XdsSettings, opts: { merge?: () => boole
     logger,
     random: opts.random,
     maxBytes: opts.maxBytes,
+    maxDescriptors: opts.maxDescriptors,
+    maxResources: opts.maxResources,
+    builder: opts.builder,
   });
   onCleanup(() => provider.stop());
   return {

@@ -1,6 +1,8 @@
 import { Duration } from '../../../generated/google/protobuf/duration';
 import { RateLimitConfig as RateLimitConfigProto, RateLimitUnit } from '../../../generated/ratelimit/config/ratelimit/v3/rls_conf';
+import { ConfigBuilder } from '../../../src/providers/config-builder';
 import { reconnectBackoff } from '../../../src/providers/xds/provider';
+import { StatsStore } from '../../../src/stats/store';
 import { rlc, TestXdsServer } from '../../support/xds';
 
 import { onCleanup, runCleanups, setupProvider, simple, xdsSettings } from './helpers';
@@ -65,6 +67,44 @@ describe('XdsProvider', () => {
     expect(nack.request.versionInfo).toBe('2');
     expect(p.config()?.hasDomain('dom-a')).toBe(true);
   }, 60_000);
+
+  test('a response over CONFIG_MAX_RESOURCES or CONFIG_MAX_DESCRIPTORS is NACKed by name at once, nothing built; the last config stays', async () => {
+    const xds = await server();
+    const stats = new StatsStore();
+    let builds = 0;
+    const builder = new (class extends ConfigBuilder {
+      override build(...args: Parameters<ConfigBuilder['build']>) {
+        builds++;
+        return super.build(...args);
+      }
+    })({ stats });
+    onCleanup(() => builder.close());
+    const p = setupProvider(xdsSettings({ serverUrl: xds.address }), { maxResources: 1000, maxDescriptors: 2_000, builder });
+    xds.push('1', [simple('one', 'dom-a', 'a', 5)]);
+    p.provider.start();
+    await xds.waitForRequest((r) => r.kind === 'ack' && r.request.versionInfo === '1');
+    expect(builds).toBe(1);
+    const good = p.store.current();
+
+    // 40,000 resources (about 2.6 MB, under gRPC's 4 MiB): counted on the wire, not decoded.
+    xds.push('2', Array.from({ length: 40_000 }, (_, i) => rlc(`r${i}`, `d${i}`)));
+    const started = Date.now();
+    const nack = await xds.waitForRequest((r) => r.kind === 'nack', 10_000);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(nack.request.errorDetail?.message).toBe('the response has 40000 resources, more than the 1000 set by CONFIG_MAX_RESOURCES; it was not loaded');
+    expect(nack.request.versionInfo).toBe('1');
+    expect(nack.request.responseNonce).toBe(xds.responses.at(-1)!.response.nonce);
+
+    xds.push('3', [simple('one', 'dom-a', 'a', 5), many('big', 2_500)]);
+    const nack2 = await xds.waitForRequest((r) => r.kind === 'nack' && r.request.responseNonce === xds.responses.at(-1)!.response.nonce);
+    expect(nack2.request.errorDetail?.message).toBe('big: the configuration has more than 2000 descriptors, the limit set by CONFIG_MAX_DESCRIPTORS; it was not loaded');
+    expect(builds).toBe(1);
+    expect(p.store.current()).toBe(good);
+    expect(p.errors()).toBe(2);
+    expect(p.logger.messages('warn')).toContain(
+      'xDS config version 2 rejected (NACK): the response has 40000 resources, more than the 1000 set by CONFIG_MAX_RESOURCES; it was not loaded',
+    );
+  }, 30_000);
 
   test('initial request, load and ACK with the response version and nonce', async () => {
     const xds = await server();
@@ -289,6 +329,11 @@ describe('XdsProvider', () => {
     expect(() => q.provider.start()).toThrow(/cannot read CONFIG_GRPC_XDS_SERVER_TLS_CACERT \/nonexistent\/ca\.crt/);
     const r = setupProvider(xdsSettings({ additionalHeaders: { 'bad header': 'x' } }));
     expect(() => r.provider.start()).toThrow(/CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: invalid header "bad header"/);
+    // A value grpc-js refuses is a secret: its error (which quotes it) is not passed on.
+    const v = setupProvider(xdsSettings({ additionalHeaders: { authorization: 'Bearer s3cr3t\u00e9' } }));
+    expect(() => v.provider.start()).toThrow(
+      new Error('CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: invalid header "authorization": gRPC refuses its name or its value (not shown)'),
+    );
   });
 
   test('max message size: a response over XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES fails the stream', async () => {
