@@ -56,6 +56,13 @@ const ENVOY = envoyConfigs(OBJECTS);
 const RL_CONFIGS = rateLimitConfigMaps(OBJECTS);
 const EXAMPLE = parseYaml(fs.readFileSync(EXAMPLE_CONFIG, 'utf8'));
 
+/** A protobuf JSON Duration (`0.1s`) in ms. */
+function durationMs(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)s$/.exec(String(text));
+  if (m === null) throw new Error(`not a Duration: ${text}`);
+  return Number(m[1]) * 1000;
+}
+
 /** Is `file` one of the Secret templates (documentation, never applied)? */
 const isTemplate = (file: string): boolean => /\.template\.ya?ml$/.test(file);
 const inDir = (dir: string) => (d: { file: string }) => d.file.startsWith(dir + path.sep);
@@ -123,6 +130,20 @@ describe('deploy/kubernetes: the ratelimit container', () => {
     expect(shutdownDelayMs).toBeGreaterThan(0);
     // Kubernetes' default grace is 30 s; the process is gone within delay + drain + 1 s.
     expect((pod.spec.terminationGracePeriodSeconds ?? 30) * 1000).toBeGreaterThan(shutdownDelayMs + drainTimeoutMs + 1000);
+  });
+
+  test.each(RL.map((x) => [x.where, x]))('%s: Ready only once a config has loaded', (_w, { c }) => {
+    expect(loadSettings(containerEnv(c)).config.healthyWithAtLeastOneConfigLoaded).toBe(true);
+  });
+
+  test.each(RL.map((x) => [x.where, x]))('%s: a Redis call gives up before the Envoys of its pattern do', (_w, { c, pod }) => {
+    const timeouts = ENVOY.filter((e) => e.configMap !== undefined && path.dirname(e.configMap.file) === path.dirname(pod.file))
+      .flatMap((e) => rateLimitFilters(e.config))
+      .map((f) => durationMs(f.timeout ?? '0.02s'));
+    expect(timeouts.length).toBeGreaterThan(0);
+    const { redis } = loadSettings(containerEnv(c));
+    // Its answer (BACKEND_FAILURE_MODE) must reach Envoy before Envoy stops waiting: 10 ms to spare.
+    expect(redis.timeoutMs).toBeLessThanOrEqual(Math.min(...timeouts) - 10);
   });
 
   test.each(RL.map((x) => [x.where, x]))('%s: container and probe ports are the service ports', (_w, { c }) => {
