@@ -51,7 +51,7 @@ const UNIT_VALUES: ReadonlyMap<string, number> = new Map([
   ['WEEK', 7],
 ]);
 
-/** Parse, validate and load YAML config files. Only the first YAML document of each is read. */
+/** Parse, validate and load YAML config files (one YAML document each: a second one is refused). */
 export function loadConfig(files: readonly ConfigFile[], opts: LoadOptions): RateLimitConfig {
   return assembleConfig(planFiles(files, opts), opts.stats);
 }

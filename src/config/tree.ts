@@ -198,7 +198,7 @@ export function makeScalar(init: ScalarNodeInit, text: string, tag: string | und
 // YAML text -> tree.
 
 /**
- * Parse the first YAML document of `content`. Returns null for an empty document (yaml.v2 then
+ * Parse the one YAML document of `content` (a later one that holds anything is refused). Returns null for an empty document (yaml.v2 then
  * decodes nothing, which ends in "config file cannot have empty domain").
  * Throws YamlLoadError with a one-line `yaml: line N: ...` message on a syntax error, and the
  * budget's error when the document holds more nodes than `budget` has left: counted as the block
@@ -234,8 +234,26 @@ export function parseGeneralYaml(content: string, budget: LoadBudget = NO_BUDGET
     const msg = err.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
     throw new YamlLoadError(`yaml: line ${line}: ${msg}`);
   }
+  refuseLaterDocuments(docs as unknown as Document[], lineCounter);
   if (doc.contents === null || doc.contents === undefined) return null;
   return new YamlConverter(doc, lineCounter, budget).convert(doc.contents as YamlNode);
+}
+
+/**
+ * A file holds one document: upstream's yaml.v2 reads the first and drops the others without a
+ * word (a second domain put after `---` would simply not exist), so a later document that holds
+ * anything is refused by name. An empty one (a trailing `---`, comments) is not a document lost.
+ */
+function refuseLaterDocuments(docs: readonly Document[], lineCounter: LineCounter): void {
+  for (let i = 1; i < docs.length; i++) {
+    const later = docs[i]!;
+    const contents = later.contents;
+    if (contents === null || contents === undefined || (isScalar(contents) && contents.value === null)) continue;
+    const at = later.range?.[0] ?? contents.range?.[0] ?? 0;
+    throw new YamlLoadError(
+      `yaml: line ${lineCounter.linePos(at).line}: a second YAML document: a config file holds one (envoyproxy/ratelimit reads only the first and ignores the rest); put each document in a file of its own`,
+    );
+  }
 }
 
 class YamlConverter {

@@ -159,6 +159,19 @@ descriptors:
     expect(loadError(['domain: d\ndescriptors:\n  - key: ""\n', 'a: [\n'])).toMatch(/^file1\.yaml: error loading config file: yaml: line \d+: /);
   });
 
+  test('a second YAML document is refused by name (upstream reads the first and drops the rest); an empty one is not a document', () => {
+    const one = 'domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n';
+    const two = 'domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n';
+    expect(loadError(`${one}---\n${two}`)).toBe(
+      'file0.yaml: error loading config file: yaml: line 5: a second YAML document: a config file holds one (envoyproxy/ratelimit reads only the first and ignores the rest); put each document in a file of its own',
+    );
+    expect(loadError(`---\n${one}---\n${two}---\n`)).toContain('yaml: line 6: a second YAML document');
+    // One document, with its markers, a trailing separator, or a commented-out one after it: loaded.
+    for (const text of [`---\n${one}`, `${one}---\n`, `${one}...\n`, `${one}---\n# domain: b\n`]) {
+      expect(() => loadConfig([{ name: 'f.yaml', content: text }], { mergeDomainConfig: false, stats: new StatsStore() })).not.toThrow();
+    }
+  });
+
   test('YAML syntax errors are one line with the line number', () => {
     const msg = loadError('domain: d\ndescriptors:\n  - key: a\n   bad: [x\n');
     expect(msg).toMatch(/^file0\.yaml: error loading config file: yaml: line \d+: \S/);
@@ -325,10 +338,8 @@ describe('YAML 1.1 / yaml.v2 quirks', () => {
     expect(loadError('domain: d\ndescriptors:\n  - key: k\n    domain: other\n    unit: second\n')).toBe('OK');
   });
 
-  test('only the first YAML document is read', () => {
-    const c = load('---\ndomain: first\n---\ndomain: second\nbogus: [\n');
-    expect(c.domainCount).toBe(1);
-    expect(c.getLimit('first', desc(['a', 'b']))).toBeUndefined();
+  test('yaml.v2 reads only the first YAML document; here a second one is refused (a difference), even a broken one', () => {
+    expect(loadError('---\ndomain: first\n---\ndomain: second\nbogus: [\n')).toContain('yaml: line 3: a second YAML document');
   });
 
   test('anchors, aliases and merge keys', () => {
