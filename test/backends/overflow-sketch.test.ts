@@ -145,6 +145,19 @@ describe('overflow sketches', () => {
     expect(sketch.active).toBe(false);
   });
 
+  test('a new window starts from clean cells, even where every key shares them', () => {
+    const tiny = new OverflowSketches(8, prng(15));
+    expect(tiny.fixedAdd('a_0', 0, MIN, 0, 5)).toBe(5);
+    expect(tiny.fixedAdd('b_0', 0, MIN, 1000, 1)).toBe(6);
+    expect(tiny.fixedAdd('a_60', 0, MIN, 60_000, 1)).toBe(1);
+    tiny.slidingRaise('s_0', 0, MIN, 0, 5);
+    tiny.slidingRaise('s_60', 0, MIN, 60_000, 1);
+    // At 120 s the cells of the window at 0 are made over for the window at 120.
+    tiny.slidingRaise('s_120', 0, MIN, 120_000, 2);
+    expect(tiny.slidingCount('s_120', 0, MIN, 120_000)).toBe(2);
+    expect(tiny.slidingCount('s_60', 0, MIN, 60_000)).toBe(1);
+  });
+
   test('a clock set back across a window counts in the newest window: more, never less', () => {
     const sketch = new OverflowSketches(8, prng(14));
     sketch.fixedAdd('k_60', 0, MIN, 61_000, 2);
