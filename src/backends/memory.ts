@@ -43,7 +43,7 @@ export interface MemoryStoreOptions {
   overCallerBudget?: Counter;
   /** Bytes held by the overflow sketches (`ratelimit.memory.overflow_bytes`). */
   overflowBytes?: Gauge;
-  /** Percent of the cells in use in the fullest overflow sketch (`ratelimit.memory.overflow_fill`). */
+  /** Percent of the cells in use in the fullest band of the overflow sketches (`ratelimit.memory.overflow_fill`). */
   overflowFill?: Gauge;
   /** Warned, at most once every 10 s each, while new keys overflow. */
   logger?: Logger;

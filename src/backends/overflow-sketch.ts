@@ -40,11 +40,16 @@ class Generation {
   start = -1;
   /** Cells above 0. */
   used = 0;
+  /** Cells above 0 in each band of each row (row * SKETCH_BANDS + band). */
+  readonly usedInBand = new Int32Array(SKETCH_DEPTH * SKETCH_BANDS);
   constructor(readonly cells: Float64Array) {}
 
   /** Empties the cells for the window starting at `start`. */
   reset(start: number): void {
-    if (this.used > 0) this.cells.fill(0);
+    if (this.used > 0) {
+      this.cells.fill(0);
+      this.usedInBand.fill(0);
+    }
     this.used = 0;
     this.start = start;
   }
@@ -114,8 +119,9 @@ export class OverflowSketches {
   private bucket: Sketch | undefined;
   private readonly size: number;
   private readonly bandWidth: number;
-  /** Where the key last located has its cells, one per row. */
+  /** Where the key last located has its cells, one per row, and the band of each. */
   private readonly at = new Int32Array(SKETCH_DEPTH);
+  private readonly band = new Int32Array(SKETCH_DEPTH);
   private readonly keySeed: number;
   private readonly bandSeed: number;
   private live = 0;
@@ -147,16 +153,20 @@ export class OverflowSketches {
     return n;
   }
 
-  /** The share of cells above 0 in the fullest generation, in percent. */
+  /**
+   * The share of cells above 0 in the fullest band of any row of any generation, in percent: near
+   * 100, the keys of the rules of that band (one rule sprayed, or more keys than the band holds)
+   * are over-counted.
+   */
   get fillPercent(): number {
     let most = 0;
     const visit = (s: Sketch): void => {
-      for (const g of s.generations) most = Math.max(most, g.used);
+      for (const g of s.generations) for (const n of g.usedInBand) if (n > most) most = n;
     };
     if (this.bucket !== undefined) visit(this.bucket);
     for (const s of this.fixed.values()) visit(s);
     for (const s of this.sliding.values()) visit(s);
-    return (100 * most) / this.size;
+    return (100 * most) / this.bandWidth;
   }
 
   // Fixed windows ---------------------------------------------------------------------------
@@ -275,6 +285,7 @@ export class OverflowSketches {
       const band = mix(g + Math.imul(r, 0x9e3779b9)) & bandMask;
       const cell = mix(a + Math.imul(r, b)) & cellMask;
       this.at[r] = r * this.width + band * bandWidth + cell;
+      this.band[r] = r * SKETCH_BANDS + band;
     }
   }
 
@@ -296,7 +307,10 @@ export class OverflowSketches {
       const i = at[r]!;
       const c = cells[i]!;
       if (c < value) {
-        if (c === 0) g.used++;
+        if (c === 0) {
+          g.used++;
+          g.usedInBand[this.band[r]!]!++;
+        }
         cells[i] = value;
       }
     }

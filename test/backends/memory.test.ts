@@ -184,8 +184,9 @@ describe('memory store', () => {
     // The gauges follow at the next sweep, at most a second later.
     s.incrementSync([op('taken', 1, 86400)], 1000);
     expect(overflowBytes.value).toBe(4 * 1024 * 8);
-    expect(overflowFill.value).toBeGreaterThan(0);
-    expect(overflowFill.value).toBeLessThanOrEqual(10);
+    // 100 keys of one rule in its bands of 128 cells: about half of each band in use.
+    expect(overflowFill.value).toBeGreaterThan(30);
+    expect(overflowFill.value).toBeLessThan(80);
     // The minute has ended: the sketch goes, and with it its memory.
     s.incrementSync([op('taken', 1, 86400)], 60_000);
     expect(overflowBytes.value).toBe(0);
