@@ -287,7 +287,7 @@ export interface MemorySettings {
   readonly maxKeys: number;
   /** MEMORY_OVERFLOW_WIDTH (default 65,536, a power of two): cells per row of each overflow sketch. */
   readonly overflowWidth: number;
-  /** MEMORY_CALLER_NEW_KEYS_PER_SECOND (default 20,000; 0: no bound): new counters per client address a second. */
+  /** MEMORY_CALLER_NEW_KEYS_PER_SECOND (default 50,000; 0: no bound): new counters per client address a second. */
   readonly callerNewKeysPerSecond: number;
 }
 

@@ -95,7 +95,7 @@ const DEFAULTS: Settings = {
     circuitFailures: 5,
     circuitOpenMs: 1000,
   },
-  memory: { maxKeys: 1_000_000, overflowWidth: 65_536, callerNewKeysPerSecond: 20_000 },
+  memory: { maxKeys: 1_000_000, overflowWidth: 65_536, callerNewKeysPerSecond: 50_000 },
   redis: {
     socketType: 'unix',
     type: 'single',
