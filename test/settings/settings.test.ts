@@ -389,7 +389,9 @@ describe('values', () => {
   it('MEMORY_OVERFLOW_WIDTH must be a power of two >= 8', () => {
     expect(loadSettings({ MEMORY_OVERFLOW_WIDTH: '8' }).memory.overflowWidth).toBe(8);
     expect(loadSettings({ MEMORY_OVERFLOW_WIDTH: '1048576' }).memory.overflowWidth).toBe(1_048_576);
-    expect(errorOf({ MEMORY_OVERFLOW_WIDTH: '4' }).message).toBe('invalid value "4" for MEMORY_OVERFLOW_WIDTH: expected an integer >= 8');
+    expect(errorOf({ MEMORY_OVERFLOW_WIDTH: '4' }).message).toBe('invalid value "4" for MEMORY_OVERFLOW_WIDTH: expected an integer between 8 and 4194304');
+    // 128 MiB a sketch at most.
+    expect(errorOf({ MEMORY_OVERFLOW_WIDTH: '8388608' }).message).toBe('invalid value "8388608" for MEMORY_OVERFLOW_WIDTH: expected an integer between 8 and 4194304');
     expect(errorOf({ MEMORY_OVERFLOW_WIDTH: '30000' }).message).toBe(
       'invalid value "30000" for MEMORY_OVERFLOW_WIDTH: expected a power of two (8, 16, ..., 65536, 131072, ...)',
     );
