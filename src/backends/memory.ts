@@ -71,6 +71,9 @@ export class MemoryStore implements CounterStore {
   private nextSweepMs = 0;
   private readonly fullWarning: ThrottledLog;
   private readonly callerWarning: ThrottledLog;
+  /** The warnings' lines, made only when one is written (not for every key of a flood). */
+  private readonly fullLine: (key: string) => string;
+  private readonly callerLine: (caller: string, key: string) => string;
 
   constructor(private readonly options: MemoryStoreOptions) {
     this.table = new CounterTable(options.maxKeys);
@@ -80,6 +83,12 @@ export class MemoryStore implements CounterStore {
     const logger = options.logger ?? silentLogger;
     this.fullWarning = new ThrottledLog((m) => logger.warn(m), WARNING_INTERVAL_MS, options.clock);
     this.callerWarning = new ThrottledLog((m) => logger.warn(m), WARNING_INTERVAL_MS, options.clock);
+    this.fullLine = (key) =>
+      `memory store: all MEMORY_MAX_KEYS=${options.maxKeys} counters are live, so new keys are counted in the overflow sketches ` +
+      `(live counters are never dropped; a key that shares cells there may be over-counted, none is under-counted): ${JSON.stringify(key.slice(0, 120))}`;
+    this.callerLine = (caller, key) =>
+      `memory store: caller ${caller} added MEMORY_CALLER_NEW_KEYS_PER_SECOND=${perCaller} new counters within a second, ` +
+      `so its further new keys are counted in the overflow sketches (a key that shares cells there may be over-counted, none is under-counted): ${JSON.stringify(key.slice(0, 120))}`;
   }
 
   get size(): number {
@@ -210,19 +219,13 @@ export class MemoryStore implements CounterStore {
     if (existing < 0) {
       if (!table.hasRoom(nowMs)) {
         this.options.overflowed?.inc();
-        this.fullWarning.log(
-          `memory store: all MEMORY_MAX_KEYS=${this.options.maxKeys} counters are live, so new keys are counted in the overflow sketches ` +
-            `(live counters are never dropped; a key that shares cells there may be over-counted, none is under-counted): ${JSON.stringify(op.key.slice(0, 120))}`,
-        );
+        this.fullWarning.logWith(this.fullLine, op.key);
         return -1;
       }
       const caller = context?.caller;
       if (caller !== undefined && this.callers !== undefined && !this.callers.take(caller, nowMs)) {
         this.options.overCallerBudget?.inc();
-        this.callerWarning.log(
-          `memory store: caller ${caller} added MEMORY_CALLER_NEW_KEYS_PER_SECOND=${this.callers.perSecond} new counters within a second, ` +
-            `so its further new keys are counted in the overflow sketches (a key that shares cells there may be over-counted, none is under-counted): ${JSON.stringify(op.key.slice(0, 120))}`,
-        );
+        this.callerWarning.logWith(this.callerLine, caller, op.key);
         return -1;
       }
     }
