@@ -51,9 +51,11 @@ bench: build
 	bash bench/run.sh
 
 # The HTTP/2 attacks of issue 28 against the gRPC port (bench/README.md, "Attacks"):
-# bench/results/attacks.{json,md}. Needs only Node (and taskset to pin).
+# bench/results/attacks.{json,md}; then a key spray on the memory store (bench/README.md, "Key
+# spray"): bench/results/spray.{json,md}. Needs only Node (and taskset to pin).
 bench-attacks: build
 	node bench/attacks.js
+	node bench/spray.js
 
 # Test CA and certificates for Envoy <-> ratelimit mTLS (envoy/certs/).
 certs:

@@ -4,7 +4,7 @@
  * `distinct` scenario of bench/run.js measures the same through gRPC, in minutes rather than
  * seconds). Streams `count` distinct keys, built like the service's cache keys, through
  * MemoryStore.incrementSync with MEMORY_MAX_KEYS = `maxKeys` (day windows: past the cap the new keys
- * are refused), one request of `batch` keys at a time, and samples this process's RSS. Prints one
+ * are counted in the overflow sketches), one request of `batch` keys at a time, and samples this process's RSS. Prints one
  * JSON line: ops/s, RSS at the cap, peak and end, and peak / steady.
  *
  *   node bench/memory-store.js [count=5000000] [maxKeys=1000000] [batch=1]

@@ -1125,7 +1125,7 @@ async function distinctScenario(srv) {
       t: Number(((performance.now() - t0) / 1000).toFixed(1)),
       rssMiB: rssMiB(srv.pid),
       keys: st['ratelimit.memory.keys'] ?? null,
-      refused: st['ratelimit.memory.keys_refused'] ?? null,
+      overflowed: st['ratelimit.memory.keys_overflowed'] ?? null,
     });
   };
   await sample();
@@ -1171,12 +1171,12 @@ async function distinctScenario(srv) {
   const mid = atCap ? samples.find((s) => s.t >= (atCap.t + end.t) / 2 && s.rssMiB != null) : undefined;
   const rssGrowthLateHalf = mid?.rssMiB && end.rssMiB && mid !== end ? end.rssMiB / mid.rssMiB - 1 : null;
   const sent = res?.sent ?? 0;
-  // Bounded: the key count never passes the cap, the store refused new keys once it was full, and the RSS
+  // Bounded: the key count never passes the cap, the store counted new keys in its overflow once it was full, and the RSS
   // grew by at most 10 % over the second half of the time after the cap.
   const bounded =
     maxKeys != null &&
     maxKeys <= CFG.memoryMaxKeys &&
-    (sent <= CFG.memoryMaxKeys || (end.refused ?? 0) > 0) &&
+    (sent <= CFG.memoryMaxKeys || (end.overflowed ?? 0) > 0) &&
     (atCap == null || (rssGrowthLateHalf != null && rssGrowthLateHalf <= 0.1));
   const out = {
     requested: CFG.distinct,
@@ -1196,7 +1196,7 @@ async function distinctScenario(srv) {
     rssGrowthLateHalf,
     keysEnd: end.keys,
     keysMax: maxKeys,
-    refusedEnd: end.refused,
+    overflowedEnd: end.overflowed,
     vmHwmMiB: peakRssMiB(srv.pid),
     bounded,
     samples,
@@ -1204,7 +1204,7 @@ async function distinctScenario(srv) {
   };
   log(
     `distinct: sent ${fmt(sent)} of ${fmt(CFG.distinct)} in ${fmt(out.seconds, 1)} s (${fmt(out.rps)} req/s); RSS start ${fmt(out.rssStartMiB, 1)} / ` +
-      `peak ${fmt(out.rssPeakMiB, 1)} / end ${fmt(out.rssEndMiB, 1)} MiB; keys ${fmt(out.keysEnd)}, refused ${fmt(out.refusedEnd)}`,
+      `peak ${fmt(out.rssPeakMiB, 1)} / end ${fmt(out.rssEndMiB, 1)} MiB; keys ${fmt(out.keysEnd)}, overflowed ${fmt(out.overflowedEnd)}`,
   );
   return out;
 }
@@ -1287,13 +1287,13 @@ function markdown(scenarios, distinct, rss, allProblems) {
     lines.push(
       `**Distinct values stream** (bench/distinct-load.js: raw node:http2 with hand-built frames, 64 calls in flight over 4 connections, to the service (default transport); domain \`distinct\`, one new \`user\` value per call, 1e9/day; MEMORY_MAX_KEYS=${fmt(d.memoryMaxKeys)}):`,
       '',
-      '| Sent | Requested | Seconds | req/s | Errors | Server CPU | RSS start | RSS peak | RSS end | RSS when the cap was reached | RSS growth, 2nd half after the cap | memory.keys (end / max) | memory.keys_refused | Bounded (≤ 10 % late growth) |',
+      '| Sent | Requested | Seconds | req/s | Errors | Server CPU | RSS start | RSS peak | RSS end | RSS when the cap was reached | RSS growth, 2nd half after the cap | memory.keys (end / max) | memory.keys_overflowed | Bounded (≤ 10 % late growth) |',
       '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
       `| ${fmt(d.sent)} | ${fmt(d.requested)} (cap ${d.timeCapSeconds} s) | ${fmt(d.seconds, 1)} | ${fmt(d.rps)} | ${fmt(d.errors)} | ${fmtPct(d.serverCpu)} | ` +
         `${fmt(d.rssStartMiB, 1)} MiB | ${fmt(d.rssPeakMiB, 1)} MiB | ${fmt(d.rssEndMiB, 1)} MiB | ` +
         `${d.rssAtCapMiB == null ? 'cap not reached' : `${fmt(d.rssAtCapMiB, 1)} MiB (then ${d.rssGrowthAfterCap >= 0 ? '+' : ''}${(d.rssGrowthAfterCap * 100).toFixed(0)} %)`} | ` +
         `${d.rssGrowthLateHalf == null ? '—' : `${d.rssGrowthLateHalf >= 0 ? '+' : ''}${(d.rssGrowthLateHalf * 100).toFixed(1)} %`} | ` +
-        `${fmt(d.keysEnd)} / ${fmt(d.keysMax)} | ${fmt(d.refusedEnd)} | ${d.bounded ? 'PASS' : 'FAIL'} |`,
+        `${fmt(d.keysEnd)} / ${fmt(d.keysMax)} | ${fmt(d.overflowedEnd)} | ${d.bounded ? 'PASS' : 'FAIL'} |`,
       '',
     );
   }

@@ -125,7 +125,12 @@ function storeOpener(settings: Settings, stats: StatsStore, logger: Logger, cloc
     case 'memory': {
       const store = new MemoryStore({
         maxKeys: settings.memory.maxKeys,
-        refused: stats.counter('ratelimit.memory.keys_refused'),
+        overflowWidth: settings.memory.overflowWidth,
+        callerNewKeysPerSecond: settings.memory.callerNewKeysPerSecond,
+        overflowed: stats.counter('ratelimit.memory.keys_overflowed'),
+        overCallerBudget: stats.counter('ratelimit.memory.keys_over_caller_budget'),
+        overflowBytes: stats.gauge('ratelimit.memory.overflow_bytes'),
+        overflowFill: stats.gauge('ratelimit.memory.overflow_fill'),
         keys: stats.gauge('ratelimit.memory.keys'),
         logger,
         clock,

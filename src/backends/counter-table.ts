@@ -104,6 +104,11 @@ export class CounterTable {
     return id;
   }
 
+  /** Whether `create` of a key not held can succeed at `nowMs`: a place is free or ended. */
+  hasRoom(nowMs: number): boolean {
+    return this.live < this.maxEntries || this.expires[this.heap[0]!]! <= nowMs;
+  }
+
   /** Moves the end of a live entry (a token bucket's grows with its TAT). */
   setExpiry(id: number, expiresAtMs: number): void {
     const was = this.expires[id]!;

@@ -14,7 +14,7 @@ import { checkStoreSupport } from './capabilities';
 import { ConfigNode, LoadedConfig, DomainNode, Level } from './loaded-config';
 import { YamlLoadError, fromObject, goFormat, parseYaml } from './tree';
 import type { TreeNode } from './tree';
-import { ALGORITHMS } from '../core/rule';
+import { ALGORITHMS, counterGroup } from '../core/rule';
 import { ConfigError } from './types';
 import type { Algorithm } from '../core/rule';
 import type { ConfigFile, RateLimitConfig } from './types';
@@ -366,6 +366,7 @@ export class ConfigAssembly {
             isOverride: false,
             ...(x.algorithm !== undefined ? { algorithm: x.algorithm, burst: x.burst } : {}),
             keySuffix: '_l' + String(k + 2),
+            group: counterGroup(statsKey),
           });
           (more ??= []).push(extra);
           this.place(x.rank, extra);
@@ -384,6 +385,7 @@ export class ConfigAssembly {
         isOverride: false,
         ...(rl.algorithm !== undefined ? { algorithm: rl.algorithm, burst: rl.burst } : {}),
         ...(more !== undefined ? { more: Object.freeze(more) } : {}),
+        group: counterGroup(fullKey),
       });
       node.rule = rule;
       if (node.shareCount > 0) {

@@ -8,7 +8,7 @@ import { UNIT_NAMES } from '../core/rls';
 import { sanitizeStatName } from '../stats/store';
 import type { StatsStore } from '../stats/store';
 import type { MatchStep, MatchTrace, RateLimitConfig } from './types';
-import type { RateLimitRule } from '../core/rule';
+import { counterGroup, type RateLimitRule } from '../core/rule';
 
 /** How a level was matched. */
 const EXACT = 0;
@@ -430,6 +430,8 @@ export class LoadedConfig implements RateLimitConfig {
       isOverride: false,
       ...(base.algorithm !== undefined ? { algorithm: base.algorithm, burst: base.burst } : {}),
       ...(base.more !== undefined ? { more: this.moreRules(base.more, base.stats, fullKey, stats, patterns) } : {}),
+      // Counted for the config's limit, whatever its stats key.
+      group: base.group,
     });
   }
 
@@ -478,6 +480,8 @@ export class LoadedConfig implements RateLimitConfig {
       metadata: undefined,
       shareThresholdKeyPattern: undefined,
       isOverride: true,
+      // One group per domain: the limits and values of overrides are the caller's to choose.
+      group: counterGroup(domain + '.'),
     });
     if (this.cacheBudget.remaining > 0) {
       this.cacheBudget.remaining--;

@@ -55,6 +55,20 @@ export interface RateLimitRule {
   readonly more?: readonly RateLimitRule[] | undefined;
   /** Appended to the cache key of a 2nd or later limit (`_l2`, `_l3`, ...); '' for the first. */
   readonly keySuffix?: string | undefined;
+  /**
+   * Names the config limit this rule counts for ({@link counterGroup} of its config path and
+   * limit number; one per domain for request overrides): the same for every request it matches,
+   * for the copies made per request, and across reloads. A store may partition what it keeps by
+   * it (the memory store's overflow sketches do). Undefined counts as 0.
+   */
+  readonly group?: number | undefined;
+}
+
+/** A rule's {@link RateLimitRule.group} from the name of what it counts for (FNV-1a, 32 bits). */
+export function counterGroup(name: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  return h | 0;
 }
 
 /** Rate limiting algorithms: `fixed_window` is upstream's (and the default). */

@@ -26,23 +26,36 @@ export interface CounterOp {
 export interface IncrementContext {
   /** Some other key of the request is already over its limit (found in the local cache). */
   readonly overLimitElsewhere: boolean;
+  /**
+   * The client the request comes from: its transport's peer address (one string per connection).
+   * Undefined for a caller in the process (the runner) or on a Unix socket. The memory store
+   * bounds the new counters one caller adds a second (MEMORY_CALLER_NEW_KEYS_PER_SECOND).
+   */
+  readonly caller?: string | undefined;
 }
 
 /**
- * The count of an op the store could not keep a counter for (the memory store when all its
- * MEMORY_MAX_KEYS counters are live): nothing was added, and the limiter answers that key as
- * BACKEND_FAILURE_MODE says. NaN, so no arithmetic can mistake it for a count.
+ * A client as its transport knows it, made once per connection (or peer): its address and the
+ * two contexts a request from it can need, so that no request allocates one.
  */
-export const NOT_COUNTED = Number.NaN;
+export class Caller {
+  readonly overLimitElsewhere: IncrementContext;
+  readonly notOverLimitElsewhere: IncrementContext;
+
+  constructor(readonly address: string) {
+    this.overLimitElsewhere = Object.freeze({ overLimitElsewhere: true, caller: address });
+    this.notOverLimitElsewhere = Object.freeze({ overLimitElsewhere: false, caller: address });
+  }
+}
 
 export interface CounterStore {
   /** Short name for logs and health (`memory`, `redis`, `memcache`). */
   readonly kind: string;
   /**
    * Adds each op's hits to its key and resolves to the counts after the increment, in order (for
-   * an op with an algorithm, its effective count after: src/limiter/algorithms.ts), or
-   * NOT_COUNTED for an op it kept no counter for. A
-   * store that honours STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may add less (see
+   * an op with an algorithm, its effective count after: src/limiter/algorithms.ts). A count may
+   * be more than the key's own (the memory store's overflow counts colliding keys together),
+   * never less. A store that honours STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT may add less (see
    * stop-increment.ts); the count it returns is then the count after what it really added.
    */
   increment(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): Promise<number[]>;

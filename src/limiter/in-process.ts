@@ -19,7 +19,7 @@ export interface InProcessLimiterOptions {
   readonly clock: Clock;
   /** Cache-key prefix of its counters. */
   readonly cacheKeyPrefix?: string;
-  /** Counters kept at most (past it, new keys are let through uncounted; see MEMORY_MAX_KEYS). */
+  /** Counters kept at most (past it, new keys are counted in the overflow sketches; see MEMORY_MAX_KEYS). */
   readonly maxKeys?: number;
   /** Keep the counters in this file (FileStore: shared by the processes that name it, kept across restarts). */
   readonly stateFile?: string;

@@ -5,7 +5,7 @@
  */
 import type { ConfigSnapshot } from '../config/types';
 import type { RateLimitRule } from '../core/rule';
-import type { CounterOp, CounterStore, IncrementContext } from '../core/store';
+import type { Caller, CounterOp, CounterStore, IncrementContext } from '../core/store';
 import { type Counter, RULE_STATS_PREFIX, sanitizeStatName, type StatsStore } from '../stats/store';
 import type { Attributes, Span, Tracing } from '../telemetry/tracing';
 import type { Clock } from '../platform/clock';
@@ -83,10 +83,13 @@ export class RateLimitService {
     this.failureDenied = this.stats.counter('ratelimit.service.call.should_rate_limit.failure_mode_deny');
   }
 
-  /** Decides one request. Rejects with ServiceError or StoreError, each counted as upstream does. */
-  shouldRateLimit(request: RateLimitRequest, span?: Span): Promise<RateLimitResponse> {
+  /**
+   * Decides one request. Rejects with ServiceError or StoreError, each counted as upstream does.
+   * `caller`: the client it comes from, as its transport knows it (none for in-process callers).
+   */
+  shouldRateLimit(request: RateLimitRequest, span?: Span, caller?: Caller): Promise<RateLimitResponse> {
     try {
-      const res = this.decideNow(request, span);
+      const res = this.decideNow(request, span, caller);
       return res instanceof Promise ? res : Promise.resolve(res);
     } catch (err) {
       return Promise.reject(err);
@@ -98,9 +101,9 @@ export class RateLimitService {
    * skip a promise and a microtask per call. A remote store gives a promise. A failure found
    * synchronously is thrown; either way it is counted as upstream does.
    */
-  decideNow(request: RateLimitRequest, span?: Span): RateLimitResponse | Promise<RateLimitResponse> {
+  decideNow(request: RateLimitRequest, span?: Span, caller?: Caller): RateLimitResponse | Promise<RateLimitResponse> {
     try {
-      const res = this.decide(request, span);
+      const res = this.decide(request, span, caller);
       return res instanceof Promise ? res.catch(this.failed) : res;
     } catch (err) {
       this.count(err);
@@ -126,7 +129,7 @@ export class RateLimitService {
     return Promise.reject(err);
   };
 
-  private decide(request: RateLimitRequest, span: Span | undefined): RateLimitResponse | Promise<RateLimitResponse> {
+  private decide(request: RateLimitRequest, span: Span | undefined, caller: Caller | undefined): RateLimitResponse | Promise<RateLimitResponse> {
     if (request.domain === '') throw new ServiceError('rate limit domain must not be empty');
     const descriptors = request.descriptors;
     const n = descriptors.length;
@@ -169,7 +172,7 @@ export class RateLimitService {
       }
     }
 
-    const statuses = this.doLimit(request, rules, span);
+    const statuses = this.doLimit(request, rules, span, caller);
     return statuses instanceof Promise
       ? statuses.then((st) => this.aggregate(request, rules, unlimited, st, flags))
       : this.aggregate(request, rules, unlimited, statuses, flags);
@@ -184,6 +187,7 @@ export class RateLimitService {
     request: RateLimitRequest,
     rules: Array<RateLimitRule | undefined>,
     span: Span | undefined,
+    caller: Caller | undefined,
   ): DescriptorStatus[] | Promise<DescriptorStatus[]> {
     const { clock, cacheKeyPrefix } = this.opts;
     const descriptors = request.descriptors;
@@ -217,7 +221,9 @@ export class RateLimitService {
     firstSlot[n] = slots.length;
     if (ops.length === 0) return this.resolve(statuses, slots, firstSlot, ops, undefined, nowMs);
 
-    const context = localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE;
+    const context = caller === undefined
+      ? localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE
+      : localCacheHit ? caller.overLimitElsewhere : caller.notOverLimitElsewhere;
     const sync = this.store.incrementSync;
     if (sync !== undefined) {
       return this.resolve(statuses, slots, firstSlot, ops, sync.call(this.store, ops, nowMs, context), nowMs);
@@ -293,17 +299,16 @@ export class RateLimitService {
     nowMs: number,
   ): DescriptorStatus[] {
     const nowS = Math.floor(nowMs / 1000);
-    const uncounted = typeof counts === 'object' && hasNotCounted(counts) ? this.notCountedAnswer() : undefined;
     for (let i = 0; i < statuses.length; i++) {
       const from = firstSlot[i]!;
       const to = firstSlot[i + 1]!;
       if (to === from) continue;
       if (to === from + 1) {
-        statuses[i] = this.slotStatus(slots[from]!, ops, counts, uncounted, nowMs, nowS);
+        statuses[i] = this.slotStatus(slots[from]!, ops, counts, nowMs, nowS);
         continue;
       }
       const each = new Array<DescriptorStatus>(to - from);
-      for (let k = from; k < to; k++) each[k - from] = this.slotStatus(slots[k]!, ops, counts, uncounted, nowMs, nowS);
+      for (let k = from; k < to; k++) each[k - from] = this.slotStatus(slots[k]!, ops, counts, nowMs, nowS);
       statuses[i] = mostRestrictive(each);
     }
     return statuses;
@@ -313,7 +318,6 @@ export class RateLimitService {
     slot: number | DescriptorStatus,
     ops: readonly CounterOp[],
     counts: readonly number[] | 'allow' | 'deny' | undefined,
-    uncounted: 'allow' | 'deny' | undefined,
     nowMs: number,
     nowS: number,
   ): DescriptorStatus {
@@ -321,31 +325,11 @@ export class RateLimitService {
     const op = ops[slot]!;
     if (typeof counts === 'string') return failureStatus(op, counts, nowS);
     const after = counts![slot]!;
-    if (Number.isNaN(after)) return failureStatus(op, uncounted!, nowS);
     const { nearLimitRatio, localCache } = this.opts;
     if (op.rule.algorithm !== undefined) return algorithmStatus(op, after, nearLimitRatio, nowMs);
     const divider = op.windowSeconds;
     if (localCache !== undefined && after > op.rule.limit.requestsPerUnit) localCache.set(op.key, divider, nowMs);
     return counterStatus(op.rule, op.hits, after, nearLimitRatio, secondsUntilReset(nowS, divider));
-  }
-
-  /**
-   * BACKEND_FAILURE_MODE's answer for the keys a store kept no counter for (NOT_COUNTED): `deny`
-   * over the limit, `error` fails the call, `allow` and unset let them through uncounted (the
-   * memory store refuses new keys only while a flood of distinct values fills it: denying them
-   * would hand whoever sprays the power to shut out every client without a live counter).
-   */
-  private notCountedAnswer(): 'allow' | 'deny' {
-    const mode = this.opts.failureMode;
-    if (mode === 'error') {
-      throw new StoreError(`the ${this.store.kind} store kept no counter for a key of this request (BACKEND_FAILURE_MODE=error)`, false);
-    }
-    if (mode === 'deny') {
-      this.failureDenied.inc();
-      return 'deny';
-    }
-    this.failureAllowed.inc();
-    return 'allow';
   }
 
   private aggregate(
@@ -447,11 +431,6 @@ function checkLimits(request: RateLimitRequest, limits: RequestLimits): void {
       }
     }
   }
-}
-
-function hasNotCounted(counts: readonly number[]): boolean {
-  for (let i = 0; i < counts.length; i++) if (Number.isNaN(counts[i])) return true;
-  return false;
 }
 
 /** The status of a descriptor whose count could not be read (BACKEND_FAILURE_MODE allow/deny). */

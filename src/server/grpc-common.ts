@@ -7,6 +7,7 @@ import zlib from 'node:zlib';
 import { status } from '@grpc/grpc-js';
 import { HealthCheckResponse_ServingStatus as Serving, type HealthListResponse } from '../../generated/grpc/health/v1/health';
 import { InvalidRateLimitRequestError, type RateLimitRequest, type RateLimitResponse } from '../core/rls';
+import type { Caller } from '../core/store';
 import type { GrpcSettings } from '../settings';
 import type { Counter, StatsStore, Timer } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
@@ -124,8 +125,11 @@ export class RateLimitCalls {
     this.tracing = opts.tracing ?? NOOP_TRACING;
   }
 
-  /** `carrier` holds the caller's trace headers (grpc-js metadata or HTTP/2 headers). */
-  handle<C>(request: RateLimitRequest | Undecodable, carrier: TraceCarrier, ctx: C, answer: CallAnswer<C>): void {
+  /**
+   * `carrier` holds the caller's trace headers (grpc-js metadata or HTTP/2 headers); `caller` is
+   * the client as its connection knows it.
+   */
+  handle<C>(request: RateLimitRequest | Undecodable, carrier: TraceCarrier, ctx: C, answer: CallAnswer<C>, caller: Caller | undefined): void {
     const start = performance.now();
     this.stats.total.inc();
     if (request instanceof Undecodable) {
@@ -137,7 +141,7 @@ export class RateLimitCalls {
     const span = tracing.enabled ? tracing.startCallSpan(carrier, request.domain, () => requestText(request)) : undefined;
     let decided: RateLimitResponse | Promise<RateLimitResponse>;
     try {
-      decided = this.opts.service.decideNow(request, span);
+      decided = this.opts.service.decideNow(request, span, caller);
     } catch (err) {
       this.failed(ctx, answer, err, span, start);
       return;

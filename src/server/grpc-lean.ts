@@ -11,6 +11,7 @@
  * grpc-message, ending the stream.
  */
 import { status } from '@grpc/grpc-js';
+import type { Caller } from '../core/store';
 import {
   HealthCheckRequest,
   HealthCheckResponse,
@@ -48,6 +49,8 @@ export interface LeanReply<C> {
   httpError(call: C, httpStatus: number, details: string): void;
   /** The call must be answered within `ms` (its grpc-timeout); DEADLINE_EXCEEDED after that. */
   deadline(call: C, ms: number): void;
+  /** The client the call comes from (its connection's peer). */
+  caller(call: C): Caller | undefined;
 }
 
 /** A handler of a call's one complete request message: `buf[start, end)`. */
@@ -98,7 +101,7 @@ export class LeanServices<C> {
       }
     };
     const onRateLimit: MessageHandler<C> = (call, headers, buf, start, end) =>
-      calls.handle(decodeRequest(buf, start, end), headers, call, rateLimitAnswer);
+      calls.handle(decodeRequest(buf, start, end), headers, call, rateLimitAnswer, reply.caller(call));
     const onCheck: MessageHandler<C> = (call, _headers, buf, start, end) => {
       const request = decodeHealth(HealthCheckRequest.decode, call, buf, start, end);
       if (request === undefined) return;

@@ -19,6 +19,8 @@ import { encodeHeaderBlock } from './h2/hpack';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
 import type { Admission } from './admission';
 import { socketServer } from './tls';
+import type { Caller } from '../core/store';
+import { socketCaller } from './callers';
 
 /** Node's timers cannot wait longer: a longer connection age or grace is never reached. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -50,6 +52,8 @@ class UnaryCall implements StreamCall {
     private readonly handle: MessageHandler<H2Stream>,
     private readonly services: LeanServices<H2Stream>,
     private readonly bodyTimeoutMs: number,
+    /** The client, from its connection. */
+    readonly caller: Caller | undefined,
   ) {}
 
   data(): void {
@@ -199,6 +203,10 @@ const REPLY: LeanReply<H2Stream> = {
     // Armed by the connection only if the call is still unanswered at the end of the read.
     stream.deadlineAt = performance.now() + ms;
   },
+  caller(stream) {
+    const call = stream.call;
+    return call instanceof UnaryCall ? call.caller : undefined;
+  },
 };
 
 /** The socket gRPC server with the services, GRPC_MAX_CONNECTION_AGE(_GRACE), REQUEST_MAX_BYTES and TLS. */
@@ -217,14 +225,15 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
   });
 
   const bodyTimeoutMs = settings.requestBodyTimeoutMs;
-  const handler: StreamHandler = {
+  /** The streams of one connection, whose calls come from `caller`. */
+  const handlerFor = (caller: Caller | undefined): StreamHandler => ({
     open(stream) {
       const handle = services.route(stream, stream.headers);
       if (handle === undefined) return undefined;
       if (handle === services.onQuotaStream) return new QuotaStreaming(stream, services.quota!, opts.maxRequestBytes, bodyTimeoutMs);
-      return new UnaryCall(stream, handle, services, bodyTimeoutMs);
+      return new UnaryCall(stream, handle, services, bodyTimeoutMs, caller);
     },
-  };
+  });
 
   const connectionOptions: ConnectionOptions = {
     maxConcurrentStreams: settings.maxConcurrentStreams,
@@ -243,7 +252,7 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
   const serve = (socket: net.Socket, admitted: Admission): void => {
     // Answers go out at once (no Nagle delay behind the client's delayed ACK).
     socket.setNoDelay(true);
-    const connection = new H2Connection(socket, handler, connectionOptions, (budget) => admitted.exceeded(budget));
+    const connection = new H2Connection(socket, handlerFor(socketCaller(socket)), connectionOptions, (budget) => admitted.exceeded(budget));
     admitted.connection = connection;
     let graceTimer: NodeJS.Timeout | undefined;
     // ±10 % jitter, as grpc-js, so connections opened together do not all reconnect together.

@@ -30,6 +30,7 @@ import { GRPC_PREFIX_BYTES } from './proto-codec';
 import { QuotaCalls, STREAM_RATE_LIMIT_QUOTAS_PATH } from './quota-calls';
 import { enforceClientSanOnGrpc, grpcJsListeners, grpcServerCredentials } from './tls';
 import type { AdmittedConnection, ListenerAdmission } from './admission';
+import { peerCaller } from './callers';
 
 /**
  * RateLimitService with the hand-written codec (proto-codec.ts): requests decode straight into
@@ -87,7 +88,7 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
       call: grpc.ServerUnaryCall<RateLimitRequest | Undecodable, RateLimitResponse>,
       callback: grpc.sendUnaryData<RateLimitResponse>,
     ): void {
-      calls.handle(call.request, call.metadata, callback, ANSWER);
+      calls.handle(call.request, call.metadata, callback, ANSWER, peerCaller(call.getPeer()));
     },
   });
 

@@ -8,15 +8,20 @@ import type { Logger } from '../telemetry/logger';
 import { NOOP_TRACING, type Span, type Tracing } from '../telemetry/tracing';
 import { requestText } from './request-text';
 import type { RateLimitRequest, RateLimitResponse } from '../core/rls';
+import type { Caller } from '../core/store';
+import { socketCaller } from './callers';
 import { Code } from '../core/rls';
 import type { Health } from './health';
 import { JsonRequestError, parseRateLimitRequestBytes, serializeRateLimitResponse } from './json-codec';
 import { errorAnswer, type Exchange, type ExchangeHandler } from './http1/connection';
 import type { BodyPlan, RequestHead } from './http1/parser';
 
-/** What the listeners ask: RateLimitService.decideNow (a response now, or a promise of one). */
+/**
+ * What the listeners ask: RateLimitService.decideNow (a response now, or a promise of one), with
+ * the client the request comes from.
+ */
 export interface Decider {
-  decideNow(request: RateLimitRequest, span?: Span): RateLimitResponse | Promise<RateLimitResponse>;
+  decideNow(request: RateLimitRequest, span?: Span, caller?: Caller): RateLimitResponse | Promise<RateLimitResponse>;
 }
 
 export interface HttpServerOptions {
@@ -77,7 +82,7 @@ export function createHttpHandler(opts: HttpServerOptions): ExchangeHandler {
     const span = tracing.enabled ? tracing.startCallSpan(headerRecord(head.rawHeaders), request.domain, () => requestText(request)) : undefined;
     let decided: RateLimitResponse | Promise<RateLimitResponse>;
     try {
-      decided = service.decideNow(request, span);
+      decided = service.decideNow(request, span, socketCaller(exchange.socket));
     } catch (err) {
       failed(exchange, err, span);
       return;

@@ -298,11 +298,15 @@ export interface CacheSettings {
 
 export interface MemorySettings {
   /**
-   * MEMORY_MAX_KEYS (default 1,000,000; not in upstream): most counters the memory store holds, so
-   * memory stays bounded. At the cap a new key takes the place of a counter whose window ended;
-   * when all are live it is not counted and BACKEND_FAILURE_MODE answers it (unset: allowed).
+   * MEMORY_MAX_KEYS (default 1,000,000; not in upstream): most counters the memory store's table
+   * holds, so memory stays bounded. At the cap a new key takes the place of a counter whose window
+   * ended; when all are live it is counted in the overflow sketches.
    */
   readonly maxKeys: number;
+  /** MEMORY_OVERFLOW_WIDTH (default 65,536, a power of two): cells per row of each overflow sketch. */
+  readonly overflowWidth: number;
+  /** MEMORY_CALLER_NEW_KEYS_PER_SECOND (default 50,000; 0: no bound): new counters per client address a second. */
+  readonly callerNewKeysPerSecond: number;
 }
 
 export interface ResponseHeaderSettings {
@@ -758,6 +762,20 @@ function readRedis(r: EnvReader, inUse: boolean, warnings: string[]): RedisSetti
   };
 }
 
+function readMemory(r: EnvReader): MemorySettings {
+  const overflowWidth = r.int('MEMORY_OVERFLOW_WIDTH');
+  // Sketch rows are cut into bands and cells by bit masks.
+  if ((overflowWidth & (overflowWidth - 1)) !== 0) {
+    const from = r.source('MEMORY_OVERFLOW_WIDTH');
+    throw invalidValue(from, String(overflowWidth), 'expected a power of two (8, 16, ..., 65536, 131072, ...)');
+  }
+  return {
+    maxKeys: r.int('MEMORY_MAX_KEYS'),
+    overflowWidth,
+    callerNewKeysPerSecond: r.int('MEMORY_CALLER_NEW_KEYS_PER_SECOND'),
+  };
+}
+
 function readMemcacheTimeout(r: EnvReader, inUse: boolean): number {
   const ms = r.duration('MEMCACHE_TIMEOUT');
   if (inUse && ms <= 0) {
@@ -877,7 +895,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     xds: readXds(r),
     stats: readStats(r, warnings),
     cache,
-    memory: { maxKeys: r.int('MEMORY_MAX_KEYS') },
+    memory: readMemory(r),
     redis: readRedis(r, cache.backendType === 'redis', warnings),
     memcache: readMemcache(r, cache.backendType === 'memcache', warnings),
     tracing: readTracing(r),

@@ -202,15 +202,17 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
     choices: ['memory', 'redis', 'memcache', 'altstore'],
     defaultText: 'redis when any `REDIS_*` or `MEMCACHE_*` variable is set, else memory',
   }),
-  cache('MEMORY_MAX_KEYS', 'int', '1000000', 'memory store: most counters kept. At the cap a new key takes the place of a counter whose window has ended; when every counter is live it is not counted and BACKEND_FAILURE_MODE answers it (unset or `allow`: OK, `deny`: OVER_LIMIT, `error`: an error), counted in `ratelimit.memory.keys_refused`. A live counter is never dropped', { min: 1, extension: true }),
+  cache('MEMORY_MAX_KEYS', 'int', '1000000', 'memory store: most counters kept in its exact table. At the cap a new key takes the place of a counter whose window has ended; when every counter is live it is counted in the overflow sketches instead (see MEMORY_OVERFLOW_WIDTH: never under-counted, a key that shares cells there may be over-counted), counted in `ratelimit.memory.keys_overflowed`. A live counter is never dropped', { min: 1, extension: true }),
+  cache('MEMORY_OVERFLOW_WIDTH', 'int', '65536', 'memory store: cells per row of each overflow sketch, a power of two. A sketch (4 rows of 8-byte cells: 2 MiB at the default) is made per window length and algorithm while its new keys overflow (two for a sliding window) and dropped when its windows end; wider means fewer keys sharing cells, so fewer over-counted (at the default, about 10,000 keys of one rule in one window)', { min: 8, max: 4194304, extension: true }),
+  cache('MEMORY_CALLER_NEW_KEYS_PER_SECOND', 'int', '50000', 'memory store: new counters one client address may add to the table a second (in a burst of up to one second\'s worth; an Envoy sending 10,000 requests a second, each from a new client address, adds about 20,000); its further new keys are counted in the overflow sketches instead (not refused), counted in `ratelimit.memory.keys_over_caller_budget`. 0: no bound. Requests on a Unix socket, and the runner\'s in-process limiter, have no caller', { min: 0, extension: true }),
   cache('EXPIRATION_JITTER_MAX_SECONDS', 'int', '300', 'counter TTL gets a random 0..N-1 extra seconds (0 = none)'),
   cache('LOCAL_CACHE_SIZE_IN_BYTES', 'int', '0', 'size of the in-process cache of over-limit keys; 0 disables it'),
   cache('NEAR_LIMIT_RATIO', 'float', '0.8', 'fraction of the limit above which hits count as near_limit', { min: 0, max: 1 }),
   cache('CACHE_KEY_PREFIX', 'string', '', 'prefix of every counter key'),
   cache('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', 'bool', 'false', 'do not increment the other keys of a request when one is already over limit (Redis)'),
-  cache('BACKEND_FAILURE_MODE', 'enum', '', 'when the counter store fails (or the memory store has no room for a new key): `error` answers an error, `allow` answers OK, `deny` answers OVER_LIMIT; unset keeps upstream behaviour', {
+  cache('BACKEND_FAILURE_MODE', 'enum', '', 'when the counter store fails: `error` answers an error, `allow` answers OK, `deny` answers OVER_LIMIT; unset keeps upstream behaviour. The memory store does not fail: past MEMORY_MAX_KEYS it counts new keys in its overflow sketches', {
     choices: ['error', 'allow', 'deny'],
-    defaultText: 'upstream: error for Redis; counts read as 0 for Memcached; a new key the full memory store cannot count is allowed',
+    defaultText: 'upstream: error for Redis; counts read as 0 for Memcached',
     extension: true,
   }),
   cache('BACKEND_CIRCUIT_FAILURES', 'int', '5', 'consecutive store failures that open the circuit, failing requests at once until a probe succeeds (0 = never open)', {

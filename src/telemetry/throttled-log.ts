@@ -15,12 +15,29 @@ export class ThrottledLog {
   ) {}
 
   log(msg: string): void {
+    if (this.due()) this.emit(msg);
+  }
+
+  /**
+   * As `log`, with the line made by `make(a, b)` only when it is written: a message repeated on
+   * every request of a flood costs no text for the lines left out.
+   */
+  logWith(make: (a: string, b: string) => string, a: string, b = ''): void {
+    if (this.due()) this.emit(make(a, b));
+  }
+
+  /** Whether a line may be written now; if not, one more is counted as left out. */
+  private due(): boolean {
     const now = this.clock.nowMs();
     if (now < this.nextMs) {
       this.suppressed++;
-      return;
+      return false;
     }
     this.nextMs = now + this.intervalMs;
+    return true;
+  }
+
+  private emit(msg: string): void {
     const s = this.suppressed;
     this.suppressed = 0;
     this.write(s > 0 ? `${msg} (${s} similar messages suppressed)` : msg);

@@ -119,15 +119,15 @@ describe('hardening', () => {
     for (let i = 0; i < 600; i++) {
       const descriptors = Array.from({ length: batch }, (_, j) => descriptor('any', `v${i * batch + j}`));
       const res = await callGrpc(client, { domain: 'hard', descriptors });
-      // BACKEND_FAILURE_MODE unset: the values past the cap are let through, uncounted.
+      // The values past the cap are counted in the overflow sketches: each is within its limit.
       expect(res.overallCode).toBe(1);
     }
     const stats = (await httpGet(svc.debug, '/stats')).body;
-    const refused = Number(/^ratelimit\.memory\.keys_refused: (\d+)$/m.exec(stats)![1]);
+    const overflowed = Number(/^ratelimit\.memory\.keys_overflowed: (\d+)$/m.exec(stats)![1]);
     const keys = Number(/^ratelimit\.memory\.keys: (\d+)$/m.exec(stats)![1]);
     expect(keys).toBe(5000);
-    expect(refused).toBeGreaterThanOrEqual(12_000 - 5000);
-    expect(svc.output()).toContain('memory store: all MEMORY_MAX_KEYS=5000 counters are live, so a new key is not counted');
+    expect(overflowed).toBeGreaterThanOrEqual(12_000 - 5000);
+    expect(svc.output()).toContain('memory store: all MEMORY_MAX_KEYS=5000 counters are live, so new keys are counted in the overflow sketches');
     // The victim's counter survived the flood: its fourth hit leaves 96 of 100.
     expect((await callGrpc(client, victim)).statuses[0]!.limitRemaining).toBe(96);
     await stillServes();

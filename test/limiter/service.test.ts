@@ -9,7 +9,7 @@ import { ManualClock } from '../../src/platform/clock';
 import { LocalCache } from '../../src/limiter/local-cache';
 import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
 import { Code, type Descriptor, ServiceError, Unit } from '../../src/core/rls';
-import { StoreError } from '../../src/core/store';
+import { Caller, StoreError } from '../../src/core/store';
 import type { CounterStore } from '../../src/core/store';
 import { StatsStore } from '../../src/stats/store';
 
@@ -175,36 +175,50 @@ describe('RateLimitService', () => {
   });
 
   test.each([
-    ['unset', undefined, Code.OK],
-    ['allow', 'allow' as const, Code.OK],
-    ['deny', 'deny' as const, Code.OVER_LIMIT],
-  ])('a full memory store: a new key is answered per BACKEND_FAILURE_MODE (%s) without counting; the live counters keep counting', async (_, failureMode, code) => {
-    const { ask, stats } = setup({}, { store: new MemoryStore({ maxKeys: 3 }), failureMode });
-    for (let i = 0; i < 4; i++) await ask([d('k', 'victim')]);
-    // A spray of distinct values fills the other two places, then gets no counter.
-    const spray = [];
-    for (let i = 0; i < 10; i++) spray.push(await ask([d('k', `spray${i}`)]));
-    expect(spray.slice(0, 2).map((r) => r.statuses[0]!.limitRemaining)).toEqual([9, 9]);
-    expect(spray.slice(2).map((r) => r.overallCode)).toEqual(Array.from({ length: 8 }, () => code));
-    expect(spray[2]!.statuses[0]).toEqual(
-      code === Code.OK
-        ? { code: Code.OK, currentLimit: undefined, limitRemaining: 0, durationUntilReset: undefined }
-        : { code: Code.OVER_LIMIT, currentLimit: { name: '', requestsPerUnit: 10, unit: Unit.MINUTE }, limitRemaining: 0, durationUntilReset: 58 },
-    );
-    const name = code === Code.OK ? 'failure_mode_allow' : 'failure_mode_deny';
-    expect(counter(stats, `ratelimit.service.call.should_rate_limit.${name}`)).toBe(8);
-    // The victim's counter was never dropped: 4 hits before, the fifth now.
-    expect((await ask([d('k', 'victim')])).statuses[0]!.limitRemaining).toBe(5);
-  });
+    ['unset', undefined],
+    ['allow', 'allow' as const],
+    ['deny', 'deny' as const],
+    ['error', 'error' as const],
+  ])(
+    'a full memory store (BACKEND_FAILURE_MODE %s) counts a new key in its overflow: a watched newcomer gets exactly its limit, the live counters go on',
+    async (_, failureMode) => {
+      const { ask, stats } = setup({}, { store: new MemoryStore({ maxKeys: 3 }), failureMode });
+      for (let i = 0; i < 4; i++) await ask([d('k', 'victim')]);
+      // A spray of distinct values fills the other two places, then goes on past them.
+      for (let i = 0; i < 200; i++) expect((await ask([d('k', `spray${i}`)])).statuses[0]!.limitRemaining).toBe(9);
+      // The watched newcomer (2 a minute): neither let through for ever nor refused from the start.
+      const watched = [];
+      for (let i = 0; i < 4; i++) watched.push(await ask([d('small', 'newcomer')]));
+      expect(watched.map((r) => r.overallCode)).toEqual([Code.OK, Code.OK, Code.OVER_LIMIT, Code.OVER_LIMIT]);
+      expect(watched.map((r) => r.statuses[0]!.limitRemaining)).toEqual([1, 0, 0, 0]);
+      expect(counter(stats, 'ratelimit.service.call.should_rate_limit.failure_mode_allow')).toBe(0);
+      expect(counter(stats, 'ratelimit.service.call.should_rate_limit.failure_mode_deny')).toBe(0);
+      expect(counter(stats, 'ratelimit.service.call.should_rate_limit.redis_error')).toBe(0);
+      // The victim's counter was never dropped: 4 hits before, the fifth now.
+      expect((await ask([d('k', 'victim')])).statuses[0]!.limitRemaining).toBe(5);
+    },
+  );
 
-  test('a full memory store with BACKEND_FAILURE_MODE=error fails the call that needs a new counter', async () => {
-    const { ask, stats } = setup({}, { store: new MemoryStore({ maxKeys: 1 }), failureMode: 'error' });
-    await ask([d('k', 'first')]);
-    await expect(ask([d('k', 'second')])).rejects.toThrow(
-      new StoreError('the memory store kept no counter for a key of this request (BACKEND_FAILURE_MODE=error)', false),
-    );
-    expect(counter(stats, 'ratelimit.service.call.should_rate_limit.redis_error')).toBe(1);
-    expect((await ask([d('k', 'first')])).statuses[0]!.limitRemaining).toBe(8);
+  test('the caller reaches the store: one caller past MEMORY_CALLER_NEW_KEYS_PER_SECOND counts its new keys in the overflow, others and in-process calls are not bound', async () => {
+    const overCallerBudget = new StatsStore().counter('over');
+    const store = new MemoryStore({ maxKeys: 100, callerNewKeysPerSecond: 3, overCallerBudget });
+    const { service } = setup({}, { store });
+    const sprayer = new Caller('192.0.2.1');
+    const other = new Caller('192.0.2.2');
+    const ask = (value: string, caller?: Caller) => service.shouldRateLimit({ domain: 'd', descriptors: [d('small', value)], hitsAddend: 0 }, undefined, caller);
+    for (let i = 0; i < 5; i++) await ask(`s${i}`, sprayer);
+    expect(store.size).toBe(3);
+    expect(overCallerBudget.value).toBe(2);
+    // Counted all the same: s3's second hit is its last within the limit, the third is over.
+    expect((await ask('s3', sprayer)).statuses[0]!.limitRemaining).toBe(0);
+    expect((await ask('s3', sprayer)).overallCode).toBe(Code.OVER_LIMIT);
+    await ask('o1', other);
+    await ask('n1');
+    await ask('n2');
+    await ask('n3');
+    await ask('n4');
+    expect(store.size).toBe(8);
+    expect(overCallerBudget.value).toBe(4);
   });
 
   test('counts, remaining and reset from the injected clock', async () => {

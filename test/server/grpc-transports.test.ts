@@ -27,6 +27,7 @@ import {
   type HealthListResponse,
 } from '../../generated/grpc/health/v1/health';
 import type { RateLimitRequest, RateLimitResponse } from '../../src/core/rls';
+import type { Caller } from '../../src/core/store';
 import { percentEncode } from '../../src/server/grpc-common';
 import { Health } from '../../src/server/health';
 import type { Decider } from '../../src/server/http';
@@ -707,5 +708,39 @@ describe('GRPC_TRANSPORT=socket', () => {
         fs.rmSync(dir, { recursive: true, force: true });
       }
     });
+  });
+});
+
+describe('the caller, on both transports', () => {
+  test.each([lean, 'grpc-js'] as const)('%s: the service is told the peer address, one Caller object for the calls of a connection', async (transport) => {
+    const seen: Array<Caller | undefined> = [];
+    const recording: Decider = {
+      decideNow(_request: RateLimitRequest, _span, caller): RateLimitResponse {
+        seen.push(caller);
+        return { overallCode: 1, statuses: [], responseHeadersToAdd: [], dynamicMetadata: undefined };
+      },
+    };
+    const server = await start(transport, { service: recording });
+    const session = http2.connect(`http://${server.address}`, {
+      createConnection: () => net.connect({ host: '127.0.0.1', port: server.port, localAddress: '127.0.0.4' }),
+    });
+    const one = (): Promise<void> =>
+      new Promise((resolve, reject) => {
+        const req = session.request({ ':method': 'POST', ':path': SHOULD_RATE_LIMIT, 'content-type': 'application/grpc', te: 'trailers' });
+        req.on('data', () => {});
+        req.on('error', reject);
+        req.on('close', () => resolve());
+        req.end(framed(encodeRequest(request({ user: 'who' }))));
+      });
+    try {
+      await one();
+      await one();
+    } finally {
+      session.close();
+    }
+    expect(seen.map((c) => c?.address)).toEqual(['127.0.0.4', '127.0.0.4']);
+    // The socket transport makes it once per connection (grpc-js once per address).
+    expect(seen[1]).toBe(seen[0]);
+    expect(seen[0]!.notOverLimitElsewhere).toEqual({ overLimitElsewhere: false, caller: '127.0.0.4' });
   });
 });

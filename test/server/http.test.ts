@@ -10,7 +10,9 @@ import { loadConfig } from '../../src/config/load';
 import { ManualClock } from '../../src/platform/clock';
 import { RateLimitService } from '../../src/limiter/service';
 import { Health } from '../../src/server/health';
-import { createHttpHandler } from '../../src/server/http';
+import { createHttpHandler, type Decider } from '../../src/server/http';
+import type { Caller } from '../../src/core/store';
+import { Code, type RateLimitResponse } from '../../src/core/rls';
 import { type HttpSocketServer, httpSocketServer } from '../../src/server/http-socket';
 import { StatsStore } from '../../src/stats/store';
 import type { Logger } from '../../src/telemetry/logger';
@@ -132,5 +134,38 @@ describe('POST /json', () => {
     expect(Object.getOwnPropertyDescriptor(carrier, 'constructor')?.value).toBe('abc');
     expect(Object.getOwnPropertyDescriptor(carrier, '__proto__')?.value).toBe('x');
     expect(Object.keys(carrier).sort()).toEqual(['__proto__', 'baggage', 'connection', 'constructor', 'content-length', 'host', 'traceparent']);
+  });
+});
+
+describe('the caller of /json', () => {
+  test('the service is told the peer address, one Caller object for the requests of a connection', async () => {
+    const seen: Array<Caller | undefined> = [];
+    const recording: Decider = {
+      decideNow(_request, _span, caller): RateLimitResponse {
+        seen.push(caller);
+        return { overallCode: Code.OK, statuses: [], responseHeadersToAdd: [], dynamicMetadata: undefined };
+      },
+    };
+    const own = httpSocketServer(createHttpHandler({ service: recording, health: new Health(), logger: quiet, maxBodyBytes: 1024 }), { logger: quiet });
+    await new Promise<void>((resolve) => own.server.listen(0, '127.0.0.1', resolve));
+    const ownPort = (own.server.address() as AddressInfo).port;
+    try {
+      const reply = await new Promise<string>((resolve, reject) => {
+        const s = net.connect({ host: '127.0.0.1', port: ownPort, localAddress: '127.0.0.5' });
+        let out = '';
+        s.setEncoding('utf8');
+        s.on('data', (c: string) => (out += c));
+        s.on('error', reject);
+        s.on('close', () => resolve(out));
+        const req = `POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: ${BODY.length}\r\n\r\n${BODY}`;
+        s.end(req + req.replace('Host: x', 'Host: x\r\nConnection: close'));
+      });
+      expect(reply.match(/HTTP\/1.1 200/g)).toHaveLength(2);
+    } finally {
+      own.forceClose();
+      await own.drain();
+    }
+    expect(seen.map((c) => c?.address)).toEqual(['127.0.0.5', '127.0.0.5']);
+    expect(seen[1]).toBe(seen[0]);
   });
 });

@@ -102,7 +102,7 @@ const DEFAULTS: Settings = {
     circuitFailures: 5,
     circuitOpenMs: 1000,
   },
-  memory: { maxKeys: 1_000_000 },
+  memory: { maxKeys: 1_000_000, overflowWidth: 65_536, callerNewKeysPerSecond: 50_000 },
   redis: {
     socketType: 'unix',
     type: 'single',
@@ -227,6 +227,7 @@ function sampleValue(info: SettingInfo): string {
     case 'bool':
       return info.default === 'true' ? 'false' : 'true';
     case 'int':
+      if (info.name === 'MEMORY_OVERFLOW_WIDTH') return String(2 * Number(info.default)); // a power of two
       return info.max !== undefined && Number(info.default) >= info.max ? String(info.max - 1) : String(Number(info.default) + 1);
     case 'float':
       return info.default === '0.5' ? '0.25' : '0.5';
@@ -390,6 +391,24 @@ describe('values', () => {
   it('MEMORY_MAX_KEYS must be >= 1', () => {
     expect(loadSettings({ MEMORY_MAX_KEYS: '500' }).memory.maxKeys).toBe(500);
     expect(errorOf({ MEMORY_MAX_KEYS: '0' }).message).toBe('invalid value "0" for MEMORY_MAX_KEYS: expected an integer >= 1');
+  });
+
+  it('MEMORY_OVERFLOW_WIDTH must be a power of two >= 8', () => {
+    expect(loadSettings({ MEMORY_OVERFLOW_WIDTH: '8' }).memory.overflowWidth).toBe(8);
+    expect(loadSettings({ MEMORY_OVERFLOW_WIDTH: '1048576' }).memory.overflowWidth).toBe(1_048_576);
+    expect(errorOf({ MEMORY_OVERFLOW_WIDTH: '4' }).message).toBe('invalid value "4" for MEMORY_OVERFLOW_WIDTH: expected an integer between 8 and 4194304');
+    // 128 MiB a sketch at most.
+    expect(errorOf({ MEMORY_OVERFLOW_WIDTH: '8388608' }).message).toBe('invalid value "8388608" for MEMORY_OVERFLOW_WIDTH: expected an integer between 8 and 4194304');
+    expect(errorOf({ MEMORY_OVERFLOW_WIDTH: '30000' }).message).toBe(
+      'invalid value "30000" for MEMORY_OVERFLOW_WIDTH: expected a power of two (8, 16, ..., 65536, 131072, ...)',
+    );
+  });
+
+  it('MEMORY_CALLER_NEW_KEYS_PER_SECOND: 0 turns the bound off, below is an error', () => {
+    expect(loadSettings({ MEMORY_CALLER_NEW_KEYS_PER_SECOND: '0' }).memory.callerNewKeysPerSecond).toBe(0);
+    expect(errorOf({ MEMORY_CALLER_NEW_KEYS_PER_SECOND: '-1' }).message).toBe(
+      'invalid value "-1" for MEMORY_CALLER_NEW_KEYS_PER_SECOND: expected an integer >= 0',
+    );
   });
 });
 

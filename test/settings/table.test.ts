@@ -121,6 +121,8 @@ const UPSTREAM_DEFAULTS: ReadonlyArray<readonly [string, string]> = [
 const OWN: ReadonlyArray<readonly [string, string]> = [
   ['BACKEND_TYPE', ''], // upstream: redis; here too when any REDIS_* or MEMCACHE_* variable is set, else memory
   ['MEMORY_MAX_KEYS', '1000000'],
+  ['MEMORY_OVERFLOW_WIDTH', '65536'],
+  ['MEMORY_CALLER_NEW_KEYS_PER_SECOND', '50000'],
   ['BACKEND_FAILURE_MODE', ''],
   ['BACKEND_CIRCUIT_FAILURES', '5'],
   ['BACKEND_CIRCUIT_OPEN_DURATION', '1s'],

@@ -85,6 +85,11 @@ export class Exchange {
     this.close = head === undefined || !head.keepAlive;
   }
 
+  /** The connection's socket (its peer address names the client). */
+  get socket(): net.Socket {
+    return this.connection.socket;
+  }
+
   /**
    * The answer: `headers` are complete header lines (each ending in CRLF) other than Date,
    * Content-Length and Connection, which are added here. A second answer is ignored.
