@@ -29,20 +29,33 @@ descriptors:
 const PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 const HOUR_MS = 3_600_000;
 
-/** A gRPC client over node:http2 whose connection comes from `localAddress`. */
+/**
+ * A gRPC client over node:http2 whose connection comes from `localAddress`, made at its first call
+ * and made again once the server closed it, as gRPC clients do (the service closes a connection
+ * that makes no call within GRPC_FIRST_REQUEST_TIMEOUT).
+ */
 function clientFrom(target: string, localAddress: string) {
   const colon = target.lastIndexOf(':');
-  const session = http2.connect(`http://${target}`, {
-    createConnection: () => net.connect({ host: target.slice(0, colon), port: Number(target.slice(colon + 1)), localAddress }),
-  });
-  session.on('error', () => {});
+  let current: http2.ClientHttp2Session | undefined;
+  const connected = (): http2.ClientHttp2Session => {
+    if (current === undefined || current.closed || current.destroyed) {
+      current = http2.connect(`http://${target}`, {
+        createConnection: () => net.connect({ host: target.slice(0, colon), port: Number(target.slice(colon + 1)), localAddress }),
+      });
+      current.on('error', () => {});
+      current.on('goaway', function (this: http2.ClientHttp2Session) {
+        this.close();
+      });
+    }
+    return current;
+  };
   const call = (req: Partial<ProtoRequest>): Promise<ProtoResponse> =>
     new Promise((resolve, reject) => {
       const msg = ProtoRequest.encode({ domain: 'spray', descriptors: [], hitsAddend: 0, ...req }).finish();
       const frame = Buffer.alloc(5 + msg.length);
       frame.writeUInt32BE(msg.length, 1);
       frame.set(msg, 5);
-      const stream = session.request({ ':method': 'POST', ':path': PATH, 'content-type': 'application/grpc', te: 'trailers' });
+      const stream = connected().request({ ':method': 'POST', ':path': PATH, 'content-type': 'application/grpc', te: 'trailers' });
       const chunks: Buffer[] = [];
       let grpcStatus: string | undefined;
       let message = '';
@@ -60,7 +73,7 @@ function clientFrom(target: string, localAddress: string) {
       });
       stream.end(frame);
     });
-  return { call, close: () => session.close() };
+  return { call, close: () => current?.close() };
 }
 
 const users = (from: number, n: number) => Array.from({ length: n }, (_, i) => descriptor('user', `u${from + i}`));
