@@ -22,8 +22,13 @@
  * - A fleet of Envoys reports the same buckets: a bucket's name is held once for all its streams,
  *   each stream finds its buckets by the bytes of their ids, and what a bucket holds is kept on
  *   the bucket itself (bench/README.md, "RLQS at fleet scale": 100,000 bucket-streams per replica).
- * - A bucket idle for IDLE_REPORTS_TO_ABANDON reports is abandoned; a stream over its bucket
- *   budget gets a static answer for the excess buckets (deny for a limited rule), never an end.
+ * - A bucket idle for IDLE_REPORTS_TO_ABANDON reports is abandoned.
+ * - What streams may make the process hold is admitted in admission.ts, before a bucket is tracked:
+ *   a stream that would take itself or its connection over a budget is answered for the report
+ *   (the buckets that did not fit with their rule's answer without a share: deny all under a
+ *   limit) and ended with RESOURCE_EXHAUSTED; a bucket that would take the process over is
+ *   answered so at each report, untracked, and its stream goes on. A bucket id beyond
+ *   REQUEST_MAX_ENTRIES / REQUEST_MAX_ENTRY_LENGTH ends its stream before anything is answered.
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../platform/clock';
@@ -33,6 +38,7 @@ import type { RateLimitConfig } from '../config/types';
 import type { RateLimitRule } from '../core/rule';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
+import { bucketCost, type ConnectionHolding, Holding, QuotaAdmission, type QuotaBudgets, type Refusal } from './admission';
 import type { DemandStore, ReplicaDemand } from './demand';
 import { divide, grainFor, meanDemand, tokenBucketFor, visibleChange, type Grain } from './shares';
 import { QuotaStreamError, type BucketAction, type BucketPairs, type QuotaStrategy, type UsageReports } from './types';
@@ -44,11 +50,16 @@ export interface QuotaServiceOptions {
   clock: Clock;
   /** What a bucket that no descriptor takes gets. */
   unmatched: { strategy: 'allow-all' | 'deny-all'; ttlSeconds: number };
-  /** Most buckets one stream may report; the excess gets a static answer (and is not divided). */
-  maxBucketsPerStream: number;
+  /** The buckets and bytes streams may make the process hold, per stream, connection and process (admission.ts). */
+  budgets: QuotaBudgets;
+  /** REQUEST_MAX_ENTRIES: most pairs in a bucket id (unbounded when unset). */
+  maxEntries?: number;
+  /** REQUEST_MAX_ENTRY_LENGTH: longest key or value of a bucket id, and domain, in characters (unbounded when unset). */
+  maxEntryLength?: number;
   /**
-   * `ratelimit.rlqs.{streams,buckets}` (gauges), `.{reports,assignments,abandons,stream_errors,
-   * refused_buckets}`, and per rule `ratelimit.service.rate_limit.<key>.rlqs_{allowed,denied}`.
+   * `ratelimit.rlqs.{streams,buckets,bucket_bytes}` (gauges), `.{reports,assignments,abandons,
+   * stream_errors,refused_buckets}`, `.{stream,connection,process}_budget_exhausted`, and per rule
+   * `ratelimit.service.rate_limit.<key>.rlqs_{allowed,denied}`.
    */
   stats?: StatsStore;
   logger?: Logger;
@@ -58,7 +69,6 @@ export interface QuotaServiceOptions {
 
 interface QuotaStats {
   readonly streams: Gauge;
-  readonly buckets: Gauge;
   readonly reports: Counter;
   readonly assignments: Counter;
   readonly abandons: Counter;
@@ -128,6 +138,8 @@ function driftPushEveryMs(members: number): number {
  * buckets of 1,000 Envoys) held the reports behind it for tens of milliseconds.
  */
 const PUSH_MEMBERS_PER_TURN = 10_000;
+/** `/debug/rlqs` is made in pieces of about this many characters. */
+const DESCRIBE_PIECE_CHARS = 64 * 1024;
 /** Demand not yet measured (a stream's first report of a bucket has time_elapsed 0). */
 export const NOT_MEASURED = -1;
 
@@ -150,6 +162,8 @@ interface NamedBucket {
   placement: Placement | undefined;
   /** Streams tracking it: it is forgotten when the last one lets it go. */
   streams: number;
+  /** What it adds to the process's bytes (admission.ts), given back when it is forgotten. */
+  readonly bytes: number;
 }
 
 interface TrackedBucket {
@@ -159,6 +173,9 @@ interface TrackedBucket {
   readonly named: NamedBucket;
   /** Its id as its stream first sent it (BucketUsage.wire), if the transport gave it. */
   readonly wire: string | undefined;
+  /** The bytes admission charged its stream and connection, and its own part of the process's (admission.ts). */
+  readonly charged: number;
+  readonly bytes: number;
   /** The stream's report that last carried it (a bucket given twice in one report is handled once). */
   reportSeq: number;
   /** Requests per second (allowed + denied), smoothed; NOT_MEASURED before a measurement. */
@@ -250,6 +267,8 @@ export class QuotaService {
   /** Stream ids must differ across replicas that share a demand store. */
   readonly replica: string;
   readonly stats: QuotaStats | undefined;
+  /** What the streams hold, against the budgets: asked before any bucket is tracked. */
+  readonly admission: QuotaAdmission;
 
   constructor(readonly opts: QuotaServiceOptions) {
     this.replica = opts.replica ?? randomUUID().slice(0, 8);
@@ -259,19 +278,25 @@ export class QuotaService {
         ? undefined
         : {
             streams: st.gauge('ratelimit.rlqs.streams'),
-            buckets: st.gauge('ratelimit.rlqs.buckets'),
             reports: st.counter('ratelimit.rlqs.reports'),
             assignments: st.counter('ratelimit.rlqs.assignments'),
             abandons: st.counter('ratelimit.rlqs.abandons'),
             streamErrors: st.counter('ratelimit.rlqs.stream_errors'),
             refusedBuckets: st.counter('ratelimit.rlqs.refused_buckets'),
           };
+    this.admission = new QuotaAdmission(opts.budgets, { stats: st, logger: opts.logger, clock: opts.clock });
   }
 
-  /** A new stream; `send` delivers its bucket actions (one response per call). */
-  open(send: (actions: BucketAction[]) => void): QuotaStream {
-    const s = new QuotaStream(this, `${this.replica}.${String(++this.nextId).padStart(9, '0')}`, send, () => {
+  /**
+   * A new stream; `send` delivers its bucket actions (one response per call). `connection`: what
+   * names the stream's connection (any value its transport keeps for that connection), so its
+   * streams share the connection's budget; a stream without one is a connection of its own.
+   */
+  open(send: (actions: BucketAction[]) => void, connection?: unknown): QuotaStream {
+    const holding = this.admission.joinConnection(connection);
+    const s = new QuotaStream(this, `${this.replica}.${String(++this.nextId).padStart(9, '0')}`, send, holding, () => {
       this.streams.delete(s);
+      this.admission.leaveConnection(holding);
       this.stats?.streams.set(this.streams.size);
     });
     this.streams.add(s);
@@ -291,33 +316,51 @@ export class QuotaService {
     while (this.exchanging !== undefined) await this.exchanging;
   }
 
-  /** The buckets of all streams changed in number. */
-  bucketsChanged(): void {
-    if (this.stats === undefined) return;
-    let n = 0;
-    for (const s of this.streams) n += s.bucketCount;
-    this.stats.buckets.set(n);
+  /** Whether some stream tracks the bucket of `key` in `domain` (its name is held). */
+  isNamed(domain: string, key: string): boolean {
+    return this.named.has(`${domain}|${key}`);
   }
 
-  /** The shared name of a bucket a stream starts tracking (release it when the stream lets the bucket go). */
-  nameBucket(domain: string, key: string, pairs: BucketPairs): NamedBucket {
+  /**
+   * The shared name of a bucket a stream starts tracking (release it when the stream lets the
+   * bucket go); `bytes`: what a new name adds to the process's (admission.ts).
+   */
+  nameBucket(domain: string, key: string, pairs: BucketPairs, bytes: number): NamedBucket {
     const scoped = `${domain}|${key}`;
     let n = this.named.get(scoped);
-    if (n === undefined) this.named.set(scoped, (n = { key, pairs, placement: undefined, streams: 0 }));
+    if (n === undefined) this.named.set(scoped, (n = { key, pairs, placement: undefined, streams: 0, bytes }));
     n.streams++;
     return n;
   }
 
   releaseBucket(domain: string, n: NamedBucket): void {
-    if (--n.streams === 0) this.named.delete(`${domain}|${n.key}`);
+    if (--n.streams > 0) return;
+    this.named.delete(`${domain}|${n.key}`);
+    this.admission.releaseName(n.bytes);
   }
 
-  /** `/debug/rlqs`: every live stream, its domain and buckets, and what each was last assigned. */
-  describe(): string {
-    if (this.streams.size === 0) return 'no RLQS stream\n';
+  /**
+   * `/debug/rlqs`: every live stream, its domain and buckets, and what each was last assigned, in
+   * pieces of about DESCRIBE_PIECE_CHARS made as they are taken: 100,000 buckets are never one
+   * string, and the caller may let the event loop run between two pieces (streams and buckets that
+   * change meanwhile are shown as they are when their line is made).
+   */
+  *describe(): Generator<string> {
+    if (this.streams.size === 0) {
+      yield 'no RLQS stream\n';
+      return;
+    }
     let out = '';
-    for (const s of this.streams) out += s.describe();
-    return out;
+    for (const s of this.streams) {
+      for (const line of s.describeLines()) {
+        out += line;
+        if (out.length >= DESCRIBE_PIECE_CHARS) {
+          yield out;
+          out = '';
+        }
+      }
+    }
+    if (out !== '') yield out;
   }
 
   /** `/debug/explain` for a bucket: where it is placed, its rule, and the streams that report it here. */
@@ -580,7 +623,8 @@ export class QuotaStream {
   private readonly byWire = new Map<string, TrackedBucket>();
   private reportSeq = 0;
   private closed = false;
-  private warnedExcess = false;
+  /** What its buckets hold (admission.ts). */
+  private readonly holding = new Holding();
   /** Seconds between the stream's periodic reports, smoothed. */
   cadenceS = ENVOY_REPORT_INTERVAL_S;
   private lastPeriodicMs: number | undefined;
@@ -589,6 +633,8 @@ export class QuotaStream {
     private readonly service: QuotaService,
     readonly id: string,
     private readonly send: (actions: BucketAction[]) => void,
+    /** What the streams of its connection hold together. */
+    private readonly connection: ConnectionHolding,
     private readonly onClose: () => void,
   ) {}
 
@@ -596,10 +642,10 @@ export class QuotaStream {
     return this.buckets.size;
   }
 
-  describe(): string {
-    let out = `stream ${this.id} domain '${this.domain}': ${this.buckets.size} buckets, reports every ${this.cadenceS.toFixed(1)} s\n`;
-    for (const b of this.buckets.values()) out += `  ${bucketLine(b)}\n`;
-    return out;
+  /** Its lines of `/debug/rlqs`: the stream, then one per bucket. */
+  *describeLines(): Generator<string> {
+    yield `stream ${this.id} domain '${this.domain}': ${this.buckets.size} buckets, reports every ${this.cadenceS.toFixed(1)} s\n`;
+    for (const b of this.buckets.values()) yield `  ${bucketLine(b)}\n`;
   }
 
   describeBucket(domain: string, key: string): string {
@@ -607,7 +653,11 @@ export class QuotaStream {
     return b === undefined ? '' : `  stream ${this.id}: ${bucketLine(b)}\n`;
   }
 
-  /** One message of the stream. Throws QuotaStreamError for a malformed report (the stream ends). */
+  /**
+   * One message of the stream. Throws QuotaStreamError for a malformed report, before anything of
+   * it is answered, and once the report is answered when it takes the stream or its connection
+   * over a budget (the stream ends).
+   */
   report(r: UsageReports): void {
     if (this.closed) return;
     this.checkDomain(r.domain);
@@ -627,31 +677,38 @@ export class QuotaStream {
     const actions: BucketAction[] = [];
     const touched: TrackedBucket[] = [];
     const seq = ++this.reportSeq;
-    for (const u of r.usages) {
+    /** The stream's or its connection's budget this report would exceed: the stream ends once it is answered. */
+    let ending: Refusal | undefined;
+    const usages = r.usages;
+    for (let i = 0; i < usages.length; i++) {
+      const u = usages[i]!;
       // A bucket the stream reported before is found by its bytes: no decoding, no canonical key.
       let b = u.wire === undefined ? undefined : this.byWire.get(u.wire);
-      if (b === undefined) {
-        if (u.bucket.size === 0) throw new QuotaStreamError(3, 'bucket_id must hold at least one key/value pair');
-        for (const [k, v] of u.bucket) if (k === '' || v === '') throw new QuotaStreamError(3, `bucket_id keys and values must not be empty (got '${k}': '${v}')`);
-      }
+      if (b === undefined) this.checkBucketId(u.bucket, i);
       const key = b?.key ?? bucketKey(u.bucket);
-      if (!(u.elapsedSeconds >= 0)) throw new QuotaStreamError(3, `bucket ${key}: time_elapsed must be a duration of zero or more, got ${u.elapsedSeconds} s`);
+      if (!(u.elapsedSeconds >= 0)) throw new QuotaStreamError(3, `bucket ${clip(key)}: time_elapsed must be a duration of zero or more, got ${u.elapsedSeconds} s`);
       const elapsedS = Math.min(MAX_ELAPSED_S, u.elapsedSeconds);
       const allowed = clampCount(u.allowed);
       const denied = clampCount(u.denied);
       const count = allowed + denied;
       b ??= this.buckets.get(key);
       if (b === undefined) {
-        if (this.buckets.size >= service.opts.maxBucketsPerStream) {
-          actions.push(this.excess(u.bucket));
+        // Admitted or refused here only: every bucket a stream tracks passes this one check.
+        const cost = bucketCost(u.wire?.length ?? key.length, !service.isNamed(this.domain, key), key.length);
+        const refused = ending ?? service.admission.admit(this.holding, this.connection, cost, this.id);
+        if (refused !== undefined) {
+          if (refused.level !== 'process') ending = refused;
+          actions.push(this.untracked(u.bucket, u.wire));
           continue;
         }
-        const named = service.nameBucket(this.domain, key, u.bucket);
+        const named = service.nameBucket(this.domain, key, u.bucket, cost.name);
         b = {
           key: named.key,
           pairs: named.pairs,
           named,
           wire: u.wire,
+          charged: cost.bucket + cost.name,
+          bytes: cost.bucket,
           reportSeq: 0,
           demand: NOT_MEASURED,
           published: NOT_MEASURED,
@@ -679,7 +736,6 @@ export class QuotaStream {
         // Its first bytes only (Envoy sends a bucket's id the same way each time): another form of
         // a tracked id (map order, unknown fields) takes the canonical path and adds nothing here.
         if (u.wire !== undefined) this.byWire.set(u.wire, b);
-        service.bucketsChanged();
       } else {
         b.countSince += count;
         if (b.stale && b.group !== undefined) {
@@ -707,6 +763,22 @@ export class QuotaStream {
       if (a !== undefined) actions.push(a);
     }
     if (actions.length > 0 && !this.closed) this.send(actions);
+    if (ending !== undefined) throw new QuotaStreamError(8, ending.reason);
+  }
+
+  /** A bucket id the stream reports for the first time: pairs within REQUEST_MAX_ENTRIES / REQUEST_MAX_ENTRY_LENGTH, none empty. */
+  private checkBucketId(pairs: BucketPairs, index: number): void {
+    const o = this.service.opts;
+    const where = `bucket_quota_usages[${index}].bucket_id`;
+    if (pairs.size === 0) throw new QuotaStreamError(3, `${where} must hold at least one key/value pair`);
+    const maxEntries = o.maxEntries ?? Infinity;
+    if (pairs.size > maxEntries) throw new QuotaStreamError(3, `${where}: ${pairs.size} entries, more than ${maxEntries} (REQUEST_MAX_ENTRIES)`);
+    const maxLength = o.maxEntryLength ?? Infinity;
+    for (const [k, v] of pairs) {
+      if (k.length > maxLength) throw new QuotaStreamError(3, `${where}: key '${clip(k)}' is ${k.length} characters long, more than ${maxLength} (REQUEST_MAX_ENTRY_LENGTH)`);
+      if (v.length > maxLength) throw new QuotaStreamError(3, `${where}: the value of '${clip(k)}' is ${v.length} characters long, more than ${maxLength} (REQUEST_MAX_ENTRY_LENGTH)`);
+      if (k === '' || v === '') throw new QuotaStreamError(3, `${where}: keys and values must not be empty (got '${clip(k)}': '${clip(v)}')`);
+    }
   }
 
   /** Turns the usage reported since the last measurement into a rate, and publishes a material change. */
@@ -744,12 +816,11 @@ export class QuotaStream {
     const groups: Group[] = [];
     for (const b of this.buckets.values()) {
       if (b.group !== undefined) groups.push(b.group);
-      this.service.releaseBucket(this.domain, b.named);
+      this.release(b);
     }
     this.buckets.clear();
     this.byWire.clear();
     this.onClose();
-    this.service.bucketsChanged();
     if (groups.length === 0) return;
     this.service.opts.clock.setTimeout(() => {
       for (const g of groups) this.service.leave(g, this);
@@ -785,30 +856,31 @@ export class QuotaStream {
 
   private abandon(b: TrackedBucket): BucketAction {
     this.buckets.delete(b.key);
-    this.service.releaseBucket(this.domain, b.named);
+    this.release(b);
     if (b.wire !== undefined && this.byWire.get(b.wire) === b) this.byWire.delete(b.wire);
     if (b.group !== undefined) this.service.leave(b.group, this);
     b.group = undefined;
     this.service.stats?.abandons.inc();
-    this.service.bucketsChanged();
     return { bucket: b.pairs, wire: b.wire, abandon: true };
   }
 
+  /** A bucket the stream lets go: its name, and what it held against the budgets. */
+  private release(b: TrackedBucket): void {
+    this.service.releaseBucket(this.domain, b.named);
+    this.service.admission.release(this.holding, this.connection, b.charged, b.bytes);
+  }
+
   /**
-   * A bucket beyond RLQS_MAX_BUCKETS_PER_STREAM: not tracked nor divided, answered at each report
-   * with what its rule gives without a share (a limited rule denies: an Envoy must not escape a
-   * limit by reporting many buckets).
+   * A bucket the budgets did not admit: not tracked nor divided, answered (at each report that
+   * carries it) with what its rule gives without a share, for one time to live. A limited rule
+   * denies all: neither Envoy's own fallback (allow all unless configured) nor a static share
+   * could keep a limit that streams without number may report.
    */
-  private excess(pairs: BucketPairs): BucketAction {
-    const o = this.service.opts;
+  private untracked(pairs: BucketPairs, wire: string | undefined): BucketAction {
     this.service.stats?.refusedBuckets.inc();
-    if (!this.warnedExcess) {
-      this.warnedExcess = true;
-      o.logger?.warn(`RLQS stream ${this.id} reports more than ${o.maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM): the others are denied when a limit applies`);
-    }
     const p = this.place(pairs);
     const strategy: QuotaStrategy = p.fixed ?? { kind: 'deny-all' };
-    return { bucket: pairs, assign: { strategy, ttlSeconds: this.ttlFor(p) } };
+    return { bucket: pairs, wire, assign: { strategy, ttlSeconds: this.ttlFor(p) } };
   }
 
   /** Where a bucket lands in the current config (remembered per config: a lookup is not per report). */
@@ -848,9 +920,11 @@ export class QuotaStream {
   private checkDomain(domain: string): void {
     if (this.domain === '') {
       if (domain === '') throw new QuotaStreamError(3, 'the first usage report of a stream must name its domain');
+      const maxLength = this.service.opts.maxEntryLength ?? Infinity;
+      if (domain.length > maxLength) throw new QuotaStreamError(3, `domain is ${domain.length} characters long, more than ${maxLength} (REQUEST_MAX_ENTRY_LENGTH)`);
       this.domain = domain;
     } else if (domain !== '' && domain !== this.domain) {
-      throw new QuotaStreamError(3, `a stream reports one domain: got '${domain}' after '${this.domain}' (open a new stream for another domain)`);
+      throw new QuotaStreamError(3, `a stream reports one domain: got '${clip(domain)}' after '${this.domain}' (open a new stream for another domain)`);
     }
   }
 
@@ -983,6 +1057,11 @@ function sameRemote(a: ReadonlyMap<string, ReplicaDemand>, b: ReadonlyMap<string
 /** A reported count as a number no larger than 2^53 (uint64 on the wire). */
 function clampCount(n: number): number {
   return Number.isFinite(n) && n > 0 ? Math.min(n, Number.MAX_SAFE_INTEGER) : 0;
+}
+
+/** At most the first 64 characters of a client's text, for a message that names it. */
+function clip(text: string): string {
+  return text.length <= 64 ? text : `${text.slice(0, 64)}… (${text.length} characters)`;
 }
 
 /** A bucket's pairs in one canonical text (sorted by key): the same bucket whatever the map order. */

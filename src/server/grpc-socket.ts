@@ -117,7 +117,7 @@ class QuotaStreaming implements StreamCall {
       unread: () => stream.unsent,
       fail: (code, details) => this.finish(code, details),
       reset: () => stream.reset(),
-    });
+    }, stream.owner);
   }
 
   /** Hands over every complete message received so far. */

@@ -1,7 +1,9 @@
 /**
  * StreamRateLimitQuotas as every transport serves it: each message of a stream goes to the quota
- * engine in order; its actions go back as responses; a refused report, or a client that does not
- * read its responses, ends the stream with a status naming why. Counts
+ * engine in order; its actions go back as responses; a refused report, a stream over its budget
+ * (the engine's admission: per stream, per connection, per process), or a client that does not
+ * read its responses, ends the stream with a status naming why. The transport names each
+ * stream's connection, so the streams of one connection share its budget. Counts
  * `ratelimit_server.StreamRateLimitQuotas.total_requests` (streams opened), as upstream names
  * its method stats.
  */
@@ -51,7 +53,8 @@ export class QuotaCalls {
     this.total = stats.counter('ratelimit_server.StreamRateLimitQuotas.total_requests');
   }
 
-  open(t: QuotaStreamTransport): QuotaStreamHandle {
+  /** A new stream on `connection` (any value the transport keeps for the connection it came on). */
+  open(t: QuotaStreamTransport, connection: unknown): QuotaStreamHandle {
     this.total.inc();
     let ended = false;
     const stream = this.quota.open((actions) => {
@@ -65,7 +68,7 @@ export class QuotaCalls {
         return;
       }
       t.write(encodeQuotaResponseFrame(actions));
-    });
+    }, connection);
     const end = (code: status, details: string): void => {
       if (ended) return;
       ended = true;

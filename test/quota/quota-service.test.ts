@@ -8,6 +8,7 @@ import { ManualClock } from '../../src/platform/clock';
 import type { RateLimitConfig } from '../../src/config/types';
 import { MemoryDemandStore } from '../../src/quota/demand';
 import { QuotaService, type QuotaStream } from '../../src/quota/quota-service';
+import { quotaBudgets } from '../../src/quota/admission';
 import type { BucketAction, QuotaStrategy } from '../../src/quota/types';
 import { StatsStore } from '../../src/stats/store';
 import { load } from '../config/helpers';
@@ -38,7 +39,7 @@ function setup(yaml = YAML, maxBucketsPerStream = 3) {
   const clock = new ManualClock(1_000_000);
   let config: RateLimitConfig = load(yaml);
   const stats = new StatsStore();
-  const service = new QuotaService({ config: () => config, demand: new MemoryDemandStore(), clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, maxBucketsPerStream, stats });
+  const service = new QuotaService({ config: () => config, demand: new MemoryDemandStore(), clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, budgets: quotaBudgets({ streamBuckets: maxBucketsPerStream }), stats });
   const stream = () => {
     const sent: BucketAction[][] = [];
     const s = service.open((a) => sent.push(a));
@@ -268,7 +269,7 @@ test('a push of many groups is cut into turns of the event loop (reports are rea
   const clock = new TurnClock(1_000_000);
   const yaml = ['domain: d', 'descriptors:', ...['a', 'b', 'c'].map((v) => `  - key: api\n    value: ${v}\n    rate_limit: {unit: second, requests_per_unit: 100000}`)].join('\n');
   const config = load(yaml);
-  const service = new QuotaService({ config: () => config, demand: new MemoryDemandStore(), clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, maxBucketsPerStream: 3 });
+  const service = new QuotaService({ config: () => config, demand: new MemoryDemandStore(), clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, budgets: quotaBudgets({ streamBuckets: 3 }) });
   const turnsOf = new Map<string, Set<number>>(); // bucket -> turns its pushes went out in
   const told = new Set<string>();
   const streams = Array.from({ length: 6000 }, (_, i) =>
@@ -395,14 +396,17 @@ test('absurd reports are clamped, never turned into more than the limit: time_el
   expect(Number.isInteger(sa.kind === 'token-bucket' && sa.tokensPerFill)).toBe(true);
 });
 
-test('a stream over its bucket budget is not ended: the excess buckets are answered (denied under a limit) and counted', () => {
+test('a stream over its bucket budget: the report is answered (the excess denied under a limit, its rule\'s answer otherwise), then the stream ends RESOURCE_EXHAUSTED', () => {
   const { stream, stats } = setup(YAML, 2);
   const a = stream();
-  for (const v of ['search', 'small', 'blocked', 'free']) report(a.s, api(v), 0, 1);
-  report(a.s, api('search2'), 0, 1);
+  const usages = ['search', 'small', 'blocked', 'free'].map((v) => ({ bucket: api(v), elapsedSeconds: 0, allowed: 1, denied: 0 }));
+  expect(() => a.s.report({ domain: 'd', usages })).toThrow(
+    expect.objectContaining({ name: 'QuotaStreamError', code: 8, message: 'this stream would track more than 2 buckets (RLQS_MAX_BUCKETS_PER_STREAM)' }),
+  );
   expect(['search', 'small', 'blocked', 'free'].map((v) => a.latest(v)?.strategy.kind)).toEqual(['token-bucket', 'token-bucket', 'deny-all', 'allow-all']);
   expect(a.s.bucketCount).toBe(2);
-  expect(stats.counter('ratelimit.rlqs.refused_buckets').value).toBe(3);
+  expect(stats.counter('ratelimit.rlqs.refused_buckets').value).toBe(2);
+  expect(stats.counter('ratelimit.rlqs.stream_budget_exhausted').value).toBe(1);
 });
 
 test("a bucket sent again in the same bytes is found by them, its pairs not read; in other bytes, by its pairs; an abandoned bucket's bytes are forgotten", async () => {
