@@ -64,13 +64,16 @@ function shape(name, idOf) {
   const streams = [];
   let idBytes = 0;
   let sent = 0;
+  const reports = Array.from({ length: STREAMS }, (_, s) => reportBytes(s, idOf));
   const before = heap();
+  let busyMs = 0;
   for (let s = 0; s < STREAMS; s++) {
     const stream = service.open((actions) => (sent += actions.length));
-    const bytes = reportBytes(s, idOf);
-    const r = decodeUsageReports(bytes);
-    for (const u of r.usages) idBytes += u.wire.length;
+    const t0 = performance.now();
+    const r = decodeUsageReports(reports[s]);
     stream.report(r);
+    busyMs += performance.now() - t0;
+    for (const u of r.usages) idBytes += u.wire.length;
     streams.push(stream);
   }
   clock.advance(1000); // the push and one exchange
@@ -79,11 +82,12 @@ function shape(name, idOf) {
   const perBucket = (after - before) / tracked;
   console.log(
     `${name}: ${STREAMS} streams x ${BUCKETS} buckets = ${tracked.toLocaleString('en-US')} tracked, ids ${(idBytes / tracked).toFixed(0)} bytes each: ` +
-      `heap +${((after - before) / 2 ** 20).toFixed(1)} MiB, ${perBucket.toFixed(0)} bytes per tracked bucket (${sent.toLocaleString('en-US')} actions sent)`,
+      `heap +${((after - before) / 2 ** 20).toFixed(1)} MiB, ${perBucket.toFixed(0)} bytes per tracked bucket (${sent.toLocaleString('en-US')} actions sent); ` +
+      `first reports ${((busyMs * 1000) / tracked).toFixed(1)} µs per new bucket (decode and report)`,
   );
   for (const st of streams) st.close();
   service.close();
-  return { name, tracked, idBytesPerBucket: idBytes / tracked, heapBytesPerBucket: perBucket };
+  return { name, tracked, idBytesPerBucket: idBytes / tracked, heapBytesPerBucket: perBucket, usPerNewBucket: (busyMs * 1000) / tracked };
 }
 
 const out = [];

@@ -42,7 +42,7 @@ export class Holding {
   bytes = 0;
 }
 
-/** A connection's streams together, while any is open. */
+/** A connection's streams together, while any is open or holds a bucket (an ended stream's are reserved a while). */
 export class ConnectionHolding extends Holding {
   streams = 0;
   constructor(readonly key: unknown) {
@@ -115,10 +115,11 @@ export class QuotaAdmission {
   }
 
   leaveConnection(c: ConnectionHolding): void {
-    if (--c.streams === 0 && c.key !== undefined) this.connections.delete(c.key);
+    c.streams--;
+    this.forgetIdle(c);
   }
 
-  /** Connections with an open RLQS stream (for tests and the debug page). */
+  /** Connections with an open RLQS stream, or a bucket held for one that ended. */
   get connectionCount(): number {
     return this.connections.size;
   }
@@ -152,14 +153,19 @@ export class QuotaAdmission {
   }
 
   /** A tracked bucket let go: what `admit` charged its stream and connection, and its own part of the process's. */
-  release(stream: Holding, connection: Holding, charged: number, bucketPart: number): void {
+  release(stream: Holding, connection: ConnectionHolding, charged: number, bucketPart: number): void {
     for (const h of [stream, connection]) {
       h.buckets--;
       h.bytes -= charged;
     }
     this.process.buckets--;
     this.process.bytes -= bucketPart;
+    this.forgetIdle(connection);
     this.published();
+  }
+
+  private forgetIdle(c: ConnectionHolding): void {
+    if (c.streams === 0 && c.buckets === 0 && c.key !== undefined && this.connections.get(c.key) === c) this.connections.delete(c.key);
   }
 
   /** A bucket's shared name let go by its last stream: its part of the process's bytes. */

@@ -138,6 +138,9 @@ function driftPushEveryMs(members: number): number {
  * buckets of 1,000 Envoys) held the reports behind it for tens of milliseconds.
  */
 const PUSH_MEMBERS_PER_TURN = 10_000;
+/** The blanket strategies (never changed: shared by every assignment of one). */
+const ALLOW_ALL: QuotaStrategy = Object.freeze({ kind: 'allow-all' });
+const DENY_ALL: QuotaStrategy = Object.freeze({ kind: 'deny-all' });
 /** `/debug/rlqs` is made in pieces of about this many characters. */
 const DESCRIBE_PIECE_CHARS = 64 * 1024;
 /** Demand not yet measured (a stream's first report of a bucket has time_elapsed 0). */
@@ -157,6 +160,8 @@ interface Placement {
  * where it lands in the config, held once (a thousand Envoys report the same hundred buckets).
  */
 interface NamedBucket {
+  /** `domain|key`: its name in the service's map, and its group's key (one string for both). */
+  readonly scoped: string;
   readonly key: string;
   readonly pairs: BucketPairs;
   placement: Placement | undefined;
@@ -250,6 +255,8 @@ export class QuotaService {
   private readonly groups = new Map<string, Group>();
   /** The buckets tracked by some stream, by domain and key. */
   private readonly named = new Map<string, NamedBucket>();
+  /** Each rule's RLQS counters (a config's rules are dropped with it). */
+  private readonly ruleCounters = new WeakMap<RateLimitRule, { readonly allowed: Counter; readonly denied: Counter }>();
   private readonly dirty = new Set<Group>();
   /** Groups whose demand changed here since the last exchange. */
   private readonly unpublished = new Set<Group>();
@@ -316,27 +323,38 @@ export class QuotaService {
     while (this.exchanging !== undefined) await this.exchanging;
   }
 
-  /** Whether some stream tracks the bucket of `key` in `domain` (its name is held). */
-  isNamed(domain: string, key: string): boolean {
-    return this.named.has(`${domain}|${key}`);
+  /** The shared name of the bucket `scoped` (`domain|key`), if some stream tracks it. */
+  namedAt(scoped: string): NamedBucket | undefined {
+    return this.named.get(scoped);
   }
 
   /**
    * The shared name of a bucket a stream starts tracking (release it when the stream lets the
-   * bucket go); `bytes`: what a new name adds to the process's (admission.ts).
+   * bucket go): `known` (namedAt's), or a new one of `bytes` (what it adds to the process's).
    */
-  nameBucket(domain: string, key: string, pairs: BucketPairs, bytes: number): NamedBucket {
-    const scoped = `${domain}|${key}`;
-    let n = this.named.get(scoped);
-    if (n === undefined) this.named.set(scoped, (n = { key, pairs, placement: undefined, streams: 0, bytes }));
+  nameBucket(scoped: string, key: string, pairs: BucketPairs, bytes: number, known: NamedBucket | undefined): NamedBucket {
+    let n = known;
+    if (n === undefined) this.named.set(scoped, (n = { scoped, key, pairs, placement: undefined, streams: 0, bytes }));
     n.streams++;
     return n;
   }
 
-  releaseBucket(domain: string, n: NamedBucket): void {
+  releaseBucket(n: NamedBucket): void {
     if (--n.streams > 0) return;
-    this.named.delete(`${domain}|${n.key}`);
+    this.named.delete(n.scoped);
     this.admission.releaseName(n.bytes);
+  }
+
+  /** A rule's `rlqs_allowed` / `rlqs_denied` counters, made once per rule (not per bucket placed). */
+  countersOf(rule: RateLimitRule): { readonly allowed: Counter; readonly denied: Counter } | undefined {
+    const stats = this.opts.stats;
+    if (stats === undefined) return undefined;
+    let c = this.ruleCounters.get(rule);
+    if (c === undefined) {
+      c = { allowed: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_allowed`), denied: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_denied`) };
+      this.ruleCounters.set(rule, c);
+    }
+    return c;
   }
 
   /**
@@ -622,6 +640,8 @@ export class QuotaStream {
   /** Tracked buckets by the bytes of their id as the stream sent it (BucketUsage.wire). */
   private readonly byWire = new Map<string, TrackedBucket>();
   private reportSeq = 0;
+  /** The budget the report being handled in parts passed (the stream ends after its last part). */
+  private ending: Refusal | undefined;
   private closed = false;
   /** What its buckets hold (admission.ts). */
   private readonly holding = new Holding();
@@ -657,17 +677,25 @@ export class QuotaStream {
    * One message of the stream. Throws QuotaStreamError for a malformed report, before anything of
    * it is answered, and once the report is answered when it takes the stream or its connection
    * over a budget (the stream ends).
+   *
+   * `part`: a big report may be handed in parts, in turns of the event loop one after the other
+   * (QuotaCalls), each answered as it is handled: `at` is the index in the whole report of the
+   * part's first usage (0 for the first part: the report's own checks and cadence are there),
+   * `last` whether it ends the report (a budget passed in an earlier part ends the stream then).
    */
-  report(r: UsageReports): void {
+  report(r: UsageReports, part?: { readonly at: number; readonly last: boolean }): void {
     if (this.closed) return;
-    this.checkDomain(r.domain);
     const service = this.service;
-    service.stats?.reports.inc();
+    const first = part === undefined || part.at === 0;
+    if (first) {
+      this.checkDomain(r.domain);
+      service.stats?.reports.inc();
+    }
     // Envoy keeps reporting (the domain alone) when it has no bucket left, e.g. after abandons.
     if (r.usages.length === 0) return;
     const now = service.opts.clock.nowMs();
     // A bucket's first report is alone and has time_elapsed 0; a periodic one carries every bucket.
-    if (r.usages.length > 1 || r.usages.some((u) => u.elapsedSeconds > 0)) {
+    if (first && (r.usages.length > 1 || r.usages.some((u) => u.elapsedSeconds > 0))) {
       if (this.lastPeriodicMs !== undefined) {
         const gap = Math.min(MAX_CADENCE_S, Math.max(MIN_CADENCE_S, (now - this.lastPeriodicMs) / 1000));
         this.cadenceS = NEWEST * gap + (1 - NEWEST) * this.cadenceS;
@@ -676,15 +704,16 @@ export class QuotaStream {
     }
     const actions: BucketAction[] = [];
     const touched: TrackedBucket[] = [];
-    const seq = ++this.reportSeq;
+    const seq = first ? ++this.reportSeq : this.reportSeq;
     /** The stream's or its connection's budget this report would exceed: the stream ends once it is answered. */
-    let ending: Refusal | undefined;
+    let ending = first ? undefined : this.ending;
     const usages = r.usages;
+    const at = part?.at ?? 0;
     for (let i = 0; i < usages.length; i++) {
       const u = usages[i]!;
       // A bucket the stream reported before is found by its bytes: no decoding, no canonical key.
       let b = u.wire === undefined ? undefined : this.byWire.get(u.wire);
-      if (b === undefined) this.checkBucketId(u.bucket, i);
+      if (b === undefined) this.checkBucketId(u.bucket, at + i);
       const key = b?.key ?? bucketKey(u.bucket);
       if (!(u.elapsedSeconds >= 0)) throw new QuotaStreamError(3, `bucket ${clip(key)}: time_elapsed must be a duration of zero or more, got ${u.elapsedSeconds} s`);
       const elapsedS = Math.min(MAX_ELAPSED_S, u.elapsedSeconds);
@@ -693,15 +722,21 @@ export class QuotaStream {
       const count = allowed + denied;
       b ??= this.buckets.get(key);
       if (b === undefined) {
+        if (ending !== undefined) {
+          actions.push(this.untracked(u.bucket, u.wire));
+          continue;
+        }
         // Admitted or refused here only: every bucket a stream tracks passes this one check.
-        const cost = bucketCost(u.wire?.length ?? key.length, !service.isNamed(this.domain, key), key.length);
-        const refused = ending ?? service.admission.admit(this.holding, this.connection, cost, this.id);
+        const scoped = `${this.domain}|${key}`;
+        const known = service.namedAt(scoped);
+        const cost = bucketCost(u.wire?.length ?? key.length, known === undefined, key.length);
+        const refused = service.admission.admit(this.holding, this.connection, cost, this.id);
         if (refused !== undefined) {
           if (refused.level !== 'process') ending = refused;
           actions.push(this.untracked(u.bucket, u.wire));
           continue;
         }
-        const named = service.nameBucket(this.domain, key, u.bucket, cost.name);
+        const named = service.nameBucket(scoped, key, u.bucket, cost.name, known);
         b = {
           key: named.key,
           pairs: named.pairs,
@@ -763,7 +798,8 @@ export class QuotaStream {
       if (a !== undefined) actions.push(a);
     }
     if (actions.length > 0 && !this.closed) this.send(actions);
-    if (ending !== undefined) throw new QuotaStreamError(8, ending.reason);
+    this.ending = ending;
+    if (ending !== undefined && (part === undefined || part.last)) throw new QuotaStreamError(8, ending.reason);
   }
 
   /** A bucket id the stream reports for the first time: pairs within REQUEST_MAX_ENTRIES / REQUEST_MAX_ENTRY_LENGTH, none empty. */
@@ -808,22 +844,27 @@ export class QuotaStream {
   /**
    * The stream ended. Envoy keeps enforcing its assignments until they expire and reopens the
    * stream at its next report, so its shares stay reserved for most of a report interval
-   * (RESERVED_AFTER_END), then go back to the others (told at once).
+   * (RESERVED_AFTER_END), then go back to the others (told at once). A reserved bucket is still
+   * held, so it stays counted against the budgets of its connection and of the process until then:
+   * streams opened and ended in a loop cannot hold more than the budgets.
    */
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    const groups: Group[] = [];
+    const reserved: TrackedBucket[] = [];
     for (const b of this.buckets.values()) {
-      if (b.group !== undefined) groups.push(b.group);
-      this.release(b);
+      if (b.group !== undefined) reserved.push(b);
+      else this.release(b);
     }
     this.buckets.clear();
     this.byWire.clear();
     this.onClose();
-    if (groups.length === 0) return;
+    if (reserved.length === 0) return;
     this.service.opts.clock.setTimeout(() => {
-      for (const g of groups) this.service.leave(g, this);
+      for (const b of reserved) {
+        this.service.leave(b.group!, this);
+        this.release(b);
+      }
     }, RESERVED_AFTER_END * this.cadenceS * 1000);
   }
 
@@ -866,7 +907,7 @@ export class QuotaStream {
 
   /** A bucket the stream lets go: its name, and what it held against the budgets. */
   private release(b: TrackedBucket): void {
-    this.service.releaseBucket(this.domain, b.named);
+    this.service.releaseBucket(b.named);
     this.service.admission.release(this.holding, this.connection, b.charged, b.bytes);
   }
 
@@ -879,8 +920,7 @@ export class QuotaStream {
   private untracked(pairs: BucketPairs, wire: string | undefined): BucketAction {
     this.service.stats?.refusedBuckets.inc();
     const p = this.place(pairs);
-    const strategy: QuotaStrategy = p.fixed ?? { kind: 'deny-all' };
-    return { bucket: pairs, wire, assign: { strategy, ttlSeconds: this.ttlFor(p) } };
+    return { bucket: pairs, wire, assign: { strategy: p.fixed ?? DENY_ALL, ttlSeconds: this.ttlFor(p) } };
   }
 
   /** Where a bucket lands in the current config (remembered per config: a lookup is not per report). */
@@ -889,16 +929,12 @@ export class QuotaStream {
     const config = o.config();
     if (known !== undefined && known.config === config) return known;
     const descriptor = config?.bucketDescriptor(this.domain, pairs);
-    if (descriptor === undefined) return { config, matched: false, rule: undefined, fixed: { kind: o.unmatched.strategy } };
+    if (descriptor === undefined) return { config, matched: false, rule: undefined, fixed: o.unmatched.strategy === 'allow-all' ? ALLOW_ALL : DENY_ALL };
     const rule = config!.getLimit(this.domain, descriptor);
-    const stats = o.stats;
-    const counters =
-      stats === undefined || rule === undefined
-        ? undefined
-        : { allowed: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_allowed`), denied: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_denied`) };
+    const counters = rule === undefined ? undefined : this.service.countersOf(rule);
     let fixed: QuotaStrategy | undefined;
-    if (rule === undefined || rule.unlimited || rule.shadowMode) fixed = { kind: 'allow-all' };
-    else if (rule.limit.requestsPerUnit === 0 || !(unitToDivider(rule.limit.unit) > 0)) fixed = { kind: 'deny-all' };
+    if (rule === undefined || rule.unlimited || rule.shadowMode) fixed = ALLOW_ALL;
+    else if (rule.limit.requestsPerUnit === 0 || !(unitToDivider(rule.limit.unit) > 0)) fixed = DENY_ALL;
     return { config, matched: true, rule, fixed, counters };
   }
 
@@ -949,7 +985,7 @@ export class QuotaStream {
     } else {
       const limit = place.rule!.limit.requestsPerUnit;
       const unitS = unitToDivider(place.rule!.limit.unit);
-      b.group ??= service.join(`${this.domain}|${b.key}`, this, b);
+      b.group ??= service.join(b.named.scoped, this, b);
       const { tokens, grain } = service.tokensOf(b.group, b, limit, unitS);
       // Until its first report with a rate, a stream holds half its share and a small burst: each
       // Envoy of a fleet starting together admits its first request unasked and starts its first

@@ -119,8 +119,13 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
           fail: (code, details) => call.emit('error', { code, details }),
           // grpc-js offers no reset of a server stream: the status is queued behind the backlog.
           reset: (details) => call.emit('error', { code: grpc.status.RESOURCE_EXHAUSTED, details }),
+          resume: () => call.resume(),
         }, connectionOf(call));
-        call.on('data', (body: Buffer) => stream.message(body));
+        call.on('data', (body: Buffer) => {
+          stream.message(body);
+          // A report handled in parts: no other message until it is done (grpc-js reads no more meanwhile).
+          if (stream.busy) call.pause();
+        });
         call.on('end', () => {
           stream.close();
           call.end();

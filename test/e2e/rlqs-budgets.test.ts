@@ -4,12 +4,14 @@
  * - a stream over RLQS_MAX_BUCKETS_PER_STREAM is answered, then ended RESOURCE_EXHAUSTED naming
  *   it, whether its buckets come in one report or in several;
  * - streams of one connection over RLQS_MAX_BUCKETS_PER_CONNECTION: the one that goes over ends,
- *   the others (and other connections) go on;
+ *   the others (and other connections) go on; an ended stream's buckets stay counted while its
+ *   shares are reserved (Envoy may reopen it);
  * - buckets of streams on several connections over RLQS_MAX_BUCKETS: the ones beyond are denied
  *   (a limit applies) and not tracked, their stream goes on, earlier buckets keep their shares, and
  *   room that comes back is used;
  * - bucket ids beyond REQUEST_MAX_ENTRIES / REQUEST_MAX_ENTRY_LENGTH end the stream INVALID_ARGUMENT
  *   naming them, nothing echoed;
+ * - a big report is answered in parts, the messages behind it waiting;
  * - /debug/rlqs of 20,000 buckets is streamed in pieces, taken as the client reads.
  */
 import http from 'node:http';
@@ -116,7 +118,9 @@ describe('budgets', () => {
     expect(st.details).toBe('the streams of this connection would track more than 80 buckets (RLQS_MAX_BUCKETS_PER_CONNECTION)');
     expect(names(100, 140).every((n) => b.latest.get(n) === 'token-bucket')).toBe(true);
     expect(names(140, 145).map((n) => b.latest.get(n))).toEqual(Array(5).fill('deny-all'));
-    // b's buckets came back to the connection: another stream of it may take 40; another connection its own 50.
+    // b's buckets come back to the connection once no longer reserved (0.6 of Envoy's 5 s: it may
+    // reopen the stream): then another stream of it may take 40; another connection its own 50.
+    await waitFor(async () => (await stat('ratelimit.rlqs.buckets')) === 40, "b's reserved buckets let go");
     const c = stream(shared);
     c.call.write(users(300, 340));
     const other = stream(connection(svc));
@@ -171,6 +175,24 @@ describe('budgets', () => {
     expect(st.details).toBe(details);
     expect(s.responses).toEqual([]);
   });
+});
+
+test('a report of 5,000 buckets is answered in parts (a turn of the event loop each); the report behind it, and the end of the stream right after, wait for it', async () => {
+  const dirs = runtimeDir({ 'gw.yaml': CONFIG });
+  const svc = await startService(baseEnv(dirs.root));
+  try {
+    const s = stream(connection(svc));
+    s.call.write(users(0, 5000));
+    s.call.write(users(5000, 5010));
+    s.call.end();
+    expect((await s.ended).code).toBe(grpc.status.OK);
+    expect(s.latest.size).toBe(5010);
+    // 1,000 buckets a part: five responses for the first report, then the second's.
+    expect(s.responses.map((r) => r.bucketAction.length)).toEqual([1000, 1000, 1000, 1000, 1000, 10]);
+    expect(s.responses[5]!.bucketAction[0]!.bucketId!.bucket['user']).toBe('u5000');
+  } finally {
+    await svc.stop();
+  }
 });
 
 test('/debug/rlqs of 20,000 buckets is streamed in pieces as the client reads them (chunked), and the debug port answers meanwhile', async () => {

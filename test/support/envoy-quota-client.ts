@@ -540,6 +540,7 @@ export function inProcessTransport(service: QuotaService, clock: Clock, logger: 
         unread: () => 0,
         fail: (code, details) => end(code, details, false),
         reset: (details) => end(grpc.status.RESOURCE_EXHAUSTED, details, true),
+        resume: () => undefined, // QuotaCalls keeps what comes meanwhile; the model needs no flow control
       }, undefined); // each Envoy a connection of its own
       open.add(cut);
       return {
