@@ -138,6 +138,12 @@ function driftPushEveryMs(members: number): number {
  * buckets of 1,000 Envoys) held the reports behind it for tens of milliseconds.
  */
 const PUSH_MEMBERS_PER_TURN = 10_000;
+/**
+ * Groups an exchange publishes in one turn of the event loop (and one call of the demand store:
+ * one Redis pipeline); more follow in the next turns. A fleet has a hundred (one exchange); a flood
+ * of buckets of their own, tens of thousands, which in one pass held the reports for 90 ms.
+ */
+const EXCHANGE_GROUPS_PER_TURN = 5000;
 /** The blanket strategies (never changed: shared by every assignment of one). */
 const ALLOW_ALL: QuotaStrategy = Object.freeze({ kind: 'allow-all' });
 const DENY_ALL: QuotaStrategy = Object.freeze({ kind: 'deny-all' });
@@ -160,7 +166,8 @@ interface Placement {
  * where it lands in the config, held once (a thousand Envoys report the same hundred buckets).
  */
 interface NamedBucket {
-  /** `domain|key`: its name in the service's map, and its group's key (one string for both). */
+  readonly domain: string;
+  /** `domain|key`: its group's key (made once per bucket, not per stream). */
   readonly scoped: string;
   readonly key: string;
   readonly pairs: BucketPairs;
@@ -253,8 +260,11 @@ interface Division {
 export class QuotaService {
   private readonly streams = new Set<QuotaStream>();
   private readonly groups = new Map<string, Group>();
-  /** The buckets tracked by some stream, by domain and key. */
-  private readonly named = new Map<string, NamedBucket>();
+  /**
+   * The buckets tracked by some stream, by domain, then key: found by the key a report's bucket
+   * already has (its hash computed once), not by a text made for the look-up.
+   */
+  private readonly named = new Map<string, Map<string, NamedBucket>>();
   /** Each rule's RLQS counters (a config's rules are dropped with it). */
   private readonly ruleCounters = new WeakMap<RateLimitRule, { readonly allowed: Counter; readonly denied: Counter }>();
   private readonly dirty = new Set<Group>();
@@ -323,25 +333,31 @@ export class QuotaService {
     while (this.exchanging !== undefined) await this.exchanging;
   }
 
-  /** The shared name of the bucket `scoped` (`domain|key`), if some stream tracks it. */
-  namedAt(scoped: string): NamedBucket | undefined {
-    return this.named.get(scoped);
+  /** The shared name of the bucket of `key` in `domain`, if some stream tracks it. */
+  namedAt(domain: string, key: string): NamedBucket | undefined {
+    return this.named.get(domain)?.get(key);
   }
 
   /**
    * The shared name of a bucket a stream starts tracking (release it when the stream lets the
    * bucket go): `known` (namedAt's), or a new one of `bytes` (what it adds to the process's).
    */
-  nameBucket(scoped: string, key: string, pairs: BucketPairs, bytes: number, known: NamedBucket | undefined): NamedBucket {
+  nameBucket(domain: string, key: string, pairs: BucketPairs, bytes: number, known: NamedBucket | undefined): NamedBucket {
     let n = known;
-    if (n === undefined) this.named.set(scoped, (n = { scoped, key, pairs, placement: undefined, streams: 0, bytes }));
+    if (n === undefined) {
+      let names = this.named.get(domain);
+      if (names === undefined) this.named.set(domain, (names = new Map()));
+      names.set(key, (n = { domain, scoped: `${domain}|${key}`, key, pairs, placement: undefined, streams: 0, bytes }));
+    }
     n.streams++;
     return n;
   }
 
   releaseBucket(n: NamedBucket): void {
     if (--n.streams > 0) return;
-    this.named.delete(n.scoped);
+    const names = this.named.get(n.domain);
+    names?.delete(n.key);
+    if (names?.size === 0) this.named.delete(n.domain);
     this.admission.releaseName(n.bytes);
   }
 
@@ -587,50 +603,65 @@ export class QuotaService {
     let scans = full ? Math.ceil((this.groups.size * EXCHANGE_EVERY_MS) / STALE_SCAN_EVERY_MS) : 0;
     const groups = full ? [...this.groups.values()] : [...this.unpublished].filter((g) => this.groups.get(g.key) === g);
     this.unpublished.clear();
-    const mine = new Map<string, BucketDemand>();
-    for (const g of groups) {
-      let changed = false;
-      if (scans > 0 && now - g.scannedAtMs >= STALE_SCAN_EVERY_MS) {
-        scans--;
-        g.scannedAtMs = now;
-        const own = emptySum();
-        for (const [s, b] of g.members) {
-          const stale = now - b.lastReportMs > (2 * s.cadenceS + 1) * 1000;
-          if (stale !== b.stale) {
-            b.stale = stale;
-            changed = true;
-          }
-          addParty(own, b);
-        }
-        g.own = own; // what was added and taken away since the last pass may have drifted by rounding
-      }
-      if (full) for (const d of g.remote.values()) if (d.expiresAtMs <= now) changed = true;
-      if (changed) this.changed(g, false);
-      mine.set(g.key, { ...g.own });
-    }
     let remoteChanged = false;
-    const done = this.opts.demand.exchange(this.replica, mine, now, now + EXCHANGE_TTL_MS).then(
-      (answer) => {
-        if (answer === undefined) return;
-        for (const [key, remote] of answer) {
-          const g = this.groups.get(key);
-          if (g === undefined) continue;
-          if (!sameRemote(g.remote, remote)) {
-            remoteChanged = true;
-            this.changed(g, false);
+    /** The groups from `from` on, EXCHANGE_GROUPS_PER_TURN of them: published, and the others' demand read. */
+    const slice = (from: number): Promise<void> => {
+      const mine = new Map<string, BucketDemand>();
+      const to = Math.min(groups.length, from + EXCHANGE_GROUPS_PER_TURN);
+      for (let i = from; i < to; i++) {
+        const g = groups[i]!;
+        if (this.groups.get(g.key) !== g) continue; // gone since the pass began
+        scans = this.publishing(g, now, full, scans, mine);
+      }
+      const done = this.opts.demand.exchange(this.replica, mine, now, now + EXCHANGE_TTL_MS).then(
+        (answer) => {
+          if (answer === undefined) return;
+          for (const [key, remote] of answer) {
+            const g = this.groups.get(key);
+            if (g === undefined) continue;
+            if (!sameRemote(g.remote, remote)) {
+              remoteChanged = true;
+              this.changed(g, false);
+            }
+            g.remote = remote;
           }
-          g.remote = remote;
-        }
-      },
-      () => undefined,
-    );
-    this.exchanging = done.finally(() => {
+        },
+        () => undefined,
+      );
+      // Thousands of buckets (each its own: a flood): the next slice in a later turn, so the reports wait no longer than one.
+      if (to >= groups.length || this.closed) return done;
+      return done.then(() => new Promise<void>((resolve) => setImmediate(resolve))).then(() => slice(to));
+    };
+    this.exchanging = slice(0).finally(() => {
       this.exchanging = undefined;
       const again = this.exchangeAgain;
       this.exchangeAgain = false;
       // While the other replicas' demand moves (a fleet starting), look again soon.
       this.scheduleExchange(again ? 0 : remoteChanged ? EXCHANGE_SOON_MS : EXCHANGE_EVERY_MS);
     });
+  }
+
+  /** One group's part of an exchange: its stale streams looked for (if `scans` allow), its demand into `mine`. */
+  private publishing(g: Group, now: number, full: boolean, scans: number, mine: Map<string, BucketDemand>): number {
+    let changed = false;
+    if (scans > 0 && now - g.scannedAtMs >= STALE_SCAN_EVERY_MS) {
+      scans--;
+      g.scannedAtMs = now;
+      const own = emptySum();
+      for (const [s, b] of g.members) {
+        const stale = now - b.lastReportMs > (2 * s.cadenceS + 1) * 1000;
+        if (stale !== b.stale) {
+          b.stale = stale;
+          changed = true;
+        }
+        addParty(own, b);
+      }
+      g.own = own; // what was added and taken away since the last pass may have drifted by rounding
+    }
+    if (full) for (const d of g.remote.values()) if (d.expiresAtMs <= now) changed = true;
+    if (changed) this.changed(g, false);
+    mine.set(g.key, { ...g.own });
+    return scans;
   }
 }
 
@@ -727,8 +758,7 @@ export class QuotaStream {
           continue;
         }
         // Admitted or refused here only: every bucket a stream tracks passes this one check.
-        const scoped = `${this.domain}|${key}`;
-        const known = service.namedAt(scoped);
+        const known = service.namedAt(this.domain, key);
         const cost = bucketCost(u.wire?.length ?? key.length, known === undefined, key.length);
         const refused = service.admission.admit(this.holding, this.connection, cost, this.id);
         if (refused !== undefined) {
@@ -736,7 +766,7 @@ export class QuotaStream {
           actions.push(this.untracked(u.bucket, u.wire));
           continue;
         }
-        const named = service.nameBucket(scoped, key, u.bucket, cost.name, known);
+        const named = service.nameBucket(this.domain, key, u.bucket, cost.name, known);
         b = {
           key: named.key,
           pairs: named.pairs,

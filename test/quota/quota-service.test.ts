@@ -297,6 +297,40 @@ test('a push of many groups is cut into turns of the event loop (reports are rea
   expect(told.size).toBeGreaterThan(3 * 3000);
 });
 
+test('an exchange of thousands of groups (buckets of their own) is cut into slices of 5,000, one demand-store call and one turn of the event loop each', async () => {
+  const clock = new ManualClock(1_000_000);
+  const config = load('domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 100}\n');
+  // A tick per turn of the event loop: the turn each call of the demand store was made in.
+  let ticks = 0;
+  let ticking = true;
+  const tick = (): void => {
+    ticks++;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const calls: Array<{ groups: number; tick: number }> = [];
+  const inner = new MemoryDemandStore();
+  const demand = {
+    exchange: (...args: Parameters<MemoryDemandStore['exchange']>) => {
+      calls.push({ groups: args[1].size, tick: ticks });
+      return inner.exchange(...args);
+    },
+    release: inner.release.bind(inner),
+  };
+  const quota = new QuotaService({ config: () => config, demand, clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, budgets: quotaBudgets({}) });
+  try {
+    const s = quota.open(() => undefined);
+    s.report({ domain: 'd', usages: Array.from({ length: 12_000 }, (_, i) => ({ bucket: new Map([['user', `u${i}`]]), elapsedSeconds: 0, allowed: 1, denied: 0 })) });
+    clock.advance(0); // streams joining: the exchange comes at once
+    await quota.settled();
+    expect(calls.map((c) => c.groups)).toEqual([5000, 5000, 2000]);
+    expect(new Set(calls.map((c) => c.tick)).size).toBe(3);
+  } finally {
+    ticking = false;
+    quota.close();
+  }
+});
+
 test('a stream that stops reporting a bucket (its stream still open) is left out of the division after two of its intervals and a second, found within 5 s more', async () => {
   const { stream, advance } = setup();
   const [a, b] = [stream(), stream()];
@@ -347,7 +381,8 @@ test('the look for stale streams is spread: a fifth of the buckets at each once-
 
 test("a bucket's name, pairs and placement are held once for all the streams that report it, and forgotten when the last lets it go", async () => {
   const { service, stream, advance } = setup();
-  const named = () => (service as unknown as { named: Map<string, { streams: number }> }).named;
+  const byDomain = () => (service as unknown as { named: Map<string, Map<string, { streams: number }>> }).named;
+  const named = () => new Map([...byDomain()].flatMap(([d, names]) => [...names].map(([k, n]) => [`${d}|${k}`, n] as const)));
   const [a, b] = [stream(), stream()];
   report(a.s, api('search'), 0, 1);
   report(b.s, new Map([['api', 'search']]), 0, 1); // another map with the same pairs
@@ -366,7 +401,7 @@ test("a bucket's name, pairs and placement are held once for all the streams tha
     report(a.s, api('search'), 5, 0);
   }
   expect(a.sent.at(-1)).toEqual([{ bucket: api('search'), abandon: true }]);
-  expect(named().size).toBe(0);
+  expect(byDomain().size).toBe(0);
 });
 
 test('a stream whose rate is not measured yet counts as the mean of the measured ones, not as zero', async () => {
