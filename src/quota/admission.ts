@@ -9,20 +9,25 @@
  * is to end (RESOURCE_EXHAUSTED, the reason naming the setting); one that would take the process
  * over is refused and its stream goes on (the engine answers such a bucket without tracking it).
  *
- * The bytes are an estimate of the heap a bucket takes, measured (bench/rlqs-memory.js): each
- * bucket a stream tracks costs BUCKET_BYTES plus its id's bytes; a bucket no other stream of its
- * domain tracks costs NAME_BYTES plus twice its id more (its shared name, placement and division).
- * A stream and its connection are charged what their bucket added; the process holds what is
- * held (a name's part until its last stream lets it go).
+ * The bytes are what a bucket holds, from measurements (bench/rlqs-memory.js): each bucket a
+ * stream tracks costs BUCKET_BYTES plus its id's bytes; a bucket no other stream of its domain
+ * tracks costs NAME_BYTES plus twice its id more (its shared name, placement and division). A
+ * stream and its connection are charged what their buckets added; the process holds what is held
+ * (a name's part until its last stream lets it go; an ended stream's reserved buckets until they
+ * are let go).
  */
 import type { Clock } from '../platform/clock';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import { ThrottledLog } from '../telemetry/throttled-log';
 
-/** Heap one tracked bucket of a stream takes besides its id (measured: 600-630 bytes, bench/rlqs-memory.js). */
+/** Heap one tracked bucket of a stream takes besides its id (measured: 627-644 bytes, bench/rlqs-memory.js). */
 export const BUCKET_BYTES = 640;
-/** Heap more for a bucket no other stream tracks (measured: about 1,900 bytes and 2.2 per byte of its id). */
+/**
+ * What a bucket no other stream tracks adds, besides twice its id: measured about 1,350 bytes of heap
+ * (2.2 per byte of id); counted higher for what such a bucket costs every second besides its heap
+ * (its division, its entry in each exchange: a Redis write a second with Redis).
+ */
 export const NAME_BYTES = 1920;
 
 export interface BucketBudget {

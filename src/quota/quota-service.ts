@@ -185,9 +185,6 @@ interface TrackedBucket {
   readonly named: NamedBucket;
   /** Its id as its stream first sent it (BucketUsage.wire), if the transport gave it. */
   readonly wire: string | undefined;
-  /** The bytes admission charged its stream and connection, and its own part of the process's (admission.ts). */
-  readonly charged: number;
-  readonly bytes: number;
   /** The stream's report that last carried it (a bucket given twice in one report is handled once). */
   reportSeq: number;
   /** Requests per second (allowed + denied), smoothed; NOT_MEASURED before a measurement. */
@@ -225,6 +222,12 @@ interface TrackedBucket {
   /** Its tokens in the division `shareOf` (the group's last one when it is current). */
   share: number;
   shareOf: Division | undefined;
+  /**
+   * The bytes admission charged its stream and connection, and its own part of the process's
+   * (admission.ts): read when it is let go only, so last (the fields a report reads come first).
+   */
+  readonly charged: number;
+  readonly bytes: number;
 }
 
 /** This replica's streams of one bucket, and what the other replicas said of theirs. */
@@ -772,8 +775,6 @@ export class QuotaStream {
           pairs: named.pairs,
           named,
           wire: u.wire,
-          charged: cost.bucket + cost.name,
-          bytes: cost.bucket,
           reportSeq: 0,
           demand: NOT_MEASURED,
           published: NOT_MEASURED,
@@ -796,6 +797,8 @@ export class QuotaStream {
           heldMaxTokens: 0,
           share: 0,
           shareOf: undefined,
+          charged: cost.bucket + cost.name,
+          bytes: cost.bucket,
         };
         this.buckets.set(key, b);
         // Its first bytes only (Envoy sends a bucket's id the same way each time): another form of

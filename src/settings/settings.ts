@@ -126,7 +126,7 @@ export interface ServerExtraSettings {
   /**
    * RLQS_MAX_BUCKETS_PER_STREAM (10000), RLQS_MAX_BUCKET_BYTES_PER_STREAM (32 MiB),
    * RLQS_MAX_BUCKETS_PER_CONNECTION (20000), RLQS_MAX_BUCKET_BYTES_PER_CONNECTION (32 MiB),
-   * RLQS_MAX_BUCKETS (200000), RLQS_MAX_BUCKET_BYTES (128 MiB): what RLQS streams may make the
+   * RLQS_MAX_BUCKETS (200000), RLQS_MAX_BUCKET_BYTES (96 MiB): what RLQS streams may make the
    * process hold (src/quota/admission.ts)
    */
   readonly rlqsBudgets: {

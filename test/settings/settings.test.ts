@@ -53,7 +53,7 @@ const DEFAULTS: Settings = {
     shutdownDelayMs: 0,
     drainTimeoutMs: 10_000,
     rlqsUnmatched: { strategy: 'allow-all', ttlSeconds: 10 },
-    rlqsBudgets: { streamBuckets: 10_000, streamBytes: 33_554_432, connectionBuckets: 20_000, connectionBytes: 33_554_432, processBuckets: 200_000, processBytes: 134_217_728 },
+    rlqsBudgets: { streamBuckets: 10_000, streamBytes: 33_554_432, connectionBuckets: 20_000, connectionBytes: 33_554_432, processBuckets: 200_000, processBytes: 100_663_296 },
   },
   log: { level: 'warn', format: 'text' },
   config: { type: 'FILE', forceStartWithoutInitialConfig: false, healthyWithAtLeastOneConfigLoaded: false, maxBytes: 33_554_432, maxDescriptors: 250_000 },
