@@ -11,10 +11,11 @@
  *
  *   node bench/attacker.js '<json>'
  *     { "scenario": "valid" | "ping" | "settings" | "priority" | "window-update" | "empty-data"
- *                   | "hpack-bomb" | "ack-flood" | "body",
+ *                   | "hpack-bomb" | "ack-flood" | "body" | "rlqs",
  *       "host": "127.0.0.1", "port": 8081, "seconds": 11, "connections": 1,
  *       "message": "<hex of one gRPC RateLimitRequest message, without the 5-byte prefix>",
- *       "streams": 16 (body), "declared": 1048576 (body) }
+ *       "streams": 16 (body, rlqs: per connection), "declared": 1048576 (body),
+ *       "buckets": 10000 (rlqs: per stream), "perReport": 2000 (rlqs), "domain": "bench", "key": "client_id" (rlqs) }
  *
  * Scenarios (see bench/README.md, "Attacks"):
  * - valid: ShouldRateLimit calls (HEADERS, then DATA with END_STREAM) on increasing odd stream
@@ -36,13 +37,19 @@
  *   WINDOW_UPDATE frames; 65,535 initially), never the last byte, never END_STREAM. A stream the
  *   server ends is replaced by a new one, and a connection it closes by a new one, unless `hold`
  *   (the attack as issue 28 describes it: the calls are opened once and held).
+ * - rlqs: the RLQS bucket flood of issue 40, over node:http2 (an application-level attack: flow
+ *   control as any client does it). `streams` StreamRateLimitQuotas streams per connection, each
+ *   reporting `buckets` distinct buckets (`key` = a value of its own) in reports of `perReport`,
+ *   as fast as the stream takes them, then all of them again every second (Envoy's cadence is 5 s);
+ *   a stream the server ends is replaced by a new one with new buckets, a connection by a new one.
+ *   Counts the streams' ends by grpc-status and message, and the responses read.
  */
 const fs = require('node:fs');
 const net = require('node:net');
 
 const cfg = JSON.parse(process.argv[2] ?? '{}');
 if (cfg.host !== '127.0.0.1') throw new Error(`refusing host ${cfg.host}`);
-const SCENARIOS = ['valid', 'ping', 'settings', 'priority', 'window-update', 'empty-data', 'hpack-bomb', 'ack-flood', 'body'];
+const SCENARIOS = ['valid', 'ping', 'settings', 'priority', 'window-update', 'empty-data', 'hpack-bomb', 'ack-flood', 'body', 'rlqs'];
 if (!SCENARIOS.includes(cfg.scenario)) throw new Error(`unknown scenario ${cfg.scenario}`);
 const CONNECTIONS = cfg.connections ?? 1;
 const MESSAGE = Buffer.from(cfg.message ?? '', 'hex');
@@ -428,6 +435,7 @@ const behaviours = {
     };
   },
 };
+behaviours.rlqs = () => ({ run: runRlqs });
 const behaviour = behaviours[cfg.scenario]();
 const READS = behaviour.read !== false;
 
@@ -617,9 +625,136 @@ function watchFins() {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// RLQS bucket flood (node:http2)
+
+/** Protobuf bytes: a varint, a length-delimited field. */
+function varint(n) {
+  const out = [];
+  while (n >= 128) {
+    out.push((n % 128) | 128);
+    n = Math.floor(n / 128);
+  }
+  out.push(n);
+  return Buffer.from(out);
+}
+const field = (tag, bytes) => Buffer.concat([varint(tag), varint(bytes.length), bytes]);
+/** One BucketQuotaUsage of bucket {key: value}: time_elapsed `elapsed` s, one request allowed. */
+function usage(key, value, elapsed) {
+  const entry = field(0x0a, Buffer.concat([field(0x0a, Buffer.from(key)), field(0x12, Buffer.from(value))]));
+  const id = field(0x0a, entry);
+  const duration = field(0x12, elapsed > 0 ? Buffer.concat([varint(0x08), varint(elapsed)]) : Buffer.alloc(0));
+  return field(0x12, Buffer.concat([id, duration, varint(0x18), varint(1)]));
+}
+/** A RateLimitQuotaUsageReports of these values as a gRPC message (its 5-byte prefix included). */
+function reportFrame(domain, key, values, elapsed) {
+  const body = Buffer.concat([field(0x0a, Buffer.from(domain)), ...values.map((v) => usage(key, v, elapsed))]);
+  const head = Buffer.alloc(5);
+  head.writeUInt32BE(body.length, 1);
+  return Buffer.concat([head, body]);
+}
+
+function runRlqs() {
+  const http2 = require('node:http2');
+  const perStream = cfg.buckets ?? 10_000;
+  const perReport = cfg.perReport ?? 2000;
+  const streamsPerConnection = cfg.streams ?? 100;
+  const domain = cfg.domain ?? 'bench';
+  const key = cfg.key ?? 'client_id';
+  Object.assign(stats, { streamsOpened: 0, streamEnds: {}, endReasons: {}, bucketsSent: 0, reportsSent: 0, responses: 0, responseBytes: 0 });
+  let nextStream = 0;
+  const sessions = new Set();
+  const openSession = (first) => {
+    const session = http2.connect(`http://${cfg.host}:${cfg.port}`, { settings: { enablePush: false, initialWindowSize: 2 ** 31 - 1 }, maxSessionMemory: 1024 });
+    sessions.add(session);
+    session.on('connect', () => {
+      stats.connects++;
+      if (!first) stats.reconnects++;
+      session.setLocalWindowSize(2 ** 31 - 1);
+    });
+    session.on('error', (err) => (stats.lastError = err.code ?? err.message));
+    session.on('goaway', (code) => inc(stats.goaway, errorName(code)));
+    session.on('close', () => {
+      sessions.delete(session);
+      if (stopping) return;
+      if (stats.connects === 0) stats.connectErrors++;
+      else stats.closedByServer++;
+      setTimeout(openSession, 20, false);
+    });
+    for (let i = 0; i < streamsPerConnection; i++) openStream(session);
+  };
+  const openStream = (session) => {
+    if (stopping || session.closed || session.destroyed) return;
+    const id = nextStream++;
+    stats.streamsOpened++;
+    let req;
+    try {
+      req = session.request({ ':method': 'POST', ':path': '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas', 'content-type': 'application/grpc', te: 'trailers' });
+    } catch (err) {
+      stats.lastError = err.code ?? err.message;
+      return;
+    }
+    const values = Array.from({ length: perStream }, (_, i) => `s${id}-b${i}`);
+    // The same reports every second: each encoded once (the attacker's own CPU is not what is measured).
+    const frames = new Map();
+    const frameOf = (from, again) => {
+      const k = `${from}:${again}`;
+      let f = frames.get(k);
+      if (f === undefined) frames.set(k, (f = reportFrame(domain, key, values.slice(from, from + perReport), again ? 1 : 0)));
+      return f;
+    };
+    let sent = 0;
+    let ended = false;
+    let trailers = null;
+    let timer = null;
+    req.on('response', (h) => (trailers = h));
+    req.on('trailers', (t) => (trailers = t));
+    req.on('data', (d) => {
+      stats.responses++;
+      stats.responseBytes += d.length;
+    });
+    req.on('error', (err) => (stats.lastError = err.code ?? err.message));
+    req.on('close', () => {
+      ended = true;
+      clearTimeout(timer);
+      const code = trailers?.['grpc-status'] ?? (req.rstCode ? `RST ${errorName(req.rstCode)}` : '?');
+      inc(stats.streamEnds, GRPC_CODES[Number(code)] ?? String(code));
+      const reason = trailers?.['grpc-message'];
+      if (reason && (Object.keys(stats.endReasons).length < 10 || reason in stats.endReasons)) inc(stats.endReasons, decodeURIComponent(reason));
+      if (!stopping) setImmediate(openStream, session);
+    });
+    // The next report: new buckets until all are sent, then all of them again each second.
+    const next = () => {
+      if (ended || stopping) return;
+      const again = sent >= perStream;
+      const from = again ? (sent - perStream) % perStream : sent;
+      const n = Math.min(perReport, perStream - from);
+      const frame = frameOf(from, again);
+      sent += n;
+      stats.reportsSent++;
+      stats.bucketsSent += n;
+      stats.bytesSent += frame.length;
+      const ok = req.write(frame);
+      const after = () => {
+        if (sent >= perStream && (sent - perStream) % perStream === 0) timer = setTimeout(next, 1000);
+        else setImmediate(next);
+      };
+      if (ok) after();
+      else req.once('drain', after);
+    };
+    next();
+  };
+  for (let i = 0; i < CONNECTIONS; i++) openSession(true);
+  stopRlqs = () => {
+    for (const s of sessions) s.destroy();
+  };
+}
+let stopRlqs = () => {};
+
 function finish() {
   if (stopping) return;
   stopping = true;
+  stopRlqs();
   const now = performance.now();
   const openAges = [...live].filter((c) => c.connectedAt !== null).map((c) => now - c.connectedAt);
   const firstOpen = [...live].filter((c) => c.first && c.connectedAt !== null).length;
@@ -635,7 +770,8 @@ function finish() {
   process.stdout.write(`${JSON.stringify(out)}\n`, () => process.exit(0));
 }
 
-for (let i = 0; i < CONNECTIONS; i++) connect(true);
+if (behaviour.run) behaviour.run();
+else for (let i = 0; i < CONNECTIONS; i++) connect(true);
 if (!READS) setInterval(watchFins, 100).unref();
 setTimeout(finish, (cfg.seconds ?? 10) * 1000);
 process.on('SIGTERM', finish);

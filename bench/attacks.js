@@ -17,7 +17,8 @@
  * level of the attackers, default 10; 0 runs them at the good client's priority),
  * BENCH_ATTACK_SCENARIOS (comma-separated ids to run, default all), BENCH_ATTACK_IDLE_CONNECTIONS
  * (connections the connection attackers hold, default 10000; the TLS ones hold half), BENCH_ATTACK_FRESH_MS
- * (how often a newcomer opens its own connection and makes one call, default 500).
+ * (how often a newcomer opens its own connection and makes one call, default 500). The RLQS bucket
+ * floods (issue 40) are measured the same way: the good client's ShouldRateLimit calls beside them.
  *
  * Needs a build (dist/): `make bench-attacks` builds first.
  */
@@ -130,6 +131,10 @@ const SCENARIOS = [
     addresses: loopbackAddresses(5),
     label: `${CFG.idleConnections / 2} TCP connections to the TLS port from 5 addresses sending ${kind === 'silent' ? 'nothing' : 'the first 11 bytes of a ClientHello'}; each one closed reopened`,
   })),
+  // RLQS (issue 40): distinct buckets, all reported again every second; an ended stream replaced by one with new buckets.
+  { id: 'rlqs-flood', attack: 'rlqs', connections: 1, rlqs: { streams: 100, buckets: 10_000, perReport: 400 }, label: 'one connection, 100 RLQS streams of 10,000 distinct buckets each, in reports of 400 (12 KB: within a stream\'s first window)' },
+  { id: 'rlqs-huge-stream', attack: 'rlqs', connections: 1, rlqs: { streams: 1, buckets: 1_000_000, perReport: 20_000 }, label: 'one RLQS stream reporting 1,000,000 distinct buckets, in reports of 20,000 (about 500 KB)' },
+  { id: 'rlqs-flood-10', attack: 'rlqs', connections: 10, rlqs: { streams: 10, buckets: 10_000, perReport: 400 }, label: '10 connections x 10 RLQS streams of 10,000 distinct buckets each, in reports of 400' },
 ].filter((s) => CFG.only.length === 0 || CFG.only.includes(s.id));
 
 /** 127.0.0.2, 127.0.0.3, ...: the addresses of one attacking pod. */
@@ -296,6 +301,7 @@ async function measure(s, srv, loopDelayStart) {
             streams: CFG.bodyStreams,
             declared: CFG.declaredBytes,
             hold: s.hold === true,
+            ...(s.rlqs ? { ...s.rlqs, domain: 'bench', key: 'client_id' } : {}),
           }),
         ],
         { nice: NICE, timeoutMs: windowMs + 30_000 },
@@ -363,14 +369,14 @@ function notesFor(r, control) {
   if (c && c.maxSendLagMs > 50) notes.push(`good client sent up to ${c.maxSendLagMs.toFixed(0)} ms late (client-side delay)`);
   const a = r.attacker;
   if (a) {
-    if (a.closedByServer === 0) notes.push('the server never closed an attacker connection');
+    if (a.closedByServer === 0 && r.attack !== 'rlqs') notes.push('the server never closed an attacker connection');
     if (r.attack === 'ack-flood' && a.firstConnections.stillOpen > 0) {
       const fins = a.firstFinMs?.n ?? 0;
       notes.push(`${a.firstConnections.stillOpen} of ${a.firstConnections.n} first connections still open at the end${fins ? ` (${fins} of them had the server's FIN: ended, but still read by the server)` : ''}`);
     }
     if (a.connectErrors) notes.push(`${a.connectErrors} attacker connects failed (${a.lastError})`);
   }
-  if (r.attackerCpuPercent != null && r.attackerCpuPercent < 20 && r.attack !== 'ack-flood' && r.attack !== 'body') notes.push(`attacker used only ${r.attackerCpuPercent.toFixed(0)} % CPU`);
+  if (r.attackerCpuPercent != null && r.attackerCpuPercent < 20 && r.attack !== 'ack-flood' && r.attack !== 'body' && r.attack !== 'rlqs') notes.push(`attacker used only ${r.attackerCpuPercent.toFixed(0)} % CPU`);
   const sv = r.service;
   if (sv?.socketsAfter != null && sv.socketsBefore != null && sv.socketsAfter > sv.socketsBefore) {
     // Before: the listeners only (the clients start after); after: both clients have exited.
@@ -415,6 +421,8 @@ function attackerCell(r) {
       return `${sent}, nothing read`;
     case 'body':
       return `${fmt(a.streamsOpened)} calls opened, ${fmtBytes(a.bodyBytesSent)} of bodies; ${answered}`;
+    case 'rlqs':
+      return `${fmt(a.streamsOpened)} streams, ${fmt(a.bucketsSent)} buckets in ${fmt(a.reportsSent)} reports (${fmtBytes(a.bytesSent)}); ${fmt(a.responses)} response chunks; ended: ${codes(a.streamEnds) || 'none'}`;
     default:
       return sent;
   }
@@ -494,6 +502,17 @@ function markdown(results, machine, problems) {
           `${fmtMs(r.client.p99)}${ratio} / ${fmt(r.client.failed)} | ` +
           `${a && a.opened !== undefined ? `${fmt(a.opened)} / ${fmt(a.refusedAtOnce)} / ${fmt(a.closedLater)} / ${fmt(a.maxOpen)} / ${fmt(a.openAtEnd)}` : '—'} | ` +
           `${fmtMiB(r.service.rssBeforeMiB)} / ${fmtMiB(r.service.rssPeakMiB)} / ${fmtMiB(r.service.rssAfterMiB)} | ${fmtPct(r.service.cpuPercent)} |`,
+      );
+    }
+  }
+  const rlqs = results.filter((r) => r.attack === 'rlqs' && r.attacker);
+  if (rlqs.length) {
+    lines.push('', '## RLQS bucket floods', '', '| Scenario | Good client p99 / failed | RSS before / peak / after, MiB | Service CPU | Streams opened / ended (grpc-status) | Buckets reported | Why the streams ended |', '|---|---|---|---:|---|---:|---|');
+    for (const r of rlqs) {
+      const a = r.attacker;
+      lines.push(
+        `| \`${r.id}\` | ${fmtMs(r.client?.p99)} / ${fmt(r.client?.failed)} | ${fmtMiB(r.service.rssBeforeMiB)} / ${fmtMiB(r.service.rssPeakMiB)} / ${fmtMiB(r.service.rssAfterMiB)} | ${fmtPct(r.service.cpuPercent)} | ` +
+          `${fmt(a.streamsOpened)} / ${codes(a.streamEnds) || '0'} | ${fmt(a.bucketsSent)} | ${Object.entries(a.endReasons ?? {}).map(([k, v]) => `"${k}" x ${fmt(v)}`).join('; ') || '—'} |`,
       );
     }
   }

@@ -165,6 +165,9 @@ async function main() {
     const wall = (performance.now() - t0) / 1000;
     const m = f.stopMeasuring();
     const rssLoaded = rssMiB(pid);
+    // What the RLQS budgets refused (issue 40): nothing, at the fleet's size.
+    const stats = await fetch(`http://${svc.debugAddr}/stats`).then((res) => res.text());
+    const stat = (name) => Number(new RegExp(`^${name.replace(/\./g, '\\.')}: (\\d+)$`, 'm').exec(stats)?.[1] ?? 0);
     f.stop();
     const cpuS = (c1 - c0) / 100;
     const r = (x) => (x === null ? null : Math.round(x * 10) / 10);
@@ -185,6 +188,9 @@ async function main() {
       firstReportsToAllAssignedMs: { p50: r(percentile(m.firstAssignments, 50)), p99: r(percentile(m.firstAssignments, 99)) },
       streamsEnded: m.ended,
       worstGcPauseMs: r(worstGcPauseMs),
+      bucketsTracked: stat('ratelimit.rlqs.buckets'),
+      bucketBytes: stat('ratelimit.rlqs.bucket_bytes'),
+      refusedBuckets: stat('ratelimit.rlqs.refused_buckets'),
     };
     process.stdout.write(`${JSON.stringify(result)}\n`);
     process.stdout.write(
@@ -195,7 +201,8 @@ async function main() {
         `| resident memory: idle → loaded (per stream) | ${result.rssIdleMiB} → ${result.rssLoadedMiB} MiB (${result.rssKiBPerStream} KiB) |\n` +
         `| report → answer p50 / p99 / max | ${result.reportToAnswerMs.p50} / ${result.reportToAnswerMs.p99} / ${result.reportToAnswerMs.max} ms |\n` +
         `| assignments sent per second | ${result.assignmentsPerSecond} |\n` +
-        `| longest garbage-collection pause | ${result.worstGcPauseMs} ms |\n`,
+        `| longest garbage-collection pause | ${result.worstGcPauseMs} ms |\n` +
+        `| buckets tracked (bytes counted) / refused by the budgets | ${result.bucketsTracked} (${(result.bucketBytes / 2 ** 20).toFixed(1)} MiB) / ${result.refusedBuckets} |\n`,
     );
   } finally {
     svc.proc.kill('SIGTERM');

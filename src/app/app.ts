@@ -48,6 +48,7 @@ import { type HttpSocketServer, httpSocketServer } from '../server/http-socket';
 import { type ServerBudgets, serverBudgets } from '../server/byte-budget';
 import { CertificateSource } from '../server/tls';
 import { FirstUseDemandStore, MemoryDemandStore, type DemandStore } from '../quota/demand';
+import { quotaBudgets } from '../quota/admission';
 import { QuotaService } from '../quota/quota-service';
 
 /**
@@ -362,7 +363,9 @@ export class RateLimitApp {
       demand,
       clock: this.clock,
       unmatched: settings.server.rlqsUnmatched,
-      maxBucketsPerStream: settings.server.rlqsMaxBucketsPerStream,
+      budgets: quotaBudgets(settings.server.rlqsBudgets),
+      maxEntries: settings.server.maxEntries,
+      maxEntryLength: settings.server.maxEntryLength,
       stats: this.stats,
       logger,
     }));
@@ -559,9 +562,9 @@ export class RateLimitApp {
     });
   }
 
-  /** /debug/rlqs: the live RLQS streams and buckets of this process. */
-  quotaBuckets(): string {
-    return this.quota?.describe() ?? 'RLQS is not started yet\n';
+  /** /debug/rlqs: the live RLQS streams and buckets of this process, in pieces made as they are taken. */
+  quotaBuckets(): Iterable<string> {
+    return this.quota?.describe() ?? ['RLQS is not started yet\n'];
   }
 
   /** The /debug/explain report for an RLQS bucket in `k=v,k2=v2` form, or an error text. */

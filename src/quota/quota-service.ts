@@ -22,8 +22,13 @@
  * - A fleet of Envoys reports the same buckets: a bucket's name is held once for all its streams,
  *   each stream finds its buckets by the bytes of their ids, and what a bucket holds is kept on
  *   the bucket itself (bench/README.md, "RLQS at fleet scale": 100,000 bucket-streams per replica).
- * - A bucket idle for IDLE_REPORTS_TO_ABANDON reports is abandoned; a stream over its bucket
- *   budget gets a static answer for the excess buckets (deny for a limited rule), never an end.
+ * - A bucket idle for IDLE_REPORTS_TO_ABANDON reports is abandoned.
+ * - What streams may make the process hold is admitted in admission.ts, before a bucket is tracked:
+ *   a stream that would take itself or its connection over a budget is answered for the report
+ *   (the buckets that did not fit with their rule's answer without a share: deny all under a
+ *   limit) and ended with RESOURCE_EXHAUSTED; a bucket that would take the process over is
+ *   answered so at each report, untracked, and its stream goes on. A bucket id beyond
+ *   REQUEST_MAX_ENTRIES / REQUEST_MAX_ENTRY_LENGTH ends its stream before anything is answered.
  */
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../platform/clock';
@@ -33,6 +38,7 @@ import type { RateLimitConfig } from '../config/types';
 import type { RateLimitRule } from '../core/rule';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
+import { bucketCost, type ConnectionHolding, Holding, QuotaAdmission, type QuotaBudgets, type Refusal } from './admission';
 import type { DemandStore, ReplicaDemand } from './demand';
 import { divide, grainFor, meanDemand, tokenBucketFor, visibleChange, type Grain } from './shares';
 import { QuotaStreamError, type BucketAction, type BucketPairs, type QuotaStrategy, type UsageReports } from './types';
@@ -44,11 +50,16 @@ export interface QuotaServiceOptions {
   clock: Clock;
   /** What a bucket that no descriptor takes gets. */
   unmatched: { strategy: 'allow-all' | 'deny-all'; ttlSeconds: number };
-  /** Most buckets one stream may report; the excess gets a static answer (and is not divided). */
-  maxBucketsPerStream: number;
+  /** The buckets and bytes streams may make the process hold, per stream, connection and process (admission.ts). */
+  budgets: QuotaBudgets;
+  /** REQUEST_MAX_ENTRIES: most pairs in a bucket id (unbounded when unset). */
+  maxEntries?: number;
+  /** REQUEST_MAX_ENTRY_LENGTH: longest key or value of a bucket id, and domain, in characters (unbounded when unset). */
+  maxEntryLength?: number;
   /**
-   * `ratelimit.rlqs.{streams,buckets}` (gauges), `.{reports,assignments,abandons,stream_errors,
-   * refused_buckets}`, and per rule `ratelimit.service.rate_limit.<key>.rlqs_{allowed,denied}`.
+   * `ratelimit.rlqs.{streams,buckets,bucket_bytes}` (gauges), `.{reports,assignments,abandons,
+   * stream_errors,refused_buckets}`, `.{stream,connection,process}_budget_exhausted`, and per rule
+   * `ratelimit.service.rate_limit.<key>.rlqs_{allowed,denied}`.
    */
   stats?: StatsStore;
   logger?: Logger;
@@ -58,7 +69,6 @@ export interface QuotaServiceOptions {
 
 interface QuotaStats {
   readonly streams: Gauge;
-  readonly buckets: Gauge;
   readonly reports: Counter;
   readonly assignments: Counter;
   readonly abandons: Counter;
@@ -128,6 +138,17 @@ function driftPushEveryMs(members: number): number {
  * buckets of 1,000 Envoys) held the reports behind it for tens of milliseconds.
  */
 const PUSH_MEMBERS_PER_TURN = 10_000;
+/**
+ * Groups an exchange publishes in one turn of the event loop (and one call of the demand store:
+ * one Redis pipeline); more follow in the next turns. A fleet has a hundred (one exchange); a flood
+ * of buckets of their own, tens of thousands, which in one pass held the reports for 90 ms.
+ */
+const EXCHANGE_GROUPS_PER_TURN = 5000;
+/** The blanket strategies (never changed: shared by every assignment of one). */
+const ALLOW_ALL: QuotaStrategy = Object.freeze({ kind: 'allow-all' });
+const DENY_ALL: QuotaStrategy = Object.freeze({ kind: 'deny-all' });
+/** `/debug/rlqs` is made in pieces of about this many characters. */
+const DESCRIBE_PIECE_CHARS = 64 * 1024;
 /** Demand not yet measured (a stream's first report of a bucket has time_elapsed 0). */
 export const NOT_MEASURED = -1;
 
@@ -145,11 +166,16 @@ interface Placement {
  * where it lands in the config, held once (a thousand Envoys report the same hundred buckets).
  */
 interface NamedBucket {
+  readonly domain: string;
+  /** `domain|key`: its group's key (made once per bucket, not per stream). */
+  readonly scoped: string;
   readonly key: string;
   readonly pairs: BucketPairs;
   placement: Placement | undefined;
   /** Streams tracking it: it is forgotten when the last one lets it go. */
   streams: number;
+  /** What it adds to the process's bytes (admission.ts), given back when it is forgotten. */
+  readonly bytes: number;
 }
 
 interface TrackedBucket {
@@ -196,6 +222,12 @@ interface TrackedBucket {
   /** Its tokens in the division `shareOf` (the group's last one when it is current). */
   share: number;
   shareOf: Division | undefined;
+  /**
+   * The bytes admission charged its stream and connection, and its own part of the process's
+   * (admission.ts): read when it is let go only, so last (the fields a report reads come first).
+   */
+  readonly charged: number;
+  readonly bytes: number;
 }
 
 /** This replica's streams of one bucket, and what the other replicas said of theirs. */
@@ -231,8 +263,13 @@ interface Division {
 export class QuotaService {
   private readonly streams = new Set<QuotaStream>();
   private readonly groups = new Map<string, Group>();
-  /** The buckets tracked by some stream, by domain and key. */
-  private readonly named = new Map<string, NamedBucket>();
+  /**
+   * The buckets tracked by some stream, by domain, then key: found by the key a report's bucket
+   * already has (its hash computed once), not by a text made for the look-up.
+   */
+  private readonly named = new Map<string, Map<string, NamedBucket>>();
+  /** Each rule's RLQS counters (a config's rules are dropped with it). */
+  private readonly ruleCounters = new WeakMap<RateLimitRule, { readonly allowed: Counter; readonly denied: Counter }>();
   private readonly dirty = new Set<Group>();
   /** Groups whose demand changed here since the last exchange. */
   private readonly unpublished = new Set<Group>();
@@ -250,6 +287,8 @@ export class QuotaService {
   /** Stream ids must differ across replicas that share a demand store. */
   readonly replica: string;
   readonly stats: QuotaStats | undefined;
+  /** What the streams hold, against the budgets: asked before any bucket is tracked. */
+  readonly admission: QuotaAdmission;
 
   constructor(readonly opts: QuotaServiceOptions) {
     this.replica = opts.replica ?? randomUUID().slice(0, 8);
@@ -259,19 +298,25 @@ export class QuotaService {
         ? undefined
         : {
             streams: st.gauge('ratelimit.rlqs.streams'),
-            buckets: st.gauge('ratelimit.rlqs.buckets'),
             reports: st.counter('ratelimit.rlqs.reports'),
             assignments: st.counter('ratelimit.rlqs.assignments'),
             abandons: st.counter('ratelimit.rlqs.abandons'),
             streamErrors: st.counter('ratelimit.rlqs.stream_errors'),
             refusedBuckets: st.counter('ratelimit.rlqs.refused_buckets'),
           };
+    this.admission = new QuotaAdmission(opts.budgets, { stats: st, logger: opts.logger, clock: opts.clock });
   }
 
-  /** A new stream; `send` delivers its bucket actions (one response per call). */
-  open(send: (actions: BucketAction[]) => void): QuotaStream {
-    const s = new QuotaStream(this, `${this.replica}.${String(++this.nextId).padStart(9, '0')}`, send, () => {
+  /**
+   * A new stream; `send` delivers its bucket actions (one response per call). `connection`: what
+   * names the stream's connection (any value its transport keeps for that connection), so its
+   * streams share the connection's budget; a stream without one is a connection of its own.
+   */
+  open(send: (actions: BucketAction[]) => void, connection?: unknown): QuotaStream {
+    const holding = this.admission.joinConnection(connection);
+    const s = new QuotaStream(this, `${this.replica}.${String(++this.nextId).padStart(9, '0')}`, send, holding, () => {
       this.streams.delete(s);
+      this.admission.leaveConnection(holding);
       this.stats?.streams.set(this.streams.size);
     });
     this.streams.add(s);
@@ -291,33 +336,68 @@ export class QuotaService {
     while (this.exchanging !== undefined) await this.exchanging;
   }
 
-  /** The buckets of all streams changed in number. */
-  bucketsChanged(): void {
-    if (this.stats === undefined) return;
-    let n = 0;
-    for (const s of this.streams) n += s.bucketCount;
-    this.stats.buckets.set(n);
+  /** The shared name of the bucket of `key` in `domain`, if some stream tracks it. */
+  namedAt(domain: string, key: string): NamedBucket | undefined {
+    return this.named.get(domain)?.get(key);
   }
 
-  /** The shared name of a bucket a stream starts tracking (release it when the stream lets the bucket go). */
-  nameBucket(domain: string, key: string, pairs: BucketPairs): NamedBucket {
-    const scoped = `${domain}|${key}`;
-    let n = this.named.get(scoped);
-    if (n === undefined) this.named.set(scoped, (n = { key, pairs, placement: undefined, streams: 0 }));
+  /**
+   * The shared name of a bucket a stream starts tracking (release it when the stream lets the
+   * bucket go): `known` (namedAt's), or a new one of `bytes` (what it adds to the process's).
+   */
+  nameBucket(domain: string, key: string, pairs: BucketPairs, bytes: number, known: NamedBucket | undefined): NamedBucket {
+    let n = known;
+    if (n === undefined) {
+      let names = this.named.get(domain);
+      if (names === undefined) this.named.set(domain, (names = new Map()));
+      names.set(key, (n = { domain, scoped: `${domain}|${key}`, key, pairs, placement: undefined, streams: 0, bytes }));
+    }
     n.streams++;
     return n;
   }
 
-  releaseBucket(domain: string, n: NamedBucket): void {
-    if (--n.streams === 0) this.named.delete(`${domain}|${n.key}`);
+  releaseBucket(n: NamedBucket): void {
+    if (--n.streams > 0) return;
+    const names = this.named.get(n.domain);
+    names?.delete(n.key);
+    if (names?.size === 0) this.named.delete(n.domain);
+    this.admission.releaseName(n.bytes);
   }
 
-  /** `/debug/rlqs`: every live stream, its domain and buckets, and what each was last assigned. */
-  describe(): string {
-    if (this.streams.size === 0) return 'no RLQS stream\n';
+  /** A rule's `rlqs_allowed` / `rlqs_denied` counters, made once per rule (not per bucket placed). */
+  countersOf(rule: RateLimitRule): { readonly allowed: Counter; readonly denied: Counter } | undefined {
+    const stats = this.opts.stats;
+    if (stats === undefined) return undefined;
+    let c = this.ruleCounters.get(rule);
+    if (c === undefined) {
+      c = { allowed: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_allowed`), denied: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_denied`) };
+      this.ruleCounters.set(rule, c);
+    }
+    return c;
+  }
+
+  /**
+   * `/debug/rlqs`: every live stream, its domain and buckets, and what each was last assigned, in
+   * pieces of about DESCRIBE_PIECE_CHARS made as they are taken: 100,000 buckets are never one
+   * string, and the caller may let the event loop run between two pieces (streams and buckets that
+   * change meanwhile are shown as they are when their line is made).
+   */
+  *describe(): Generator<string> {
+    if (this.streams.size === 0) {
+      yield 'no RLQS stream\n';
+      return;
+    }
     let out = '';
-    for (const s of this.streams) out += s.describe();
-    return out;
+    for (const s of this.streams) {
+      for (const line of s.describeLines()) {
+        out += line;
+        if (out.length >= DESCRIBE_PIECE_CHARS) {
+          yield out;
+          out = '';
+        }
+      }
+    }
+    if (out !== '') yield out;
   }
 
   /** `/debug/explain` for a bucket: where it is placed, its rule, and the streams that report it here. */
@@ -526,50 +606,65 @@ export class QuotaService {
     let scans = full ? Math.ceil((this.groups.size * EXCHANGE_EVERY_MS) / STALE_SCAN_EVERY_MS) : 0;
     const groups = full ? [...this.groups.values()] : [...this.unpublished].filter((g) => this.groups.get(g.key) === g);
     this.unpublished.clear();
-    const mine = new Map<string, BucketDemand>();
-    for (const g of groups) {
-      let changed = false;
-      if (scans > 0 && now - g.scannedAtMs >= STALE_SCAN_EVERY_MS) {
-        scans--;
-        g.scannedAtMs = now;
-        const own = emptySum();
-        for (const [s, b] of g.members) {
-          const stale = now - b.lastReportMs > (2 * s.cadenceS + 1) * 1000;
-          if (stale !== b.stale) {
-            b.stale = stale;
-            changed = true;
-          }
-          addParty(own, b);
-        }
-        g.own = own; // what was added and taken away since the last pass may have drifted by rounding
-      }
-      if (full) for (const d of g.remote.values()) if (d.expiresAtMs <= now) changed = true;
-      if (changed) this.changed(g, false);
-      mine.set(g.key, { ...g.own });
-    }
     let remoteChanged = false;
-    const done = this.opts.demand.exchange(this.replica, mine, now, now + EXCHANGE_TTL_MS).then(
-      (answer) => {
-        if (answer === undefined) return;
-        for (const [key, remote] of answer) {
-          const g = this.groups.get(key);
-          if (g === undefined) continue;
-          if (!sameRemote(g.remote, remote)) {
-            remoteChanged = true;
-            this.changed(g, false);
+    /** The groups from `from` on, EXCHANGE_GROUPS_PER_TURN of them: published, and the others' demand read. */
+    const slice = (from: number): Promise<void> => {
+      const mine = new Map<string, BucketDemand>();
+      const to = Math.min(groups.length, from + EXCHANGE_GROUPS_PER_TURN);
+      for (let i = from; i < to; i++) {
+        const g = groups[i]!;
+        if (this.groups.get(g.key) !== g) continue; // gone since the pass began
+        scans = this.publishing(g, now, full, scans, mine);
+      }
+      const done = this.opts.demand.exchange(this.replica, mine, now, now + EXCHANGE_TTL_MS).then(
+        (answer) => {
+          if (answer === undefined) return;
+          for (const [key, remote] of answer) {
+            const g = this.groups.get(key);
+            if (g === undefined) continue;
+            if (!sameRemote(g.remote, remote)) {
+              remoteChanged = true;
+              this.changed(g, false);
+            }
+            g.remote = remote;
           }
-          g.remote = remote;
-        }
-      },
-      () => undefined,
-    );
-    this.exchanging = done.finally(() => {
+        },
+        () => undefined,
+      );
+      // Thousands of buckets (each its own: a flood): the next slice in a later turn, so the reports wait no longer than one.
+      if (to >= groups.length || this.closed) return done;
+      return done.then(() => new Promise<void>((resolve) => setImmediate(resolve))).then(() => slice(to));
+    };
+    this.exchanging = slice(0).finally(() => {
       this.exchanging = undefined;
       const again = this.exchangeAgain;
       this.exchangeAgain = false;
       // While the other replicas' demand moves (a fleet starting), look again soon.
       this.scheduleExchange(again ? 0 : remoteChanged ? EXCHANGE_SOON_MS : EXCHANGE_EVERY_MS);
     });
+  }
+
+  /** One group's part of an exchange: its stale streams looked for (if `scans` allow), its demand into `mine`. */
+  private publishing(g: Group, now: number, full: boolean, scans: number, mine: Map<string, BucketDemand>): number {
+    let changed = false;
+    if (scans > 0 && now - g.scannedAtMs >= STALE_SCAN_EVERY_MS) {
+      scans--;
+      g.scannedAtMs = now;
+      const own = emptySum();
+      for (const [s, b] of g.members) {
+        const stale = now - b.lastReportMs > (2 * s.cadenceS + 1) * 1000;
+        if (stale !== b.stale) {
+          b.stale = stale;
+          changed = true;
+        }
+        addParty(own, b);
+      }
+      g.own = own; // what was added and taken away since the last pass may have drifted by rounding
+    }
+    if (full) for (const d of g.remote.values()) if (d.expiresAtMs <= now) changed = true;
+    if (changed) this.changed(g, false);
+    mine.set(g.key, { ...g.own });
+    return scans;
   }
 }
 
@@ -579,8 +674,11 @@ export class QuotaStream {
   /** Tracked buckets by the bytes of their id as the stream sent it (BucketUsage.wire). */
   private readonly byWire = new Map<string, TrackedBucket>();
   private reportSeq = 0;
+  /** The budget the report being handled in parts passed (the stream ends after its last part). */
+  private ending: Refusal | undefined;
   private closed = false;
-  private warnedExcess = false;
+  /** What its buckets hold (admission.ts). */
+  private readonly holding = new Holding();
   /** Seconds between the stream's periodic reports, smoothed. */
   cadenceS = ENVOY_REPORT_INTERVAL_S;
   private lastPeriodicMs: number | undefined;
@@ -589,6 +687,8 @@ export class QuotaStream {
     private readonly service: QuotaService,
     readonly id: string,
     private readonly send: (actions: BucketAction[]) => void,
+    /** What the streams of its connection hold together. */
+    private readonly connection: ConnectionHolding,
     private readonly onClose: () => void,
   ) {}
 
@@ -596,10 +696,10 @@ export class QuotaStream {
     return this.buckets.size;
   }
 
-  describe(): string {
-    let out = `stream ${this.id} domain '${this.domain}': ${this.buckets.size} buckets, reports every ${this.cadenceS.toFixed(1)} s\n`;
-    for (const b of this.buckets.values()) out += `  ${bucketLine(b)}\n`;
-    return out;
+  /** Its lines of `/debug/rlqs`: the stream, then one per bucket. */
+  *describeLines(): Generator<string> {
+    yield `stream ${this.id} domain '${this.domain}': ${this.buckets.size} buckets, reports every ${this.cadenceS.toFixed(1)} s\n`;
+    for (const b of this.buckets.values()) yield `  ${bucketLine(b)}\n`;
   }
 
   describeBucket(domain: string, key: string): string {
@@ -607,17 +707,29 @@ export class QuotaStream {
     return b === undefined ? '' : `  stream ${this.id}: ${bucketLine(b)}\n`;
   }
 
-  /** One message of the stream. Throws QuotaStreamError for a malformed report (the stream ends). */
-  report(r: UsageReports): void {
+  /**
+   * One message of the stream. Throws QuotaStreamError for a malformed report, before anything of
+   * it is answered, and once the report is answered when it takes the stream or its connection
+   * over a budget (the stream ends).
+   *
+   * `part`: a big report may be handed in parts, in turns of the event loop one after the other
+   * (QuotaCalls), each answered as it is handled: `at` is the index in the whole report of the
+   * part's first usage (0 for the first part: the report's own checks and cadence are there),
+   * `last` whether it ends the report (a budget passed in an earlier part ends the stream then).
+   */
+  report(r: UsageReports, part?: { readonly at: number; readonly last: boolean }): void {
     if (this.closed) return;
-    this.checkDomain(r.domain);
     const service = this.service;
-    service.stats?.reports.inc();
+    const first = part === undefined || part.at === 0;
+    if (first) {
+      this.checkDomain(r.domain);
+      service.stats?.reports.inc();
+    }
     // Envoy keeps reporting (the domain alone) when it has no bucket left, e.g. after abandons.
     if (r.usages.length === 0) return;
     const now = service.opts.clock.nowMs();
     // A bucket's first report is alone and has time_elapsed 0; a periodic one carries every bucket.
-    if (r.usages.length > 1 || r.usages.some((u) => u.elapsedSeconds > 0)) {
+    if (first && (r.usages.length > 1 || r.usages.some((u) => u.elapsedSeconds > 0))) {
       if (this.lastPeriodicMs !== undefined) {
         const gap = Math.min(MAX_CADENCE_S, Math.max(MIN_CADENCE_S, (now - this.lastPeriodicMs) / 1000));
         this.cadenceS = NEWEST * gap + (1 - NEWEST) * this.cadenceS;
@@ -626,27 +738,38 @@ export class QuotaStream {
     }
     const actions: BucketAction[] = [];
     const touched: TrackedBucket[] = [];
-    const seq = ++this.reportSeq;
-    for (const u of r.usages) {
+    const seq = first ? ++this.reportSeq : this.reportSeq;
+    /** The stream's or its connection's budget this report would exceed: the stream ends once it is answered. */
+    let ending = first ? undefined : this.ending;
+    const usages = r.usages;
+    const at = part?.at ?? 0;
+    for (let i = 0; i < usages.length; i++) {
+      const u = usages[i]!;
       // A bucket the stream reported before is found by its bytes: no decoding, no canonical key.
       let b = u.wire === undefined ? undefined : this.byWire.get(u.wire);
-      if (b === undefined) {
-        if (u.bucket.size === 0) throw new QuotaStreamError(3, 'bucket_id must hold at least one key/value pair');
-        for (const [k, v] of u.bucket) if (k === '' || v === '') throw new QuotaStreamError(3, `bucket_id keys and values must not be empty (got '${k}': '${v}')`);
-      }
+      if (b === undefined) this.checkBucketId(u.bucket, at + i);
       const key = b?.key ?? bucketKey(u.bucket);
-      if (!(u.elapsedSeconds >= 0)) throw new QuotaStreamError(3, `bucket ${key}: time_elapsed must be a duration of zero or more, got ${u.elapsedSeconds} s`);
+      if (!(u.elapsedSeconds >= 0)) throw new QuotaStreamError(3, `bucket ${clip(key)}: time_elapsed must be a duration of zero or more, got ${u.elapsedSeconds} s`);
       const elapsedS = Math.min(MAX_ELAPSED_S, u.elapsedSeconds);
       const allowed = clampCount(u.allowed);
       const denied = clampCount(u.denied);
       const count = allowed + denied;
       b ??= this.buckets.get(key);
       if (b === undefined) {
-        if (this.buckets.size >= service.opts.maxBucketsPerStream) {
-          actions.push(this.excess(u.bucket));
+        if (ending !== undefined) {
+          actions.push(this.untracked(u.bucket, u.wire));
           continue;
         }
-        const named = service.nameBucket(this.domain, key, u.bucket);
+        // Admitted or refused here only: every bucket a stream tracks passes this one check.
+        const known = service.namedAt(this.domain, key);
+        const cost = bucketCost(u.wire?.length ?? key.length, known === undefined, key.length);
+        const refused = service.admission.admit(this.holding, this.connection, cost, this.id);
+        if (refused !== undefined) {
+          if (refused.level !== 'process') ending = refused;
+          actions.push(this.untracked(u.bucket, u.wire));
+          continue;
+        }
+        const named = service.nameBucket(this.domain, key, u.bucket, cost.name, known);
         b = {
           key: named.key,
           pairs: named.pairs,
@@ -674,12 +797,13 @@ export class QuotaStream {
           heldMaxTokens: 0,
           share: 0,
           shareOf: undefined,
+          charged: cost.bucket + cost.name,
+          bytes: cost.bucket,
         };
         this.buckets.set(key, b);
         // Its first bytes only (Envoy sends a bucket's id the same way each time): another form of
         // a tracked id (map order, unknown fields) takes the canonical path and adds nothing here.
         if (u.wire !== undefined) this.byWire.set(u.wire, b);
-        service.bucketsChanged();
       } else {
         b.countSince += count;
         if (b.stale && b.group !== undefined) {
@@ -707,6 +831,23 @@ export class QuotaStream {
       if (a !== undefined) actions.push(a);
     }
     if (actions.length > 0 && !this.closed) this.send(actions);
+    this.ending = ending;
+    if (ending !== undefined && (part === undefined || part.last)) throw new QuotaStreamError(8, ending.reason);
+  }
+
+  /** A bucket id the stream reports for the first time: pairs within REQUEST_MAX_ENTRIES / REQUEST_MAX_ENTRY_LENGTH, none empty. */
+  private checkBucketId(pairs: BucketPairs, index: number): void {
+    const o = this.service.opts;
+    const where = `bucket_quota_usages[${index}].bucket_id`;
+    if (pairs.size === 0) throw new QuotaStreamError(3, `${where} must hold at least one key/value pair`);
+    const maxEntries = o.maxEntries ?? Infinity;
+    if (pairs.size > maxEntries) throw new QuotaStreamError(3, `${where}: ${pairs.size} entries, more than ${maxEntries} (REQUEST_MAX_ENTRIES)`);
+    const maxLength = o.maxEntryLength ?? Infinity;
+    for (const [k, v] of pairs) {
+      if (k.length > maxLength) throw new QuotaStreamError(3, `${where}: key '${clip(k)}' is ${k.length} characters long, more than ${maxLength} (REQUEST_MAX_ENTRY_LENGTH)`);
+      if (v.length > maxLength) throw new QuotaStreamError(3, `${where}: the value of '${clip(k)}' is ${v.length} characters long, more than ${maxLength} (REQUEST_MAX_ENTRY_LENGTH)`);
+      if (k === '' || v === '') throw new QuotaStreamError(3, `${where}: keys and values must not be empty (got '${clip(k)}': '${clip(v)}')`);
+    }
   }
 
   /** Turns the usage reported since the last measurement into a rate, and publishes a material change. */
@@ -736,23 +877,27 @@ export class QuotaStream {
   /**
    * The stream ended. Envoy keeps enforcing its assignments until they expire and reopens the
    * stream at its next report, so its shares stay reserved for most of a report interval
-   * (RESERVED_AFTER_END), then go back to the others (told at once).
+   * (RESERVED_AFTER_END), then go back to the others (told at once). A reserved bucket is still
+   * held, so it stays counted against the budgets of its connection and of the process until then:
+   * streams opened and ended in a loop cannot hold more than the budgets.
    */
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    const groups: Group[] = [];
+    const reserved: TrackedBucket[] = [];
     for (const b of this.buckets.values()) {
-      if (b.group !== undefined) groups.push(b.group);
-      this.service.releaseBucket(this.domain, b.named);
+      if (b.group !== undefined) reserved.push(b);
+      else this.release(b);
     }
     this.buckets.clear();
     this.byWire.clear();
     this.onClose();
-    this.service.bucketsChanged();
-    if (groups.length === 0) return;
+    if (reserved.length === 0) return;
     this.service.opts.clock.setTimeout(() => {
-      for (const g of groups) this.service.leave(g, this);
+      for (const b of reserved) {
+        this.service.leave(b.group!, this);
+        this.release(b);
+      }
     }, RESERVED_AFTER_END * this.cadenceS * 1000);
   }
 
@@ -785,30 +930,30 @@ export class QuotaStream {
 
   private abandon(b: TrackedBucket): BucketAction {
     this.buckets.delete(b.key);
-    this.service.releaseBucket(this.domain, b.named);
+    this.release(b);
     if (b.wire !== undefined && this.byWire.get(b.wire) === b) this.byWire.delete(b.wire);
     if (b.group !== undefined) this.service.leave(b.group, this);
     b.group = undefined;
     this.service.stats?.abandons.inc();
-    this.service.bucketsChanged();
     return { bucket: b.pairs, wire: b.wire, abandon: true };
   }
 
+  /** A bucket the stream lets go: its name, and what it held against the budgets. */
+  private release(b: TrackedBucket): void {
+    this.service.releaseBucket(b.named);
+    this.service.admission.release(this.holding, this.connection, b.charged, b.bytes);
+  }
+
   /**
-   * A bucket beyond RLQS_MAX_BUCKETS_PER_STREAM: not tracked nor divided, answered at each report
-   * with what its rule gives without a share (a limited rule denies: an Envoy must not escape a
-   * limit by reporting many buckets).
+   * A bucket the budgets did not admit: not tracked nor divided, answered (at each report that
+   * carries it) with what its rule gives without a share, for one time to live. A limited rule
+   * denies all: neither Envoy's own fallback (allow all unless configured) nor a static share
+   * could keep a limit that streams without number may report.
    */
-  private excess(pairs: BucketPairs): BucketAction {
-    const o = this.service.opts;
+  private untracked(pairs: BucketPairs, wire: string | undefined): BucketAction {
     this.service.stats?.refusedBuckets.inc();
-    if (!this.warnedExcess) {
-      this.warnedExcess = true;
-      o.logger?.warn(`RLQS stream ${this.id} reports more than ${o.maxBucketsPerStream} buckets (RLQS_MAX_BUCKETS_PER_STREAM): the others are denied when a limit applies`);
-    }
     const p = this.place(pairs);
-    const strategy: QuotaStrategy = p.fixed ?? { kind: 'deny-all' };
-    return { bucket: pairs, assign: { strategy, ttlSeconds: this.ttlFor(p) } };
+    return { bucket: pairs, wire, assign: { strategy: p.fixed ?? DENY_ALL, ttlSeconds: this.ttlFor(p) } };
   }
 
   /** Where a bucket lands in the current config (remembered per config: a lookup is not per report). */
@@ -817,16 +962,12 @@ export class QuotaStream {
     const config = o.config();
     if (known !== undefined && known.config === config) return known;
     const descriptor = config?.bucketDescriptor(this.domain, pairs);
-    if (descriptor === undefined) return { config, matched: false, rule: undefined, fixed: { kind: o.unmatched.strategy } };
+    if (descriptor === undefined) return { config, matched: false, rule: undefined, fixed: o.unmatched.strategy === 'allow-all' ? ALLOW_ALL : DENY_ALL };
     const rule = config!.getLimit(this.domain, descriptor);
-    const stats = o.stats;
-    const counters =
-      stats === undefined || rule === undefined
-        ? undefined
-        : { allowed: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_allowed`), denied: stats.counter(`ratelimit.service.rate_limit.${rule.stats.key}.rlqs_denied`) };
+    const counters = rule === undefined ? undefined : this.service.countersOf(rule);
     let fixed: QuotaStrategy | undefined;
-    if (rule === undefined || rule.unlimited || rule.shadowMode) fixed = { kind: 'allow-all' };
-    else if (rule.limit.requestsPerUnit === 0 || !(unitToDivider(rule.limit.unit) > 0)) fixed = { kind: 'deny-all' };
+    if (rule === undefined || rule.unlimited || rule.shadowMode) fixed = ALLOW_ALL;
+    else if (rule.limit.requestsPerUnit === 0 || !(unitToDivider(rule.limit.unit) > 0)) fixed = DENY_ALL;
     return { config, matched: true, rule, fixed, counters };
   }
 
@@ -848,9 +989,11 @@ export class QuotaStream {
   private checkDomain(domain: string): void {
     if (this.domain === '') {
       if (domain === '') throw new QuotaStreamError(3, 'the first usage report of a stream must name its domain');
+      const maxLength = this.service.opts.maxEntryLength ?? Infinity;
+      if (domain.length > maxLength) throw new QuotaStreamError(3, `domain is ${domain.length} characters long, more than ${maxLength} (REQUEST_MAX_ENTRY_LENGTH)`);
       this.domain = domain;
     } else if (domain !== '' && domain !== this.domain) {
-      throw new QuotaStreamError(3, `a stream reports one domain: got '${domain}' after '${this.domain}' (open a new stream for another domain)`);
+      throw new QuotaStreamError(3, `a stream reports one domain: got '${clip(domain)}' after '${this.domain}' (open a new stream for another domain)`);
     }
   }
 
@@ -875,7 +1018,7 @@ export class QuotaStream {
     } else {
       const limit = place.rule!.limit.requestsPerUnit;
       const unitS = unitToDivider(place.rule!.limit.unit);
-      b.group ??= service.join(`${this.domain}|${b.key}`, this, b);
+      b.group ??= service.join(b.named.scoped, this, b);
       const { tokens, grain } = service.tokensOf(b.group, b, limit, unitS);
       // Until its first report with a rate, a stream holds half its share and a small burst: each
       // Envoy of a fleet starting together admits its first request unasked and starts its first
@@ -983,6 +1126,11 @@ function sameRemote(a: ReadonlyMap<string, ReplicaDemand>, b: ReadonlyMap<string
 /** A reported count as a number no larger than 2^53 (uint64 on the wire). */
 function clampCount(n: number): number {
   return Number.isFinite(n) && n > 0 ? Math.min(n, Number.MAX_SAFE_INTEGER) : 0;
+}
+
+/** At most the first 64 characters of a client's text, for a message that names it. */
+function clip(text: string): string {
+  return text.length <= 64 ? text : `${text.slice(0, 64)}… (${text.length} characters)`;
 }
 
 /** A bucket's pairs in one canonical text (sorted by key): the same bucket whatever the map order. */

@@ -37,12 +37,12 @@ export type BucketAction =
   | { readonly bucket: BucketPairs; readonly wire?: string; readonly assign: { readonly strategy: QuotaStrategy; readonly ttlSeconds: number } }
   | { readonly bucket: BucketPairs; readonly wire?: string; readonly abandon: true };
 
-/** A report the service refuses: the stream ends with this gRPC status. */
+/** A report the service refuses, or a stream over its budget: the stream ends with this gRPC status. */
 export class QuotaStreamError extends Error {
   override readonly name = 'QuotaStreamError';
   constructor(
-    /** gRPC status: 3 INVALID_ARGUMENT. */
-    readonly code: 3,
+    /** gRPC status: 3 INVALID_ARGUMENT (a malformed report), 8 RESOURCE_EXHAUSTED (over a budget). */
+    readonly code: 3 | 8,
     message: string,
   ) {
     super(message);

@@ -25,8 +25,11 @@ export interface DebugServerOptions {
   explain?: (domain: string, descriptors: string[]) => Promise<string>;
   /** `/debug/explain?domain=D&bucket=k=v,k2=v2`: how an RLQS bucket is placed, limited and divided. */
   explainBucket?: (domain: string, bucket: string) => string | Promise<string>;
-  /** `/debug/rlqs`: the live RLQS streams and buckets with their assignments. */
-  quotaBuckets?: () => string | Promise<string>;
+  /**
+   * `/debug/rlqs`: the live RLQS streams and buckets with their assignments, in pieces made (or
+   * fetched from the workers) as they are sent, as the config dump.
+   */
+  quotaBuckets?: () => string | Iterable<string> | Promise<string | AsyncIterable<string>>;
   /**
    * `/debug/pprof/profile`: records a CPU profile for `ms` milliseconds (default: of this process).
    * `query` is the request's query string (worker mode reads `worker` from it).
@@ -125,7 +128,7 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
       case '/debug/rlqs': {
         const quotaBuckets = opts.quotaBuckets;
         if (quotaBuckets === undefined) plainError(res, 404, 'RLQS is not served here');
-        else answer(res, 'rlqs', quotaBuckets, (text) => plainText(res, 200, text));
+        else answer<string | Iterable<string> | AsyncIterable<string>>(res, 'rlqs', quotaBuckets, (text) => (typeof text === 'string' ? plainText(res, 200, text) : void streamText(res, text)));
         return;
       }
       case '/debug/pprof/':
@@ -175,8 +178,10 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
 
 /**
  * Sends `pieces` as a 200 text answer, taking the next piece only when the socket has room: memory
- * stays at a piece or two whatever the size. A client that leaves stops the listing and closes
- * the pieces' iterator (in worker mode that tells the worker to drop its listing).
+ * stays at a piece or two whatever the size. Each piece is made in a turn of the event loop of its
+ * own (the other clients are served in between, however fast this one reads). A client that
+ * leaves stops the listing and closes the pieces' iterator (in worker mode that tells the worker
+ * to drop its listing).
  */
 async function streamText(res: http.ServerResponse, pieces: Iterable<string> | AsyncIterable<string>): Promise<void> {
   res.statusCode = 200;
@@ -186,6 +191,7 @@ async function streamText(res: http.ServerResponse, pieces: Iterable<string> | A
     for await (const piece of pieces) {
       if (res.destroyed) return;
       if (!res.write(piece)) await Promise.race([new Promise((resolve) => res.once('drain', resolve)), closed]);
+      else await new Promise((resolve) => setImmediate(resolve));
       if (res.destroyed) return;
     }
     res.end();

@@ -99,6 +99,8 @@ class Watching implements StreamCall {
 class QuotaStreaming implements StreamCall {
   readonly handle: QuotaStreamHandle;
   private headersSent = false;
+  /** The client ended its side (its last messages may wait behind a report handled in parts). */
+  private clientEnded = false;
 
   constructor(
     private readonly stream: H2Stream,
@@ -119,13 +121,17 @@ class QuotaStreaming implements StreamCall {
       unread: () => stream.unsent,
       fail: (code, details) => this.finish(code, details),
       reset: () => stream.reset(),
-    });
+      resume: () => {
+        this.data();
+        if (this.clientEnded) this.ended();
+      },
+    }, stream.owner);
   }
 
-  /** Hands over every complete message received so far. */
+  /** Hands over every complete message received so far (none while a report is handled in parts: their bytes wait, and so does the client). */
   data(): void {
     const s = this.stream;
-    while (!s.closed && s.body.length >= GRPC_PREFIX_BYTES) {
+    while (!s.closed && !this.handle.busy && s.body.length >= GRPC_PREFIX_BYTES) {
       const length = s.body.bytes().readUInt32BE(1);
       const tooLarge = checkQuotaLength(length, this.maxRequestBytes);
       if (tooLarge !== undefined) {
@@ -150,6 +156,9 @@ class QuotaStreaming implements StreamCall {
 
   /** The client ended its side: the stream ends with OK (after a message left incomplete, INTERNAL). */
   ended(): void {
+    this.clientEnded = true;
+    this.data();
+    if (this.handle.busy) return; // once the report under way and the messages behind it are handled
     const held = this.stream.body.length;
     if (held > 0) this.finish(status.INTERNAL, `Received an incomplete request message (${held} bytes)`);
     else this.finish(status.OK, '');

@@ -72,6 +72,21 @@ const RATE_LIMIT_QUOTA_SERVICE = {
   },
 } as const;
 
+/**
+ * What names the HTTP/2 connection a grpc-js call came on, for the RLQS budget per connection:
+ * its session, reached through grpc-js's private fields (it offers no public way); if they move,
+ * the peer's address and port, which name one live TCP connection too.
+ */
+function connectionOf(call: grpc.ServerDuplexStream<Buffer, Buffer>): unknown {
+  let inner = (call as unknown as { call?: { nextCall?: unknown; stream?: { session?: object } } }).call;
+  for (let depth = 0; inner !== undefined && depth < 8; depth++) {
+    const session = inner.stream?.session;
+    if (session !== undefined) return session;
+    inner = inner.nextCall as typeof inner;
+  }
+  return `peer ${call.getPeer()}`;
+}
+
 const ANSWER: CallAnswer<grpc.sendUnaryData<RateLimitResponse>> = {
   ok: (callback, response) => callback(null, response),
   fail: (callback, code, details) => callback({ code, details }),
@@ -107,8 +122,13 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
           fail: (code, details) => call.emit('error', { code, details }),
           // grpc-js offers no reset of a server stream: the status is queued behind the backlog.
           reset: (details) => call.emit('error', { code: grpc.status.RESOURCE_EXHAUSTED, details }),
+          resume: () => call.resume(),
+        }, connectionOf(call));
+        call.on('data', (body: Buffer) => {
+          stream.message(body);
+          // A report handled in parts: no other message until it is done (grpc-js reads no more meanwhile).
+          if (stream.busy) call.pause();
         });
-        call.on('data', (body: Buffer) => stream.message(body));
         call.on('end', () => {
           stream.close();
           call.end();

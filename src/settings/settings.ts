@@ -137,8 +137,20 @@ export interface ServerExtraSettings {
   readonly drainTimeoutMs: number;
   /** RLQS_UNMATCHED_ACTION / RLQS_UNMATCHED_TTL: a bucket no descriptor takes (allow all, 10 s) */
   readonly rlqsUnmatched: { readonly strategy: 'allow-all' | 'deny-all'; readonly ttlSeconds: number };
-  /** RLQS_MAX_BUCKETS_PER_STREAM (default 10000) */
-  readonly rlqsMaxBucketsPerStream: number;
+  /**
+   * RLQS_MAX_BUCKETS_PER_STREAM (10000), RLQS_MAX_BUCKET_BYTES_PER_STREAM (32 MiB),
+   * RLQS_MAX_BUCKETS_PER_CONNECTION (20000), RLQS_MAX_BUCKET_BYTES_PER_CONNECTION (32 MiB),
+   * RLQS_MAX_BUCKETS (200000), RLQS_MAX_BUCKET_BYTES (96 MiB): what RLQS streams may make the
+   * process hold (src/quota/admission.ts)
+   */
+  readonly rlqsBudgets: {
+    readonly streamBuckets: number;
+    readonly streamBytes: number;
+    readonly connectionBuckets: number;
+    readonly connectionBytes: number;
+    readonly processBuckets: number;
+    readonly processBytes: number;
+  };
 }
 
 export interface LogSettings {
@@ -976,7 +988,14 @@ function readServer(r: EnvReader, backendType: CacheSettings['backendType']): Se
       strategy: r.choice<'allow' | 'deny'>('RLQS_UNMATCHED_ACTION') === 'deny' ? 'deny-all' : 'allow-all',
       ttlSeconds: Math.max(1, Math.round(r.duration('RLQS_UNMATCHED_TTL') / 1000)),
     },
-    rlqsMaxBucketsPerStream: r.int('RLQS_MAX_BUCKETS_PER_STREAM'),
+    rlqsBudgets: {
+      streamBuckets: r.int('RLQS_MAX_BUCKETS_PER_STREAM'),
+      streamBytes: r.int('RLQS_MAX_BUCKET_BYTES_PER_STREAM'),
+      connectionBuckets: r.int('RLQS_MAX_BUCKETS_PER_CONNECTION'),
+      connectionBytes: r.int('RLQS_MAX_BUCKET_BYTES_PER_CONNECTION'),
+      processBuckets: r.int('RLQS_MAX_BUCKETS'),
+      processBytes: r.int('RLQS_MAX_BUCKET_BYTES'),
+    },
   };
 }
 

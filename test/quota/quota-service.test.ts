@@ -8,6 +8,7 @@ import { ManualClock } from '../../src/platform/clock';
 import type { RateLimitConfig } from '../../src/config/types';
 import { MemoryDemandStore } from '../../src/quota/demand';
 import { QuotaService, type QuotaStream } from '../../src/quota/quota-service';
+import { quotaBudgets } from '../../src/quota/admission';
 import type { BucketAction, QuotaStrategy } from '../../src/quota/types';
 import { StatsStore } from '../../src/stats/store';
 import { load } from '../config/helpers';
@@ -38,7 +39,7 @@ function setup(yaml = YAML, maxBucketsPerStream = 3) {
   const clock = new ManualClock(1_000_000);
   let config: RateLimitConfig = load(yaml);
   const stats = new StatsStore();
-  const service = new QuotaService({ config: () => config, demand: new MemoryDemandStore(), clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, maxBucketsPerStream, stats });
+  const service = new QuotaService({ config: () => config, demand: new MemoryDemandStore(), clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, budgets: quotaBudgets({ streamBuckets: maxBucketsPerStream }), stats });
   const stream = () => {
     const sent: BucketAction[][] = [];
     const s = service.open((a) => sent.push(a));
@@ -268,7 +269,7 @@ test('a push of many groups is cut into turns of the event loop (reports are rea
   const clock = new TurnClock(1_000_000);
   const yaml = ['domain: d', 'descriptors:', ...['a', 'b', 'c'].map((v) => `  - key: api\n    value: ${v}\n    rate_limit: {unit: second, requests_per_unit: 100000}`)].join('\n');
   const config = load(yaml);
-  const service = new QuotaService({ config: () => config, demand: new MemoryDemandStore(), clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, maxBucketsPerStream: 3 });
+  const service = new QuotaService({ config: () => config, demand: new MemoryDemandStore(), clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, budgets: quotaBudgets({ streamBuckets: 3 }) });
   const turnsOf = new Map<string, Set<number>>(); // bucket -> turns its pushes went out in
   const told = new Set<string>();
   const streams = Array.from({ length: 6000 }, (_, i) =>
@@ -294,6 +295,40 @@ test('a push of many groups is cut into turns of the event loop (reports are rea
   for (const t of turnsOf.values()) expect(t.size).toBe(1); // a group is told in one turn
   // The streams that joined first held more than an equal part: each of them is told its new one.
   expect(told.size).toBeGreaterThan(3 * 3000);
+});
+
+test('an exchange of thousands of groups (buckets of their own) is cut into slices of 5,000, one demand-store call and one turn of the event loop each', async () => {
+  const clock = new ManualClock(1_000_000);
+  const config = load('domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 100}\n');
+  // A tick per turn of the event loop: the turn each call of the demand store was made in.
+  let ticks = 0;
+  let ticking = true;
+  const tick = (): void => {
+    ticks++;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const calls: Array<{ groups: number; tick: number }> = [];
+  const inner = new MemoryDemandStore();
+  const demand = {
+    exchange: (...args: Parameters<MemoryDemandStore['exchange']>) => {
+      calls.push({ groups: args[1].size, tick: ticks });
+      return inner.exchange(...args);
+    },
+    release: inner.release.bind(inner),
+  };
+  const quota = new QuotaService({ config: () => config, demand, clock, unmatched: { strategy: 'allow-all', ttlSeconds: 5 }, budgets: quotaBudgets({}) });
+  try {
+    const s = quota.open(() => undefined);
+    s.report({ domain: 'd', usages: Array.from({ length: 12_000 }, (_, i) => ({ bucket: new Map([['user', `u${i}`]]), elapsedSeconds: 0, allowed: 1, denied: 0 })) });
+    clock.advance(0); // streams joining: the exchange comes at once
+    await quota.settled();
+    expect(calls.map((c) => c.groups)).toEqual([5000, 5000, 2000]);
+    expect(new Set(calls.map((c) => c.tick)).size).toBe(3);
+  } finally {
+    ticking = false;
+    quota.close();
+  }
 });
 
 test('a stream that stops reporting a bucket (its stream still open) is left out of the division after two of its intervals and a second, found within 5 s more', async () => {
@@ -346,7 +381,8 @@ test('the look for stale streams is spread: a fifth of the buckets at each once-
 
 test("a bucket's name, pairs and placement are held once for all the streams that report it, and forgotten when the last lets it go", async () => {
   const { service, stream, advance } = setup();
-  const named = () => (service as unknown as { named: Map<string, { streams: number }> }).named;
+  const byDomain = () => (service as unknown as { named: Map<string, Map<string, { streams: number }>> }).named;
+  const named = () => new Map([...byDomain()].flatMap(([d, names]) => [...names].map(([k, n]) => [`${d}|${k}`, n] as const)));
   const [a, b] = [stream(), stream()];
   report(a.s, api('search'), 0, 1);
   report(b.s, new Map([['api', 'search']]), 0, 1); // another map with the same pairs
@@ -365,7 +401,7 @@ test("a bucket's name, pairs and placement are held once for all the streams tha
     report(a.s, api('search'), 5, 0);
   }
   expect(a.sent.at(-1)).toEqual([{ bucket: api('search'), abandon: true }]);
-  expect(named().size).toBe(0);
+  expect(byDomain().size).toBe(0);
 });
 
 test('a stream whose rate is not measured yet counts as the mean of the measured ones, not as zero', async () => {
@@ -395,14 +431,17 @@ test('absurd reports are clamped, never turned into more than the limit: time_el
   expect(Number.isInteger(sa.kind === 'token-bucket' && sa.tokensPerFill)).toBe(true);
 });
 
-test('a stream over its bucket budget is not ended: the excess buckets are answered (denied under a limit) and counted', () => {
+test('a stream over its bucket budget: the report is answered (the excess denied under a limit, its rule\'s answer otherwise), then the stream ends RESOURCE_EXHAUSTED', () => {
   const { stream, stats } = setup(YAML, 2);
   const a = stream();
-  for (const v of ['search', 'small', 'blocked', 'free']) report(a.s, api(v), 0, 1);
-  report(a.s, api('search2'), 0, 1);
+  const usages = ['search', 'small', 'blocked', 'free'].map((v) => ({ bucket: api(v), elapsedSeconds: 0, allowed: 1, denied: 0 }));
+  expect(() => a.s.report({ domain: 'd', usages })).toThrow(
+    expect.objectContaining({ name: 'QuotaStreamError', code: 8, message: 'this stream would track more than 2 buckets (RLQS_MAX_BUCKETS_PER_STREAM)' }),
+  );
   expect(['search', 'small', 'blocked', 'free'].map((v) => a.latest(v)?.strategy.kind)).toEqual(['token-bucket', 'token-bucket', 'deny-all', 'allow-all']);
   expect(a.s.bucketCount).toBe(2);
-  expect(stats.counter('ratelimit.rlqs.refused_buckets').value).toBe(3);
+  expect(stats.counter('ratelimit.rlqs.refused_buckets').value).toBe(2);
+  expect(stats.counter('ratelimit.rlqs.stream_budget_exhausted').value).toBe(1);
 });
 
 test("a bucket sent again in the same bytes is found by them, its pairs not read; in other bytes, by its pairs; an abandoned bucket's bytes are forgotten", async () => {

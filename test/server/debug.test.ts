@@ -1,6 +1,7 @@
 /**
- * The debug port's /rlconfig sends a big listing piece by piece, as the client takes it: the
- * listing is never one string, and a client that leaves stops it and closes the listing.
+ * The debug port's /rlconfig and /debug/rlqs send a big listing piece by piece, as the client
+ * takes it, each piece made in a turn of the event loop of its own: the listing is never one
+ * string, the loop is not held by it, and a client that leaves stops it and closes the listing.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -11,8 +12,8 @@ import { quietFor, waitFor } from '../support/wait';
 const PIECE = 'x'.repeat(64 * 1024 - 1) + '\n';
 const PIECES = 2_000; // 128 MiB if it were one string
 
-async function serve(dumpConfig: () => Iterable<string>) {
-  const server = http.createServer(createDebugHandler({ stats: new StatsStore(), dumpConfig }));
+async function serve(dumpConfig: () => Iterable<string>, quotaBuckets?: () => Iterable<string>) {
+  const server = http.createServer(createDebugHandler({ stats: new StatsStore(), dumpConfig, ...(quotaBuckets ? { quotaBuckets } : {}) }));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { server, port: (server.address() as AddressInfo).port };
 }
@@ -56,6 +57,36 @@ test('/rlconfig sends every piece, in order, when the client reads it all', asyn
     expect(res.headers.get('transfer-encoding')).toBe('chunked');
     expect(await res.text()).toBe('a: 1\nb: 2\nc: 3\n');
   } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+test('/debug/rlqs: each piece is made in a turn of the event loop of its own, even for a client that reads as fast as it is sent', async () => {
+  // A timer that ticks between turns: a piece made in the same turn as the one before sees the same tick.
+  let ticks = 0;
+  let ticking = true;
+  const tick = (): void => {
+    ticks++;
+    if (ticking) setImmediate(tick);
+  };
+  setImmediate(tick);
+  const seen: number[] = [];
+  function* pieces(): Generator<string> {
+    for (let i = 0; i < 200; i++) {
+      seen.push(ticks);
+      yield `line ${i}\n`; // small pieces: the socket never pushes back, so only the listing itself yields
+    }
+  }
+  const { server, port } = await serve(() => [], () => pieces());
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/debug/rlqs`);
+    expect(res.headers.get('transfer-encoding')).toBe('chunked');
+    const text = await res.text();
+    expect(text.split('\n')).toHaveLength(201);
+    const sameTurn = seen.slice(1).filter((t, i) => t === seen[i]).length;
+    expect(sameTurn).toBe(0);
+  } finally {
+    ticking = false;
     await new Promise((resolve) => server.close(resolve));
   }
 });

@@ -11,6 +11,7 @@ import {
 import { ManualClock } from '../../src/platform/clock';
 import { MemoryDemandStore } from '../../src/quota/demand';
 import { QuotaService } from '../../src/quota/quota-service';
+import { quotaBudgets } from '../../src/quota/admission';
 import { MAX_UNREAD_RESPONSES, STREAM_RATE_LIMIT_QUOTAS_PATH } from '../../src/server/quota-calls';
 import { load } from '../config/helpers';
 import { closeRawClients, dataFrame, grpcStatusOf, headersFrame, RawH2Client, requestBlock, windowUpdateFrame } from '../support/h2-frames';
@@ -64,7 +65,7 @@ describe('StreamRateLimitQuotas on the socket transport', () => {
       demand: new MemoryDemandStore(),
       clock: new ManualClock(0),
       unmatched: { strategy: 'allow-all', ttlSeconds: 5 },
-      maxBucketsPerStream: 100_000,
+      budgets: quotaBudgets({ streamBuckets: 100_000 }),
     });
     server = await startGrpcListener({ config: CONFIG, transport, quota, maxRequestBytes: 4096 });
     session = http2.connect(`http://${server.address}`);
@@ -137,7 +138,7 @@ describe('StreamRateLimitQuotas bounds on the socket transport', () => {
       demand: new MemoryDemandStore(),
       clock: new ManualClock(0),
       unmatched: { strategy: 'allow-all', ttlSeconds: 5 },
-      maxBucketsPerStream: 100_000,
+      budgets: quotaBudgets({ streamBuckets: 100_000 }),
     });
     server = await startGrpcListener({ config: CONFIG, quota, maxRequestBytes: 4096, grpc: { requestBodyTimeoutMs: 300 } });
   });

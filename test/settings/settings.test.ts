@@ -60,7 +60,7 @@ const DEFAULTS: Settings = {
     shutdownDelayMs: 0,
     drainTimeoutMs: 10_000,
     rlqsUnmatched: { strategy: 'allow-all', ttlSeconds: 10 },
-    rlqsMaxBucketsPerStream: 10_000,
+    rlqsBudgets: { streamBuckets: 10_000, streamBytes: 33_554_432, connectionBuckets: 20_000, connectionBytes: 33_554_432, processBuckets: 200_000, processBytes: 100_663_296 },
   },
   log: { level: 'warn', format: 'text' },
   config: { type: 'FILE', forceStartWithoutInitialConfig: false, healthyWithAtLeastOneConfigLoaded: false, maxBytes: 33_554_432, maxDescriptors: 100_000, maxResources: 10_000, buildMaxHeapMb: 192 },
@@ -197,9 +197,19 @@ describe('defaults', () => {
   });
 
   it('RLQS: the unmatched assignment and its time to live in whole seconds (at least 1); a wrong action is refused', () => {
-    const s = loadSettings({ RLQS_UNMATCHED_ACTION: 'deny', RLQS_UNMATCHED_TTL: '2500ms', RLQS_MAX_BUCKETS_PER_STREAM: '7' });
+    const s = loadSettings({
+      RLQS_UNMATCHED_ACTION: 'deny',
+      RLQS_UNMATCHED_TTL: '2500ms',
+      RLQS_MAX_BUCKETS_PER_STREAM: '7',
+      RLQS_MAX_BUCKET_BYTES_PER_STREAM: '8',
+      RLQS_MAX_BUCKETS_PER_CONNECTION: '9',
+      RLQS_MAX_BUCKET_BYTES_PER_CONNECTION: '10',
+      RLQS_MAX_BUCKETS: '11',
+      RLQS_MAX_BUCKET_BYTES: '12',
+    });
     expect(s.server.rlqsUnmatched).toEqual({ strategy: 'deny-all', ttlSeconds: 3 });
-    expect(s.server.rlqsMaxBucketsPerStream).toBe(7);
+    expect(s.server.rlqsBudgets).toEqual({ streamBuckets: 7, streamBytes: 8, connectionBuckets: 9, connectionBytes: 10, processBuckets: 11, processBytes: 12 });
+    expect(() => loadSettings({ RLQS_MAX_BUCKETS: '0' })).toThrow(/RLQS_MAX_BUCKETS/);
     expect(loadSettings({ RLQS_UNMATCHED_TTL: '100ms' }).server.rlqsUnmatched.ttlSeconds).toBe(1);
     expect(() => loadSettings({ RLQS_UNMATCHED_ACTION: 'maybe' })).toThrow(/RLQS_UNMATCHED_ACTION/);
   });

@@ -524,24 +524,28 @@ export function inProcessTransport(service: QuotaService, clock: Clock, logger: 
   return {
     open(on) {
       let ended = false;
-      const end = (code: number, details: string): void => {
+      /** Responses still on their way are lost (a reset, a cut, a cancel); a status comes after them. */
+      let lost = false;
+      const end = (code: number, details: string, losing: boolean): void => {
         if (ended) return;
         ended = true;
+        lost = losing;
         open.delete(cut);
         handle.close();
         clock.setTimeout(() => on.ended(code, details), latencyMs);
       };
-      const cut = (code: number, details: string): void => end(code, details);
+      const cut = (code: number, details: string): void => end(code, details, true);
       const handle = calls.open({
-        write: (frame) => clock.setTimeout(() => !ended && on.response(RateLimitQuotaResponse.decode(frame.subarray(5))), latencyMs),
+        write: (frame) => clock.setTimeout(() => !lost && on.response(RateLimitQuotaResponse.decode(frame.subarray(5))), latencyMs),
         unread: () => 0,
-        fail: (code, details) => end(code, details),
-        reset: (details) => end(grpc.status.RESOURCE_EXHAUSTED, details),
-      });
+        fail: (code, details) => end(code, details, false),
+        reset: (details) => end(grpc.status.RESOURCE_EXHAUSTED, details, true),
+        resume: () => undefined, // QuotaCalls keeps what comes meanwhile; the model needs no flow control
+      }, undefined); // each Envoy a connection of its own
       open.add(cut);
       return {
         write: (m) => clock.setTimeout(() => !ended && handle.message(Buffer.from(RateLimitQuotaUsageReports.encode(m).finish())), latencyMs),
-        cancel: () => end(grpc.status.CANCELLED, 'Cancelled on client'),
+        cancel: () => end(grpc.status.CANCELLED, 'Cancelled on client', true),
       };
     },
     /** Ends every open stream with UNAVAILABLE (a network cut, a replica going away). */

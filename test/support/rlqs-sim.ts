@@ -9,6 +9,7 @@ import { ManualClock } from '../../src/platform/clock';
 import type { RateLimitConfig } from '../../src/config/types';
 import type { DemandStore } from '../../src/quota/demand';
 import { QuotaService } from '../../src/quota/quota-service';
+import { quotaBudgets } from '../../src/quota/admission';
 import { silentLogger } from '../../src/telemetry/logger';
 import { EnvoyQuotaClient, inProcessTransport, type EnvoyQuotaClientOptions } from './envoy-quota-client';
 
@@ -41,7 +42,7 @@ export class RlqsSimulation {
           demand,
           clock: this.clock,
           unmatched: { strategy: 'allow-all', ttlSeconds: 10 },
-          maxBucketsPerStream: opts.maxBucketsPerStream ?? 10_000,
+          budgets: quotaBudgets({ streamBuckets: opts.maxBucketsPerStream ?? 10_000 }),
         }),
     );
   }

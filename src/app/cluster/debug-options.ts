@@ -3,7 +3,8 @@
  * with /stats read from the summed store after a fresh flush of every worker, /rlconfig (pulled
  * from one worker piece by piece), /debug/explain and CPU profiles answered by one worker over
  * IPC (503 when none answers), and
- * the RLQS pages (/debug/rlqs, /debug/explain?bucket=) gathered from every worker.
+ * the RLQS pages (/debug/rlqs, /debug/explain?bucket=) gathered from every worker (/debug/rlqs
+ * pulled from each in turn, piece by piece, as /rlconfig).
  */
 import { WORKER_HEADER } from '../app';
 import { DebugHttpError, type DebugServerOptions } from '../../server/debug';
@@ -44,6 +45,23 @@ async function* pulledListing(pool: WorkerQueries, listing: number, first: { slo
   }
 }
 
+/**
+ * /debug/rlqs in worker mode: each worker's listing under its number, pulled piece by piece; a
+ * worker that does not answer (or stops answering) is said so, and the next one follows.
+ */
+async function* everyWorkerListing(pool: WorkerQueries, workers: number, nextListing: () => number): AsyncGenerator<string> {
+  for (let slot = 1; slot <= workers; slot++) {
+    yield `worker ${slot}:\n`;
+    const listing = nextListing();
+    try {
+      const first = await pool.query({ op: 'rlqs', listing }, QUERY_TIMEOUT_MS, slot);
+      yield* pulledListing(pool, listing, first);
+    } catch (err) {
+      yield `  no answer (${(err as Error)?.message ?? String(err)})\n`;
+    }
+  }
+}
+
 export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, workers: number): DebugServerOptions {
   let nextListing = 1;
   const ask = (query: WorkerQuery, timeoutMs: number, slot?: number): Promise<{ slot: number; value: string }> =>
@@ -59,7 +77,7 @@ export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, work
     },
     refreshGauges: () => pool.flushAll(REFRESH_TIMEOUT_MS),
     explain: async (domain, descriptors) => (await ask({ op: 'explain', domain, descriptors }, QUERY_TIMEOUT_MS)).value,
-    quotaBuckets: () => fromEveryWorker(pool, { op: 'rlqs' }, workers),
+    quotaBuckets: async () => everyWorkerListing(pool, workers, () => nextListing++),
     explainBucket: (domain, bucket) => fromEveryWorker(pool, { op: 'explain-bucket', domain, bucket }, workers),
     profile: async (ms, query) => {
       const slot = workerParam(query.get('worker'), workers);

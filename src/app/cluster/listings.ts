@@ -1,7 +1,8 @@
 /**
- * A worker's /rlconfig listings in progress. The primary pulls a listing piece by piece (one
- * query per piece), so neither process ever holds a big config's whole text, and the primary
- * asks for the next piece only when its HTTP client has taken the last one.
+ * A worker's /rlconfig and /debug/rlqs listings in progress. The primary pulls a listing piece by
+ * piece (one query per piece), so neither process ever holds a big config's (or a hundred
+ * thousand buckets') whole text, and the primary asks for the next piece only when its HTTP
+ * client has taken the last one.
  */
 
 /** A listing that is not pulled for this long is dropped (its client or the primary went away). */
@@ -20,7 +21,7 @@ export class Listings {
   /** Starts listing `id` and returns its first piece ('' when it is empty, and then it is over). */
   start(id: number, pieces: Iterable<string>): string {
     if (this.open.has(id)) throw new Error(`listing ${id} is already open`);
-    if (this.open.size >= MAX_OPEN_LISTINGS) throw new Error(`${MAX_OPEN_LISTINGS} /rlconfig listings are in progress; try again when one ends`);
+    if (this.open.size >= MAX_OPEN_LISTINGS) throw new Error(`${MAX_OPEN_LISTINGS} listings (/rlconfig, /debug/rlqs) are in progress; try again when one ends`);
     const listing: Listing = { pieces: pieces[Symbol.iterator](), timer: this.idleTimer(id) };
     this.open.set(id, listing);
     return this.take(id, listing);

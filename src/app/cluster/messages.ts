@@ -8,14 +8,14 @@ import type { StatsBatch } from '../../stats/sinks/ipc';
 export type WorkerQuery =
   /** Starts /rlconfig listing `listing` (numbered by the primary); answered by its first piece, '' = the end. */
   | { readonly op: 'rlconfig'; readonly listing: number }
-  /** The next piece of a listing, '' at its end. */
+  /** The next piece of a listing (of /rlconfig or /debug/rlqs), '' at its end. */
   | { readonly op: 'rlconfig-next'; readonly listing: number }
-  /** The listing's client left before its end. */
+  /** The listing's client left before its end (a listing of either page). */
   | { readonly op: 'rlconfig-end'; readonly listing: number }
   | { readonly op: 'explain'; readonly domain: string; readonly descriptors: string[] }
   | { readonly op: 'profile'; readonly ms: number }
-  /** The worker's live RLQS streams and buckets (/debug/rlqs). */
-  | { readonly op: 'rlqs' }
+  /** Starts listing `listing` of the worker's live RLQS streams and buckets (/debug/rlqs), as 'rlconfig' does. */
+  | { readonly op: 'rlqs'; readonly listing: number }
   /** How the worker places, limits and divides one RLQS bucket (`k=v,k2=v2`). */
   | { readonly op: 'explain-bucket'; readonly domain: string; readonly bucket: string }
   /** Flush the stats now; the batch is sent before the reply, on the same ordered channel. */

@@ -49,7 +49,7 @@ async function answer(app: RateLimitApp, listings: Listings, query: WorkerQuery)
     case 'profile':
       return cpuProfile(query.ms);
     case 'rlqs':
-      return app.quotaBuckets();
+      return listings.start(query.listing, app.quotaBuckets());
     case 'explain-bucket':
       return app.explainBucket(query.domain, query.bucket);
     case 'flush':

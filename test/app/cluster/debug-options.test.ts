@@ -88,13 +88,16 @@ test('/stats waits for the workers\' fresh flush', async () => {
   }
 });
 
-test('the RLQS pages gather every worker\'s streams (they are spread over the workers); a worker that does not answer is named', async () => {
+test('the RLQS pages gather every worker\'s streams (they are spread over the workers), /debug/rlqs pulled piece by piece from each; a worker that does not answer is named', async () => {
   const asked: Array<[WorkerQuery, number | undefined]> = [];
+  const pieces = new Map<number, string[]>();
   const pool: WorkerQueries = {
     query: async (q, _timeout, slot) => {
       asked.push([q, slot]);
       if (slot === 2) throw new WorkerUnavailableError('worker 2 is restarting');
-      return { slot: slot!, value: q.op === 'rlqs' ? 'stream a domain \'d\': 1 buckets\n' : `bucket of worker ${slot}\n` };
+      if (q.op === 'rlqs') pieces.set(q.listing, ["stream a domain 'd': 1 buckets\n", '  [["api","x"]]: demand 1.00/s\n']);
+      if (q.op === 'rlqs' || q.op === 'rlconfig-next') return { slot: slot!, value: pieces.get(q.listing)!.shift() ?? '' };
+      return { slot: slot!, value: `bucket of worker ${slot}\n` };
     },
     flushAll: async () => undefined,
   };
@@ -102,7 +105,13 @@ test('the RLQS pages gather every worker\'s streams (they are spread over the wo
   try {
     const live = await s.get('/debug/rlqs');
     expect(live.status).toBe(200);
-    expect(live.body).toBe("worker 1:\nstream a domain 'd': 1 buckets\nworker 2:\n  no answer (worker 2 is restarting)\n");
+    expect(live.body).toBe('worker 1:\nstream a domain \'d\': 1 buckets\n  [["api","x"]]: demand 1.00/s\nworker 2:\n  no answer (worker 2 is restarting)\n');
+    const listing = (asked[0]![0] as { listing: number }).listing;
+    expect(asked.slice(0, 3)).toEqual([
+      [{ op: 'rlqs', listing }, 1],
+      [{ op: 'rlconfig-next', listing }, 1],
+      [{ op: 'rlconfig-next', listing }, 1],
+    ]);
     const why = await s.get('/debug/explain?domain=d&bucket=api=search');
     expect(why.body).toBe('worker 1:\nbucket of worker 1\nworker 2:\n  no answer (worker 2 is restarting)\n');
     expect(asked.filter(([q]) => q.op === 'explain-bucket').map(([q, slot]) => [q, slot])).toEqual([

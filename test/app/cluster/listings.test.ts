@@ -61,7 +61,7 @@ test('end() closes the iterator before its end; a listing not pulled for a while
 test(`at most ${MAX_OPEN_LISTINGS} open at once; a listing whose pieces throw is closed`, () => {
   const listings = new Listings();
   for (let i = 0; i < MAX_OPEN_LISTINGS; i++) listings.start(i, ['a\n', 'b\n']);
-  expect(() => listings.start(99, ['a\n'])).toThrow(`${MAX_OPEN_LISTINGS} /rlconfig listings are in progress`);
+  expect(() => listings.start(99, ['a\n'])).toThrow(`${MAX_OPEN_LISTINGS} listings (/rlconfig, /debug/rlqs) are in progress`);
   listings.end(0);
   function* broken(): Generator<string> {
     yield 'a\n';
