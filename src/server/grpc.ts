@@ -74,16 +74,10 @@ const RATE_LIMIT_QUOTA_SERVICE = {
 
 /**
  * What names the HTTP/2 connection a grpc-js call came on, for the RLQS budget per connection:
- * its session, reached through grpc-js's private fields (it offers no public way); if they move,
- * the peer's address and port, which name one live TCP connection too.
+ * the peer's address and port, which name one live TCP connection (grpc-js shows its session
+ * only through private fields, which a release of it may move).
  */
-function connectionOf(call: grpc.ServerDuplexStream<Buffer, Buffer>): unknown {
-  let inner = (call as unknown as { call?: { nextCall?: unknown; stream?: { session?: object } } }).call;
-  for (let depth = 0; inner !== undefined && depth < 8; depth++) {
-    const session = inner.stream?.session;
-    if (session !== undefined) return session;
-    inner = inner.nextCall as typeof inner;
-  }
+function connectionOf(call: grpc.ServerDuplexStream<Buffer, Buffer>): string {
   return `peer ${call.getPeer()}`;
 }
 
