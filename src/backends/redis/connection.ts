@@ -33,17 +33,6 @@ import { Backoff } from '../../platform/backoff';
 
 export type RedisClient = Redis | Cluster;
 
-/**
- * What `readyMaster` reads of ioredis's Cluster (the exact version is pinned in package.json;
- * test/backends/redis/cluster.test.ts fails if these change): `slots`, slot → node keys
- * (`host:port`, master first), and the private `connectionPool`, node key → that node's connection.
- */
-interface ClusterInternals {
-  readonly status: string;
-  readonly slots: ReadonlyArray<readonly string[] | undefined>;
-  readonly connectionPool: { getInstanceByKey(key: string): Redis | undefined };
-}
-
 /** Whether a command written to `c` now goes on the wire (what ioredis checks before writing). */
 export function canWrite(c: Redis): boolean {
   return c.status === 'ready' && c.stream.writable;
@@ -150,6 +139,9 @@ interface Tracked {
   wasReady: boolean;
 }
 
+/** ioredis's `disconnectTimeout`: how long a socket being closed may linger before it is destroyed. */
+const DISCONNECT_TIMEOUT_MS = 20;
+
 /** How long the losses of one outage are gathered into its one log line. */
 const LOST_LINE_GATHER_MS = 100;
 
@@ -164,6 +156,8 @@ export class RedisConnection {
   readonly label: string;
   private readonly pool: Redis[] = [];
   private readonly cluster: Cluster | undefined;
+  /** Cluster: each node's connection by its `host:port`, kept from ioredis's `+node` / `-node` events. */
+  private readonly nodesByAddress = new Map<string, Redis>();
   private rr = 0;
   private started = false;
   private closed = false;
@@ -246,16 +240,22 @@ export class RedisConnection {
   }
 
   /**
-   * Cluster: the connection of the master serving `slot` in ioredis's slot map when it can take a
-   * write now; undefined when the map has no entry or that connection is not ready (connecting,
-   * lost, or the cluster itself not ready): the cluster's own routing is then used.
+   * Cluster: the connection of the master serving `slot` in ioredis's slot map (its public
+   * `slots`: slot → node addresses, master first) when it can take a write now; undefined when the
+   * map has no entry or that connection is not ready (connecting, lost, or the cluster itself not
+   * ready): the cluster's own routing is then used.
    */
   readyMaster(slot: number): Redis | undefined {
-    const c = this.cluster as unknown as ClusterInternals | undefined;
+    const c = this.cluster;
     if (c === undefined || c.status !== 'ready') return undefined;
-    const key = c.slots[slot]?.[0];
-    const node = key === undefined ? undefined : c.connectionPool.getInstanceByKey(key);
+    const address = c.slots[slot]?.[0];
+    const node = address === undefined ? undefined : this.nodesByAddress.get(address);
     return node !== undefined && canWrite(node) ? node : undefined;
+  }
+
+  /** Cluster: the address (`host:port`) of the master serving `slot` in ioredis's slot map. */
+  masterAddress(slot: number): string | undefined {
+    return this.cluster?.slots[slot]?.[0];
   }
 
   /** Cluster: has ioredis reload its slot map (it runs one reload at a time). */
@@ -333,15 +333,15 @@ export class RedisConnection {
       clearTimeout(timer);
     }
     if (c.status === 'end') return;
-    if (c instanceof Cluster) {
-      for (const node of c.nodes('all')) forgetClosedSocket(node);
-    } else {
-      forgetClosedSocket(c);
-    }
     // A socket is open (or opening) when connecting or connected; a client waiting to reconnect
     // has none, and disconnect() only cancels its timer.
     const open = c instanceof Cluster || c.status === 'connecting' || c.status === 'connect' || c.status === 'ready';
+    // ioredis ends the last socket again even when it is already closed, and arms its
+    // disconnectTimeout timer on it, which nothing clears: let that short timer run out here, so
+    // that nothing of this connection holds the event loop once close() has resolved.
+    const deadSocket = !open && !(c instanceof Cluster) && c.stream !== undefined && c.stream.destroyed;
     c.disconnect();
+    if (deadSocket) await new Promise<void>((resolve) => setTimeout(resolve, DISCONNECT_TIMEOUT_MS + 5));
     if (open && (c.status as string) !== 'end') {
       // Wait for the socket to close so the 'close' listeners (stats, health) have run.
       let timer: NodeJS.Timeout | undefined;
@@ -410,10 +410,10 @@ export class RedisConnection {
       connectTimeout: s.timeoutMs,
       // No commandTimeout: it arms a timer per command. The store bounds each pipeline (and its
       // EVAL fallback) by REDIS_TIMEOUT itself; the start-up PING has its own deadline.
-      // How long a closing socket may linger before it is destroyed (ioredis: 2 s). ioredis also
-      // arms this timer for sockets that already died, so keep it short: nothing should hold the
-      // process for long after close().
-      disconnectTimeout: Math.min(200, Math.max(s.timeoutMs, 1)),
+      // How long a closing socket may linger before it is destroyed (ioredis: 2 s). Every reply
+      // wanted has come by then (QUIT answered, or a connection dropped on purpose), and ioredis
+      // also arms this timer for sockets that already died: keep it short.
+      disconnectTimeout: DISCONNECT_TIMEOUT_MS,
       // Never queue while disconnected and never retry or resend a command: a hit is counted at
       // most once, and a request fails at once while Redis is away.
       enableOfflineQueue: false,
@@ -500,8 +500,15 @@ export class RedisConnection {
     );
     cluster.on('error', (err: Error) => this.onError(err));
     cluster.on('node error', (err: Error) => this.onError(err));
-    cluster.on('+node', (node: Redis) => this.track(node));
-    cluster.on('-node', (node: Redis) => this.untrack(node));
+    cluster.on('+node', (node: Redis) => {
+      this.nodesByAddress.set(nodeAddress(node), node);
+      this.track(node);
+    });
+    cluster.on('-node', (node: Redis) => {
+      const address = nodeAddress(node);
+      if (this.nodesByAddress.get(address) === node) this.nodesByAddress.delete(address);
+      this.untrack(node);
+    });
     cluster.on('ready', () => this.changed());
     cluster.on('close', () => this.changed());
     cluster.on('end', () => this.changed());
@@ -583,14 +590,9 @@ function credentials(c: Credentials): Credentials {
   return o;
 }
 
-/**
- * ioredis keeps the last socket after it closed; `disconnect()` then ends it again and arms a 2 s
- * timer that only a second 'close' (which never comes) would clear, holding the event loop open.
- * Forget such a socket so that disconnecting only cancels the reconnect timer.
- */
-function forgetClosedSocket(c: Redis): void {
-  const connector = (c as unknown as { connector?: { stream?: { destroyed?: boolean } } }).connector;
-  if (connector?.stream?.destroyed === true) connector.stream = undefined;
+/** A cluster node's address as ioredis keys its slot map: `host:port` from the node's options. */
+export function nodeAddress(node: Redis): string {
+  return `${node.options.host ?? '127.0.0.1'}:${node.options.port ?? 6379}`;
 }
 
 async function expectPong(c: RedisClient): Promise<void> {
