@@ -625,6 +625,8 @@ export interface StartClusterOptions {
   masters?: number;
   /** requirepass / masterauth of every node. */
   password?: string;
+  /** Appended to every node's command line (e.g. `['--cluster-require-full-coverage', 'no']`). */
+  extraArgs?: string[];
 }
 
 export interface RedisClusterSet {
@@ -660,6 +662,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<R
             '--cluster-node-timeout', '2000',
             '--cluster-port', String(busPort),
             ...(options.password !== undefined ? ['--masterauth', options.password] : []),
+            ...(options.extraArgs ?? []),
           ],
         }),
       );

@@ -13,7 +13,8 @@
  */
 import type { ChainableCommander, Redis } from 'ioredis';
 import type { StoreError, CounterOp } from '../../core/store';
-import { canWrite, type RedisClient, type RedisConnection } from './connection';
+import type { Circuit } from '../circuit';
+import { canWrite, errorText, type RedisClient, type RedisConnection } from './connection';
 import { toStoreError } from './errors';
 import { ALGORITHM_SCRIPT, ALGORITHM_SCRIPT_SHA, INCREMENT_SCRIPT, scriptArgs } from './scripts';
 import { WirePipeline } from './wire';
@@ -84,6 +85,8 @@ class Batch {
   settled = false;
   deadline: NodeJS.Timeout | undefined = undefined;
   flight: Flight | undefined = undefined;
+  /** The circuit of the node the batch goes to (nodes.ts), told how it went. */
+  circuit: Circuit | undefined = undefined;
 
   /**
    * The commands: as RESP text (src/backends/redis/wire.ts) for a single or sentinel connection or
@@ -116,6 +119,8 @@ export class Batcher {
   private immediate: NodeJS.Immediate | undefined = undefined;
   private readonly cluster: boolean;
   private readonly cap: number;
+  /** A single or sentinel instance's one circuit. */
+  private readonly instanceCircuit: Circuit | undefined;
   private readonly flushAllBound = (): void => this.flushAll();
 
   constructor(
@@ -128,6 +133,7 @@ export class Batcher {
   ) {
     this.cluster = conn.isCluster;
     this.cap = parallelism > 1 ? parallelism : 0;
+    this.instanceCircuit = this.cluster ? undefined : conn.circuits?.of('');
   }
 
   /** Queues `INCRBY key addend` and `EXPIRE key ttl` for op `i` of `req`. */
@@ -234,17 +240,20 @@ export class Batcher {
       let b = this.open;
       if (b === undefined) {
         b = new Batch(new WirePipeline(), undefined, undefined, -1);
+        b.circuit = this.instanceCircuit;
         this.open = b;
         this.dirty.push(b);
       }
       return b;
     }
     const slot = calculateSlot(key);
-    const node = this.batchScript ? undefined : this.conn.readyMaster(slot);
+    const address = this.conn.masterAddress(slot);
+    const node = this.batchScript || address === undefined ? undefined : this.conn.readyNode(address);
     if (node !== undefined) {
       let b = this.byNode.get(node);
       if (b === undefined) {
         b = new Batch(new WirePipeline(), undefined, node, slot);
+        b.circuit = this.conn.circuits?.of(address!);
         this.byNode.set(node, b);
         this.dirty.push(b);
       }
@@ -253,10 +262,32 @@ export class Batcher {
     let b = this.bySlot.get(slot);
     if (b === undefined) {
       b = new Batch(undefined, this.conn.client().pipeline(), undefined, slot);
+      if (address !== undefined) b.circuit = this.conn.circuits?.of(address);
       this.bySlot.set(slot, b);
       this.dirty.push(b);
     }
     return b;
+  }
+
+  /**
+   * The circuit of the node `key` goes to, when it has one and it is open (nodes.ts): the store
+   * looks only while some circuit is open.
+   */
+  openCircuitOf(key: string): Circuit | undefined {
+    const circuits = this.conn.circuits;
+    if (circuits === undefined) return undefined;
+    let c = this.instanceCircuit;
+    if (this.cluster) {
+      const address = this.conn.masterAddress(calculateSlot(key));
+      c = address === undefined ? undefined : circuits.get(address);
+    }
+    return c !== undefined && c.isOpen ? c : undefined;
+  }
+
+  /** `redis` (a single or sentinel instance) or `redis node host:port` (the cluster node of `key`), for errors. */
+  circuitName(key: string): string {
+    const circuits = this.conn.circuits!;
+    return this.cluster ? circuits.name(this.conn.masterAddress(calculateSlot(key)) ?? '') : circuits.name('');
   }
 
   private note(b: Batch, req: Req, idx: number, scripted = false): void {
@@ -312,6 +343,14 @@ export class Batcher {
   private done(b: Batch, replies: unknown[]): void {
     if (b.settled) return;
     this.settle(b);
+    const circuit = b.circuit;
+    if (circuit !== undefined) {
+      // A lost or unwritable connection fails every command alike: the first reply tells.
+      const first = replies[0];
+      if (first === NOT_SENT) circuit.answeredWithError();
+      else if (first instanceof Error && first.name !== 'ReplyError') circuit.failed(first.message);
+      else circuit.succeeded();
+    }
     const reqs = b.reqs;
     const idx = b.idx;
     // REDIS_BATCH_SCRIPT: the EVAL's reply (last) holds the INCRBY counts in queue order.
@@ -466,6 +505,10 @@ export class Batcher {
   private fail(b: Batch, err: unknown): void {
     if (b.settled) return;
     this.settle(b);
+    if (b.circuit !== undefined) {
+      if (toStoreError(err).transient) b.circuit.failed(errorText(err));
+      else b.circuit.answeredWithError();
+    }
     const reqs = b.reqs;
     for (let k = 0; k < reqs.length; k++) reqs[k]!.fail(err);
   }

@@ -30,6 +30,7 @@ import type { RedisConnectionSettings, RedisSettings } from '../../settings/sett
 import type { Counter, Gauge, StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
 import { Backoff } from '../../platform/backoff';
+import type { NodeCircuits } from './nodes';
 
 export type RedisClient = Redis | Cluster;
 
@@ -133,10 +134,17 @@ export interface RedisConnectionOptions {
   connectingLogLevel?: 'warn' | 'info' | undefined;
   /** The variables of this instance, for hints: `REDIS_` (default) or `REDIS_PERSECOND_`. */
   variablePrefix?: 'REDIS_' | 'REDIS_PERSECOND_' | undefined;
+  /**
+   * The store's circuits of this instance (nodes.ts); a cluster node's lost or ready connection
+   * opens or closes its node's circuit. Without it nothing is opened (RLQS's connection).
+   */
+  circuits?: NodeCircuits | undefined;
 }
 
 interface Tracked {
   wasReady: boolean;
+  /** The last error of this connection, for the line that says it was lost. */
+  lastError: string;
 }
 
 /** ioredis's `disconnectTimeout`: how long a socket being closed may linger before it is destroyed. */
@@ -201,6 +209,11 @@ export class RedisConnection {
     return this.cluster !== undefined;
   }
 
+  /** The store's circuits of this instance, if it has them. */
+  get circuits(): NodeCircuits | undefined {
+    return this.options.circuits;
+  }
+
   /** Connections currently ready (cluster: node connections). */
   get readyConnections(): number {
     return this.readyCount;
@@ -249,7 +262,13 @@ export class RedisConnection {
     const c = this.cluster;
     if (c === undefined || c.status !== 'ready') return undefined;
     const address = c.slots[slot]?.[0];
-    const node = address === undefined ? undefined : this.nodesByAddress.get(address);
+    return address === undefined ? undefined : this.readyNode(address);
+  }
+
+  /** Cluster: the connection to the node at `address` when the cluster is ready and it can take a write now. */
+  readyNode(address: string): Redis | undefined {
+    if (this.cluster?.status !== 'ready') return undefined;
+    const node = this.nodesByAddress.get(address);
     return node !== undefined && canWrite(node) ? node : undefined;
   }
 
@@ -516,10 +535,14 @@ export class RedisConnection {
   }
 
   private track(c: Redis): Redis {
-    const t: Tracked = { wasReady: false };
+    const t: Tracked = { wasReady: false, lastError: '' };
     this.tracked.set(c, t);
-    c.on('error', (err: Error) => this.onError(err));
+    c.on('error', (err: Error) => {
+      t.lastError = err.message;
+      this.onError(err);
+    });
     c.on('ready', () => {
+      if (this.cluster !== undefined && !this.closed) this.options.circuits?.get(nodeAddress(c))?.closeNow('its connection is ready again');
       if (!t.wasReady) {
         t.wasReady = true;
         this.readyCount++;
@@ -553,6 +576,12 @@ export class RedisConnection {
     this.readyCount--;
     this.localClose?.inc();
     this.active?.set(this.readyCount);
+    if (this.started && !this.closed && this.cluster !== undefined) {
+      // A cluster node's connection is lost: its keys fail at once from now on. The first probe
+      // is due at once, so a connection that only dropped costs one request, a dead node one
+      // REDIS_TIMEOUT per open period.
+      this.options.circuits?.of(nodeAddress(c)).openNow(`connection lost${t.lastError === '' ? '' : `: ${t.lastError}`}`, 0);
+    }
     if (this.started && !this.closed && this.cluster === undefined) {
       // The pool's connections go down together when Redis does: say it once, with the count.
       this.lostSinceLine++;

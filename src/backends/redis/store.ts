@@ -41,8 +41,10 @@ import { StoreError } from '../../core/store';
 import type { AlgorithmRestriction } from '../../core/store';
 import { stopIncrementAddends } from '../stop-increment';
 import type { CounterOp, CounterStore, IncrementContext } from '../../core/store';
+import type { Circuit } from '../circuit';
 import { Batcher, PHASE_GET, PHASE_INCR, Req } from './batcher';
 import { RedisConnection } from './connection';
+import { CircuitStats, NodeCircuits, type CircuitSettings } from './nodes';
 
 export interface RedisStoreOptions {
   settings: RedisSettings;
@@ -54,6 +56,11 @@ export interface RedisStoreOptions {
   logger: Logger;
   /** Source of the expiry jitter and the start-up backoff jitter; Math.random by default. */
   random?: (() => number) | undefined;
+  /**
+   * BACKEND_CIRCUIT_*: a circuit per node (nodes.ts; a single or sentinel instance is one node,
+   * a cluster has one per master). Without it no request is failed early.
+   */
+  circuit?: CircuitSettings | undefined;
 }
 
 export class RedisStore implements CounterStore {
@@ -66,6 +73,8 @@ export class RedisStore implements CounterStore {
   private readonly random: () => number;
   private readonly stopIncrement: boolean;
   private readonly healthListeners: Array<(healthy: boolean) => void> = [];
+  /** How many node circuits are open (both instances). */
+  private readonly circuitStats: CircuitStats;
   private connected = false;
   private closed = false;
   private healthy = false;
@@ -78,6 +87,9 @@ export class RedisStore implements CounterStore {
     this.jitterMax = Math.max(0, Math.floor(options.jitterMaxSeconds));
     this.random = options.random ?? Math.random;
     this.stopIncrement = options.stopIncrementWhenOverLimit;
+    this.circuitStats = new CircuitStats(options.stats.gauge('ratelimit.redis.circuit_open'), options.stats.counter('ratelimit.redis.circuit_opened'));
+    const circuits = (label: string): NodeCircuits | undefined =>
+      options.circuit === undefined ? undefined : new NodeCircuits(options.circuit, this.circuitStats, options.logger, label);
     this.main = new RedisConnection({
       settings: s,
       shared: s,
@@ -86,6 +98,7 @@ export class RedisStore implements CounterStore {
       statsScope: 'ratelimit.redis_pool',
       label: 'redis',
       random: options.random,
+      circuits: circuits('redis'),
     });
     this.mainBatcher = new Batcher(this.main, s.pipelineWindowMs, s.pipelineLimit, s.clusterPipelineParallelism, s.timeoutMs, s.batchScript);
     // The sliding-window script reads two windows' keys, which a cluster may hold in different slots.
@@ -104,6 +117,7 @@ export class RedisStore implements CounterStore {
         label: 'redis per-second',
         variablePrefix: 'REDIS_PERSECOND_',
         random: options.random,
+        circuits: circuits('redis per-second'),
       });
       this.perSecondBatcher = new Batcher(this.perSecond, p.pipelineWindowMs, p.pipelineLimit, p.clusterPipelineParallelism, p.timeoutMs, s.batchScript);
       this.perSecond.onStateChange(() => this.checkHealth());
@@ -137,6 +151,10 @@ export class RedisStore implements CounterStore {
   increment(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): Promise<number[]> {
     if (this.closed) return Promise.reject(new StoreError('redis store is closed', false));
     if (ops.length === 0) return Promise.resolve([]);
+    if (this.circuitStats.open !== 0) {
+      const refused = this.refusedByCircuit(ops);
+      if (refused !== undefined) return Promise.reject(refused);
+    }
     const req = new Req(ops, this);
     req.nowMs = nowMs;
     const promise = new Promise<number[]>((resolve, reject) => {
@@ -248,6 +266,26 @@ export class RedisStore implements CounterStore {
     }
     if (usedMain) this.mainBatcher.commit();
     if (usedPs) ps!.commit();
+  }
+
+  /**
+   * While some node circuit is open: the error that fails this request at once when one of its
+   * keys goes to an open node whose probe is not due, before anything of it is sent; else
+   * undefined, and each open node it reaches is probed by it.
+   */
+  private refusedByCircuit(ops: readonly CounterOp[]): StoreError | undefined {
+    const ps = this.perSecondBatcher;
+    let probes: Circuit[] | undefined;
+    for (const op of ops) {
+      const batcher = ps !== undefined && op.windowSeconds === 1 ? ps : this.mainBatcher;
+      const c = batcher.openCircuitOf(op.key);
+      if (c === undefined) continue;
+      if (!c.wouldAdmit()) return new StoreError(`${batcher.circuitName(op.key)} circuit open: ${c.reason}`, true);
+      if (probes === undefined) probes = [c];
+      else if (!probes.includes(c)) probes.push(c);
+    }
+    if (probes !== undefined) for (const c of probes) c.admit();
+    return undefined;
   }
 
   private checkHealth(): void {
