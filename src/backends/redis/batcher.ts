@@ -322,7 +322,13 @@ export class Batcher {
     if (wire !== undefined) {
       const node = b.node;
       if (n > 0) wire.command('eval', [INCREMENT_SCRIPT, n, ...b.keys, ...b.addends, ...b.ttls]);
-      if (node === undefined) wire.send(this.conn.client() as Redis, (replies) => this.done(b, replies));
+      if (node === undefined) {
+        const client = this.conn.client() as Redis;
+        // No connection can take it: name the reason when it is known (refused credentials).
+        const known = canWrite(client) ? undefined : this.conn.unavailable();
+        if (known !== undefined) this.fail(b, known);
+        else wire.send(client, (replies) => this.done(b, replies));
+      }
       else if (canWrite(node)) wire.send(node, (replies) => this.done(b, replies));
       // The node's connection was lost while the batch waited: nothing is written, each command
       // goes through the cluster instead.
@@ -330,6 +336,11 @@ export class Batcher {
       return;
     }
     if (n > 0) b.pipeline!.eval(INCREMENT_SCRIPT, n, ...b.keys, ...b.addends, ...b.ttls);
+    const known = this.conn.unavailable();
+    if (known !== undefined) {
+      this.fail(b, known);
+      return;
+    }
     b.pipeline!.exec().then(
       (res) => {
         if (res === null) this.fail(b, new Error('pipeline returned no replies'));

@@ -31,6 +31,7 @@ import type { Counter, Gauge, StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
 import { Backoff } from '../../platform/backoff';
 import type { NodeCircuits } from './nodes';
+import { StoreError } from '../../core/store';
 
 export type RedisClient = Redis | Cluster;
 
@@ -123,6 +124,11 @@ export interface RedisConnectionOptions {
   stats?: StatsStore | undefined;
   /** `ratelimit.redis_pool` or `ratelimit.redis_per_second_pool`. */
   statsScope?: string | undefined;
+  /**
+   * `ratelimit.redis` or `ratelimit.redis_per_second`: the scope of what the service follows of
+   * the server's state (`.auth_failed`, and the store's eviction series).
+   */
+  stateStatsScope?: string | undefined;
   /** For log lines: `redis` or `redis per-second`. */
   label?: string | undefined;
   /** Jitter source of the start-up backoff (tests inject one). */
@@ -175,6 +181,10 @@ export class RedisConnection {
   private readonly active: Gauge | undefined;
   private readonly total: Counter | undefined;
   private readonly localClose: Counter | undefined;
+  private readonly authGauge: Gauge | undefined;
+  /** The code of the refusal (`WRONGPASS`, `NOAUTH`…) while the server refuses our credentials. */
+  private authRefusal: string | undefined;
+  private authError: StoreError | undefined;
   private wake: (() => void) | undefined;
   private sleepTimer: NodeJS.Timeout | undefined;
   private lastError = '';
@@ -195,6 +205,7 @@ export class RedisConnection {
       this.active = options.stats.gauge(scope + '.cx_active');
       this.total = options.stats.counter(scope + '.cx_total');
       this.localClose = options.stats.counter(scope + '.cx_local_close');
+      this.authGauge = options.stats.gauge((options.stateStatsScope ?? 'ratelimit.redis') + '.auth_failed');
     }
     const base = this.baseOptions();
     if (s.type === 'cluster') {
@@ -542,6 +553,7 @@ export class RedisConnection {
       this.onError(err);
     });
     c.on('ready', () => {
+      this.accepted();
       if (this.cluster !== undefined && !this.closed) this.options.circuits?.get(nodeAddress(c))?.closeNow('its connection is ready again');
       if (!t.wasReady) {
         t.wasReady = true;
@@ -605,6 +617,50 @@ export class RedisConnection {
     this.lastError = err.message;
     this.lastErrorCode = (err as NodeJS.ErrnoException).code;
     if (this.options.logger.enabled('debug')) this.options.logger.debug(`${this.label} (${this.maskedUrl}): ${err.message}`);
+    const refusal = authRefusal(err.message);
+    if (refusal !== undefined) this.refused(refusal, err.message);
+  }
+
+  /**
+   * The server refused our credentials: said once per change (a new refusal, not every
+   * reconnection), shown in `<scope>.auth_failed`, and named in every call's error while no
+   * connection is ready. At start-up each failed attempt already says it.
+   */
+  private refused(code: string, message: string): void {
+    if (this.authRefusal === code) return;
+    this.authRefusal = code;
+    this.authGauge?.set(1);
+    const p = this.options.variablePrefix ?? 'REDIS_';
+    const variable = /sentinel/i.test(message) ? `${p}SENTINEL_AUTH` : `${p}AUTH`;
+    this.authError = new StoreError(`${this.label} authentication failed: ${message}`, false);
+    if (this.started && !this.closed) {
+      this.options.logger.error(
+        `${this.label}: ${this.maskedUrl} refuses our credentials (${message}): every call fails until ${variable} matches the server's password`,
+      );
+    }
+    this.changed();
+  }
+
+  /** A connection authenticated (it is ready): the credentials match again. */
+  private accepted(): void {
+    if (this.authRefusal === undefined) return;
+    this.authRefusal = undefined;
+    this.authError = undefined;
+    this.authGauge?.set(0);
+    if (this.started && !this.closed) this.options.logger.info(`${this.label}: ${this.maskedUrl} accepts our credentials again`);
+  }
+
+  /**
+   * Why a call cannot be sent now, when the reason is known: the server refuses our credentials
+   * and no connection is ready. Undefined otherwise (the call's own error then says what happened).
+   */
+  unavailable(): StoreError | undefined {
+    return this.authError !== undefined && !this.isReady ? this.authError : undefined;
+  }
+
+  /** While the server refuses our credentials: the code of the refusal (`WRONGPASS`, `NOAUTH`…). */
+  get authFailure(): string | undefined {
+    return this.authRefusal;
   }
 
   private changed(): void {
@@ -627,6 +683,17 @@ export function nodeAddress(node: Redis): string {
 async function expectPong(c: RedisClient): Promise<void> {
   const reply = await c.ping();
   if (reply !== 'PONG') throw new Error(`connecting redis error: ${String(reply)}`);
+}
+
+/**
+ * The code of a reply that refuses our credentials, if `message` is one: `WRONGPASS` (a wrong
+ * password or user), `NOAUTH` (the server wants a password, none was sent), or an older server's
+ * `ERR invalid password`.
+ */
+export function authRefusal(message: string): string | undefined {
+  const m = /\b(WRONGPASS|NOAUTH)\b/.exec(message);
+  if (m !== null) return m[1];
+  return /\binvalid (?:password|username-password)/i.test(message) ? 'WRONGPASS' : undefined;
 }
 
 export function errorText(err: unknown): string {
