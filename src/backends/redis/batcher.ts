@@ -87,6 +87,8 @@ class Batch {
   flight: Flight | undefined = undefined;
   /** The circuit of the node the batch goes to (nodes.ts), told how it went. */
   circuit: Circuit | undefined = undefined;
+  /** The single or sentinel connection it was written to. */
+  sentTo: Redis | undefined = undefined;
 
   /**
    * The commands: as RESP text (src/backends/redis/wire.ts) for a single or sentinel connection or
@@ -327,7 +329,10 @@ export class Batcher {
         // No connection can take it: name the reason when it is known (refused credentials).
         const known = canWrite(client) ? undefined : this.conn.unavailable();
         if (known !== undefined) this.fail(b, known);
-        else wire.send(client, (replies) => this.done(b, replies));
+        else {
+          b.sentTo = client;
+          wire.send(client, (replies) => this.done(b, replies));
+        }
       }
       else if (canWrite(node)) wire.send(node, (replies) => this.done(b, replies));
       // The node's connection was lost while the batch waited: nothing is written, each command
@@ -356,26 +361,32 @@ export class Batcher {
     this.settle(b);
     const circuit = b.circuit;
     if (circuit !== undefined) {
-      // A lost or unwritable connection fails every command alike: the first reply tells.
+      // A lost or unwritable connection fails every command alike: the first reply tells. While
+      // a sentinel pool moves to a new master, the old connections' failures are expected.
       const first = replies[0];
-      if (first === NOT_SENT) circuit.answeredWithError();
+      if (first === NOT_SENT || (first instanceof Error && this.conn.switching)) circuit.answeredWithError();
       else if (first instanceof Error && first.name !== 'ReplyError') circuit.failed(first.message);
       else circuit.succeeded();
     }
+    // A sentinel failover under way: increments the old master acknowledged may be lost.
+    if (b.sentTo !== undefined && this.conn.suspecting) this.conn.acknowledged(b.sentTo, acknowledgedIncrements(b, replies));
     const reqs = b.reqs;
     const idx = b.idx;
     // REDIS_BATCH_SCRIPT: the EVAL's reply (last) holds the INCRBY counts in queue order.
-    let counted: unknown[] | undefined;
+    let batchCounts: unknown[] | undefined;
     let countError: Error | null = null;
     let next = 0;
     if (b.keys.length > 0) {
       const r = replies[replies.length - 1];
       if (r instanceof Error) countError = r;
       else if (!Array.isArray(r) || r.length !== b.keys.length) countError = new Error('the increment script answered an unexpected reply');
-      else counted = r as unknown[];
+      else batchCounts = r as unknown[];
     }
     let pos = 0;
     let last: Req | undefined;
+    // Redis full (noeviction): an OOM answer says so, an INCRBY answered while it is says it has room again.
+    let oom: Error | undefined;
+    let counted = false;
     for (let k = 0; k < reqs.length; k++) {
       const req = reqs[k]!;
       const i = idx[k]!;
@@ -387,12 +398,20 @@ export class Batcher {
         const r = replies[pos++];
         if (!(r instanceof Error)) req.counts[i] = Number(r);
         else if (r.message.startsWith('NOSCRIPT') || this.redirected(b, r)) this.evalFallback(req, i);
-        else req.fail(r);
+        else {
+          if (r.message.startsWith('OOM ')) oom = r;
+          req.fail(r);
+        }
       } else if (i >= 0 && this.batchScript) {
-        const c = counted?.[next++];
-        if (countError !== null) req.fail(countError);
-        else if (c instanceof Error) req.fail(c);
-        else req.counts[i] = c as number;
+        const c = batchCounts?.[next++];
+        if (countError !== null) {
+          if (countError.message.startsWith('OOM ')) oom = countError;
+          req.fail(countError);
+        } else if (c instanceof Error) req.fail(c);
+        else {
+          req.counts[i] = c as number;
+          counted = true;
+        }
       } else if (i >= 0) {
         const incr = replies[pos];
         const expire = replies[pos + 1];
@@ -400,7 +419,10 @@ export class Batcher {
         pos += 2;
         if (incr instanceof Error) {
           if (this.redirected(b, incr)) this.resendPair(req, i, b.addends[pair]!, b.ttls[pair]!);
-          else req.fail(incr);
+          else {
+            if (incr.message.startsWith('OOM ')) oom = incr;
+            req.fail(incr);
+          }
         } else if (expire instanceof Error) {
           // Counted; only the EXPIRE missed its key (moved away in between).
           if (this.redirected(b, expire)) {
@@ -411,6 +433,7 @@ export class Batcher {
           }
         } else {
           req.counts[i] = incr as number;
+          counted = true;
         }
       } else {
         const r = replies[pos++];
@@ -420,6 +443,8 @@ export class Batcher {
       }
     }
     last?.batchDone();
+    if (oom !== undefined) this.conn.memoryAnswer(true, oom.message);
+    else if (counted && this.conn.outOfMemory) this.conn.memoryAnswer(false);
   }
 
   /**
@@ -517,7 +542,7 @@ export class Batcher {
     if (b.settled) return;
     this.settle(b);
     if (b.circuit !== undefined) {
-      if (toStoreError(err).transient) b.circuit.failed(errorText(err));
+      if (toStoreError(err).transient && !this.conn.switching) b.circuit.failed(errorText(err));
       else b.circuit.answeredWithError();
     }
     const reqs = b.reqs;
@@ -534,6 +559,26 @@ export class Batcher {
       this.send(nb);
     }
   }
+}
+
+/** How many of a batch's increments (INCRBY, the batch script's, an algorithm's script) were answered. */
+function acknowledgedIncrements(b: Batch, replies: unknown[]): number {
+  let n = 0;
+  let pos = 0;
+  for (let k = 0; k < b.idx.length; k++) {
+    if (b.idx[k]! < 0) {
+      pos++; // a GET
+    } else if (b.scripted[k] === true) {
+      if (!(replies[pos++] instanceof Error)) n++;
+    } else if (b.keys.length > 0) {
+      n++; // in the batch script, answered with it
+    } else {
+      if (!(replies[pos] instanceof Error)) n++;
+      pos += 2;
+    }
+  }
+  if (b.keys.length > 0 && replies[replies.length - 1] instanceof Error) n -= b.keys.length;
+  return n;
 }
 
 /** The INCRBY reply of an ioredis pipeline `INCRBY`, `EXPIRE`; throws the error of either. */

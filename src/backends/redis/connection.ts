@@ -31,6 +31,7 @@ import type { Counter, Gauge, StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
 import { Backoff } from '../../platform/backoff';
 import type { NodeCircuits } from './nodes';
+import { SentinelWatch, waitForPromotion } from './sentinel';
 import { StoreError } from '../../core/store';
 
 export type RedisClient = Redis | Cluster;
@@ -153,6 +154,9 @@ interface Tracked {
   lastError: string;
 }
 
+/** Sentinel mode: how long the replica being promoted is asked its ROLE before the writes stay where they are. */
+const PROMOTION_WAIT_MS = 10_000;
+
 /** ioredis's `disconnectTimeout`: how long a socket being closed may linger before it is destroyed. */
 const DISCONNECT_TIMEOUT_MS = 20;
 
@@ -182,6 +186,30 @@ export class RedisConnection {
   private readonly total: Counter | undefined;
   private readonly localClose: Counter | undefined;
   private readonly authGauge: Gauge | undefined;
+  private readonly oomGauge: Gauge | undefined;
+  /** Redis answers writes with OOM (maxmemory reached under `noeviction`): the answer's text. */
+  private oom: string | undefined;
+  private readonly switches: Counter | undefined;
+  private readonly maybeLost: Counter | undefined;
+  /** Sentinel mode: the options every pool connection is made with (a switch-over makes new ones). */
+  private readonly base: RedisOptions;
+  private readonly sentinelWatch: SentinelWatch | undefined;
+  /** Sentinel mode: the master (`ip:port`) the sentinels last named. */
+  private masterTarget: string | undefined;
+  /**
+   * Sentinel mode, from the sentinels' `+failover-state-send-slaveof-noone` until the pool has
+   * moved: the connections to the master being replaced, and the increments they acknowledged
+   * since (which the new master may not have).
+   */
+  private suspect: { readonly clients: Set<Redis>; since: number; acknowledged: number; via: string } | undefined;
+  /** Sentinel mode: when the pool began moving to a new master, until every connection is on it. */
+  private moving: { at: number; address: string } | undefined;
+  /**
+   * Sentinel mode, from the moment the replica being promoted reports the master role until the
+   * pool is on it: one connection of its own to it, which every pipeline takes meanwhile, and the
+   * increments it acknowledged (lost if the failover is then aborted).
+   */
+  private interim: { client: Redis; address: string; acknowledged: number } | undefined;
   /** The code of the refusal (`WRONGPASS`, `NOAUTH`…) while the server refuses our credentials. */
   private authRefusal: string | undefined;
   private authError: StoreError | undefined;
@@ -205,15 +233,178 @@ export class RedisConnection {
       this.active = options.stats.gauge(scope + '.cx_active');
       this.total = options.stats.counter(scope + '.cx_total');
       this.localClose = options.stats.counter(scope + '.cx_local_close');
-      this.authGauge = options.stats.gauge((options.stateStatsScope ?? 'ratelimit.redis') + '.auth_failed');
+      const state = options.stateStatsScope ?? 'ratelimit.redis';
+      this.authGauge = options.stats.gauge(state + '.auth_failed');
+      this.oomGauge = options.stats.gauge(state + '.oom');
+      if (s.type === 'sentinel') {
+        this.switches = options.stats.counter(state + '.master_switches');
+        this.maybeLost = options.stats.counter(state + '.increments_maybe_lost');
+      }
     }
-    const base = this.baseOptions();
+    const base = (this.base = this.baseOptions());
     if (s.type === 'cluster') {
       this.cluster = this.createCluster(base);
     } else {
       const size = Math.max(1, s.poolSize);
       for (let i = 0; i < size; i++) this.pool.push(this.track(this.createRedis(base)));
     }
+    if (s.type === 'sentinel') this.sentinelWatch = this.createSentinelWatch();
+  }
+
+  /** Sentinel mode: how many sentinels' events are listened to now. */
+  get sentinelsListening(): number {
+    return this.sentinelWatch?.listening ?? 0;
+  }
+
+  /** Sentinel mode: true from the start of a failover until the pool has moved (the batcher then counts acknowledgements). */
+  get suspecting(): boolean {
+    return this.suspect !== undefined;
+  }
+
+  /**
+   * Sentinel mode, while a failover is under way: `n` increments were acknowledged by `client`;
+   * if it is a connection to the master being replaced, they may be lost.
+   */
+  acknowledged(client: Redis, n: number): void {
+    const sus = this.suspect;
+    if (sus !== undefined && sus.clients.has(client)) sus.acknowledged += n;
+    else if (this.interim !== undefined && client === this.interim.client) this.interim.acknowledged += n;
+  }
+
+  private createSentinelWatch(): SentinelWatch {
+    const s = this.options.settings;
+    const items = s.url.split(',');
+    const auth = parseAuth(s.sentinelAuth);
+    const connection: RedisOptions = {
+      ...credentials(auth),
+      connectTimeout: s.timeoutMs,
+      disconnectTimeout: DISCONNECT_TIMEOUT_MS,
+      retryStrategy: (times) => (this.closed ? null : reconnectDelayMs(times)),
+      maxRetriesPerRequest: null,
+    };
+    if (s.tls) connection.tls = tlsOptions(this.options.shared);
+    return new SentinelWatch({
+      masterName: items[0]!.trim(),
+      sentinels: items.slice(1).map((item) => {
+        const a = parseAddress(item);
+        return { host: a.host, port: a.port };
+      }),
+      connection,
+      logger: this.options.logger,
+      label: this.label,
+      onFailoverStart: (replica, via) => this.failoverStarted(replica, via),
+      onFailoverAbort: (via) => this.failoverAborted(via),
+      onSwitch: (address, via) => this.switchTo(address, via),
+    });
+  }
+
+  private failoverStarted(replica: string, via: string): void {
+    if (this.closed || !this.started || this.suspect !== undefined) return;
+    const clients = new Set(this.pool.filter((c) => c.status === 'ready'));
+    this.suspect = { clients, since: Date.now(), acknowledged: 0, via };
+    this.options.logger.info(
+      `${this.label}: ${via} began promoting ${replica} in place of ${this.sentinelMasterName()}: increments the current master acknowledges from now until the writes move may be lost`,
+    );
+    void this.followPromotion(replica);
+  }
+
+  /**
+   * The replica being promoted is asked its ROLE until it says master; from then on every
+   * pipeline goes to it on a connection of its own, until the pool has moved (the sentinels
+   * announce the switch about a second later, once their INFO has seen the promotion).
+   */
+  private async followPromotion(replica: string): Promise<void> {
+    const options = this.directOptions();
+    const waiting = (): boolean => this.suspect !== undefined && !this.closed;
+    if (!(await waitForPromotion(replica, options, PROMOTION_WAIT_MS, waiting)) || !waiting()) return;
+    const i = replica.lastIndexOf(':');
+    const client = new Redis({ ...options, host: replica.slice(0, i), port: Number(replica.slice(i + 1)) });
+    client.on('error', (err: Error) => this.onError(err));
+    try {
+      await client.connect();
+    } catch {
+      client.disconnect();
+      return;
+    }
+    if (!waiting() || this.moving !== undefined) {
+      client.disconnect();
+      return;
+    }
+    this.interim = { client, address: replica, acknowledged: 0 };
+    this.options.logger.info(`${this.label}: ${replica} reports the master role: writing to it until the sentinels announce the switch`);
+  }
+
+  /** The options of a connection to one data node by address (the pool's, without the sentinels; no reconnection). */
+  private directOptions(): RedisOptions {
+    const s = this.options.settings;
+    const o: RedisOptions = { ...this.base, ...credentials(parseAuth(s.auth)), lazyConnect: true, retryStrategy: () => null, reconnectOnError: null };
+    if (s.tls) o.tls = tlsOptions(this.options.shared);
+    return o;
+  }
+
+  private dropInterim(): void {
+    const i = this.interim;
+    if (i === undefined) return;
+    this.interim = undefined;
+    i.client.disconnect();
+  }
+
+  private failoverAborted(via: string): void {
+    if (this.suspect === undefined) return;
+    this.suspect = undefined;
+    const i = this.interim;
+    this.dropInterim();
+    this.options.logger.info(`${this.label}: ${via} aborted the failover of ${this.sentinelMasterName()}; the master stays`);
+    if (i !== undefined && i.acknowledged > 0) {
+      // The replica we wrote to goes back to being a replica: what it counted is thrown away.
+      this.maybeLost?.inc(i.acknowledged);
+      this.options.logger.warn(`${this.label}: ${i.acknowledged} increments acknowledged by ${i.address} before the failover was aborted may be lost (counted in ratelimit.redis.increments_maybe_lost)`);
+    }
+  }
+
+  /**
+   * The sentinels name `address` as our master: every pool connection not connected to it now
+   * is replaced by a new one (which ioredis connects through the sentinels to the master they
+   * name, and whose role it checks); the old ones are dropped at once, so nothing more is written
+   * to the old master. Said once per switch.
+   */
+  private switchTo(address: string, via: string): void {
+    if (this.closed || !this.started) return;
+    const first = this.masterTarget === undefined;
+    if (address === this.masterTarget && this.suspect === undefined) return;
+    this.masterTarget = address;
+    if (this.interim !== undefined && this.interim.address !== address) this.dropInterim();
+    const stale = this.pool.filter((c) => !(c.status === 'ready' && remoteAddress(c) === address));
+    const sus = this.suspect;
+    this.suspect = undefined;
+    if (stale.length === 0) {
+      this.dropInterim();
+      return;
+    }
+    if (!first || sus !== undefined) this.switches?.inc();
+    this.options.logger.info(
+      `${this.label}: ${via}: ${this.sentinelMasterName()} is now ${address}; moving ${stale.length} of ${this.pool.length} connection${this.pool.length === 1 ? '' : 's'} to it`,
+    );
+    this.moving = { at: Date.now(), address };
+    for (const old of stale) {
+      const i = this.pool.indexOf(old);
+      this.untrack(old, true);
+      old.disconnect();
+      const fresh = this.track(this.createRedis(this.base));
+      this.pool[i] = fresh;
+      fresh.connect().catch(() => undefined);
+    }
+    if (sus !== undefined && sus.acknowledged > 0) {
+      this.maybeLost?.inc(sus.acknowledged);
+      this.options.logger.warn(
+        `${this.label}: ${sus.acknowledged} increment${sus.acknowledged === 1 ? '' : 's'} acknowledged by the old master after ${sus.via} began the failover may be lost (counted in ratelimit.redis.increments_maybe_lost)`,
+      );
+    }
+    this.changed();
+  }
+
+  private sentinelMasterName(): string {
+    return this.options.settings.url.split(',')[0]!.trim();
   }
 
   get isCluster(): boolean {
@@ -252,6 +443,8 @@ export class RedisConnection {
    */
   client(): RedisClient {
     if (this.cluster !== undefined) return this.cluster;
+    const interim = this.interim;
+    if (interim !== undefined && interim.client.status === 'ready') return interim.client;
     const pool = this.pool;
     const n = pool.length;
     if (n === 1) return pool[0]!;
@@ -316,6 +509,7 @@ export class RedisConnection {
         if (this.closed) throw this.closedError();
         this.started = true;
         this.options.logger.info(`connected to ${this.label} on ${this.maskedUrl}`);
+        this.sentinelWatch?.start();
         this.changed();
         return;
       } catch (err) {
@@ -348,6 +542,8 @@ export class RedisConnection {
     if (this.sleepTimer !== undefined) clearTimeout(this.sleepTimer);
     if (this.lostLineTimer !== undefined) clearTimeout(this.lostLineTimer);
     this.wake?.();
+    await this.sentinelWatch?.close();
+    this.dropInterim();
     const clients: RedisClient[] = this.cluster !== undefined ? [this.cluster] : this.pool;
     await Promise.all(clients.map((c) => this.quit(c)));
     this.changed();
@@ -554,6 +750,8 @@ export class RedisConnection {
     });
     c.on('ready', () => {
       this.accepted();
+      // A single or sentinel instance answers again: its circuit closes now, not at the next probe.
+      if (this.cluster === undefined && !this.closed) this.options.circuits?.get('')?.closeNow('a connection is ready again');
       if (this.cluster !== undefined && !this.closed) this.options.circuits?.get(nodeAddress(c))?.closeNow('its connection is ready again');
       if (!t.wasReady) {
         t.wasReady = true;
@@ -568,6 +766,12 @@ export class RedisConnection {
           this.degraded = false;
           this.options.logger.info(`${this.label}: reconnected to ${this.maskedUrl} (${this.readyCount} connection${this.readyCount === 1 ? '' : 's'})`);
         }
+        const m = this.moving;
+        if (m !== undefined && !this.closed && this.readyCount === this.pool.length) {
+          this.moving = undefined;
+          this.dropInterim();
+          this.options.logger.info(`${this.label}: all ${this.readyCount} connections on the new master ${m.address}, ${Date.now() - m.at} ms after the switch`);
+        }
       }
       this.changed();
     });
@@ -576,12 +780,13 @@ export class RedisConnection {
     return c;
   }
 
-  private untrack(c: Redis): void {
-    this.lost(c);
+  /** `quiet`: dropped on purpose (a switch-over), not a loss to report. */
+  private untrack(c: Redis, quiet = false): void {
+    this.lost(c, quiet);
     this.tracked.delete(c);
   }
 
-  private lost(c: Redis): void {
+  private lost(c: Redis, quiet = false): void {
     const t = this.tracked.get(c);
     if (t === undefined || !t.wasReady) return;
     t.wasReady = false;
@@ -594,7 +799,7 @@ export class RedisConnection {
       // REDIS_TIMEOUT per open period.
       this.options.circuits?.of(nodeAddress(c)).openNow(`connection lost${t.lastError === '' ? '' : `: ${t.lastError}`}`, 0);
     }
-    if (this.started && !this.closed && this.cluster === undefined) {
+    if (this.started && !this.closed && this.cluster === undefined && !quiet) {
       // The pool's connections go down together when Redis does: say it once, with the count.
       this.lostSinceLine++;
       this.degraded = true;
@@ -655,7 +860,37 @@ export class RedisConnection {
    * and no connection is ready. Undefined otherwise (the call's own error then says what happened).
    */
   unavailable(): StoreError | undefined {
-    return this.authError !== undefined && !this.isReady ? this.authError : undefined;
+    if (this.authError !== undefined && !this.isReady) return this.authError;
+    const m = this.moving;
+    if (m !== undefined && !this.isReady) return new StoreError(`${this.label}: moving to the new master ${m.address}`, true);
+    return undefined;
+  }
+
+  /** Sentinel mode: the pool is moving to a new master (failures now say nothing about the store's health). */
+  get switching(): boolean {
+    return this.moving !== undefined;
+  }
+
+  /** Whether Redis answers writes with OOM now (the batcher tells; it then looks at each answered pipeline). */
+  get outOfMemory(): boolean {
+    return this.oom !== undefined;
+  }
+
+  /**
+   * A write was answered `OOM command not allowed when used memory > 'maxmemory'` (true), or a
+   * write succeeded again (false): said once per change, shown in `<scope>.oom`.
+   */
+  memoryAnswer(full: boolean, message = ''): void {
+    if (full === (this.oom !== undefined) || this.closed) return;
+    this.oom = full ? message : undefined;
+    this.oomGauge?.set(full ? 1 : 0);
+    if (full) {
+      this.options.logger.warn(
+        `${this.label}: ${this.maskedUrl} is full and refuses new counters (${message}): those calls fail, as BACKEND_FAILURE_MODE decides, until counters expire or maxmemory is raised`,
+      );
+    } else {
+      this.options.logger.info(`${this.label}: ${this.maskedUrl} has room for new counters again`);
+    }
   }
 
   /** While the server refuses our credentials: the code of the refusal (`WRONGPASS`, `NOAUTH`…). */
@@ -673,6 +908,13 @@ function credentials(c: Credentials): Credentials {
   if (c.username !== undefined) o.username = c.username;
   if (c.password !== undefined) o.password = c.password;
   return o;
+}
+
+/** The `ip:port` a connection is connected to (IPv4-mapped addresses as plain IPv4), or '' without a socket. */
+function remoteAddress(c: Redis): string {
+  const ip = c.stream?.remoteAddress;
+  if (ip === undefined) return '';
+  return `${ip.startsWith('::ffff:') ? ip.slice(7) : ip}:${c.stream.remotePort}`;
 }
 
 /** A cluster node's address as ioredis keys its slot map: `host:port` from the node's options. */

@@ -45,6 +45,7 @@ import type { Circuit } from '../circuit';
 import { Batcher, PHASE_GET, PHASE_INCR, Req } from './batcher';
 import { RedisConnection } from './connection';
 import { CircuitStats, NodeCircuits, type CircuitSettings } from './nodes';
+import { EvictionWatch } from './evictions';
 
 export interface RedisStoreOptions {
   settings: RedisSettings;
@@ -75,6 +76,8 @@ export class RedisStore implements CounterStore {
   private readonly healthListeners: Array<(healthy: boolean) => void> = [];
   /** How many node circuits are open (both instances). */
   private readonly circuitStats: CircuitStats;
+  /** REDIS_EVICTION_CHECK_INTERVAL > 0: whether each instance's nodes may evict, or did. */
+  private readonly watches: EvictionWatch[] = [];
   private connected = false;
   private closed = false;
   private healthy = false;
@@ -124,6 +127,12 @@ export class RedisStore implements CounterStore {
       this.perSecondBatcher = new Batcher(this.perSecond, p.pipelineWindowMs, p.pipelineLimit, p.clusterPipelineParallelism, p.timeoutMs, s.batchScript);
       this.perSecond.onStateChange(() => this.checkHealth());
     }
+    if (s.evictionCheckIntervalMs > 0) {
+      const watch = (conn: RedisConnection, scope: string, timeoutMs: number): EvictionWatch =>
+        new EvictionWatch({ conn, intervalMs: s.evictionCheckIntervalMs, timeoutMs, stats: options.stats, scope, logger: options.logger });
+      this.watches.push(watch(this.main, 'ratelimit.redis', s.timeoutMs));
+      if (this.perSecond !== undefined) this.watches.push(watch(this.perSecond, 'ratelimit.redis_per_second', s.perSecond.timeoutMs));
+    }
   }
 
   /** Creates the store and connects it (see `connect()`); on failure everything is closed again. */
@@ -148,6 +157,12 @@ export class RedisStore implements CounterStore {
     }
     this.connected = true;
     this.checkHealth();
+    for (const w of this.watches) w.start();
+  }
+
+  /** Runs one eviction check of every node now (tests; the timer runs them every interval). */
+  checkEvictions(): Promise<void> {
+    return Promise.all(this.watches.map((w) => w.check())).then(() => undefined);
   }
 
   increment(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): Promise<number[]> {
@@ -207,6 +222,7 @@ export class RedisStore implements CounterStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const w of this.watches) w.stop();
     this.mainBatcher.flushAll();
     this.perSecondBatcher?.flushAll();
     await Promise.all([this.main.close(), this.perSecond?.close()]);

@@ -1,5 +1,6 @@
 /**
- * A circuit per node: one master of a real 3-master cluster is killed (SIGKILL) under load, and
+ * Each node of a real 3-master cluster is followed: every master is asked whether it may evict
+ * counters; and a circuit per node: one master is killed (SIGKILL) under load, and
  * only the requests with keys on it fail, at once (not after REDIS_TIMEOUT), while the two other
  * shards count every call; the node's circuit is shown (gauge, counter, one line per change) and
  * closes when the node is back. The cluster runs with `cluster-require-full-coverage no`, so the
@@ -21,7 +22,10 @@ const SLOW_MS = TIMEOUT_MS / 2;
 let cluster: RedisClusterSet;
 
 beforeAll(async () => {
-  cluster = await startCluster({ masters: 3, extraArgs: ['--cluster-require-full-coverage', 'no'] });
+  cluster = await startCluster({
+    masters: 3,
+    extraArgs: ['--cluster-require-full-coverage', 'no', '--maxmemory', '100mb', '--maxmemory-policy', 'allkeys-lru'],
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -82,6 +86,24 @@ const reset = (list: Shard[]): void => {
     s.errors.clear();
   }
 };
+
+describe('redis cluster: the state of each node', () => {
+  it('asks every master whether it may evict counters: one line per node, may_evict counts them', async () => {
+    const logger = recordingLogger();
+    const stats = new StatsStore();
+    const store = await connectStore(redisSettings({ type: 'cluster', url: cluster.url, timeoutMs: TIMEOUT_MS, evictionCheckIntervalMs: 100 }), { logger, stats });
+    try {
+      await waitFor(() => stats.gauge('ratelimit.redis.may_evict').value === 3, 'every master to be read');
+      await store.checkEvictions();
+      const lines = logger.lines.filter((l) => /may evict/.test(l.msg));
+      expect(lines.map((l) => /^redis: (\S+) may evict counters \(maxmemory 104857600 bytes, maxmemory-policy allkeys-lru\)/.exec(l.msg)?.[1]).sort()).toEqual(
+        cluster.nodes.map((n) => n.address).sort(),
+      );
+    } finally {
+      await store.close();
+    }
+  });
+});
 
 describe('redis cluster: one dead shard', () => {
   it('fails only the dead shard\'s keys, at once, and shows its circuit until it is back', async () => {
