@@ -10,6 +10,8 @@
  *   await commandStats([r]);             // { incrby: calls, expire: calls, ... } summed over nodes
  *   await r.stop();
  *   const c = await startCluster(3);     // c.url = 'h:p,h:p,h:p'; c.nodes; c.stop()
+ *   startCluster(3, { extraArgs: ['--cluster-node-timeout', '15000'] })   // appended to each node's
+ *   const s = await startSentinelSet();  // master + replica + 3 sentinels; s.url = 'mymaster,h:p,…'
  */
 const { execFile, spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -136,7 +138,7 @@ async function startOnce(port, extraArgs, wrap) {
   return { address, port, pid: proc.pid, stop, output: () => out };
 }
 
-/** `count` masters joined into one cluster covering all 16384 slots; waits for cluster_state:ok. */
+/** `count` masters joined into one cluster covering all 16384 slots; waits for cluster_state:ok. `opts.extraArgs` go after the cluster's own. */
 async function startCluster(count = 3, opts = {}) {
   const nodes = [];
   const stop = async () => {
@@ -148,7 +150,7 @@ async function startCluster(count = 3, opts = {}) {
       nodes.push(
         await startRedis({
           ...opts,
-          extraArgs: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', '--cluster-port', String(bus)],
+          extraArgs: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000', '--cluster-port', String(bus), ...(opts.extraArgs ?? [])],
         }),
       );
     }
@@ -181,4 +183,57 @@ async function commandStats(nodes) {
   return sum;
 }
 
-module.exports = { available, startRedis, startCluster, commandStats, cli };
+/**
+ * A master, one replica and three sentinels (quorum 2, down-after 1 s, failover-timeout 5 s), as
+ * test/support/redis.ts's startSentinelSet; resolves once every sentinel knows the replica and the
+ * other two. `master()` asks the sentinels; the servers are `servers` ([initial master, replica]).
+ */
+async function startSentinelSet(name = 'mymaster') {
+  const started = [];
+  const stop = async () => {
+    await Promise.all(started.map((s) => s.stop()));
+  };
+  try {
+    const master = await startRedis();
+    started.push(master);
+    const replica = await startRedis({ extraArgs: ['--replicaof', HOST, String(master.port)] });
+    started.push(replica);
+    await waitFor('the replica to sync', async () => /master_link_status:up/.test(await cli(replica.address, ['INFO', 'replication'])), 20_000);
+    const sentinels = [];
+    for (let i = 0; i < 3; i++) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-bench-sentinel-'));
+      dirs.add(dir);
+      const conf = path.join(dir, 'sentinel.conf');
+      fs.writeFileSync(
+        conf,
+        [`sentinel monitor ${name} ${HOST} ${master.port} 2`, `sentinel down-after-milliseconds ${name} 1000`, `sentinel failover-timeout ${name} 5000`, `sentinel parallel-syncs ${name} 1`, ''].join('\n'),
+      );
+      const s = await startRedis({ wrap: (_c, a) => ['redis-sentinel', [conf, ...a.filter((x, j) => !['--save', '--appendonly'].includes(x) && !['--save', '--appendonly'].includes(a[j - 1]))]] });
+      sentinels.push(s);
+      started.push(s);
+    }
+    await waitFor(
+      'the sentinels to find each other and the replica',
+      async () => {
+        for (const s of sentinels) {
+          const out = await cli(s.address, ['SENTINEL', 'MASTER', name]);
+          if (!/num-other-sentinels\n2\n/.test(out) || !/num-slaves\n1\n/.test(out)) return false;
+        }
+        return true;
+      },
+      30_000,
+      100,
+    );
+    const servers = [master, replica];
+    const masterOf = async () => {
+      const out = (await cli(sentinels[0].address, ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name])).trim().split('\n');
+      return servers.find((x) => x.port === Number(out[1]));
+    };
+    return { name, servers, sentinels, url: [name, ...sentinels.map((s) => s.address)].join(','), master: masterOf, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+module.exports = { available, startRedis, startCluster, startSentinelSet, commandStats, cli, waitFor };

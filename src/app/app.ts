@@ -96,7 +96,7 @@ interface StoreOpener {
   readonly span?: StoreSpan;
   /**
    * Connects (with upstream's start-up retry for Redis) and resolves to what the service calls
-   * (remote stores sit behind a circuit breaker). `onHealth` follows the store's own health.
+   * (Memcached sits behind a circuit breaker; Redis keeps a circuit per node itself). `onHealth` follows the store's own health.
    */
   open(onHealth: (healthy: boolean) => void): Promise<CounterStore>;
 }
@@ -152,6 +152,8 @@ function storeOpener(settings: Settings, stats: StatsStore, logger: Logger, cloc
         stopIncrementWhenOverLimit: cache.stopCacheKeyIncrementWhenOverlimit,
         stats,
         logger,
+        // A circuit per node, in the store (a dead cluster shard fails only its own keys).
+        circuit: { failures: cache.circuitFailures, openMs: cache.circuitOpenMs, clock },
       });
       const perSecond = settings.redis.perSecond.enabled;
       return {
@@ -169,7 +171,7 @@ function storeOpener(settings: Settings, stats: StatsStore, logger: Logger, cloc
           redis.onHealthChange(onHealth);
           await redis.connect();
           onHealth(true);
-          return breaker(redis);
+          return redis;
         },
       };
     }

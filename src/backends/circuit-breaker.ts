@@ -2,11 +2,13 @@
  * A circuit breaker in front of a remote counter store: after `failures` transient errors in a
  * row the circuit opens and every request fails at once (no connect or timeout wait) for
  * `openMs`; then one probe request is let through, and its success closes the circuit. So a dead
- * Redis costs Envoy one REDIS_TIMEOUT per open period, not one per request.
+ * store costs Envoy one timeout per open period, not one per request. The state machine is
+ * circuit.ts; the Redis store keeps one per node itself instead (src/backends/redis/nodes.ts).
  */
 import type { Counter, Gauge } from '../stats/store';
 import { StoreError } from '../core/store';
 import type { Clock } from '../platform/clock';
+import { Circuit } from './circuit';
 import type { CounterOp, CounterStore, IncrementContext } from '../core/store';
 
 export interface CircuitBreakerOptions {
@@ -24,38 +26,49 @@ export interface CircuitBreakerOptions {
 export class CircuitBreakerStore implements CounterStore {
   readonly kind: string;
   readonly restrictions: CounterStore['restrictions'];
-  private consecutive = 0;
-  private openUntilMs = 0;
-  private open = false;
-  private probing = false;
-  private lastError = '';
+  private readonly circuit: Circuit;
 
   constructor(
     readonly inner: CounterStore,
-    private readonly opts: CircuitBreakerOptions,
+    opts: CircuitBreakerOptions,
   ) {
     this.kind = inner.kind;
     this.restrictions = inner.restrictions;
+    this.circuit = new Circuit({
+      failures: opts.failures,
+      openMs: opts.openMs,
+      clock: opts.clock,
+      onChange: (open, reason) => {
+        if (open) opts.opened?.inc();
+        opts.openGauge?.set(open ? 1 : 0);
+        opts.onStateChange?.(open, reason);
+      },
+    });
   }
 
   get isOpen(): boolean {
-    return this.open;
+    return this.circuit.isOpen;
   }
 
   increment(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): Promise<number[]> {
-    if (this.open) {
-      if (this.probing || this.opts.clock.nowMs() < this.openUntilMs) {
-        return Promise.reject(new StoreError(`${this.kind} circuit open after repeated failures: ${this.lastError}`, true));
-      }
-      this.probing = true;
+    if (!this.circuit.admit()) {
+      return Promise.reject(new StoreError(`${this.kind} circuit open after repeated failures: ${this.circuit.reason}`, true));
     }
-    return this.inner.increment(ops, nowMs, context).then(
+    let answer: Promise<number[]>;
+    try {
+      answer = this.inner.increment(ops, nowMs, context);
+    } catch (err) {
+      // A store that throws instead of rejecting must not leave a probe under way for good.
+      answer = Promise.reject(err);
+    }
+    return answer.then(
       (counts) => {
-        this.succeeded();
+        this.circuit.succeeded();
         return counts;
       },
       (err: unknown) => {
-        this.failed(err);
+        if (err instanceof StoreError && err.transient) this.circuit.failed(err.message);
+        else this.circuit.answeredWithError();
         throw err;
       },
     );
@@ -67,31 +80,5 @@ export class CircuitBreakerStore implements CounterStore {
 
   close(): Promise<void> {
     return this.inner.close();
-  }
-
-  private succeeded(): void {
-    this.consecutive = 0;
-    this.probing = false;
-    if (this.open) {
-      this.open = false;
-      this.opts.openGauge?.set(0);
-      this.opts.onStateChange?.(false, 'a probe request succeeded');
-    }
-  }
-
-  private failed(err: unknown): void {
-    this.probing = false;
-    if (!(err instanceof StoreError) || !err.transient || this.opts.failures <= 0) return;
-    this.lastError = err.message;
-    this.consecutive++;
-    if (this.open || this.consecutive >= this.opts.failures) {
-      this.openUntilMs = this.opts.clock.nowMs() + this.opts.openMs;
-      if (!this.open) {
-        this.open = true;
-        this.opts.opened?.inc();
-        this.opts.openGauge?.set(1);
-        this.opts.onStateChange?.(true, err.message);
-      }
-    }
   }
 }

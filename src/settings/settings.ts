@@ -390,6 +390,8 @@ export interface RedisSettings extends RedisConnectionSettings {
   readonly healthCheckActiveConnection: boolean;
   /** REDIS_BATCH_SCRIPT: a pipeline's INCRBY/EXPIRE pairs go as one EVAL (both instances) */
   readonly batchScript: boolean;
+  /** REDIS_EVICTION_CHECK_INTERVAL in ms (default 10s; 0 = never): the eviction policy and evicted_keys of every node */
+  readonly evictionCheckIntervalMs: number;
   readonly startup: {
     /** REDIS_STARTUP_INITIAL_INTERVAL in ms (default 1s) */
     readonly initialIntervalMs: number;
@@ -762,6 +764,7 @@ function readRedis(r: EnvReader, inUse: boolean, warnings: string[]): RedisSetti
     tlsSkipHostnameVerification: r.bool('REDIS_TLS_SKIP_HOSTNAME_VERIFICATION'),
     healthCheckActiveConnection: r.bool('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION'),
     batchScript: r.bool('REDIS_BATCH_SCRIPT'),
+    evictionCheckIntervalMs: r.duration('REDIS_EVICTION_CHECK_INTERVAL'),
     startup: {
       initialIntervalMs: r.duration('REDIS_STARTUP_INITIAL_INTERVAL'),
       maxIntervalMs: r.duration('REDIS_STARTUP_MAX_INTERVAL'),

@@ -82,4 +82,27 @@ describe('circuit breaker', () => {
     for (let i = 0; i < 3; i++) await expect(off.increment(ops, 0)).rejects.toThrow('ECONNREFUSED');
     expect(off.isOpen).toBe(false);
   });
+
+  test('a store that throws instead of rejecting ends the probe: the next period probes again', async () => {
+    const clock = new ManualClock(0);
+    let throwNext = true;
+    const store: CounterStore = {
+      kind: 'throwing',
+      increment: () => {
+        if (throwNext) throw new StoreError('thrown', true);
+        return Promise.resolve([1]);
+      },
+      isHealthy: () => true,
+      close: () => Promise.resolve(),
+    };
+    const cb = new CircuitBreakerStore(store, { failures: 1, openMs: 10, clock });
+    await expect(cb.increment(ops, 0)).rejects.toThrow('thrown');
+    expect(cb.isOpen).toBe(true);
+    clock.advance(10);
+    await expect(cb.increment(ops, 0)).rejects.toThrow('thrown');
+    throwNext = false;
+    clock.advance(10);
+    await expect(cb.increment(ops, 0)).resolves.toEqual([1]);
+    expect(cb.isOpen).toBe(false);
+  });
 });

@@ -655,3 +655,43 @@ describe('deploy/kubernetes: the Redis password', () => {
     }
   });
 });
+
+describe('deploy/kubernetes: Redis memory', () => {
+  /** `160mb`, `1gb`, `1048576` (bytes), as redis.conf reads a memory size (`mb` is 1024², `m` 10⁶). */
+  const redisBytes = (v: string): number => {
+    const m = /^(\d+)(b|k|kb|m|mb|g|gb)?$/i.exec(v);
+    if (m === null) throw new Error(`not a Redis memory size: ${v}`);
+    const unit = (m[2] ?? 'b').toLowerCase();
+    const f: Record<string, number> = { b: 1, k: 1e3, kb: 1024, m: 1e6, mb: 1024 ** 2, g: 1e9, gb: 1024 ** 3 };
+    return Number(m[1]) * f[unit]!;
+  };
+  /** A Kubernetes quantity in bytes (`256Mi`, `1Gi`, `500M`). */
+  const k8sBytes = (v: string): number => {
+    const m = /^(\d+)(Ki|Mi|Gi|K|M|G)?$/.exec(v);
+    if (m === null) throw new Error(`not a Kubernetes memory quantity: ${v}`);
+    const f: Record<string, number> = { '': 1, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3, K: 1e3, M: 1e6, G: 1e9 };
+    return Number(m[1]) * f[m[2] ?? '']!;
+  };
+
+  test.each(PATTERN_CASES)('%s: Redis never evicts counters (noeviction) and its maxmemory leaves the container limit room', (_name, dir) => {
+    const redis = podsOf(dir).filter(isRedisPod);
+    expect(redis.length).toBe(1);
+    const c = redis[0]!.spec.containers.find((x: Json) => x.name === 'redis');
+    const argv: string[] = [...(c.command ?? []), ...(c.args ?? [])];
+    const policy = argv.indexOf('--maxmemory-policy');
+    expect({ policy: argv[policy + 1] }).toEqual({ policy: 'noeviction' });
+    // One policy only (a later one would win).
+    expect(argv.filter((a) => a === '--maxmemory-policy')).toHaveLength(1);
+    const max = argv.indexOf('--maxmemory');
+    expect(max).toBeGreaterThanOrEqual(0);
+    const maxmemory = redisBytes(argv[max + 1]!);
+    const limit = k8sBytes(c.resources.limits.memory);
+    // Room for fragmentation, client buffers and the process itself: the limit is at least 1.5 × maxmemory.
+    expect(maxmemory).toBeGreaterThan(0);
+    expect(limit).toBeGreaterThanOrEqual(1.5 * maxmemory);
+  });
+
+  test.each(RL.map((x) => [x.where, x]))('%s: keeps the eviction check on (REDIS_EVICTION_CHECK_INTERVAL is not 0)', (_w, { c }) => {
+    expect(loadSettings(containerEnv(c)).redis.evictionCheckIntervalMs).toBeGreaterThan(0);
+  });
+});

@@ -213,6 +213,34 @@ describe('ratelimit on Redis', () => {
   });
 });
 
+test('Redis restarted with a new password: named once in the log, health 500 with REDIS_HEALTH_CHECK_ACTIVE_CONNECTION, calls fail until it matches', async () => {
+  const first = await startRedis({ password: 'old-pw' });
+  const dir = runtimeDir({ 'rd.yaml': CONFIG });
+  let second: RedisServer | undefined;
+  const svc = await startService(redisEnv(dir.root, first, { REDIS_AUTH: 'old-pw', REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true' }));
+  try {
+    expect((await httpPost(svc.http, '/json', json('pw'))).status).toBe(200);
+    await first.kill();
+    second = await startRedis({ port: first.port, password: 'new-pw' });
+    await waitFor(async () => (await httpGet(svc.http, '/healthcheck')).status === 500, 'health to go down');
+    await waitFor(() => svc.output().includes('refuses our credentials'), 'the line naming the refusal');
+    for (let i = 0; i < 5; i++) expect((await httpPost(svc.http, '/json', json('pw'))).status).toBe(400);
+    const stats = (await httpGet(svc.debug, '/stats')).body;
+    expect(stats).toMatch(/^ratelimit\.redis\.auth_failed: 1$/m);
+    expect(svc.output().match(/refuses our credentials/g)).toHaveLength(1);
+    expect(svc.output()).toContain(`msg="redis: ${first.address} refuses our credentials (WRONGPASS invalid username-password pair or user is disabled.): every call fails until REDIS_AUTH matches the server's password"`);
+    expect(svc.output()).not.toMatch(/circuit opened/);
+    await second.cli(['CONFIG', 'SET', 'requirepass', 'old-pw']);
+    await waitFor(async () => (await httpGet(svc.http, '/healthcheck')).status === 200, 'health to be back');
+    expect((await httpPost(svc.http, '/json', json('pw'))).status).toBe(200);
+    expect(svc.output()).toContain(`msg="redis: ${first.address} accepts our credentials again"`);
+  } finally {
+    expect(await svc.stop()).toBe(0);
+    await Promise.all([first.stop(), second?.stop()]);
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  }
+});
+
 test('ratelimit on a three-master Redis Cluster counts keys of different slots in one request', async () => {
   const cluster = await startCluster({ masters: 3 });
   const dir = runtimeDir({ 'rd.yaml': CONFIG });

@@ -122,6 +122,7 @@ const DEFAULTS: Settings = {
     tlsSkipHostnameVerification: false,
     healthCheckActiveConnection: false,
     batchScript: false,
+    evictionCheckIntervalMs: 10_000,
     startup: { initialIntervalMs: 1000, maxIntervalMs: 30_000, maxElapsedTimeMs: 0 },
     perSecond: {
       enabled: false,

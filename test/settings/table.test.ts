@@ -160,6 +160,7 @@ const OWN: ReadonlyArray<readonly [string, string]> = [
   ['REQUEST_MAX_BUFFERED_BYTES', '33554432'],
   ['WORKERS', '1'],
   ['REDIS_BATCH_SCRIPT', 'false'],
+  ['REDIS_EVICTION_CHECK_INTERVAL', '10s'],
   ['HTTP_REQUEST_BODY_TIMEOUT', '10s'],
   ['SHUTDOWN_DELAY', '0s'],
   ['SHUTDOWN_DRAIN_TIMEOUT', '10s'],

@@ -491,6 +491,14 @@ export async function commandStats(server: RedisServer): Promise<Record<string, 
 // ---------------------------------------------------------------------------------------------
 // Sentinel
 
+/** A sentinel's pub/sub events as they come. */
+export interface SentinelEvents {
+  readonly seen: ReadonlyArray<{ channel: string; message: string; at: number }>;
+  /** Resolves with the first event on `channel` (already seen, or to come). */
+  next(channel: string, timeoutMs?: number): Promise<{ channel: string; message: string; at: number }>;
+  stop(): void;
+}
+
 export interface StartSentinelOptions {
   /** Master name (default `mymaster`). */
   masterName?: string;
@@ -509,8 +517,18 @@ export interface SentinelSet {
   readonly url: string;
   /** The master the sentinels report now. */
   master(): Promise<RedisServer>;
-  /** SIGKILLs the current master and waits until the sentinels agree on the promoted replica. */
-  failover(): Promise<RedisServer>;
+  /**
+   * SIGKILLs the current master and waits until the sentinels agree on the promoted replica;
+   * `beforeKill` runs right before the signal.
+   */
+  failover(beforeKill?: () => void): Promise<RedisServer>;
+  /**
+   * A planned switch-over (`SENTINEL FAILOVER`, the old master stays up): waits until the
+   * sentinels agree on the promoted replica and it reports the master role.
+   */
+  switchOver(): Promise<RedisServer>;
+  /** Records every event the first running sentinel publishes (`PSUBSCRIBE *`), with when it came. */
+  events(): Promise<SentinelEvents>;
   stop(): Promise<void>;
 }
 
@@ -588,24 +606,83 @@ export async function startSentinelSet(options: StartSentinelOptions = {}): Prom
       if (s === undefined) throw new Error(`the sentinels report an unknown master port ${port}`);
       return s;
     };
+    const promoted = (next: RedisServer): Promise<void> =>
+      waitFor(async () => {
+          for (const s of sentinels) {
+            if (!s.running) continue;
+            const out = (await s.cli(['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name])).trim().split('\n');
+            if (Number(out[1]) !== next.port) return false;
+          }
+          return parseInfo(await next.cli(['INFO', 'replication']))['role'] === 'master';
+        }, 'the sentinels to promote the replica', 25_000);
     return {
       masterName: name,
       servers,
       sentinels,
       url: [name, ...sentinels.map((s) => s.address)].join(','),
       master: async () => byPort(await masterPort()),
-      async failover() {
+      async failover(beforeKill?: () => void) {
         const old = byPort(await masterPort());
+        beforeKill?.();
         await old.kill();
         const next = servers.find((s) => s !== old)!;
-        await waitFor(async () => {
-            for (const s of sentinels) {
-              const out = (await s.cli(['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name])).trim().split('\n');
-              if (Number(out[1]) !== next.port) return false;
-            }
-            return parseInfo(await next.cli(['INFO', 'replication']))['role'] === 'master';
-          }, 'the sentinels to promote the replica', 25_000);
+        await promoted(next);
         return next;
+      },
+      async switchOver() {
+        const old = byPort(await masterPort());
+        const next = servers.find((s) => s !== old)!;
+        const reply = await sentinels[0]!.cli(['SENTINEL', 'FAILOVER', name]);
+        if (reply.trim() !== 'OK') throw new Error(`SENTINEL FAILOVER answered ${reply.trim()}`);
+        await promoted(next);
+        return next;
+      },
+      async events() {
+        const s = sentinels.find((x) => x.running)!;
+        const seen: Array<{ channel: string; message: string; at: number }> = [];
+        const waiters: Array<{ channel: string; resolve: (e: { channel: string; message: string; at: number }) => void }> = [];
+        // redis-cli --csv PSUBSCRIBE prints one line per message: "pmessage","*","<channel>","<message>".
+        const args = ['-h', HOST, '-p', String(s.port), ...(options.sentinelPassword !== undefined ? ['-a', options.sentinelPassword, '--no-auth-warning'] : []), '--csv', 'PSUBSCRIBE', '*'];
+        const proc = spawn('redis-cli', args, { stdio: ['ignore', 'pipe', 'ignore'] });
+        running.add(proc);
+        proc.once('exit', () => running.delete(proc));
+        let buf = '';
+        let subscribed!: () => void;
+        const ready = new Promise<void>((resolve) => (subscribed = resolve));
+        proc.stdout!.on('data', (d: Buffer) => {
+          buf += d.toString();
+          let nl: number;
+          while ((nl = buf.indexOf('\n')) >= 0) {
+            const line = buf.slice(0, nl).trim();
+            buf = buf.slice(nl + 1);
+            const f = [...line.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => m[1]!);
+            if (f[0] === 'psubscribe') subscribed();
+            if (f[0] !== 'pmessage' || f.length < 4) continue;
+            const e = { channel: f[2]!, message: f[3]!, at: Date.now() };
+            seen.push(e);
+            for (let i = waiters.length - 1; i >= 0; i--) {
+              if (waiters[i]!.channel === e.channel) {
+                waiters[i]!.resolve(e);
+                waiters.splice(i, 1);
+              }
+            }
+          }
+        });
+        await ready;
+        return {
+          seen,
+          next(channel: string, timeoutMs = 25_000) {
+            const had = seen.find((e) => e.channel === channel);
+            if (had !== undefined) return Promise.resolve(had);
+            return new Promise((resolve, reject) => {
+              const t = setTimeout(() => reject(new Error(`no ${channel} event within ${timeoutMs} ms`)), timeoutMs);
+              waiters.push({ channel, resolve: (e) => { clearTimeout(t); resolve(e); } });
+            });
+          },
+          stop() {
+            proc.kill('SIGKILL');
+          },
+        };
       },
       async stop() {
         await Promise.all(started.map((s) => s.stop()));
@@ -625,6 +702,8 @@ export interface StartClusterOptions {
   masters?: number;
   /** requirepass / masterauth of every node. */
   password?: string;
+  /** Appended to every node's command line (e.g. `['--cluster-require-full-coverage', 'no']`). */
+  extraArgs?: string[];
 }
 
 export interface RedisClusterSet {
@@ -660,6 +739,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<R
             '--cluster-node-timeout', '2000',
             '--cluster-port', String(busPort),
             ...(options.password !== undefined ? ['--masterauth', options.password] : []),
+            ...(options.extraArgs ?? []),
           ],
         }),
       );

@@ -13,7 +13,8 @@
  */
 import type { ChainableCommander, Redis } from 'ioredis';
 import type { StoreError, CounterOp } from '../../core/store';
-import { canWrite, type RedisClient, type RedisConnection } from './connection';
+import type { Circuit } from '../circuit';
+import { canWrite, errorText, type RedisClient, type RedisConnection } from './connection';
 import { toStoreError } from './errors';
 import { ALGORITHM_SCRIPT, ALGORITHM_SCRIPT_SHA, INCREMENT_SCRIPT, scriptArgs } from './scripts';
 import { WirePipeline } from './wire';
@@ -84,6 +85,10 @@ class Batch {
   settled = false;
   deadline: NodeJS.Timeout | undefined = undefined;
   flight: Flight | undefined = undefined;
+  /** The circuit of the node the batch goes to (nodes.ts), told how it went. */
+  circuit: Circuit | undefined = undefined;
+  /** The single or sentinel connection it was written to. */
+  sentTo: Redis | undefined = undefined;
 
   /**
    * The commands: as RESP text (src/backends/redis/wire.ts) for a single or sentinel connection or
@@ -116,6 +121,8 @@ export class Batcher {
   private immediate: NodeJS.Immediate | undefined = undefined;
   private readonly cluster: boolean;
   private readonly cap: number;
+  /** A single or sentinel instance's one circuit. */
+  private readonly instanceCircuit: Circuit | undefined;
   private readonly flushAllBound = (): void => this.flushAll();
 
   constructor(
@@ -128,6 +135,7 @@ export class Batcher {
   ) {
     this.cluster = conn.isCluster;
     this.cap = parallelism > 1 ? parallelism : 0;
+    this.instanceCircuit = this.cluster ? undefined : conn.circuits?.of('');
   }
 
   /** Queues `INCRBY key addend` and `EXPIRE key ttl` for op `i` of `req`. */
@@ -234,17 +242,20 @@ export class Batcher {
       let b = this.open;
       if (b === undefined) {
         b = new Batch(new WirePipeline(), undefined, undefined, -1);
+        b.circuit = this.instanceCircuit;
         this.open = b;
         this.dirty.push(b);
       }
       return b;
     }
     const slot = calculateSlot(key);
-    const node = this.batchScript ? undefined : this.conn.readyMaster(slot);
+    const address = this.conn.masterAddress(slot);
+    const node = this.batchScript || address === undefined ? undefined : this.conn.readyNode(address);
     if (node !== undefined) {
       let b = this.byNode.get(node);
       if (b === undefined) {
         b = new Batch(new WirePipeline(), undefined, node, slot);
+        b.circuit = this.conn.circuits?.of(address!);
         this.byNode.set(node, b);
         this.dirty.push(b);
       }
@@ -253,10 +264,32 @@ export class Batcher {
     let b = this.bySlot.get(slot);
     if (b === undefined) {
       b = new Batch(undefined, this.conn.client().pipeline(), undefined, slot);
+      if (address !== undefined) b.circuit = this.conn.circuits?.of(address);
       this.bySlot.set(slot, b);
       this.dirty.push(b);
     }
     return b;
+  }
+
+  /**
+   * The circuit of the node `key` goes to, when it has one and it is open (nodes.ts): the store
+   * looks only while some circuit is open.
+   */
+  openCircuitOf(key: string): Circuit | undefined {
+    const circuits = this.conn.circuits;
+    if (circuits === undefined) return undefined;
+    let c = this.instanceCircuit;
+    if (this.cluster) {
+      const address = this.conn.masterAddress(calculateSlot(key));
+      c = address === undefined ? undefined : circuits.get(address);
+    }
+    return c !== undefined && c.isOpen ? c : undefined;
+  }
+
+  /** `redis` (a single or sentinel instance) or `redis node host:port` (the cluster node of `key`), for errors. */
+  circuitName(key: string): string {
+    const circuits = this.conn.circuits!;
+    return this.cluster ? circuits.name(this.conn.masterAddress(calculateSlot(key)) ?? '') : circuits.name('');
   }
 
   private note(b: Batch, req: Req, idx: number, scripted = false): void {
@@ -291,7 +324,16 @@ export class Batcher {
     if (wire !== undefined) {
       const node = b.node;
       if (n > 0) wire.command('eval', [INCREMENT_SCRIPT, n, ...b.keys, ...b.addends, ...b.ttls]);
-      if (node === undefined) wire.send(this.conn.client() as Redis, (replies) => this.done(b, replies));
+      if (node === undefined) {
+        const client = this.conn.client() as Redis;
+        // No connection can take it: name the reason when it is known (refused credentials).
+        const known = canWrite(client) ? undefined : this.conn.unavailable();
+        if (known !== undefined) this.fail(b, known);
+        else {
+          b.sentTo = client;
+          wire.send(client, (replies) => this.done(b, replies));
+        }
+      }
       else if (canWrite(node)) wire.send(node, (replies) => this.done(b, replies));
       // The node's connection was lost while the batch waited: nothing is written, each command
       // goes through the cluster instead.
@@ -299,6 +341,11 @@ export class Batcher {
       return;
     }
     if (n > 0) b.pipeline!.eval(INCREMENT_SCRIPT, n, ...b.keys, ...b.addends, ...b.ttls);
+    const known = this.conn.unavailable();
+    if (known !== undefined) {
+      this.fail(b, known);
+      return;
+    }
     b.pipeline!.exec().then(
       (res) => {
         if (res === null) this.fail(b, new Error('pipeline returned no replies'));
@@ -312,20 +359,34 @@ export class Batcher {
   private done(b: Batch, replies: unknown[]): void {
     if (b.settled) return;
     this.settle(b);
+    const circuit = b.circuit;
+    if (circuit !== undefined) {
+      // A lost or unwritable connection fails every command alike: the first reply tells. While
+      // a sentinel pool moves to a new master, the old connections' failures are expected.
+      const first = replies[0];
+      if (first === NOT_SENT || (first instanceof Error && this.conn.switching)) circuit.answeredWithError();
+      else if (first instanceof Error && first.name !== 'ReplyError') circuit.failed(first.message);
+      else circuit.succeeded();
+    }
+    // A sentinel failover under way: increments the old master acknowledged may be lost.
+    if (b.sentTo !== undefined && this.conn.suspecting) this.conn.acknowledged(b.sentTo, acknowledgedIncrements(b, replies));
     const reqs = b.reqs;
     const idx = b.idx;
     // REDIS_BATCH_SCRIPT: the EVAL's reply (last) holds the INCRBY counts in queue order.
-    let counted: unknown[] | undefined;
+    let batchCounts: unknown[] | undefined;
     let countError: Error | null = null;
     let next = 0;
     if (b.keys.length > 0) {
       const r = replies[replies.length - 1];
       if (r instanceof Error) countError = r;
       else if (!Array.isArray(r) || r.length !== b.keys.length) countError = new Error('the increment script answered an unexpected reply');
-      else counted = r as unknown[];
+      else batchCounts = r as unknown[];
     }
     let pos = 0;
     let last: Req | undefined;
+    // Redis full (noeviction): an OOM answer says so, an INCRBY answered while it is says it has room again.
+    let oom: Error | undefined;
+    let counted = false;
     for (let k = 0; k < reqs.length; k++) {
       const req = reqs[k]!;
       const i = idx[k]!;
@@ -337,12 +398,20 @@ export class Batcher {
         const r = replies[pos++];
         if (!(r instanceof Error)) req.counts[i] = Number(r);
         else if (r.message.startsWith('NOSCRIPT') || this.redirected(b, r)) this.evalFallback(req, i);
-        else req.fail(r);
+        else {
+          if (r.message.startsWith('OOM ')) oom = r;
+          req.fail(r);
+        }
       } else if (i >= 0 && this.batchScript) {
-        const c = counted?.[next++];
-        if (countError !== null) req.fail(countError);
-        else if (c instanceof Error) req.fail(c);
-        else req.counts[i] = c as number;
+        const c = batchCounts?.[next++];
+        if (countError !== null) {
+          if (countError.message.startsWith('OOM ')) oom = countError;
+          req.fail(countError);
+        } else if (c instanceof Error) req.fail(c);
+        else {
+          req.counts[i] = c as number;
+          counted = true;
+        }
       } else if (i >= 0) {
         const incr = replies[pos];
         const expire = replies[pos + 1];
@@ -350,7 +419,10 @@ export class Batcher {
         pos += 2;
         if (incr instanceof Error) {
           if (this.redirected(b, incr)) this.resendPair(req, i, b.addends[pair]!, b.ttls[pair]!);
-          else req.fail(incr);
+          else {
+            if (incr.message.startsWith('OOM ')) oom = incr;
+            req.fail(incr);
+          }
         } else if (expire instanceof Error) {
           // Counted; only the EXPIRE missed its key (moved away in between).
           if (this.redirected(b, expire)) {
@@ -361,6 +433,7 @@ export class Batcher {
           }
         } else {
           req.counts[i] = incr as number;
+          counted = true;
         }
       } else {
         const r = replies[pos++];
@@ -370,6 +443,8 @@ export class Batcher {
       }
     }
     last?.batchDone();
+    if (oom !== undefined) this.conn.memoryAnswer(true, oom.message);
+    else if (counted && this.conn.outOfMemory) this.conn.memoryAnswer(false);
   }
 
   /**
@@ -466,6 +541,10 @@ export class Batcher {
   private fail(b: Batch, err: unknown): void {
     if (b.settled) return;
     this.settle(b);
+    if (b.circuit !== undefined) {
+      if (toStoreError(err).transient && !this.conn.switching) b.circuit.failed(errorText(err));
+      else b.circuit.answeredWithError();
+    }
     const reqs = b.reqs;
     for (let k = 0; k < reqs.length; k++) reqs[k]!.fail(err);
   }
@@ -480,6 +559,26 @@ export class Batcher {
       this.send(nb);
     }
   }
+}
+
+/** How many of a batch's increments (INCRBY, the batch script's, an algorithm's script) were answered. */
+function acknowledgedIncrements(b: Batch, replies: unknown[]): number {
+  let n = 0;
+  let pos = 0;
+  for (let k = 0; k < b.idx.length; k++) {
+    if (b.idx[k]! < 0) {
+      pos++; // a GET
+    } else if (b.scripted[k] === true) {
+      if (!(replies[pos++] instanceof Error)) n++;
+    } else if (b.keys.length > 0) {
+      n++; // in the batch script, answered with it
+    } else {
+      if (!(replies[pos] instanceof Error)) n++;
+      pos += 2;
+    }
+  }
+  if (b.keys.length > 0 && replies[replies.length - 1] instanceof Error) n -= b.keys.length;
+  return n;
 }
 
 /** The INCRBY reply of an ioredis pipeline `INCRBY`, `EXPIRE`; throws the error of either. */

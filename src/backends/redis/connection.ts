@@ -30,19 +30,11 @@ import type { RedisConnectionSettings, RedisSettings } from '../../settings/sett
 import type { Counter, Gauge, StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
 import { Backoff } from '../../platform/backoff';
+import type { NodeCircuits } from './nodes';
+import { SentinelWatch, waitForPromotion } from './sentinel';
+import { StoreError } from '../../core/store';
 
 export type RedisClient = Redis | Cluster;
-
-/**
- * What `readyMaster` reads of ioredis's Cluster (the exact version is pinned in package.json;
- * test/backends/redis/cluster.test.ts fails if these change): `slots`, slot → node keys
- * (`host:port`, master first), and the private `connectionPool`, node key → that node's connection.
- */
-interface ClusterInternals {
-  readonly status: string;
-  readonly slots: ReadonlyArray<readonly string[] | undefined>;
-  readonly connectionPool: { getInstanceByKey(key: string): Redis | undefined };
-}
 
 /** Whether a command written to `c` now goes on the wire (what ioredis checks before writing). */
 export function canWrite(c: Redis): boolean {
@@ -133,6 +125,11 @@ export interface RedisConnectionOptions {
   stats?: StatsStore | undefined;
   /** `ratelimit.redis_pool` or `ratelimit.redis_per_second_pool`. */
   statsScope?: string | undefined;
+  /**
+   * `ratelimit.redis` or `ratelimit.redis_per_second`: the scope of what the service follows of
+   * the server's state (`.auth_failed`, and the store's eviction series).
+   */
+  stateStatsScope?: string | undefined;
   /** For log lines: `redis` or `redis per-second`. */
   label?: string | undefined;
   /** Jitter source of the start-up backoff (tests inject one). */
@@ -144,11 +141,24 @@ export interface RedisConnectionOptions {
   connectingLogLevel?: 'warn' | 'info' | undefined;
   /** The variables of this instance, for hints: `REDIS_` (default) or `REDIS_PERSECOND_`. */
   variablePrefix?: 'REDIS_' | 'REDIS_PERSECOND_' | undefined;
+  /**
+   * The store's circuits of this instance (nodes.ts); a cluster node's lost or ready connection
+   * opens or closes its node's circuit. Without it nothing is opened (RLQS's connection).
+   */
+  circuits?: NodeCircuits | undefined;
 }
 
 interface Tracked {
   wasReady: boolean;
+  /** The last error of this connection, for the line that says it was lost. */
+  lastError: string;
 }
+
+/** Sentinel mode: how long the replica being promoted is asked its ROLE before the writes stay where they are. */
+const PROMOTION_WAIT_MS = 10_000;
+
+/** ioredis's `disconnectTimeout`: how long a socket being closed may linger before it is destroyed. */
+const DISCONNECT_TIMEOUT_MS = 20;
 
 /** How long the losses of one outage are gathered into its one log line. */
 const LOST_LINE_GATHER_MS = 100;
@@ -164,6 +174,8 @@ export class RedisConnection {
   readonly label: string;
   private readonly pool: Redis[] = [];
   private readonly cluster: Cluster | undefined;
+  /** Cluster: each node's connection by its `host:port`, kept from ioredis's `+node` / `-node` events. */
+  private readonly nodesByAddress = new Map<string, Redis>();
   private rr = 0;
   private started = false;
   private closed = false;
@@ -173,6 +185,34 @@ export class RedisConnection {
   private readonly active: Gauge | undefined;
   private readonly total: Counter | undefined;
   private readonly localClose: Counter | undefined;
+  private readonly authGauge: Gauge | undefined;
+  private readonly oomGauge: Gauge | undefined;
+  /** Redis answers writes with OOM (maxmemory reached under `noeviction`): the answer's text. */
+  private oom: string | undefined;
+  private readonly switches: Counter | undefined;
+  private readonly maybeLost: Counter | undefined;
+  /** Sentinel mode: the options every pool connection is made with (a switch-over makes new ones). */
+  private readonly base: RedisOptions;
+  private readonly sentinelWatch: SentinelWatch | undefined;
+  /** Sentinel mode: the master (`ip:port`) the sentinels last named. */
+  private masterTarget: string | undefined;
+  /**
+   * Sentinel mode, from the sentinels' `+failover-state-send-slaveof-noone` until the pool has
+   * moved: the connections to the master being replaced, and the increments they acknowledged
+   * since (which the new master may not have).
+   */
+  private suspect: { readonly clients: Set<Redis>; since: number; acknowledged: number; via: string } | undefined;
+  /** Sentinel mode: when the pool began moving to a new master, until every connection is on it. */
+  private moving: { at: number; address: string } | undefined;
+  /**
+   * Sentinel mode, from the moment the replica being promoted reports the master role until the
+   * pool is on it: one connection of its own to it, which every pipeline takes meanwhile, and the
+   * increments it acknowledged (lost if the failover is then aborted).
+   */
+  private interim: { client: Redis; address: string; acknowledged: number } | undefined;
+  /** The code of the refusal (`WRONGPASS`, `NOAUTH`…) while the server refuses our credentials. */
+  private authRefusal: string | undefined;
+  private authError: StoreError | undefined;
   private wake: (() => void) | undefined;
   private sleepTimer: NodeJS.Timeout | undefined;
   private lastError = '';
@@ -193,18 +233,187 @@ export class RedisConnection {
       this.active = options.stats.gauge(scope + '.cx_active');
       this.total = options.stats.counter(scope + '.cx_total');
       this.localClose = options.stats.counter(scope + '.cx_local_close');
+      const state = options.stateStatsScope ?? 'ratelimit.redis';
+      this.authGauge = options.stats.gauge(state + '.auth_failed');
+      this.oomGauge = options.stats.gauge(state + '.oom');
+      if (s.type === 'sentinel') {
+        this.switches = options.stats.counter(state + '.master_switches');
+        this.maybeLost = options.stats.counter(state + '.increments_maybe_lost');
+      }
     }
-    const base = this.baseOptions();
+    const base = (this.base = this.baseOptions());
     if (s.type === 'cluster') {
       this.cluster = this.createCluster(base);
     } else {
       const size = Math.max(1, s.poolSize);
       for (let i = 0; i < size; i++) this.pool.push(this.track(this.createRedis(base)));
     }
+    if (s.type === 'sentinel') this.sentinelWatch = this.createSentinelWatch();
+  }
+
+  /** Sentinel mode: how many sentinels' events are listened to now. */
+  get sentinelsListening(): number {
+    return this.sentinelWatch?.listening ?? 0;
+  }
+
+  /** Sentinel mode: true from the start of a failover until the pool has moved (the batcher then counts acknowledgements). */
+  get suspecting(): boolean {
+    return this.suspect !== undefined;
+  }
+
+  /**
+   * Sentinel mode, while a failover is under way: `n` increments were acknowledged by `client`;
+   * if it is a connection to the master being replaced, they may be lost.
+   */
+  acknowledged(client: Redis, n: number): void {
+    const sus = this.suspect;
+    if (sus !== undefined && sus.clients.has(client)) sus.acknowledged += n;
+    else if (this.interim !== undefined && client === this.interim.client) this.interim.acknowledged += n;
+  }
+
+  private createSentinelWatch(): SentinelWatch {
+    const s = this.options.settings;
+    const items = s.url.split(',');
+    const auth = parseAuth(s.sentinelAuth);
+    const connection: RedisOptions = {
+      ...credentials(auth),
+      connectTimeout: s.timeoutMs,
+      disconnectTimeout: DISCONNECT_TIMEOUT_MS,
+      retryStrategy: (times) => (this.closed ? null : reconnectDelayMs(times)),
+      maxRetriesPerRequest: null,
+    };
+    if (s.tls) connection.tls = tlsOptions(this.options.shared);
+    return new SentinelWatch({
+      masterName: items[0]!.trim(),
+      sentinels: items.slice(1).map((item) => {
+        const a = parseAddress(item);
+        return { host: a.host, port: a.port };
+      }),
+      connection,
+      logger: this.options.logger,
+      label: this.label,
+      onFailoverStart: (replica, via) => this.failoverStarted(replica, via),
+      onFailoverAbort: (via) => this.failoverAborted(via),
+      onSwitch: (address, via) => this.switchTo(address, via),
+    });
+  }
+
+  private failoverStarted(replica: string, via: string): void {
+    if (this.closed || !this.started || this.suspect !== undefined) return;
+    const clients = new Set(this.pool.filter((c) => c.status === 'ready'));
+    this.suspect = { clients, since: Date.now(), acknowledged: 0, via };
+    this.options.logger.info(
+      `${this.label}: ${via} began promoting ${replica} in place of ${this.sentinelMasterName()}: increments the current master acknowledges from now until the writes move may be lost`,
+    );
+    void this.followPromotion(replica);
+  }
+
+  /**
+   * The replica being promoted is asked its ROLE until it says master; from then on every
+   * pipeline goes to it on a connection of its own, until the pool has moved (the sentinels
+   * announce the switch about a second later, once their INFO has seen the promotion).
+   */
+  private async followPromotion(replica: string): Promise<void> {
+    const options = this.directOptions();
+    const waiting = (): boolean => this.suspect !== undefined && !this.closed;
+    if (!(await waitForPromotion(replica, options, PROMOTION_WAIT_MS, waiting)) || !waiting()) return;
+    const i = replica.lastIndexOf(':');
+    const client = new Redis({ ...options, host: replica.slice(0, i), port: Number(replica.slice(i + 1)) });
+    client.on('error', (err: Error) => this.onError(err));
+    try {
+      await client.connect();
+    } catch {
+      client.disconnect();
+      return;
+    }
+    if (!waiting() || this.moving !== undefined) {
+      client.disconnect();
+      return;
+    }
+    this.interim = { client, address: replica, acknowledged: 0 };
+    this.options.logger.info(`${this.label}: ${replica} reports the master role: writing to it until the sentinels announce the switch`);
+  }
+
+  /** The options of a connection to one data node by address (the pool's, without the sentinels; no reconnection). */
+  private directOptions(): RedisOptions {
+    const s = this.options.settings;
+    const o: RedisOptions = { ...this.base, ...credentials(parseAuth(s.auth)), lazyConnect: true, retryStrategy: () => null, reconnectOnError: null };
+    if (s.tls) o.tls = tlsOptions(this.options.shared);
+    return o;
+  }
+
+  private dropInterim(): void {
+    const i = this.interim;
+    if (i === undefined) return;
+    this.interim = undefined;
+    i.client.disconnect();
+  }
+
+  private failoverAborted(via: string): void {
+    if (this.suspect === undefined) return;
+    this.suspect = undefined;
+    const i = this.interim;
+    this.dropInterim();
+    this.options.logger.info(`${this.label}: ${via} aborted the failover of ${this.sentinelMasterName()}; the master stays`);
+    if (i !== undefined && i.acknowledged > 0) {
+      // The replica we wrote to goes back to being a replica: what it counted is thrown away.
+      this.maybeLost?.inc(i.acknowledged);
+      this.options.logger.warn(`${this.label}: ${i.acknowledged} increments acknowledged by ${i.address} before the failover was aborted may be lost (counted in ratelimit.redis.increments_maybe_lost)`);
+    }
+  }
+
+  /**
+   * The sentinels name `address` as our master: every pool connection not connected to it now
+   * is replaced by a new one (which ioredis connects through the sentinels to the master they
+   * name, and whose role it checks); the old ones are dropped at once, so nothing more is written
+   * to the old master. Said once per switch.
+   */
+  private switchTo(address: string, via: string): void {
+    if (this.closed || !this.started) return;
+    const first = this.masterTarget === undefined;
+    if (address === this.masterTarget && this.suspect === undefined) return;
+    this.masterTarget = address;
+    if (this.interim !== undefined && this.interim.address !== address) this.dropInterim();
+    const stale = this.pool.filter((c) => !(c.status === 'ready' && remoteAddress(c) === address));
+    const sus = this.suspect;
+    this.suspect = undefined;
+    if (stale.length === 0) {
+      this.dropInterim();
+      return;
+    }
+    if (!first || sus !== undefined) this.switches?.inc();
+    this.options.logger.info(
+      `${this.label}: ${via}: ${this.sentinelMasterName()} is now ${address}; moving ${stale.length} of ${this.pool.length} connection${this.pool.length === 1 ? '' : 's'} to it`,
+    );
+    this.moving = { at: Date.now(), address };
+    for (const old of stale) {
+      const i = this.pool.indexOf(old);
+      this.untrack(old, true);
+      old.disconnect();
+      const fresh = this.track(this.createRedis(this.base));
+      this.pool[i] = fresh;
+      fresh.connect().catch(() => undefined);
+    }
+    if (sus !== undefined && sus.acknowledged > 0) {
+      this.maybeLost?.inc(sus.acknowledged);
+      this.options.logger.warn(
+        `${this.label}: ${sus.acknowledged} increment${sus.acknowledged === 1 ? '' : 's'} acknowledged by the old master after ${sus.via} began the failover may be lost (counted in ratelimit.redis.increments_maybe_lost)`,
+      );
+    }
+    this.changed();
+  }
+
+  private sentinelMasterName(): string {
+    return this.options.settings.url.split(',')[0]!.trim();
   }
 
   get isCluster(): boolean {
     return this.cluster !== undefined;
+  }
+
+  /** The store's circuits of this instance, if it has them. */
+  get circuits(): NodeCircuits | undefined {
+    return this.options.circuits;
   }
 
   /** Connections currently ready (cluster: node connections). */
@@ -234,6 +443,8 @@ export class RedisConnection {
    */
   client(): RedisClient {
     if (this.cluster !== undefined) return this.cluster;
+    const interim = this.interim;
+    if (interim !== undefined && interim.client.status === 'ready') return interim.client;
     const pool = this.pool;
     const n = pool.length;
     if (n === 1) return pool[0]!;
@@ -246,16 +457,28 @@ export class RedisConnection {
   }
 
   /**
-   * Cluster: the connection of the master serving `slot` in ioredis's slot map when it can take a
-   * write now; undefined when the map has no entry or that connection is not ready (connecting,
-   * lost, or the cluster itself not ready): the cluster's own routing is then used.
+   * Cluster: the connection of the master serving `slot` in ioredis's slot map (its public
+   * `slots`: slot → node addresses, master first) when it can take a write now; undefined when the
+   * map has no entry or that connection is not ready (connecting, lost, or the cluster itself not
+   * ready): the cluster's own routing is then used.
    */
   readyMaster(slot: number): Redis | undefined {
-    const c = this.cluster as unknown as ClusterInternals | undefined;
+    const c = this.cluster;
     if (c === undefined || c.status !== 'ready') return undefined;
-    const key = c.slots[slot]?.[0];
-    const node = key === undefined ? undefined : c.connectionPool.getInstanceByKey(key);
+    const address = c.slots[slot]?.[0];
+    return address === undefined ? undefined : this.readyNode(address);
+  }
+
+  /** Cluster: the connection to the node at `address` when the cluster is ready and it can take a write now. */
+  readyNode(address: string): Redis | undefined {
+    if (this.cluster?.status !== 'ready') return undefined;
+    const node = this.nodesByAddress.get(address);
     return node !== undefined && canWrite(node) ? node : undefined;
+  }
+
+  /** Cluster: the address (`host:port`) of the master serving `slot` in ioredis's slot map. */
+  masterAddress(slot: number): string | undefined {
+    return this.cluster?.slots[slot]?.[0];
   }
 
   /** Cluster: has ioredis reload its slot map (it runs one reload at a time). */
@@ -286,6 +509,7 @@ export class RedisConnection {
         if (this.closed) throw this.closedError();
         this.started = true;
         this.options.logger.info(`connected to ${this.label} on ${this.maskedUrl}`);
+        this.sentinelWatch?.start();
         this.changed();
         return;
       } catch (err) {
@@ -318,6 +542,8 @@ export class RedisConnection {
     if (this.sleepTimer !== undefined) clearTimeout(this.sleepTimer);
     if (this.lostLineTimer !== undefined) clearTimeout(this.lostLineTimer);
     this.wake?.();
+    await this.sentinelWatch?.close();
+    this.dropInterim();
     const clients: RedisClient[] = this.cluster !== undefined ? [this.cluster] : this.pool;
     await Promise.all(clients.map((c) => this.quit(c)));
     this.changed();
@@ -333,15 +559,15 @@ export class RedisConnection {
       clearTimeout(timer);
     }
     if (c.status === 'end') return;
-    if (c instanceof Cluster) {
-      for (const node of c.nodes('all')) forgetClosedSocket(node);
-    } else {
-      forgetClosedSocket(c);
-    }
     // A socket is open (or opening) when connecting or connected; a client waiting to reconnect
     // has none, and disconnect() only cancels its timer.
     const open = c instanceof Cluster || c.status === 'connecting' || c.status === 'connect' || c.status === 'ready';
+    // ioredis ends the last socket again even when it is already closed, and arms its
+    // disconnectTimeout timer on it, which nothing clears: let that short timer run out here, so
+    // that nothing of this connection holds the event loop once close() has resolved.
+    const deadSocket = !open && !(c instanceof Cluster) && c.stream !== undefined && c.stream.destroyed;
     c.disconnect();
+    if (deadSocket) await new Promise<void>((resolve) => setTimeout(resolve, DISCONNECT_TIMEOUT_MS + 5));
     if (open && (c.status as string) !== 'end') {
       // Wait for the socket to close so the 'close' listeners (stats, health) have run.
       let timer: NodeJS.Timeout | undefined;
@@ -410,10 +636,10 @@ export class RedisConnection {
       connectTimeout: s.timeoutMs,
       // No commandTimeout: it arms a timer per command. The store bounds each pipeline (and its
       // EVAL fallback) by REDIS_TIMEOUT itself; the start-up PING has its own deadline.
-      // How long a closing socket may linger before it is destroyed (ioredis: 2 s). ioredis also
-      // arms this timer for sockets that already died, so keep it short: nothing should hold the
-      // process for long after close().
-      disconnectTimeout: Math.min(200, Math.max(s.timeoutMs, 1)),
+      // How long a closing socket may linger before it is destroyed (ioredis: 2 s). Every reply
+      // wanted has come by then (QUIT answered, or a connection dropped on purpose), and ioredis
+      // also arms this timer for sockets that already died: keep it short.
+      disconnectTimeout: DISCONNECT_TIMEOUT_MS,
       // Never queue while disconnected and never retry or resend a command: a hit is counted at
       // most once, and a request fails at once while Redis is away.
       enableOfflineQueue: false,
@@ -500,8 +726,15 @@ export class RedisConnection {
     );
     cluster.on('error', (err: Error) => this.onError(err));
     cluster.on('node error', (err: Error) => this.onError(err));
-    cluster.on('+node', (node: Redis) => this.track(node));
-    cluster.on('-node', (node: Redis) => this.untrack(node));
+    cluster.on('+node', (node: Redis) => {
+      this.nodesByAddress.set(nodeAddress(node), node);
+      this.track(node);
+    });
+    cluster.on('-node', (node: Redis) => {
+      const address = nodeAddress(node);
+      if (this.nodesByAddress.get(address) === node) this.nodesByAddress.delete(address);
+      this.untrack(node);
+    });
     cluster.on('ready', () => this.changed());
     cluster.on('close', () => this.changed());
     cluster.on('end', () => this.changed());
@@ -509,10 +742,17 @@ export class RedisConnection {
   }
 
   private track(c: Redis): Redis {
-    const t: Tracked = { wasReady: false };
+    const t: Tracked = { wasReady: false, lastError: '' };
     this.tracked.set(c, t);
-    c.on('error', (err: Error) => this.onError(err));
+    c.on('error', (err: Error) => {
+      t.lastError = err.message;
+      this.onError(err);
+    });
     c.on('ready', () => {
+      this.accepted();
+      // A single or sentinel instance answers again: its circuit closes now, not at the next probe.
+      if (this.cluster === undefined && !this.closed) this.options.circuits?.get('')?.closeNow('a connection is ready again');
+      if (this.cluster !== undefined && !this.closed) this.options.circuits?.get(nodeAddress(c))?.closeNow('its connection is ready again');
       if (!t.wasReady) {
         t.wasReady = true;
         this.readyCount++;
@@ -526,6 +766,12 @@ export class RedisConnection {
           this.degraded = false;
           this.options.logger.info(`${this.label}: reconnected to ${this.maskedUrl} (${this.readyCount} connection${this.readyCount === 1 ? '' : 's'})`);
         }
+        const m = this.moving;
+        if (m !== undefined && !this.closed && this.readyCount === this.pool.length) {
+          this.moving = undefined;
+          this.dropInterim();
+          this.options.logger.info(`${this.label}: all ${this.readyCount} connections on the new master ${m.address}, ${Date.now() - m.at} ms after the switch`);
+        }
       }
       this.changed();
     });
@@ -534,19 +780,26 @@ export class RedisConnection {
     return c;
   }
 
-  private untrack(c: Redis): void {
-    this.lost(c);
+  /** `quiet`: dropped on purpose (a switch-over), not a loss to report. */
+  private untrack(c: Redis, quiet = false): void {
+    this.lost(c, quiet);
     this.tracked.delete(c);
   }
 
-  private lost(c: Redis): void {
+  private lost(c: Redis, quiet = false): void {
     const t = this.tracked.get(c);
     if (t === undefined || !t.wasReady) return;
     t.wasReady = false;
     this.readyCount--;
     this.localClose?.inc();
     this.active?.set(this.readyCount);
-    if (this.started && !this.closed && this.cluster === undefined) {
+    if (this.started && !this.closed && this.cluster !== undefined) {
+      // A cluster node's connection is lost: its keys fail at once from now on. The first probe
+      // is due at once, so a connection that only dropped costs one request, a dead node one
+      // REDIS_TIMEOUT per open period.
+      this.options.circuits?.of(nodeAddress(c)).openNow(`connection lost${t.lastError === '' ? '' : `: ${t.lastError}`}`, 0);
+    }
+    if (this.started && !this.closed && this.cluster === undefined && !quiet) {
       // The pool's connections go down together when Redis does: say it once, with the count.
       this.lostSinceLine++;
       this.degraded = true;
@@ -569,6 +822,80 @@ export class RedisConnection {
     this.lastError = err.message;
     this.lastErrorCode = (err as NodeJS.ErrnoException).code;
     if (this.options.logger.enabled('debug')) this.options.logger.debug(`${this.label} (${this.maskedUrl}): ${err.message}`);
+    const refusal = authRefusal(err.message);
+    if (refusal !== undefined) this.refused(refusal, err.message);
+  }
+
+  /**
+   * The server refused our credentials: said once per change (a new refusal, not every
+   * reconnection), shown in `<scope>.auth_failed`, and named in every call's error while no
+   * connection is ready. At start-up each failed attempt already says it.
+   */
+  private refused(code: string, message: string): void {
+    if (this.authRefusal === code) return;
+    this.authRefusal = code;
+    this.authGauge?.set(1);
+    const p = this.options.variablePrefix ?? 'REDIS_';
+    const variable = /sentinel/i.test(message) ? `${p}SENTINEL_AUTH` : `${p}AUTH`;
+    this.authError = new StoreError(`${this.label} authentication failed: ${message}`, false);
+    if (this.started && !this.closed) {
+      this.options.logger.error(
+        `${this.label}: ${this.maskedUrl} refuses our credentials (${message}): every call fails until ${variable} matches the server's password`,
+      );
+    }
+    this.changed();
+  }
+
+  /** A connection authenticated (it is ready): the credentials match again. */
+  private accepted(): void {
+    if (this.authRefusal === undefined) return;
+    this.authRefusal = undefined;
+    this.authError = undefined;
+    this.authGauge?.set(0);
+    if (this.started && !this.closed) this.options.logger.info(`${this.label}: ${this.maskedUrl} accepts our credentials again`);
+  }
+
+  /**
+   * Why a call cannot be sent now, when the reason is known: the server refuses our credentials
+   * and no connection is ready. Undefined otherwise (the call's own error then says what happened).
+   */
+  unavailable(): StoreError | undefined {
+    if (this.authError !== undefined && !this.isReady) return this.authError;
+    const m = this.moving;
+    if (m !== undefined && !this.isReady) return new StoreError(`${this.label}: moving to the new master ${m.address}`, true);
+    return undefined;
+  }
+
+  /** Sentinel mode: the pool is moving to a new master (failures now say nothing about the store's health). */
+  get switching(): boolean {
+    return this.moving !== undefined;
+  }
+
+  /** Whether Redis answers writes with OOM now (the batcher tells; it then looks at each answered pipeline). */
+  get outOfMemory(): boolean {
+    return this.oom !== undefined;
+  }
+
+  /**
+   * A write was answered `OOM command not allowed when used memory > 'maxmemory'` (true), or a
+   * write succeeded again (false): said once per change, shown in `<scope>.oom`.
+   */
+  memoryAnswer(full: boolean, message = ''): void {
+    if (full === (this.oom !== undefined) || this.closed) return;
+    this.oom = full ? message : undefined;
+    this.oomGauge?.set(full ? 1 : 0);
+    if (full) {
+      this.options.logger.warn(
+        `${this.label}: ${this.maskedUrl} is full and refuses new counters (${message}): those calls fail, as BACKEND_FAILURE_MODE decides, until counters expire or maxmemory is raised`,
+      );
+    } else {
+      this.options.logger.info(`${this.label}: ${this.maskedUrl} has room for new counters again`);
+    }
+  }
+
+  /** While the server refuses our credentials: the code of the refusal (`WRONGPASS`, `NOAUTH`…). */
+  get authFailure(): string | undefined {
+    return this.authRefusal;
   }
 
   private changed(): void {
@@ -583,19 +910,32 @@ function credentials(c: Credentials): Credentials {
   return o;
 }
 
-/**
- * ioredis keeps the last socket after it closed; `disconnect()` then ends it again and arms a 2 s
- * timer that only a second 'close' (which never comes) would clear, holding the event loop open.
- * Forget such a socket so that disconnecting only cancels the reconnect timer.
- */
-function forgetClosedSocket(c: Redis): void {
-  const connector = (c as unknown as { connector?: { stream?: { destroyed?: boolean } } }).connector;
-  if (connector?.stream?.destroyed === true) connector.stream = undefined;
+/** The `ip:port` a connection is connected to (IPv4-mapped addresses as plain IPv4), or '' without a socket. */
+function remoteAddress(c: Redis): string {
+  const ip = c.stream?.remoteAddress;
+  if (ip === undefined) return '';
+  return `${ip.startsWith('::ffff:') ? ip.slice(7) : ip}:${c.stream.remotePort}`;
+}
+
+/** A cluster node's address as ioredis keys its slot map: `host:port` from the node's options. */
+export function nodeAddress(node: Redis): string {
+  return `${node.options.host ?? '127.0.0.1'}:${node.options.port ?? 6379}`;
 }
 
 async function expectPong(c: RedisClient): Promise<void> {
   const reply = await c.ping();
   if (reply !== 'PONG') throw new Error(`connecting redis error: ${String(reply)}`);
+}
+
+/**
+ * The code of a reply that refuses our credentials, if `message` is one: `WRONGPASS` (a wrong
+ * password or user), `NOAUTH` (the server wants a password, none was sent), or an older server's
+ * `ERR invalid password`.
+ */
+export function authRefusal(message: string): string | undefined {
+  const m = /\b(WRONGPASS|NOAUTH)\b/.exec(message);
+  if (m !== null) return m[1];
+  return /\binvalid (?:password|username-password)/i.test(message) ? 'WRONGPASS' : undefined;
 }
 
 export function errorText(err: unknown): string {

@@ -41,8 +41,11 @@ import { StoreError } from '../../core/store';
 import type { AlgorithmRestriction } from '../../core/store';
 import { stopIncrementAddends } from '../stop-increment';
 import type { CounterOp, CounterStore, IncrementContext } from '../../core/store';
+import type { Circuit } from '../circuit';
 import { Batcher, PHASE_GET, PHASE_INCR, Req } from './batcher';
 import { RedisConnection } from './connection';
+import { CircuitStats, NodeCircuits, type CircuitSettings } from './nodes';
+import { EvictionWatch } from './evictions';
 
 export interface RedisStoreOptions {
   settings: RedisSettings;
@@ -54,6 +57,11 @@ export interface RedisStoreOptions {
   logger: Logger;
   /** Source of the expiry jitter and the start-up backoff jitter; Math.random by default. */
   random?: (() => number) | undefined;
+  /**
+   * BACKEND_CIRCUIT_*: a circuit per node (nodes.ts; a single or sentinel instance is one node,
+   * a cluster has one per master). Without it no request is failed early.
+   */
+  circuit?: CircuitSettings | undefined;
 }
 
 export class RedisStore implements CounterStore {
@@ -66,6 +74,10 @@ export class RedisStore implements CounterStore {
   private readonly random: () => number;
   private readonly stopIncrement: boolean;
   private readonly healthListeners: Array<(healthy: boolean) => void> = [];
+  /** How many node circuits are open (both instances). */
+  private readonly circuitStats: CircuitStats;
+  /** REDIS_EVICTION_CHECK_INTERVAL > 0: whether each instance's nodes may evict, or did. */
+  private readonly watches: EvictionWatch[] = [];
   private connected = false;
   private closed = false;
   private healthy = false;
@@ -78,14 +90,19 @@ export class RedisStore implements CounterStore {
     this.jitterMax = Math.max(0, Math.floor(options.jitterMaxSeconds));
     this.random = options.random ?? Math.random;
     this.stopIncrement = options.stopIncrementWhenOverLimit;
+    this.circuitStats = new CircuitStats(options.stats.gauge('ratelimit.redis.circuit_open'), options.stats.counter('ratelimit.redis.circuit_opened'));
+    const circuits = (label: string): NodeCircuits | undefined =>
+      options.circuit === undefined ? undefined : new NodeCircuits(options.circuit, this.circuitStats, options.logger, label);
     this.main = new RedisConnection({
       settings: s,
       shared: s,
       logger: options.logger,
       stats: options.stats,
       statsScope: 'ratelimit.redis_pool',
+      stateStatsScope: 'ratelimit.redis',
       label: 'redis',
       random: options.random,
+      circuits: circuits('redis'),
     });
     this.mainBatcher = new Batcher(this.main, s.pipelineWindowMs, s.pipelineLimit, s.clusterPipelineParallelism, s.timeoutMs, s.batchScript);
     // The sliding-window script reads two windows' keys, which a cluster may hold in different slots.
@@ -101,12 +118,20 @@ export class RedisStore implements CounterStore {
         logger: options.logger,
         stats: options.stats,
         statsScope: 'ratelimit.redis_per_second_pool',
+        stateStatsScope: 'ratelimit.redis_per_second',
         label: 'redis per-second',
         variablePrefix: 'REDIS_PERSECOND_',
         random: options.random,
+        circuits: circuits('redis per-second'),
       });
       this.perSecondBatcher = new Batcher(this.perSecond, p.pipelineWindowMs, p.pipelineLimit, p.clusterPipelineParallelism, p.timeoutMs, s.batchScript);
       this.perSecond.onStateChange(() => this.checkHealth());
+    }
+    if (s.evictionCheckIntervalMs > 0) {
+      const watch = (conn: RedisConnection, scope: string, timeoutMs: number): EvictionWatch =>
+        new EvictionWatch({ conn, intervalMs: s.evictionCheckIntervalMs, timeoutMs, stats: options.stats, scope, logger: options.logger });
+      this.watches.push(watch(this.main, 'ratelimit.redis', s.timeoutMs));
+      if (this.perSecond !== undefined) this.watches.push(watch(this.perSecond, 'ratelimit.redis_per_second', s.perSecond.timeoutMs));
     }
   }
 
@@ -132,11 +157,21 @@ export class RedisStore implements CounterStore {
     }
     this.connected = true;
     this.checkHealth();
+    for (const w of this.watches) w.start();
+  }
+
+  /** Runs one eviction check of every node now (tests; the timer runs them every interval). */
+  checkEvictions(): Promise<void> {
+    return Promise.all(this.watches.map((w) => w.check())).then(() => undefined);
   }
 
   increment(ops: readonly CounterOp[], nowMs: number, context?: IncrementContext): Promise<number[]> {
     if (this.closed) return Promise.reject(new StoreError('redis store is closed', false));
     if (ops.length === 0) return Promise.resolve([]);
+    if (this.circuitStats.open !== 0) {
+      const refused = this.refusedByCircuit(ops);
+      if (refused !== undefined) return Promise.reject(refused);
+    }
     const req = new Req(ops, this);
     req.nowMs = nowMs;
     const promise = new Promise<number[]>((resolve, reject) => {
@@ -187,6 +222,7 @@ export class RedisStore implements CounterStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const w of this.watches) w.stop();
     this.mainBatcher.flushAll();
     this.perSecondBatcher?.flushAll();
     await Promise.all([this.main.close(), this.perSecond?.close()]);
@@ -248,6 +284,26 @@ export class RedisStore implements CounterStore {
     }
     if (usedMain) this.mainBatcher.commit();
     if (usedPs) ps!.commit();
+  }
+
+  /**
+   * While some node circuit is open: the error that fails this request at once when one of its
+   * keys goes to an open node whose probe is not due, before anything of it is sent; else
+   * undefined, and each open node it reaches is probed by it.
+   */
+  private refusedByCircuit(ops: readonly CounterOp[]): StoreError | undefined {
+    const ps = this.perSecondBatcher;
+    let probes: Circuit[] | undefined;
+    for (const op of ops) {
+      const batcher = ps !== undefined && op.windowSeconds === 1 ? ps : this.mainBatcher;
+      const c = batcher.openCircuitOf(op.key);
+      if (c === undefined) continue;
+      if (!c.wouldAdmit()) return new StoreError(`${batcher.circuitName(op.key)} circuit open: ${c.reason}`, true);
+      if (probes === undefined) probes = [c];
+      else if (!probes.includes(c)) probes.push(c);
+    }
+    if (probes !== undefined) for (const c of probes) c.admit();
+    return undefined;
   }
 
   private checkHealth(): void {

@@ -8,12 +8,14 @@
  * The bytes on the wire are what ioredis's pipeline writes (lower-case names, the same
  * arguments, one write per pipeline). ioredis still owns the connection: its reply parser, its
  * queue of pending replies, reconnection and sentinel failover. The pipeline is handed to it
- * through its public `sendCommand`, once per command, with the one `WirePipeline` standing for
- * each of them: ioredis queues it once per command, writes nothing itself (the commands go
- * through a collecting stream, as its own pipelines do) and hands it the replies in order, and an
- * error per pending command when the connection is lost. The parts of the Command contract this
- * relies on are pinned by the exact ioredis version in package.json and tested in
- * test/backends/redis/wire.test.ts against a real Redis.
+ * through its public `sendCommand(command, stream)`, once per command, with the one
+ * `WirePipeline` standing for each of them: ioredis queues it once per command, writes what the
+ * command's `toWritable` gives (nothing) to the stream given (one whose `write` does nothing) and
+ * hands it the replies in order, and an error per pending command when the connection is lost;
+ * the text is then written once to the connection's public `stream`. What this relies on of a
+ * Command (`name`, `resolve`, `reject`, `toWritable`, `isTraced`, `args`) is tested in
+ * test/backends/redis/wire.test.ts against a real Redis, so an ioredis release in the range of
+ * package.json that changed it fails there before it ships.
  */
 import type Redis from 'ioredis';
 
@@ -66,14 +68,9 @@ export class WirePipeline {
   send(redis: Redis, onDone: (replies: unknown[]) => void): void {
     this.onDone = onDone;
     this.replies = new Array<unknown>(this.commands);
-    let stream = collectors.get(redis);
-    if (stream === undefined) {
-      stream = collector(redis);
-      collectors.set(redis, stream);
-    }
     const sendCommand = redis.sendCommand as (command: unknown, stream: unknown) => unknown;
-    for (let i = 0; i < this.commands; i++) sendCommand.call(redis, this, stream);
-    if (this.received === 0) (redis as unknown as { stream: NodeJS.WritableStream }).stream.write(this.text);
+    for (let i = 0; i < this.commands; i++) sendCommand.call(redis, this, COLLECTOR);
+    if (this.received === 0) redis.stream.write(this.text);
   }
 
   /** ioredis adds the failed command's arguments to a reply error; there are none to name. */
@@ -101,6 +98,5 @@ export class WirePipeline {
   }
 }
 
-/** The stream ioredis writes a pipeline's commands to: the text is written by `send`. */
-const collector = (redis: Redis) => ({ isPipeline: true, destination: { redis }, write(): void {} });
-const collectors = new WeakMap<Redis, ReturnType<typeof collector>>();
+/** The stream `sendCommand` writes each command's (empty) text to: the text is written by `send`. */
+const COLLECTOR = { writable: true, write: (): boolean => true };

@@ -2,7 +2,8 @@
  * REDIS_TYPE=cluster against a real 3-master cluster: keys of one request spread over nodes, one
  * write per node (to the node ioredis's slot map names), REDIS_CLUSTER_PIPELINE_PARALLELISM,
  * batching, stop-increment, redirects when the slot map is stale or a slot migrates, the ioredis
- * cluster pipeline while a node connection is not ready, and the ioredis internals this relies on.
+ * cluster pipeline while a node connection is not ready, and the part of ioredis's public API this
+ * relies on (its slot map, its nodes and their `+node` / `-node` events).
  */
 import { Pipeline, type Cluster, type Redis } from 'ioredis';
 import type { RedisConnection } from '../../../src/backends/redis/connection';
@@ -85,20 +86,21 @@ async function keyPerNode(name: string): Promise<string[]> {
 
 const ports = (nodes: readonly RedisServer[]): number[] => nodes.map((n) => n.port).sort((a, b) => a - b);
 
-/** ioredis's Cluster with the internals RedisConnection.readyMaster reads. */
-interface ClusterInternals {
-  slots: string[][];
-  connectionPool: { getInstanceByKey(key: string): Redis | undefined };
-  refreshSlotsCache: Cluster['refreshSlotsCache'];
-}
 
 /** The store's main connection (private): the tests below reach into ioredis's cluster through it. */
 function connectionOf(s: RedisStore): RedisConnection {
   return (s as unknown as { main: RedisConnection }).main;
 }
 
-function clusterOf(s: RedisStore): ClusterInternals {
-  return connectionOf(s).client() as unknown as ClusterInternals;
+function clusterOf(s: RedisStore): Cluster {
+  return connectionOf(s).client() as Cluster;
+}
+
+/** ioredis's connection to the node at `address` (public API: the cluster's nodes and their options). */
+function nodeConnection(s: RedisStore, address: string): Redis | undefined {
+  return clusterOf(s)
+    .nodes('all')
+    .find((n) => `${n.options.host}:${n.options.port}` === address);
 }
 
 /**
@@ -143,18 +145,17 @@ describe('redis store in cluster mode', () => {
     await store?.close();
   });
 
-  it('relies on ioredis internals that still exist: its slot map and connection pool name the node of a key', async () => {
+  it('relies only on ioredis\'s public API: its slot map and its nodes name the node of a key', async () => {
     store = await connectStore(redisSettings({ type: 'cluster', url: cluster.url }));
     const c = clusterOf(store);
     expect(c.slots).toHaveLength(16384);
-    expect(typeof c.connectionPool.getInstanceByKey).toBe('function');
     expect(typeof c.refreshSlotsCache).toBe('function');
     for (const k of await keyPerNode('internals')) {
       const owner = await cluster.nodeForKey(k);
       const slot = await cluster.keySlot(k);
       expect(c.slots[slot]![0]).toBe(owner.address);
       const node = connectionOf(store).readyMaster(slot);
-      expect(node).toBe(c.connectionPool.getInstanceByKey(owner.address));
+      expect(node).toBe(nodeConnection(store, owner.address));
       expect(node!.options.port).toBe(owner.port);
     }
   });
@@ -373,12 +374,12 @@ describe('redis store in cluster mode', () => {
     const owner = await cluster.nodeForKey(k);
     const slot = await cluster.keySlot(k);
     const c = clusterOf(store);
-    const conn = c.connectionPool.getInstanceByKey(owner.address)!;
+    const conn = nodeConnection(store, owner.address)!;
     conn.disconnect();
     await waitFor(() => conn.status === 'end', 'the node connection to end');
     // A slot map reload makes a new connection to the node, which connects on its first command.
     await new Promise((resolve) => c.refreshSlotsCache(resolve));
-    expect(c.connectionPool.getInstanceByKey(owner.address)?.status).toBe('wait');
+    expect(nodeConnection(store, owner.address)?.status).toBe('wait');
     expect(connectionOf(store).readyMaster(slot)).toBeUndefined();
     let execs = trackExec();
     let writes = trackWrites();
@@ -390,7 +391,7 @@ describe('redis store in cluster mode', () => {
     expect(writes.ports()).toEqual([]);
     expect(await owner.cli(['GET', k])).toBe('1\n');
     expect(await owner.cli(['GET', k2])).toBe('2\n');
-    await waitFor(() => c.connectionPool.getInstanceByKey(owner.address)?.status === 'ready', 'the new node connection to be ready');
+    await waitFor(() => nodeConnection(store, owner.address)?.status === 'ready', 'the new node connection to be ready');
     execs = trackExec();
     writes = trackWrites();
     expect(await store.increment([op(k, 1, 3600)], 0)).toEqual([2]);
@@ -408,7 +409,7 @@ describe('redis store in cluster mode', () => {
     const writes = trackWrites();
     // Queued in the node's batch (written at the end of this event-loop turn); then the connection goes.
     const counted = store.increment([op(k!, 1, 3600)], 0);
-    clusterOf(store).connectionPool.getInstanceByKey(owner.address)!.disconnect();
+    nodeConnection(store, owner.address)!.disconnect();
     expect(await counted).toEqual([1]);
     writes.restore();
     execs.restore();

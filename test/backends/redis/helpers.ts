@@ -47,6 +47,7 @@ export function redisSettings(
     tlsSkipHostnameVerification: false,
     healthCheckActiveConnection: false,
     batchScript: false,
+    evictionCheckIntervalMs: 0,
     ...rest,
     startup: { initialIntervalMs: 50, maxIntervalMs: 200, maxElapsedTimeMs: 5000, ...startup },
     perSecond: { ...connectionSettings(perSecond), enabled: perSecond?.enabled ?? false },

@@ -3,7 +3,8 @@
  * pipeline writes for the same commands, replies (and reply errors) come back in order even when
  * ioredis's own commands are interleaved, and a connection that is lost or not ready fails every
  * command instead of leaving the pipeline waiting. These pin the parts of ioredis's command
- * contract the store relies on (package.json pins the exact ioredis version).
+ * contract the store relies on (package.json allows a range of ioredis versions: an upgrade that
+ * changed it fails here).
  */
 import net from 'node:net';
 import { Redis } from 'ioredis';
@@ -52,7 +53,8 @@ async function recordingProxy(): Promise<{ port: number; sent: () => Buffer; clo
 }
 
 async function client(port = redis.port): Promise<Redis> {
-  const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, enableReadyCheck: false });
+  // A short disconnectTimeout: ioredis arms it even on a socket that already died, and the test process must end at once.
+  const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, enableReadyCheck: false, disconnectTimeout: 20 });
   await c.connect();
   return c;
 }
