@@ -17,6 +17,7 @@ import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, byteSize, logLevelOf, num
 import { consoleLogger, loadForCommand } from './cli';
 import { JournalFinishedError, strategyErrorLine } from '../errors';
 import { Journal, finishedRunOf, journalPath, readJournal, type JournalLine } from '../engine/journal';
+import { JournalLockedError } from '../engine/journal-lock';
 import { BrokerCallBudget, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, type HeldBack } from '../broker/call-budget';
 import { IF_NO_BUDGET, budgetStateDir, budgetStateFile, heldBackLine, type IfNoBudget } from '../broker/budget-state';
 import { LiveEngine, type LiveIntent, type LiveResult } from '../engine/live';
@@ -43,7 +44,10 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   --journal DIR         append-only journal (DIR/journal.jsonl); an existing one is resumed:
                         the state is rebuilt from it plus one reconciliation snapshot. A run
                         killed while ending (onStop, or after a strategy error) is finished
-                        (positions flattened); one that ended cleanly is refused (exit 2)
+                        (positions flattened); one that ended cleanly is refused (exit 2). One
+                        runner per journal: DIR/journal.jsonl.lock names the process writing
+                        it; a second is refused (exit 2) while it runs (a killed one's lock is
+                        taken over)
   --journal-max-bytes SIZE  for a strategy with saveState and restoreState: once the journal
                         has grown by SIZE (bytes, or 512K, 8M, 1G) since its checkpoint, a new
                         checkpoint replaces it (the segment before stays as journal.prev.jsonl),
@@ -61,9 +65,10 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   -h, --help            this help
 
 Exit status: 0 ok, 1 the strategy failed to load or threw (positions are flattened; the
-message says if any could not be), 2 usage, missing token, a journal that already ended, or a
-limits config that could exceed the broker's limits, 3 a start-up call over its budget with
---if-no-budget exit (the message says when the next call is allowed).
+message says if any could not be), 2 usage, missing token, a journal that already ended or that
+another running runner writes (the message names its process), or a limits config that could
+exceed the broker's limits, 3 a start-up call over its budget with --if-no-budget exit (the
+message says when the next call is allowed).
 `;
 
 export const PAPER_USAGE = `Usage: ratelimit-runner paper <strategy> --url URL --token TOKEN [options]
@@ -227,13 +232,24 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   }
   const jdir = flag(p, 'journal');
   const jfile = jdir ? journalPath(jdir) : undefined;
+  // the journal's lock before anything reads it: one runner per journal
+  let journal: Journal | undefined;
+  try {
+    journal = jfile ? new Journal(jfile) : undefined;
+  } catch (e) {
+    await broker.limiter.close();
+    if (!(e instanceof JournalLockedError)) throw e;
+    process.stderr.write(`ratelimit-runner ${mode}: ${e.message}\n`);
+    return 2;
+  }
   const recorded = jfile ? readJournal(jfile) : [];
   const stoppedAt = finishedRunOf(recorded);
   if (stoppedAt !== undefined) {
+    journal?.close();
     await broker.limiter.close();
     throw new UsageError(`${jfile}: ${new JournalFinishedError(stoppedAt).message}`);
   }
-  const journal = jfile ? new Journal(jfile) : undefined;
+  const tookOver = journal?.lock.tookOver;
   if (journal !== undefined && journal.tornTailBytes > 0) {
     process.stderr.write(
       `ratelimit-runner ${mode}: ${journal.file}: its last line was cut (${journal.tornTailBytes} bytes; the run stopped while writing it) and is dropped; resuming from the line before it\n`,
@@ -270,6 +286,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   let result: LiveResult;
   try {
     await broker.client.connect();
+    if (tookOver) process.stdout.write(`the journal's lock named process ${tookOver.pid} (since ${tookOver.since}), which is no longer running: taken over\n`);
     if (recorded.length) process.stdout.write(`resuming from ${jfile} (${resumedFrom(recorded)})\n`);
     process.stdout.write(`${strategy.name ?? 'strategy'}: ${mode} run on ${url} started\n`);
     result = await engine.run();

@@ -31,9 +31,13 @@
  * the engine writes a new checkpoint and the journal is replaced by its run line and that
  * checkpoint (compact). The segment it replaces stays beside it, for inspection, as the one
  * previous segment (journal.prev.jsonl); a resume never reads it.
+ *
+ * One process writes a journal: opening one takes its lock (FILE.lock, journal-lock.ts), which a
+ * second writer is refused while the first lives, and which a killed writer does not keep.
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { lockJournal, type JournalLock } from './journal-lock';
 
 export type JournalLine = { k: string; t?: number; id?: number } & Record<string, unknown>;
 
@@ -59,14 +63,26 @@ export class Journal {
   /** Bytes in the file, and those of the run line and checkpoint it starts with (0 when it has none). */
   private size: number;
   private headBytes: number;
+  /** The journal's lock (one writer per journal), held until close. */
+  readonly lock: JournalLock;
+  /**
+   * Opens (creates) a journal for appending, after taking its lock: JournalLockedError while
+   * another live process writes it (journal-lock.ts).
+   */
   constructor(readonly file: string, private readonly fsync = true) {
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-    // a compaction killed before its rename leaves its new file beside a journal that is whole
-    fs.rmSync(nextPath(file), { force: true });
-    this.fd = fs.openSync(file, 'a+');
-    this.tornTailBytes = dropTornTail(file, this.fd);
-    this.size = fs.fstatSync(this.fd).size;
-    this.headBytes = checkpointHeadBytes(this.fd, this.size);
+    this.lock = lockJournal(file);
+    try {
+      // a compaction killed before its rename leaves its new file beside a journal that is whole
+      fs.rmSync(nextPath(file), { force: true });
+      this.fd = fs.openSync(file, 'a+');
+      this.tornTailBytes = dropTornTail(file, this.fd);
+      this.size = fs.fstatSync(this.fd).size;
+      this.headBytes = checkpointHeadBytes(this.fd, this.size);
+    } catch (e) {
+      this.lock.release();
+      throw e;
+    }
   }
 
   /** Bytes appended after the checkpoint the journal starts with (after its start when it has none). */
@@ -118,6 +134,7 @@ export class Journal {
     this.size = this.headBytes = Buffer.byteLength(text);
   }
 
+  /** Closes the file and releases the lock. */
   close(): void {
     if (this.fd === undefined) return;
     try {
@@ -127,6 +144,7 @@ export class Journal {
     }
     fs.closeSync(this.fd);
     this.fd = undefined;
+    this.lock.release();
   }
 }
 
