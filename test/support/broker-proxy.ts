@@ -164,11 +164,11 @@ export class BrokerProxy extends EventEmitter {
     this.seen[endpoint] = (this.seen[endpoint] ?? 0) + 1;
     this.emit('request', endpoint);
     const injected = this.take(this.injections, endpoint);
-    if (injected && !injected.afterBroker) return this.inject(res, endpoint, injected);
+    if (injected && !injected.afterBroker) return this.answerWith(res, endpoint, injected);
     const withheld = !injected && this.take(this.withholds, endpoint) === true;
     this.forward(req, body, (status, headers, data) => {
       this.emit('forwarded', endpoint);
-      if (injected) return this.inject(res, endpoint, injected);
+      if (injected) return this.answerWith(res, endpoint, injected);
       if (withheld) {
         this.pending.add(res);
         res.on('close', () => this.pending.delete(res));
@@ -179,7 +179,7 @@ export class BrokerProxy extends EventEmitter {
     });
   }
 
-  private inject(res: http.ServerResponse, endpoint: string, what: Injected): void {
+  private answerWith(res: http.ServerResponse, endpoint: string, what: Injected): void {
     const body = what.body === undefined ? { response: { executed: false, error: `HTTP ${what.status}` } } : what.body;
     this.emit('injected', endpoint, what.status);
     this.answer(res, what.status, typeof body === 'string' ? body : JSON.stringify(body), { 'content-type': 'application/json', ...what.headers });

@@ -207,7 +207,7 @@ export interface StrategyContext<P = Record<string, unknown>> {
   changeOrder(orderId: string, rate: number, amount?: number, scope?: Scope): Promise<void>;
   deleteOrder(orderId: string, scope?: Scope): Promise<void>;
 
-  /** A repeating timer on the run's clock; `onTimer(ctx, name)` fires every `everyMs`. */
+  /** A repeating timer on the run's clock; `onTimer(ctx, name, count)` fires every `everyMs`. */
   setTimer(name: string, everyMs: number): void;
   clearTimer(name: string): void;
 }
@@ -232,7 +232,12 @@ export interface Strategy<P = Record<string, unknown>> {
   onBar?(ctx: StrategyContext<P>, bar: Bar): Awaitable;
   onOrder?(ctx: StrategyContext<P>, evt: OrderEvent): Awaitable;
   onTrade?(ctx: StrategyContext<P>, evt: TradeEvent): Awaitable;
-  onTimer?(ctx: StrategyContext<P>, name: string): Awaitable;
+  /**
+   * A timer of `setTimer` fell due. `count`: how many times it fell due since it last ran — 1,
+   * unless (paper/live) a hook ran longer than its interval: the firings that fell due meanwhile
+   * are this one, run after every push and answer that arrived before it.
+   */
+  onTimer?(ctx: StrategyContext<P>, name: string, count: number): Awaitable;
   /** Paper/live: after the runner reconciled with the broker on a reconnect or a resume. */
   onReconnect?(ctx: StrategyContext<P>, evt: ReconnectEvent): Awaitable;
   onStop?(ctx: StrategyContext<P>): Awaitable;

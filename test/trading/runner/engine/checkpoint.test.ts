@@ -164,7 +164,7 @@ async function startRun(sim: BrokerSimulator, clock: ManualClock, c: { strategy:
   const recorded = readJournal(jfile);
   const journal = new Journal(jfile);
   const { log, lines } = capture();
-  const engine = new LiveEngine({ mode: 'paper', strategy: c.strategy, client, limiter, journal, journalMaxBytes, recorded, logger: log, now: () => clock.nowMs() });
+  const engine = new LiveEngine({ mode: 'paper', strategy: c.strategy, client, limiter, journal, journalMaxBytes, recorded, logger: log, clock });
   await client.connect();
   const done = engine.run();
   const close = async () => {
