@@ -1270,7 +1270,7 @@ export class LiveEngine {
     const refused = (e: Error) => {
       this.log.error(
         `the broker refused the token (${e.message}): it is revoked, expired or not this account's, or another session took it over; ` +
-          `retrying, and stopping the run (resumable with the same journal) if it is still refused in ${(refusedFor / 1000).toFixed(0)} s`,
+          `retrying, and stopping the run${this.o.journal ? ' (resumable with the same journal)' : ''} if it is still refused in ${(refusedFor / 1000).toFixed(0)} s`,
       );
       this.journalLine({ k: 'tokenRefused', t: this.wallNow(), error: e.message }, true);
       if (this.tokenTimer === undefined) this.tokenTimer = this.clock.setTimeout(() => this.halt('token', `the broker refused the token for ${(refusedFor / 1000).toFixed(0)} s (${e.message})`), refusedFor);
@@ -1399,7 +1399,7 @@ export class LiveEngine {
     this.tokenTimer = undefined;
     if (this.finished) return;
     this.halted = { reason, message };
-    this.log.error(`${message}: stopping the run; what it holds stays open at the broker, and a run with the same journal goes on from here`);
+    this.log.error(`${message}: stopping the run; what it holds stays open at the broker${this.o.journal ? ', and a run with the same journal goes on from here' : ''}`);
     this.journalLine({ k: 'halted', t: this.wallNow(), reason, message }, true);
     this.stopped = true;
     this.end();
