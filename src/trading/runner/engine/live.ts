@@ -151,6 +151,46 @@ const IN_KINDS = new Set(['snapshot', 'own', 'history', 'start', 'price', 'table
  * onOrder, onReconnect) run as they are handled.
  */
 const STATE_KINDS: ReadonlySet<string> = new Set(['table', 'own', 'snapshot']);
+/**
+ * The inputs waiting to be handled, in two lines: the state inputs (STATE_KINDS), always taken
+ * first, and the others; each line keeps its order (push: at its end, unshift: at its front).
+ */
+class InputQueue {
+  private readonly state: InEvent[] = [];
+  private readonly other: InEvent[] = [];
+
+  get length(): number {
+    return this.state.length + this.other.length;
+  }
+
+  private lineOf(ev: InEvent): InEvent[] {
+    return STATE_KINDS.has(ev.k) ? this.state : this.other;
+  }
+
+  push(...evs: InEvent[]): void {
+    for (const ev of evs) this.lineOf(ev).push(ev);
+  }
+
+  unshift(...evs: InEvent[]): void {
+    for (let i = evs.length - 1; i >= 0; i--) this.lineOf(evs[i]!).unshift(evs[i]!);
+  }
+
+  /** The next input to handle. */
+  shift(): InEvent | undefined {
+    return this.state.shift() ?? this.other.shift();
+  }
+
+  some(pred: (ev: InEvent) => boolean): boolean {
+    return this.state.some(pred) || this.other.some(pred);
+  }
+
+  /** Takes out the queued firing of a timer, if there is one. */
+  takeTimer(name: string): Extract<InEvent, { k: 'timer' }> | undefined {
+    const i = this.other.findIndex((ev) => ev.k === 'timer' && ev.name === name);
+    return i < 0 ? undefined : (this.other.splice(i, 1)[0] as Extract<InEvent, { k: 'timer' }>);
+  }
+}
+
 /** How long the broker may refuse the token before the run halts (LiveOptions.tokenRefusedTimeoutMs). */
 export const DEFAULT_TOKEN_REFUSED_MS = 60_000;
 /** How many ends of unclaimed trades and orders are kept for a late claim. */
@@ -212,7 +252,7 @@ export class LiveEngine {
   private readonly ctx: StrategyContext<Record<string, unknown>>;
   private readonly timeframes: Period[];
   private now = 0;
-  private queue: InEvent[] = [];
+  private readonly queue = new InputQueue();
   private pumping: Promise<void> | undefined;
   private replaying = false;
   private answers = new Map<number, JournalLine>();
@@ -343,8 +383,8 @@ export class LiveEngine {
    * two are one firing, at the later time and behind what arrived meanwhile, with the count.
    */
   private timerDue(name: string): void {
-    const at = this.queue.findIndex((ev) => ev.k === 'timer' && ev.name === name);
-    const count = at < 0 ? 1 : ((this.queue.splice(at, 1)[0] as Extract<InEvent, { k: 'timer' }>).count ?? 1) + 1;
+    const queued = this.queue.takeTimer(name);
+    const count = queued ? (queued.count ?? 1) + 1 : 1;
     this.enqueue({ k: 'timer', t: this.wallNow(), name, ...(count > 1 ? { count } : {}) });
   }
 
@@ -540,7 +580,7 @@ export class LiveEngine {
       await null; // the finally below must run after this.pumping is assigned
       try {
         while (this.queue.length && !this.finished) {
-          const ev = this.nextInput();
+          const ev = this.queue.shift()!;
           this.journalLine(ev as unknown as JournalLine, ev.k === 'snapshot' || ev.k === 'start' || ev.k === 'stop');
           await this.handle(ev);
           this.checkpointWhenDue();
@@ -550,12 +590,6 @@ export class LiveEngine {
       }
     })();
     return this.pumping;
-  }
-
-  /** The next input to handle: the first queued state input (STATE_KINDS), else the oldest. */
-  private nextInput(): InEvent {
-    const i = this.queue.findIndex((ev) => STATE_KINDS.has(ev.k));
-    return this.queue.splice(Math.max(0, i), 1)[0]!;
   }
 
   /** Handles one input; a strategy error flattens and ends the run. */

@@ -358,6 +358,10 @@ describe('an order call whose answer is lost', () => {
     expect(result.unsettled).toBeUndefined();
     expect(readJournal(jfile).filter((l) => l.k === 'watched')).toEqual([expect.objectContaining({ id: 1, outcome: `claimed order ${trade!.orderId}` })]);
     expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
+    // its watch, the claim of the reconciliation and the 'watched' line replay
+    const replay = await replayJournal(acting({ outcomes: [], trades: [], orders: [], reconnects: [] }, act), jfile);
+    expect(JSON.stringify(replay.replayed)).toBe(JSON.stringify(replay.recorded));
+    expect(replay.result.leftOpen).toBeUndefined();
   });
 
   test('a call that never reached the broker (HTTP 500 before it): not found, said, and nothing is claimed', async () => {
