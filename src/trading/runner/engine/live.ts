@@ -1163,6 +1163,7 @@ export class LiveEngine {
     const lines = at >= 0 ? recorded.slice(at + 1) : recorded;
     for (const l of lines) if (l.k === 'answer' && typeof l.id === 'number') this.answers.set(l.id, l);
     for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.broker.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
+    for (const l of lines) if (l.k === 'answer' && Array.isArray(l.claims)) for (const id of l.claims) this.broker.knownOrderIds.add(String(id));
     this.unclaimed = unclaimedOrderCalls(lines, this.wallNow());
     const events = lines.filter((l) => IN_KINDS.has(l.k));
     for (let i = 0; i < events.length; i++) {

@@ -21,7 +21,7 @@ import type { ConfigFile } from '../../../../src/config/types';
 import type { OrderEvent, ReconnectEvent, Strategy, StrategyContext, TradeEvent } from '../../../../src/trading/runner/strategy';
 import { BrokerProxy } from '../../../support/broker-proxy';
 import { waitFor } from '../../../support/wait';
-import { newClient, startSim, TOKEN } from '../../helpers';
+import { newClient, once, startSim, TOKEN } from '../../helpers';
 import { tightBrokerLimits } from '../helpers';
 
 const SYM = 'EUR/USD';
@@ -81,6 +81,9 @@ interface Run {
 
 const LOOSE: ConfigFile[] = tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 });
 
+/** Runs still open when a test fails: closed after it, so that Jest ends by itself. */
+const open = new Set<{ engine: LiveEngine; client: FxcmClient; limiter: BrokerCallBudget }>();
+
 async function startRun(o: { sim: BrokerSimulator; proxy: BrokerProxy; strategy: Strategy<Record<string, unknown>>; jfile: string; limits?: ConfigFile[]; lostSnapshotTtlMs?: number }): Promise<Run> {
   const { decider } = inProcessDecider(o.limits ?? LOOSE, systemClock);
   const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
@@ -91,6 +94,7 @@ async function startRun(o: { sim: BrokerSimulator; proxy: BrokerProxy; strategy:
   const engine = new LiveEngine({ mode: 'paper', strategy: o.strategy, client, limiter, journal, recorded, logger: log, lostSnapshotTtlMs: o.lostSnapshotTtlMs });
   await client.connect();
   const running = engine.run();
+  running.catch(() => undefined);
   const finish = async () => {
     try {
       engine.stop();
@@ -101,7 +105,9 @@ async function startRun(o: { sim: BrokerSimulator; proxy: BrokerProxy; strategy:
       await limiter.close();
     }
   };
-  return { engine, client, limiter, journal, lines, running, finish };
+  const run = { engine, client, limiter, journal, lines, running, finish };
+  open.add(run);
+  return run;
 }
 
 const answerOf = (jfile: string, id: number): JournalLine | undefined => readJournal(jfile).find((l) => l.k === 'answer' && l.id === id);
@@ -125,6 +131,12 @@ describe('an order call whose answer is lost', () => {
     await proxy.start(sim.url);
   });
   afterEach(async () => {
+    for (const r of open) {
+      r.engine.stop();
+      await r.client.close();
+      await r.limiter.close();
+    }
+    open.clear();
     await proxy.stop();
     await sim.stop();
   });
@@ -362,6 +374,40 @@ describe('an order call whose answer is lost', () => {
     const replay = await replayJournal(acting({ outcomes: [], trades: [], orders: [], reconnects: [] }, act), jfile);
     expect(JSON.stringify(replay.replayed)).toBe(JSON.stringify(replay.recorded));
     expect(replay.result.leftOpen).toBeUndefined();
+  });
+
+  test('killed while the answer is withheld (kill -9): the resume settles the call from its snapshot, claims the trade, sends nothing again', async () => {
+    const act = (ctx: Ctx) => ctx.openTrade({ symbol: SYM, isBuy: false, amount: 30, stop: -25, isInPips: true });
+    const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
+    proxy.withhold('/trading/open_trade');
+    const jfile = jfileOf();
+    const withheld = once(proxy, 'withheld');
+    const r = await startRun({ sim, proxy, strategy: acting(seen, act), jfile });
+    try {
+      await withheld;
+    } finally {
+      // nothing more reaches the journal or the broker from this process
+      r.journal.close();
+      await r.client.close();
+      await r.limiter.close();
+      r.engine.stop();
+      await r.running.catch(() => undefined);
+    }
+    const [trade] = positions(sim);
+    expect(readJournal(jfile).filter((l) => l.k === 'answer')).toEqual([]);
+
+    const again: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
+    const resumed = await startRun({ sim, proxy, strategy: acting(again, act), jfile });
+    let result: LiveResult;
+    try {
+      await waitFor(() => again.reconnects.length === 1, 'onReconnect after the resume');
+    } finally {
+      result = await resumed.finish();
+    }
+    expect(again.reconnects[0]).toMatchObject({ reason: 'resume', positions: 1 });
+    expect(result.leftOpen?.positions.map((p) => p.tradeId)).toEqual([trade!.tradeId]);
+    expect(answerOf(jfile, 1)).toMatchObject({ ok: true, value: { orderId: trade!.orderId }, claims: [trade!.orderId] });
+    expect(sim.requestCounts()['/trading/open_trade']).toBe(1);
   });
 
   test('a call that never reached the broker (HTTP 500 before it): not found, said, and nothing is claimed', async () => {

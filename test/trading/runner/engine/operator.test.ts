@@ -44,6 +44,9 @@ interface Run {
   finish: () => Promise<LiveResult>;
 }
 
+/** Runs still open when a test fails: closed after it, so that Jest ends by itself. */
+const open = new Set<{ engine: LiveEngine; client: FxcmClient; limiter: BrokerCallBudget }>();
+
 async function startRun(o: { sim: BrokerSimulator; proxy: BrokerProxy; strategy: Strategy<Record<string, unknown>>; jfile?: string; tokenRefusedTimeoutMs?: number }): Promise<Run> {
   const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 }), systemClock);
   const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
@@ -54,6 +57,7 @@ async function startRun(o: { sim: BrokerSimulator; proxy: BrokerProxy; strategy:
   const engine = new LiveEngine({ mode: 'paper', strategy: o.strategy, client, limiter, journal, recorded, logger: log, tokenRefusedTimeoutMs: o.tokenRefusedTimeoutMs });
   await client.connect();
   const running = engine.run();
+  running.catch(() => undefined);
   const close = async () => {
     journal?.close();
     await client.close();
@@ -67,7 +71,16 @@ async function startRun(o: { sim: BrokerSimulator; proxy: BrokerProxy; strategy:
       await close();
     }
   };
-  return { engine, client, limiter, lines, running, close, finish };
+  const run = { engine, client, limiter, lines, running, close, finish };
+  open.add(run);
+  return run;
+}
+
+/** `p`, or a rejection naming what did not come within `ms`. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 describe('the operator is told the truth', () => {
@@ -81,6 +94,12 @@ describe('the operator is told the truth', () => {
     await proxy.start(sim.url);
   });
   afterEach(async () => {
+    for (const r of open) {
+      r.engine.stop();
+      await r.client.close();
+      await r.limiter.close();
+    }
+    open.clear();
     await proxy.stop();
     await sim.stop();
   });
@@ -103,9 +122,14 @@ describe('the operator is told the truth', () => {
     // revoked: every handshake 403, the stream cut
     const t0 = Date.now();
     proxy.refuseToken();
-    const result = await r.running;
+    let result: LiveResult;
+    try {
+      result = await within(r.running, 10_000, 'the run to halt');
+    } finally {
+      r.engine.stop();
+      await r.close();
+    }
     const tookMs = Date.now() - t0;
-    await r.close();
     expect(tookMs).toBeGreaterThanOrEqual(1400);
     expect(tookMs).toBeLessThan(8000);
     const refusal = 'handshake refused: HTTP 403 {"code":4,"message":"Forbidden"}';

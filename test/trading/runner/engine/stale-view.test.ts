@@ -35,6 +35,9 @@ interface Run {
   finish: () => Promise<LiveResult>;
 }
 
+/** Runs still open when a test fails: closed after it, so that Jest ends by itself. */
+const open = new Set<{ engine: LiveEngine; client: FxcmClient; limiter: BrokerCallBudget }>();
+
 async function startRun(sim: BrokerSimulator, proxy: BrokerProxy, clock: ManualClock, strategy: Strategy<Record<string, unknown>>, requestMs: number): Promise<Run> {
   const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 }), systemClock);
   const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
@@ -42,6 +45,7 @@ async function startRun(sim: BrokerSimulator, proxy: BrokerProxy, clock: ManualC
   const engine = new LiveEngine({ mode: 'paper', strategy, client, limiter, clock });
   await client.connect();
   const running = engine.run();
+  running.catch(() => undefined);
   const finish = async () => {
     try {
       engine.stop();
@@ -51,7 +55,9 @@ async function startRun(sim: BrokerSimulator, proxy: BrokerProxy, clock: ManualC
       await limiter.close();
     }
   };
-  return { engine, client, running, finish };
+  const run = { engine, client, limiter, running, finish };
+  open.add(run);
+  return run;
 }
 
 /** Moves the timers' clock on by `ms`, one second at a time, letting I/O run in between. */
@@ -73,6 +79,12 @@ describe('hooks never run on a stale view', () => {
     clock = new ManualClock(Date.now());
   });
   afterEach(async () => {
+    for (const r of open) {
+      r.engine.stop();
+      await r.client.close();
+      await r.limiter.close();
+    }
+    open.clear();
     await proxy.stop();
     await sim.stop();
   });
@@ -104,10 +116,11 @@ describe('hooks never run on a stale view', () => {
     let result: LiveResult;
     try {
       await waitFor(() => started, 'onStart');
+      const withheld = once(proxy, 'withheld');
       await advance(clock, 1000);
       await waitFor(() => firings.length === 1, 'the first firing');
       // the call is out, its answer withheld: the timer falls due four times while the hook waits
-      await once(proxy, 'withheld');
+      await withheld;
       await advance(clock, 4000);
       expect(firings).toHaveLength(1);
       await waitFor(() => firings.length === 2, 'the coalesced firing');
@@ -157,8 +170,9 @@ describe('hooks never run on a stale view', () => {
       await advance(clock, 1000);
       await waitFor(() => firings.length === 1, 'the first firing');
       proxy.withhold('/trading/change_trade_stop_limit');
+      const withheld = once(proxy, 'withheld');
       await advance(clock, 1000);
-      await once(proxy, 'withheld');
+      await withheld;
       // the outage: nothing moves either way; the broker stops the trade out, and nobody hears it
       const down = once(r.client, 'disconnected', 10_000);
       proxy.freeze();
