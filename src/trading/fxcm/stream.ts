@@ -79,6 +79,8 @@ export class FxcmStream extends EventEmitter {
   private closed = false;
   /** When the last packet came (the open included): a close says how long the link was silent before it. */
   private lastHeardMs = Date.now();
+  /** When the last heartbeat came (EIO3: a pong; EIO4: the server's ping). */
+  private lastBeatMs = 0;
   private readonly log: LogWriter;
 
   constructor(private readonly opts: StreamOptions) {
@@ -230,12 +232,32 @@ export class FxcmStream extends EventEmitter {
       this.pingTimer = setTimeout(() => {
         if (this.closed) return;
         this.ws?.send('2');
-        this.deadTimer = setTimeout(() => this.teardown('ping timeout'), this.deadAfterMs);
+        this.armDeadline(Date.now(), this.deadAfterMs);
       }, hs.pingInterval);
     } else {
       // EIO4: the server pings every pingInterval; none for a little longer means the link is dead
-      this.deadTimer = setTimeout(() => this.teardown('ping timeout'), hs.pingInterval + this.deadAfterMs);
+      this.armDeadline(Date.now(), hs.pingInterval + this.deadAfterMs);
     }
+  }
+
+  /**
+   * The link is dead unless its heartbeat (EIO3 the pong, EIO4 the server's ping) comes since
+   * `sinceMs` within `afterMs`. Checked after the packets already received are read (setImmediate
+   * runs after the event loop's I/O); and a deadline the process overslept by more than half its
+   * length (its event loop was busy: a long computation, a loaded machine) is moved on once more,
+   * since the silence was this process's own, not the link's.
+   */
+  private armDeadline(sinceMs: number, afterMs: number): void {
+    const due = Date.now() + afterMs;
+    this.deadTimer = setTimeout(
+      () =>
+        setImmediate(() => {
+          if (this.closed || this.lastBeatMs >= sinceMs) return;
+          if (Date.now() - due > afterMs / 2) return this.armDeadline(sinceMs, this.deadAfterMs);
+          this.teardown('ping timeout');
+        }),
+      afterMs,
+    );
   }
 
   private onPacket(msg: string): void {
@@ -244,11 +266,17 @@ export class FxcmStream extends EventEmitter {
     const type = msg[0];
     if (type === '2') {
       this.ws?.send('3' + msg.slice(1));
-      if (this.opts.engineIO === 4) this.armHeartbeat();
+      if (this.opts.engineIO === 4) {
+        this.lastBeatMs = this.lastHeardMs;
+        this.armHeartbeat();
+      }
       return;
     }
     if (type === '3') {
-      if (this.opts.engineIO === 3) this.armHeartbeat();
+      if (this.opts.engineIO === 3) {
+        this.lastBeatMs = this.lastHeardMs;
+        this.armHeartbeat();
+      }
       return;
     }
     if (type === '1') return this.teardown('server close');
