@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { emissionMs, gcra, slidingCount } from '../core/algorithms';
 import { StoreError, type CounterOp, type CounterStore } from '../core/store';
+import { processLives } from '../platform/processes';
 
 export interface FileStoreOptions {
   /** The state file; its directory is created when missing. */
@@ -40,15 +41,6 @@ const LOCK_RETRY_MS = 5;
 const EMPTY_LOCK_ATTEMPTS = 40;
 
 const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 export class FileStore implements CounterStore {
   readonly kind = 'file';
@@ -109,7 +101,7 @@ export class FileStore implements CounterStore {
       }
       const owner = this.lockOwner();
       emptySeen = owner === undefined ? emptySeen + 1 : 0;
-      const stale = owner === undefined ? emptySeen >= EMPTY_LOCK_ATTEMPTS : owner === process.pid || !processAlive(owner);
+      const stale = owner === undefined ? emptySeen >= EMPTY_LOCK_ATTEMPTS : owner === process.pid || !processLives(owner);
       if (stale && this.lockOwner() === owner) {
         // Left by a process that died holding it (kill -9): no increment of this process holds
         // it (they run one at a time), and a pid that is gone will not finish its write.

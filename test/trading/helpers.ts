@@ -10,7 +10,7 @@ export async function startSim(extra: Partial<SimulatorStartOptions> = {}): Prom
   return sim;
 }
 
-export function newClient(sim: BrokerSimulator, extra: Partial<FxcmClientOptions> = {}): FxcmClient {
+export function newClient(sim: Pick<BrokerSimulator, 'url'>, extra: Partial<FxcmClientOptions> = {}): FxcmClient {
   return new FxcmClient({
     baseUrl: sim.url,
     token: TOKEN,

@@ -12,7 +12,7 @@
 import { EventEmitter } from 'node:events';
 import { Backoff } from '../../platform/backoff';
 import { type LogWriter, silentLogger } from '../../telemetry/logger';
-import { FxcmOrderRejectedError, FxcmTimeoutError, FxcmNotConnectedError } from './errors';
+import { FxcmAuthError, FxcmOrderRejectedError, FxcmTimeoutError, FxcmNotConnectedError, FxcmUnauthorizedError } from './errors';
 import { RestTransport, type BeforeRequestHook } from './rest';
 import { FxcmStream, type EngineIOVersion } from './stream';
 import { MODEL_KEY, MODEL_SNAPSHOT_KEY, isModelName, type Envelope, type ModelName, type PriceUpdate, type TableAction, type TableRecord } from './types';
@@ -65,9 +65,12 @@ interface Waiter {
 const DEFAULT_RECONNECT: ReconnectOptions = { initialMs: 500, maxMs: 30000, jitter: 0.2 };
 
 /**
- * Events: `connected` (sid), `disconnected` (reason), `reconnected` (sid), `reconnectFailed` (err),
- * `reconciled` (snapshot), `price` (PriceUpdate), `table` (model, action, mergedRecord, pushed),
- * `streamError` (err).
+ * Events: `connected` (sid), `disconnected` (reason, silentMs: how long the stream had been silent
+ * before it closed, so the outage began that long before), `reconnected` (sid),
+ * `reconnectAttemptFailed` (err, attempt), `reconnectFailed` (err), `reconciled` (snapshot),
+ * `price` (PriceUpdate), `table` (model, action, mergedRecord, pushed), `streamError` (err),
+ * `tokenRefused` (err: the handshake's FxcmAuthError or a call's FxcmUnauthorizedError; once,
+ * until) `tokenAccepted` (a handshake or a call went through again).
  */
 export class FxcmConnection extends EventEmitter {
   private stream: FxcmStream | undefined;
@@ -97,8 +100,28 @@ export class FxcmConnection extends EventEmitter {
       requestTimeoutMs: options.timeouts?.requestMs,
       userAgent: options.userAgent,
       beforeRequest: options.beforeRequest,
+      onOutcome: (_endpoint, e) => {
+        if (e instanceof FxcmUnauthorizedError) this.tokenRefused(e);
+        else if (!e) this.tokenAccepted();
+      },
       logger: this.log,
     });
+  }
+
+  /** Since when the broker refuses the token (undefined: it accepts it). */
+  private refusedSince: number | undefined;
+
+  /** The broker refused the token (a handshake's 401/403 or "not valid", a call's 401 Unauthorized): said once until it accepts it again. */
+  private tokenRefused(e: Error): void {
+    if (this.refusedSince !== undefined) return;
+    this.refusedSince = Date.now();
+    this.emit('tokenRefused', e);
+  }
+
+  private tokenAccepted(): void {
+    if (this.refusedSince === undefined) return;
+    this.refusedSince = undefined;
+    this.emit('tokenAccepted');
   }
 
   /** The Engine.IO session id used in the bearer (undefined while disconnected). */
@@ -125,21 +148,31 @@ export class FxcmConnection extends EventEmitter {
       logger: this.log,
     });
     stream.on('event', (name: string, args: unknown[]) => this.onEvent(name, args));
-    stream.on('error', (e: Error) => this.emit('streamError', e));
-    const sid = await stream.open();
+    stream.on('error', (e: Error) => {
+      if (e instanceof FxcmAuthError) this.tokenRefused(e);
+      this.emit('streamError', e);
+    });
+    let sid: string;
+    try {
+      sid = await stream.open();
+    } catch (e) {
+      if (e instanceof FxcmAuthError) this.tokenRefused(e);
+      throw e;
+    }
     if (this.closing) {
       stream.close();
       throw new FxcmNotConnectedError('client closed during connect');
     }
     this.stream = stream;
-    stream.on('close', (reason: string) => this.onStreamClose(stream, reason));
+    this.tokenAccepted();
+    stream.on('close', (reason: string, silentMs: number) => this.onStreamClose(stream, reason, silentMs));
     this.emit('connected', sid);
     return sid;
   }
 
-  private onStreamClose(stream: FxcmStream, reason: string): void {
+  private onStreamClose(stream: FxcmStream, reason: string, silentMs = 0): void {
     if (stream !== this.stream) return;
-    this.emit('disconnected', reason);
+    this.emit('disconnected', reason, silentMs);
     if (this.closing || this.options.reconnect === false || this.reconnecting) return;
     void this.reconnectLoop();
   }
@@ -167,6 +200,7 @@ export class FxcmConnection extends EventEmitter {
           return;
         } catch (e) {
           this.log.warn('fxcm reconnect attempt failed', { attempt, error: (e as Error).message });
+          this.emit('reconnectAttemptFailed', e, attempt);
           this.stream?.close();
           if (this.backoff.maxAttempts !== undefined && attempt >= this.backoff.maxAttempts) {
             this.emit('reconnectFailed', e);

@@ -62,14 +62,32 @@ export class FxcmAuthError extends FxcmError {
   }
 }
 
-/** Network / protocol failure, HTTP status other than 200 without a usable body. */
+/**
+ * Network / protocol failure, HTTP status other than 200 without a usable body. `unanswered`: the
+ * request was (or may have been) sent and no answer says what became of it (answerLost).
+ */
 export class FxcmTransportError extends FxcmError {
-  constructor(message: string, readonly httpStatus?: number, override readonly cause?: unknown) {
+  constructor(message: string, readonly httpStatus?: number, override readonly cause?: unknown, readonly unanswered = false) {
     super(message);
   }
 }
 
-export class FxcmTimeoutError extends FxcmError {}
+/** `unanswered`: a REST request sent whose answer did not come in time (answerLost). */
+export class FxcmTimeoutError extends FxcmError {
+  constructor(message: string, readonly unanswered = false) {
+    super(message);
+  }
+}
+
+/**
+ * Whether a failed REST call may have been run by the broker all the same: it was sent (or may
+ * have been) and no answer came that says what became of it — a timeout, the connection lost
+ * before the answer, an HTTP 5xx without the broker's envelope. Only a look at the broker tells
+ * (its pushes, a snapshot); resending could do it twice.
+ */
+export function answerLost(e: unknown): boolean {
+  return (e instanceof FxcmTimeoutError || e instanceof FxcmTransportError) && e.unanswered;
+}
 
 /** The client is not connected (no socket id for the bearer). */
 export class FxcmNotConnectedError extends FxcmError {}

@@ -19,8 +19,17 @@ export interface RestOptions {
   requestTimeoutMs?: number;
   userAgent?: string;
   beforeRequest?: BeforeRequestHook;
+  /** Hears how each request ended (no error: answered and executed), the local refusals included. */
+  onOutcome?: (endpoint: string, error?: Error) => void;
   logger?: LogWriter;
 }
+
+/** Failures of fetch that happen before the request could leave: nothing reached the broker. */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+const codeOf = (e: unknown): string | undefined => ((e as { cause?: { code?: unknown } })?.cause?.code as string | undefined) ?? undefined;
+const neverConnected = (e: unknown): boolean => NOT_SENT.has(codeOf(e) ?? '');
+/** fetch says only "fetch failed": the cause's code says why. */
+const causeOf = (e: unknown): string => (codeOf(e) ? ` (${codeOf(e)})` : '');
 
 /** key=value pairs; strings URL-encoded, booleans lowercase, arrays as repeated keys, undefined skipped. */
 export function encodeParams(params: Params): string {
@@ -51,6 +60,19 @@ export class RestTransport {
    * error. `endpoint` is the path (e.g. `/trading/open_trade`).
    */
   async request<T extends Envelope = Envelope>(method: HttpMethod, endpoint: string, params: Params = {}): Promise<T> {
+    try {
+      const env = await this.send<T>(method, endpoint, params);
+      this.opts.onOutcome?.(endpoint);
+      return env;
+    } catch (e) {
+      this.opts.onOutcome?.(endpoint, e as Error);
+      throw e;
+    }
+  }
+
+  private async send<T extends Envelope>(method: HttpMethod, endpoint: string, params: Params): Promise<T> {
+    // refused here while disconnected, before the limiter is asked: not budget spent
+    this.bearer();
     if (this.opts.beforeRequest) await this.opts.beforeRequest(endpoint, method, params);
     const body = encodeParams(params);
     const url = new URL(endpoint, this.opts.baseUrl);
@@ -59,6 +81,7 @@ export class RestTransport {
       'User-Agent': this.opts.userAgent ?? 'ratelimit-runner-fxcm/0.1',
       Accept: 'application/json',
       'Content-Type': 'application/x-www-form-urlencoded',
+      // again: the connection may have dropped while the call waited for budget
       Authorization: this.bearer(),
     };
     const timeoutMs = this.opts.requestTimeoutMs ?? 15000;
@@ -72,8 +95,8 @@ export class RestTransport {
       });
     } catch (e) {
       const err = e as Error;
-      if (err.name === 'TimeoutError' || err.name === 'AbortError') throw new FxcmTimeoutError(`${method} ${endpoint} timed out after ${timeoutMs} ms`);
-      throw new FxcmTransportError(`${method} ${endpoint}: ${err.message}`, undefined, e);
+      if (err.name === 'TimeoutError' || err.name === 'AbortError') throw new FxcmTimeoutError(`${method} ${endpoint} timed out after ${timeoutMs} ms`, true);
+      throw new FxcmTransportError(`${method} ${endpoint}: ${err.message}${causeOf(e)}`, undefined, e, !neverConnected(e));
     }
     const text = await res.text();
     let env: Envelope | undefined;
@@ -87,7 +110,8 @@ export class RestTransport {
       throw toApiError(endpoint, String((env as { Message?: unknown }).Message ?? ''), res.status);
     }
     if (!env || typeof env.response !== 'object' || env.response === null) {
-      throw new FxcmTransportError(`${method} ${endpoint}: HTTP ${res.status} without an envelope: ${text.slice(0, 200)}`, res.status);
+      // a gateway's 5xx: whether the broker ran the call is unknown
+      throw new FxcmTransportError(`${method} ${endpoint}: HTTP ${res.status} without an envelope: ${text.slice(0, 200)}`, res.status, undefined, res.status >= 500);
     }
     if (!env.response.executed) {
       this.log.debug('fxcm request not executed', { endpoint, error: env.response.error });

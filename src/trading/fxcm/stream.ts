@@ -64,7 +64,8 @@ function marker(): string {
 }
 
 /**
- * Events: `event` (name: string, args: unknown[]), `close` (reason: string), `error` (err).
+ * Events: `event` (name: string, args: unknown[]), `close` (reason: string, silentMs: how long
+ * nothing had come before it: a silent outage's start), `error` (err).
  * One instance = one connection; reconnecting means creating a new instance.
  */
 export class FxcmStream extends EventEmitter {
@@ -76,6 +77,10 @@ export class FxcmStream extends EventEmitter {
   private pingTimer: NodeJS.Timeout | undefined;
   private deadTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** When the last packet came (the open included): a close says how long the link was silent before it. */
+  private lastHeardMs = Date.now();
+  /** When the last heartbeat came (EIO3: a pong; EIO4: the server's ping). */
+  private lastBeatMs = 0;
   private readonly log: LogWriter;
 
   constructor(private readonly opts: StreamOptions) {
@@ -197,6 +202,7 @@ export class FxcmStream extends EventEmitter {
       ws.on('message', onMessage);
     });
     signal.removeEventListener('abort', onAbort);
+    this.lastHeardMs = Date.now();
     ws.on('message', (d) => this.onPacket(d.toString()));
     ws.on('close', () => this.teardown('transport close'));
     ws.on('error', (e) => {
@@ -207,33 +213,68 @@ export class FxcmStream extends EventEmitter {
     return hs.sid;
   }
 
+  /**
+   * How long an answer to a heartbeat may take before the link counts as dead: the handshake's
+   * pingTimeout, but never more than one pingInterval (the broker's 60 s pingTimeout would leave
+   * a silent outage unseen for 85 s): a dead link is seen within two ping intervals.
+   */
+  private get deadAfterMs(): number {
+    const hs = this.handshake!;
+    return Math.min(hs.pingTimeout, hs.pingInterval);
+  }
+
   private armHeartbeat(): void {
     const hs = this.handshake!;
     clearTimeout(this.pingTimer);
     clearTimeout(this.deadTimer);
     if (this.opts.engineIO === 3) {
-      // EIO3: the client pings every pingInterval and expects a pong within pingTimeout
+      // EIO3: the client pings every pingInterval and expects a pong soon after
       this.pingTimer = setTimeout(() => {
         if (this.closed) return;
         this.ws?.send('2');
-        this.deadTimer = setTimeout(() => this.teardown('ping timeout'), hs.pingTimeout);
+        this.armDeadline(Date.now(), this.deadAfterMs);
       }, hs.pingInterval);
     } else {
-      // EIO4: the server pings; missing a ping for pingInterval + pingTimeout means the link is dead
-      this.deadTimer = setTimeout(() => this.teardown('ping timeout'), hs.pingInterval + hs.pingTimeout);
+      // EIO4: the server pings every pingInterval; none for a little longer means the link is dead
+      this.armDeadline(Date.now(), hs.pingInterval + this.deadAfterMs);
     }
+  }
+
+  /**
+   * The link is dead unless its heartbeat (EIO3 the pong, EIO4 the server's ping) comes since
+   * `sinceMs` within `afterMs`. Checked after the packets already received are read
+   * (setImmediate runs after the event loop's I/O): a process that was busy past the deadline (a
+   * long computation, a loaded machine) finds the heartbeat that came meanwhile rather than
+   * taking a live link for dead.
+   */
+  private armDeadline(sinceMs: number, afterMs: number): void {
+    this.deadTimer = setTimeout(
+      () =>
+        setImmediate(() => {
+          if (this.closed || this.lastBeatMs >= sinceMs) return;
+          this.teardown('ping timeout');
+        }),
+      afterMs,
+    );
   }
 
   private onPacket(msg: string): void {
     if (this.closed) return;
+    this.lastHeardMs = Date.now();
     const type = msg[0];
     if (type === '2') {
       this.ws?.send('3' + msg.slice(1));
-      if (this.opts.engineIO === 4) this.armHeartbeat();
+      if (this.opts.engineIO === 4) {
+        this.lastBeatMs = this.lastHeardMs;
+        this.armHeartbeat();
+      }
       return;
     }
     if (type === '3') {
-      if (this.opts.engineIO === 3) this.armHeartbeat();
+      if (this.opts.engineIO === 3) {
+        this.lastBeatMs = this.lastHeardMs;
+        this.armHeartbeat();
+      }
       return;
     }
     if (type === '1') return this.teardown('server close');
@@ -278,8 +319,9 @@ export class FxcmStream extends EventEmitter {
         /* ignore */
       }
     }
-    this.log.debug('fxcm stream closed', { reason, sid: this.sid });
-    this.emit('close', reason);
+    const silentMs = Date.now() - this.lastHeardMs;
+    this.log.debug('fxcm stream closed', { reason, sid: this.sid, silentMs });
+    this.emit('close', reason, silentMs);
   }
 
   /** Closes the connection (sends Socket.IO disconnect + Engine.IO close first when open). */

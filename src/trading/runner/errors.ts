@@ -35,6 +35,20 @@ export class IntentExpiredError extends Error {
   }
 }
 
+/**
+ * Paper/live: a broker call that got no answer (it timed out, the connection was lost before the
+ * answer, a gateway answered 5xx) and may have been run by the broker, which neither its pushes
+ * since nor a snapshot settled: the message says what was asked, why there was no answer and what
+ * was found. It is never resent; an order it placed that shows up later is claimed by the run
+ * (onOrder / onTrade say so). An order call that was found is answered as if the broker had.
+ */
+export class AnswerLostError extends Error {
+  override readonly name = 'AnswerLostError';
+  constructor(readonly op: string, message: string) {
+    super(message);
+  }
+}
+
 /** A journal whose run ended cleanly was given to resume: there is nothing to continue. */
 export class JournalFinishedError extends Error {
   override readonly name = 'JournalFinishedError';

@@ -189,12 +189,17 @@ export interface StrategyContext<P = Record<string, unknown>> {
   orders(symbol?: string, scope?: Scope): PendingOrder[];
   account(): AccountInfo;
 
-  /** Market order (open_trade AtMarket). Resolves with the order id once the broker accepted it. */
-  openTrade(req: OpenTradeRequest): Promise<{ orderId: string }>;
-  /** Entry order (create_entry_order): stop entry when priced through the market, limit entry otherwise. */
-  createEntryOrder(req: EntryOrderRequest): Promise<{ orderId: string }>;
-  /** Two entry orders in one OCO group (simple_oco): the first to fill cancels the other. */
-  createOco(req: OcoRequest): Promise<{ orderIds: string[] }>;
+  /**
+   * Market order (open_trade AtMarket). Resolves with the order id once the broker accepted it.
+   * Paper/live: when the broker's answer was lost (a timeout, the connection lost mid-call) and
+   * the runner found the order in the broker's pushes or a snapshot, it resolves with that order
+   * and `settled` saying so; when it found nothing it rejects with AnswerLostError.
+   */
+  openTrade(req: OpenTradeRequest): Promise<{ orderId: string; settled?: string }>;
+  /** Entry order (create_entry_order): stop entry when priced through the market, limit entry otherwise. `settled`: as openTrade's. */
+  createEntryOrder(req: EntryOrderRequest): Promise<{ orderId: string; settled?: string }>;
+  /** Two entry orders in one OCO group (simple_oco): the first to fill cancels the other. `settled`: as openTrade's. */
+  createOco(req: OcoRequest): Promise<{ orderIds: string[]; settled?: string }>;
   /** Closes a trade (all of it when `amount` is omitted). Another run's trade only with `accountWide`. */
   closeTrade(tradeId: string, amount?: number, scope?: Scope): Promise<void>;
   /** Closes every trade of this run open when it is called, of a symbol or of every symbol (`accountWide`: the account's). */
@@ -207,7 +212,7 @@ export interface StrategyContext<P = Record<string, unknown>> {
   changeOrder(orderId: string, rate: number, amount?: number, scope?: Scope): Promise<void>;
   deleteOrder(orderId: string, scope?: Scope): Promise<void>;
 
-  /** A repeating timer on the run's clock; `onTimer(ctx, name)` fires every `everyMs`. */
+  /** A repeating timer on the run's clock; `onTimer(ctx, name, count)` fires every `everyMs`. */
   setTimer(name: string, everyMs: number): void;
   clearTimer(name: string): void;
 }
@@ -232,7 +237,12 @@ export interface Strategy<P = Record<string, unknown>> {
   onBar?(ctx: StrategyContext<P>, bar: Bar): Awaitable;
   onOrder?(ctx: StrategyContext<P>, evt: OrderEvent): Awaitable;
   onTrade?(ctx: StrategyContext<P>, evt: TradeEvent): Awaitable;
-  onTimer?(ctx: StrategyContext<P>, name: string): Awaitable;
+  /**
+   * A timer of `setTimer` fell due. `count`: how many times it fell due since it last ran — 1,
+   * unless (paper/live) a hook ran longer than its interval: the firings that fell due meanwhile
+   * are this one, run after every push and answer that arrived before it.
+   */
+  onTimer?(ctx: StrategyContext<P>, name: string, count: number): Awaitable;
   /** Paper/live: after the runner reconciled with the broker on a reconnect or a resume. */
   onReconnect?(ctx: StrategyContext<P>, evt: ReconnectEvent): Awaitable;
   onStop?(ctx: StrategyContext<P>): Awaitable;

@@ -74,6 +74,7 @@ export const RUN_OPTIONS: OptionSpecs = {
   journal: string,
   'journal-max-bytes': string,
   duration: string,
+  'token-refused-timeout': string,
 };
 
 export const REPLAY_OPTIONS: OptionSpecs = { param: repeated, quiet: bool, 'log-level': string, journal: string };

@@ -17,9 +17,11 @@ import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, byteSize, logLevelOf, num
 import { consoleLogger, loadForCommand } from './cli';
 import { JournalFinishedError, strategyErrorLine } from '../errors';
 import { Journal, finishedRunOf, journalPath, readJournal, type JournalLine } from '../engine/journal';
+import { JournalLockedError } from '../engine/journal-lock';
 import { BrokerCallBudget, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, type HeldBack } from '../broker/call-budget';
 import { IF_NO_BUDGET, budgetStateDir, budgetStateFile, heldBackLine, type IfNoBudget } from '../broker/budget-state';
-import { LiveEngine, type LiveIntent, type LiveResult } from '../engine/live';
+import { DEFAULT_TOKEN_REFUSED_MS, LiveEngine, type LiveIntent, type LiveResult } from '../engine/live';
+import { FxcmAuthError, FxcmUnauthorizedError } from '../../fxcm/errors';
 import { lastCheckpoint } from '../engine/checkpoint';
 import { isoUtc } from '../../../platform/time-text';
 import { buildReport, leftOpenText, writeReport } from '../report/report';
@@ -43,7 +45,10 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   --journal DIR         append-only journal (DIR/journal.jsonl); an existing one is resumed:
                         the state is rebuilt from it plus one reconciliation snapshot. A run
                         killed while ending (onStop, or after a strategy error) is finished
-                        (positions flattened); one that ended cleanly is refused (exit 2)
+                        (positions flattened); one that ended cleanly is refused (exit 2). One
+                        runner per journal: DIR/journal.jsonl.lock names the process writing
+                        it; a second is refused (exit 2) while it runs (a killed one's lock is
+                        taken over)
   --journal-max-bytes SIZE  for a strategy with saveState and restoreState: once the journal
                         has grown by SIZE (bytes, or 512K, 8M, 1G) since its checkpoint, a new
                         checkpoint replaces it (the segment before stays as journal.prev.jsonl),
@@ -51,6 +56,10 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   --duration S          stop S seconds after onStart (the start-up snapshot and the warm-up
                         candles, which may wait for the candle budget, come first); a resumed
                         run: S seconds after it resumed (default: until SIGINT/SIGTERM)
+  --token-refused-timeout S  when the broker refuses the token (every call 401 Unauthorized,
+                        every handshake 403: revoked, expired, another session on it) for S
+                        seconds without a call going through again, stop with exit 4; the
+                        journal resumes the run once the token works (default ${DEFAULT_TOKEN_REFUSED_MS / 1000})
   --report PATH         write PATH.json and PATH.html (default ./report)
   --param KEY=VALUE     strategy parameter; repeatable
   --max-position K      safety: maximum position per symbol and side, in K units
@@ -61,9 +70,12 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   -h, --help            this help
 
 Exit status: 0 ok, 1 the strategy failed to load or threw (positions are flattened; the
-message says if any could not be), 2 usage, missing token, a journal that already ended, or a
-limits config that could exceed the broker's limits, 3 a start-up call over its budget with
---if-no-budget exit (the message says when the next call is allowed).
+message says if any could not be), 2 usage, missing token, a journal that already ended or that
+another running runner writes (the message names its process), or a limits config that could
+exceed the broker's limits, 3 a start-up call over its budget with --if-no-budget exit (the
+message says when the next call is allowed), 4 the broker refused the token (at the start, or
+for --token-refused-timeout seconds during the run: the run stopped there, and the same
+--journal resumes it).
 `;
 
 export const PAPER_USAGE = `Usage: ratelimit-runner paper <strategy> --url URL --token TOKEN [options]
@@ -227,13 +239,24 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   }
   const jdir = flag(p, 'journal');
   const jfile = jdir ? journalPath(jdir) : undefined;
+  // the journal's lock before anything reads it: one runner per journal
+  let journal: Journal | undefined;
+  try {
+    journal = jfile ? new Journal(jfile) : undefined;
+  } catch (e) {
+    await broker.limiter.close();
+    if (!(e instanceof JournalLockedError)) throw e;
+    process.stderr.write(`ratelimit-runner ${mode}: ${e.message}\n`);
+    return 2;
+  }
   const recorded = jfile ? readJournal(jfile) : [];
   const stoppedAt = finishedRunOf(recorded);
   if (stoppedAt !== undefined) {
+    journal?.close();
     await broker.limiter.close();
     throw new UsageError(`${jfile}: ${new JournalFinishedError(stoppedAt).message}`);
   }
-  const journal = jfile ? new Journal(jfile) : undefined;
+  const tookOver = journal?.lock.tookOver;
   if (journal !== undefined && journal.tornTailBytes > 0) {
     process.stderr.write(
       `ratelimit-runner ${mode}: ${journal.file}: its last line was cut (${journal.tornTailBytes} bytes; the run stopped while writing it) and is dropped; resuming from the line before it\n`,
@@ -241,6 +264,12 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   }
   const duration = num(p, 'duration');
   const journalMaxBytes = byteSize(p, 'journal-max-bytes');
+  const tokenRefused = num(p, 'token-refused-timeout');
+  if (tokenRefused !== undefined && !(tokenRefused > 0)) {
+    journal?.close();
+    await broker.limiter.close();
+    throw new UsageError(`--token-refused-timeout must be a number of seconds above 0, got "${flag(p, 'token-refused-timeout')}"`);
+  }
   const engine = new LiveEngine({
     mode,
     strategy,
@@ -254,6 +283,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     journalMaxBytes,
     recorded,
     durationMs: duration !== undefined ? duration * 1000 : undefined,
+    tokenRefusedTimeoutMs: tokenRefused !== undefined ? tokenRefused * 1000 : undefined,
     onRunning: () => (running = true),
   });
   let stoppedStarting = false;
@@ -270,15 +300,18 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   let result: LiveResult;
   try {
     await broker.client.connect();
+    if (tookOver) process.stdout.write(`the journal's lock named process ${tookOver.pid} (since ${tookOver.since}), which is no longer running: taken over\n`);
     if (recorded.length) process.stdout.write(`resuming from ${jfile} (${resumedFrom(recorded)})\n`);
     process.stdout.write(`${strategy.name ?? 'strategy'}: ${mode} run on ${url} started\n`);
     result = await engine.run();
   } catch (e) {
-    process.stderr.write(outOfBudget ?? `ratelimit-runner ${mode}: ${stoppedStarting ? 'stopped before the run started' : (e as Error).message}\n`);
+    const refused = e instanceof FxcmAuthError || e instanceof FxcmUnauthorizedError;
+    const why = refused ? `the broker refused the token (${(e as Error).message}): check --token or FXCM_TOKEN` : (e as Error).message;
+    process.stderr.write(outOfBudget ?? `ratelimit-runner ${mode}: ${stoppedStarting ? 'stopped before the run started' : why}\n`);
     await broker.client.close();
     await broker.limiter.close();
     journal?.close();
-    return outOfBudget ? 3 : 1;
+    return outOfBudget ? 3 : refused ? 4 : 1;
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
@@ -296,9 +329,19 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
       `budget: ${budget.map((b) => `${b.endpoint} ${b.sent}${b.limit ? ` (${b.limit})` : ''}${b.waited ? `, ${b.waited} waited` : ''}`).join('; ')}\n` +
       `report: ${out.json} ${out.html}\n`,
   );
+  if (result.unsettled?.length) {
+    process.stderr.write(
+      `ratelimit-runner ${mode}: ${result.unsettled.join(', ')} got no answer from the broker and no snapshot could settle ${result.unsettled.length > 1 ? 'them' : 'it'}: ` +
+        `the broker may hold orders of this run that it does not list; ${jfile ? 'run again with the same --journal to reconcile' : 'check the account'}\n`,
+    );
+  }
   if (result.error) {
     process.stderr.write(strategyErrorLine(result.error));
     return 1;
+  }
+  if (result.halted) {
+    process.stderr.write(`ratelimit-runner ${mode}: ${result.halted.message}: the run stopped there; ${jfile ? 'run again with the same --journal once the token works' : 'what it held is still open at the broker'}\n`);
+    return 4;
   }
   return 0;
 }

@@ -653,7 +653,7 @@ export class BacktestEngine {
         for (const t of [...this.timers.values()].sort((a, b) => a.next - b.next || (a.name < b.name ? -1 : 1))) {
           while (this.timers.get(t.name) === t && t.next <= this.nowMs) {
             t.next += t.every;
-            if (s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, t.name));
+            if (s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, t.name, 1));
             await this.drain();
           }
         }

@@ -7,11 +7,14 @@
  * created (their ids come back in the broker's answers; an OCO's two orders, which its answer does
  * not name, are claimed by their symbol, amount, sides and rates) and the trades those orders
  * opened (linked by the OpenPosition record's orderId or an Order push's tradeId). The broker's
- * REST API has no field to tag an order with, so the journal keeps the claims (`own` lines).
+ * REST API has no field to tag an order with, so the journal keeps the claims (`own` lines). An
+ * order call whose answer was lost and that nothing settled is watched for (lostCalls): an order
+ * that matches it is claimed when it shows up.
  */
 import type { TableRecord } from '../../fxcm/types';
 import { pipOf } from '../../execution/instruments';
 import type { CloseReason, OrderKind, PendingOrder, Position } from '../strategy';
+import type { LostCall } from './lost-answers';
 
 /** A record's number field (the broker sends numbers, sometimes as strings); `otherwise` when absent or malformed. */
 export const numOf = (v: unknown, otherwise = 0): number =>
@@ -47,6 +50,8 @@ export interface SavedBrokerState {
   ownTrades: string[];
   tradeOrders: [string, string][];
   pendingOco: OcoClaim[];
+  /** Absent in checkpoints written before lost answers were settled. */
+  lostCalls?: LostCall[];
 }
 
 /** A level field where 0 means none. */
@@ -71,6 +76,8 @@ export class BrokerState {
   readonly tradeOrders = new Map<string, string>();
   /** OCO requests of this run whose orders have not been claimed yet. */
   readonly pendingOco: OcoClaim[] = [];
+  /** Order calls of this run whose answer was lost and that nothing settled yet (lost-answers.ts): an order matching one is claimed. */
+  readonly lostCalls: LostCall[] = [];
 
   saved(): SavedBrokerState {
     return {
@@ -84,6 +91,7 @@ export class BrokerState {
       ownTrades: [...this.ownTrades],
       tradeOrders: [...this.tradeOrders],
       pendingOco: this.pendingOco,
+      lostCalls: this.lostCalls,
     };
   }
 
@@ -100,6 +108,7 @@ export class BrokerState {
     s.ownTrades.forEach((id) => this.ownTrades.add(id));
     fill(this.tradeOrders, s.tradeOrders);
     this.pendingOco.push(...s.pendingOco);
+    this.lostCalls.push(...(s.lostCalls ?? []));
   }
 
   /** Notes which order opened a trade; true when that makes the trade this run's. */

@@ -8,17 +8,27 @@
  *   {k:'snapshot', t, snap, reason, downMs?}  a get_model snapshot: reason 'start', or a
  *                               reconciliation ('resume' after a restart, 'reconnect' after the
  *                               stream dropped, with how long it was down)
- *   {k:'own', t, orderId?|oco?} an order this run's call created (its id from the answer, or an
- *                               OCO request whose orders are claimed by their legs): the run's own
- *   {k:'disconnected', t, reason}  the broker stream dropped (not an input)
+ *   {k:'own', t, orderId?|oco?|lost?}  an order this run's call created (its id from the answer,
+ *                               or an OCO request whose orders are claimed by their legs, or a
+ *                               lost call's watch that claims the order matching it): the run's own
+ *   {k:'disconnected', t, reason, silentMs?}  the broker stream dropped (not an input);
+ *                               silentMs: nothing had come for that long before (a silent outage)
+ *   {k:'tokenRefused', t, error}  the broker refused the token (not an input)
+ *   {k:'halted', t, reason, message}  the runner stopped the run (the token refused too long; not
+ *                               an input, and the run stays resumable)
  *   {k:'history', t, bars}      warm-up bars
  *   {k:'start', t}              onStart ran
  *   {k:'price', t, p}           a price push (FxcmClient PriceUpdate)
  *   {k:'table', t, model, action, rec}  a table push (merged record)
- *   {k:'timer', t, name}        a strategy timer fired
+ *   {k:'timer', t, name, count?}  a strategy timer fired (count: the firings it stands for)
  *   {k:'stop', t}               onStop ran
  *   {k:'intent', id, t, op, args}        a strategy decision (before any check or call)
- *   {k:'answer', id, ok, value?|error?}  the runner's / broker's answer to intent `id`
+ *   {k:'answer', id, ok, value?|error?}  the runner's / broker's answer to intent `id`; a call
+ *                               whose answer was lost (lost-answers.ts) and was settled has the
+ *                               orders found (`claims`) and how (`lost`: pushes, snapshot), one
+ *                               not settled the watch it leaves (`watch`)
+ *   {k:'watched', t, id, outcome}  a lost call's watch ended: what it placed was found (claimed)
+ *                               or is not at the broker (not an input)
  *   {k:'fatal', t, error}       the strategy failed; the runner then flattens (a resume finishes that)
  *   {k:'resume', t}             a restarted run takes over from here
  *   {k:'checkpoint', t, v, intents, strategy, engine}  everything a resume needs at a point between
@@ -31,9 +41,13 @@
  * the engine writes a new checkpoint and the journal is replaced by its run line and that
  * checkpoint (compact). The segment it replaces stays beside it, for inspection, as the one
  * previous segment (journal.prev.jsonl); a resume never reads it.
+ *
+ * One process writes a journal: opening one takes its lock (FILE.lock, journal-lock.ts), which a
+ * second writer is refused while the first lives, and which a killed writer does not keep.
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { lockJournal, type JournalLock } from './journal-lock';
 
 export type JournalLine = { k: string; t?: number; id?: number } & Record<string, unknown>;
 
@@ -59,14 +73,26 @@ export class Journal {
   /** Bytes in the file, and those of the run line and checkpoint it starts with (0 when it has none). */
   private size: number;
   private headBytes: number;
+  /** The journal's lock (one writer per journal), held until close. */
+  readonly lock: JournalLock;
+  /**
+   * Opens (creates) a journal for appending, after taking its lock: JournalLockedError while
+   * another live process writes it (journal-lock.ts).
+   */
   constructor(readonly file: string, private readonly fsync = true) {
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-    // a compaction killed before its rename leaves its new file beside a journal that is whole
-    fs.rmSync(nextPath(file), { force: true });
-    this.fd = fs.openSync(file, 'a+');
-    this.tornTailBytes = dropTornTail(file, this.fd);
-    this.size = fs.fstatSync(this.fd).size;
-    this.headBytes = checkpointHeadBytes(this.fd, this.size);
+    this.lock = lockJournal(file);
+    try {
+      // a compaction killed before its rename leaves its new file beside a journal that is whole
+      fs.rmSync(nextPath(file), { force: true });
+      this.fd = fs.openSync(file, 'a+');
+      this.tornTailBytes = dropTornTail(file, this.fd);
+      this.size = fs.fstatSync(this.fd).size;
+      this.headBytes = checkpointHeadBytes(this.fd, this.size);
+    } catch (e) {
+      this.lock.release();
+      throw e;
+    }
   }
 
   /** Bytes appended after the checkpoint the journal starts with (after its start when it has none). */
@@ -118,6 +144,7 @@ export class Journal {
     this.size = this.headBytes = Buffer.byteLength(text);
   }
 
+  /** Closes the file and releases the lock. */
   close(): void {
     if (this.fd === undefined) return;
     try {
@@ -127,6 +154,7 @@ export class Journal {
     }
     fs.closeSync(this.fd);
     this.fd = undefined;
+    this.lock.release();
   }
 }
 
@@ -200,7 +228,9 @@ export function readJournal(file: string): JournalLine[] {
 
 /**
  * When a journal's run ended cleanly: the time of its `stop` (onStop ran) when it has one, no
- * strategy error, and an answer for every intent. Such a run has nothing left to resume.
+ * strategy error, an answer for every intent, and no order call whose answer was lost still
+ * waiting for a reconciliation to settle it (an answer's `watch` that awaits a snapshot, without
+ * a `watched` line after it). Such a run has nothing left to resume.
  */
 export function finishedRunOf(lines: readonly JournalLine[]): number | undefined {
   let stopAt: number | undefined;
@@ -209,7 +239,8 @@ export function finishedRunOf(lines: readonly JournalLine[]): number | undefined
     if (l.k === 'fatal') return undefined;
     if (l.k === 'stop') stopAt ??= l.t ?? 0;
     else if (l.k === 'intent' && typeof l.id === 'number') unanswered.add(l.id);
-    else if (l.k === 'answer' && typeof l.id === 'number') unanswered.delete(l.id);
+    else if (l.k === 'answer' && typeof l.id === 'number' && (l.watch as { lost?: { awaitsSnapshot?: boolean } } | undefined)?.lost?.awaitsSnapshot !== true) unanswered.delete(l.id);
+    else if (l.k === 'watched' && typeof l.id === 'number') unanswered.delete(l.id);
   }
   return unanswered.size === 0 ? stopAt : undefined;
 }

@@ -35,6 +35,7 @@
  *   arrive as onOrder accepted events).
  */
 import { silentLogger } from '../../../telemetry/logger';
+import { systemClock, type Clock } from '../../../platform/clock';
 import type { FxcmClient, Snapshot } from '../../fxcm/client';
 import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '../../fxcm/types';
 import type { ClosedTrade, EquityPoint, RunResult } from '../results';
@@ -43,8 +44,10 @@ import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS } from '../../fxcm/candles';
 import { BrokerState, brokerTimeMs, numOf, type OcoClaim } from './broker-state';
 import { pipOf } from '../../execution/instruments';
 import { liveContext } from './live-context';
-import { errorOf, journaledError, settleOrphan, type JournaledError, type Orphan } from './orphans';
-import { JournalFinishedError, OrderRejectedError, SafetyError, runErrorOf, runHook, scriptLocation } from '../errors';
+import { errorOf, journaledError, matchPlacedOrder, settleOrphan, type JournaledError, type Orphan } from './orphans';
+import { LOST_SNAPSHOT_TTL_MS, LOST_WATCH_MS, PLACING_OPS, PushLog, SETTLED_OPS, describeCall, settleFromPushes, settleFromSnapshot, snapshotModels, watchMatches, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
+import { answerLost } from '../../fxcm/errors';
+import { AnswerLostError, JournalFinishedError, OrderRejectedError, SafetyError, runErrorOf, runHook, scriptLocation } from '../errors';
 import { finishedRunOf, type Journal, type JournalLine } from './journal';
 import { CHECKPOINT_VERSION, DEFAULT_JOURNAL_MAX_BYTES, hasStateHooks, jsonProblem, lastCheckpoint, type CheckpointLine, type SavedEngine } from './checkpoint';
 import { thinEquity } from '../report/equity-thinning';
@@ -80,7 +83,19 @@ export interface LiveOptions {
   /** Stop this many ms after onStart (a resumed run: after it resumed); paper/live; default: until stop(). */
   durationMs?: number;
   currency?: string;
-  now?: () => number;
+  /**
+   * The run's clock: the time of the runner's own inputs (snapshots, timers, ctx.now() in their
+   * hooks), the strategy's timers and --duration (default the system clock; tests pass a ManualClock).
+   */
+  clock?: Clock;
+  /**
+   * Once the broker has refused the token (every call 401, every handshake 403) for this long
+   * without a call going through again, the run is halted (its journal resumable); default
+   * DEFAULT_TOKEN_REFUSED_MS.
+   */
+  tokenRefusedTimeoutMs?: number;
+  /** How long the snapshot that settles a lost answer may wait for its budget (default LOST_SNAPSHOT_TTL_MS). */
+  lostSnapshotTtlMs?: number;
   /** Called once the start-up calls (snapshot, subscriptions, history) are done. */
   onRunning?: () => void;
 }
@@ -91,19 +106,37 @@ export interface LiveResult extends RunResult {
   /** How many intents the run made, those before its last checkpoint included. */
   decisions: number;
   resumed: boolean;
+  /** The run was stopped by the runner, not by the strategy or a signal: the broker refused the token (the journal resumes it). */
+  halted?: { reason: 'token'; message: string };
+  /**
+   * Order calls whose answer was lost and that no snapshot could settle yet: they may have placed
+   * orders this run does not own. A run again with the same journal reconciles them.
+   */
+  unsettled?: string[];
 }
 
 /** Why a snapshot was taken: the run's start, a restart's resume, or a reconnect after the stream dropped. */
 export type SnapshotReason = 'start' | 'resume' | 'reconnect';
 
+/** How a lost answer was settled: the orders found (claims), or the watch it leaves. */
+interface Settlement {
+  claims: string[];
+  how?: 'pushes' | 'snapshot';
+  watch?: { lost: LostCall } | { oco: OcoClaim };
+  /** Settled from a snapshot: its records of what the call did, handled as the pushes that did not come. */
+  records?: SnapshotRecord[];
+}
+
 type InEvent =
   | { k: 'snapshot'; t: number; snap: Snapshot; reason?: SnapshotReason; downMs?: number }
-  | { k: 'own'; t: number; orderId?: string; oco?: OcoClaim }
+  /** `lost`: an order call whose answer was lost and that nothing settled: a watch (lost-answers.ts). */
+  | { k: 'own'; t: number; orderId?: string; oco?: OcoClaim; lost?: LostCall }
   | { k: 'history'; t: number; bars: Bar[] }
   | { k: 'start'; t: number }
   | { k: 'price'; t: number; p: PriceUpdate }
   | { k: 'table'; t: number; model: ModelName; action: TableAction; rec: TableRecord }
-  | { k: 'timer'; t: number; name: string }
+  /** `count`: how many times it fell due since it last ran (a hook ran meanwhile), when more than once. */
+  | { k: 'timer'; t: number; name: string; count?: number }
   | { k: 'stop'; t: number }
   /** The broker's bars of a range the live bars asked for (empty when it could not be fetched). */
   | { k: 'bars'; t: number; fetch: BarFetch; bars: Bar[] }
@@ -111,6 +144,55 @@ type InEvent =
   | { k: 'gap'; t: number };
 
 const IN_KINDS = new Set(['snapshot', 'own', 'history', 'start', 'price', 'table', 'timer', 'stop', 'bars', 'gap']);
+/**
+ * Inputs that change what the strategy sees (table pushes, the claims of answered calls,
+ * snapshots): all those queued are handled before the next queued input whose hook would
+ * otherwise run on a stale view (a timer, a tick, a bar, onStop). Their own hooks (onTrade,
+ * onOrder, onReconnect) run as they are handled.
+ */
+const STATE_KINDS: ReadonlySet<string> = new Set(['table', 'own', 'snapshot']);
+/**
+ * The inputs waiting to be handled, in two lines: the state inputs (STATE_KINDS), always taken
+ * first, and the others; each line keeps its order (push: at its end, unshift: at its front).
+ */
+class InputQueue {
+  private readonly state: InEvent[] = [];
+  private readonly other: InEvent[] = [];
+
+  get length(): number {
+    return this.state.length + this.other.length;
+  }
+
+  private lineOf(ev: InEvent): InEvent[] {
+    return STATE_KINDS.has(ev.k) ? this.state : this.other;
+  }
+
+  push(...evs: InEvent[]): void {
+    for (const ev of evs) this.lineOf(ev).push(ev);
+  }
+
+  unshift(...evs: InEvent[]): void {
+    for (let i = evs.length - 1; i >= 0; i--) this.lineOf(evs[i]!).unshift(evs[i]!);
+  }
+
+  /** The next input to handle. */
+  shift(): InEvent | undefined {
+    return this.state.shift() ?? this.other.shift();
+  }
+
+  some(pred: (ev: InEvent) => boolean): boolean {
+    return this.state.some(pred) || this.other.some(pred);
+  }
+
+  /** Takes out the queued firing of a timer, if there is one. */
+  takeTimer(name: string): Extract<InEvent, { k: 'timer' }> | undefined {
+    const i = this.other.findIndex((ev) => ev.k === 'timer' && ev.name === name);
+    return i < 0 ? undefined : (this.other.splice(i, 1)[0] as Extract<InEvent, { k: 'timer' }>);
+  }
+}
+
+/** How long the broker may refuse the token before the run halts (LiveOptions.tokenRefusedTimeoutMs). */
+export const DEFAULT_TOKEN_REFUSED_MS = 60_000;
 /** How many ends of unclaimed trades and orders are kept for a late claim. */
 const UNCLAIMED_ENDS = 200;
 /** Attempts at fetching a range of bars before the series is left with a gap (said in the log). */
@@ -134,26 +216,32 @@ function claimOf(op: string, args: unknown, value: unknown, t: number): Extract<
  * run was killed between the two. Claimed at the resume, the orders stay the run's.
  */
 export function unclaimedOrderCalls(lines: readonly JournalLine[], t: number): Array<Extract<InEvent, { k: 'own' }>> {
-  const claimed = lines.filter((l) => l.k === 'own').map((l) => JSON.stringify(l.orderId ?? l.oco));
+  const claimed = lines.filter((l) => l.k === 'own').map((l) => JSON.stringify(l.orderId ?? l.oco ?? l.lost));
   const answered = new Map<number, JournalLine>();
-  for (const l of lines) if (l.k === 'answer' && l.ok === true && typeof l.id === 'number') answered.set(l.id, l);
+  for (const l of lines) if (l.k === 'answer' && (l.ok === true || l.watch !== undefined) && typeof l.id === 'number') answered.set(l.id, l);
   const out: Array<Extract<InEvent, { k: 'own' }>> = [];
   for (const l of lines) {
     const a = typeof l.id === 'number' ? answered.get(l.id) : undefined;
     if (l.k !== 'intent' || a === undefined) continue;
-    // an intent settled at a restart claims the orders found for it (settleOrphans), else its answer's
-    const claims: Array<Extract<InEvent, { k: 'own' }> | undefined> = Array.isArray(a.claims)
-      ? a.claims.map((orderId) => ({ k: 'own', t, orderId: String(orderId) }))
-      : [claimOf(String(l.op), l.args, a.value, t)];
+    // an intent settled at a restart or after a lost answer claims the orders found for it
+    // (settleOrphans, settleLost), one left unsettled its watch, else its answer's
+    const claims: Array<Extract<InEvent, { k: 'own' }> | undefined> = [
+      ...(Array.isArray(a.claims) ? a.claims.map((orderId): Extract<InEvent, { k: 'own' }> => ({ k: 'own', t, orderId: String(orderId) })) : []),
+      ...(a.watch !== undefined ? [{ k: 'own' as const, t, ...(a.watch as { lost?: LostCall; oco?: OcoClaim }) }] : []),
+    ];
+    if (!Array.isArray(a.claims) && a.watch === undefined) claims.push(claimOf(String(l.op), l.args, a.value, t));
     for (const own of claims) {
       if (!own) continue;
-      const at = claimed.indexOf(JSON.stringify(own.orderId ?? own.oco));
+      const at = claimed.indexOf(JSON.stringify(own.orderId ?? own.oco ?? own.lost));
       if (at >= 0) claimed.splice(at, 1);
       else out.push(own);
     }
   }
   return out;
 }
+
+/** Lost order calls watched for at most (the oldest is dropped, said in the log). */
+const MAX_LOST_CALLS = 50;
 
 const plain = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
 
@@ -164,7 +252,7 @@ export class LiveEngine {
   private readonly ctx: StrategyContext<Record<string, unknown>>;
   private readonly timeframes: Period[];
   private now = 0;
-  private queue: InEvent[] = [];
+  private readonly queue = new InputQueue();
   private pumping: Promise<void> | undefined;
   private replaying = false;
   private answers = new Map<number, JournalLine>();
@@ -181,10 +269,15 @@ export class LiveEngine {
   /** Checkpoints are taken: the strategy has the hooks, and its saveState has not failed in this run. */
   private checkpointing: boolean;
   private readonly quotes = new Map<string, Tick>();
+  /** The table pushes that come while order calls wait for their answers (lost-answers.ts). */
+  private readonly pushLog = new PushLog();
+  /** Orders this run's calls created whose claim is not handled yet: never another lost call's. */
+  private readonly answeredOrderIds = new Set<string>();
   private readonly broker = new BrokerState();
   private readonly history = new BarHistory();
   private readonly liveBars: LiveBars;
-  private readonly timers = new Map<string, { every: number; handle?: NodeJS.Timeout }>();
+  private readonly timers = new Map<string, { every: number; next?: number; handle?: unknown }>();
+  private readonly clock: Clock;
   private readonly closed: ClosedTrade[] = [];
   private readonly closedIds = new Set<string>();
   /** Own trades and entry orders the strategy has heard of (onTrade opened, onOrder accepted). */
@@ -212,6 +305,7 @@ export class LiveEngine {
 
   constructor(opts: LiveOptions) {
     this.o = opts;
+    this.clock = opts.clock ?? systemClock;
     this.log = opts.logger ?? silentLogger;
     this.guard = new SafetyGuard(opts.safety ?? {});
     this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : [LIVE_DEFAULT_TIMEFRAME];
@@ -222,7 +316,7 @@ export class LiveEngine {
   }
 
   private wallNow(): number {
-    return this.o.now ? this.o.now() : Date.now();
+    return this.clock.nowMs();
   }
 
   private get strategyName(): string {
@@ -270,15 +364,33 @@ export class LiveEngine {
     });
   }
 
+  /** Arms a timer on the run's clock: due every `every` ms from now (without drift). */
   private armTimer(name: string): void {
     const t = this.timers.get(name);
-    if (!t || t.handle) return;
-    t.handle = setInterval(() => this.enqueue({ k: 'timer', t: this.wallNow(), name }), t.every);
+    if (!t || t.handle !== undefined) return;
+    t.next = this.wallNow() + t.every;
+    const due = () => {
+      if (this.timers.get(name) !== t) return;
+      t.next! += t.every;
+      t.handle = this.clock.setTimeout(due, Math.max(0, t.next! - this.wallNow()));
+      this.timerDue(name);
+    };
+    t.handle = this.clock.setTimeout(due, t.every);
+  }
+
+  /**
+   * A timer fell due. When its last firing is still queued (a hook has been running since), the
+   * two are one firing, at the later time and behind what arrived meanwhile, with the count.
+   */
+  private timerDue(name: string): void {
+    const queued = this.queue.takeTimer(name);
+    const count = queued ? (queued.count ?? 1) + 1 : 1;
+    this.enqueue({ k: 'timer', t: this.wallNow(), name, ...(count > 1 ? { count } : {}) });
   }
 
   private clearTimer(name: string): void {
     const t = this.timers.get(name);
-    if (t?.handle) clearInterval(t.handle);
+    if (t?.handle !== undefined) this.clock.clearTimeout(t.handle);
     this.timers.delete(name);
   }
 
@@ -306,11 +418,20 @@ export class LiveEngine {
     }
     this.journalLine({ k: 'intent', ...intent }, true);
     this.unanswered++;
-    const answer = (ok: boolean, v: unknown) => {
+    /** The answer, journaled; what it placed (or, unsettled, its watch) becomes the run's next. */
+    const answer = (ok: boolean, v: unknown, settled?: Settlement) => {
       this.unanswered--;
-      if (ok) this.journalLine({ k: 'answer', id, ok: true, value: plain(v) }, true);
-      else this.journalLine({ k: 'answer', id, ok: false, error: journaledError(v as Error) }, true);
-      if (ok) this.claim(name, intent.args, v);
+      const t = this.wallNow();
+      if (ok) this.journalLine({ k: 'answer', id, ok: true, value: plain(v), ...(settled ? { claims: settled.claims, lost: settled.how } : {}) }, true);
+      else this.journalLine({ k: 'answer', id, ok: false, error: journaledError(v as Error), ...(settled?.watch ? { watch: plain(settled.watch) } : {}) }, true);
+      const owns: Array<Extract<InEvent, { k: 'own' }>> = settled
+        ? [...settled.claims.map((orderId) => ({ k: 'own' as const, t, orderId })), ...(settled.watch ? [{ k: 'own' as const, t, ...settled.watch }] : [])]
+        : ok
+          ? [claimOf(name, intent.args, v, t)].filter((x) => x !== undefined)
+          : [];
+      // a delete's record as the broker's push would carry it (the order's fields)
+      const pushed = (r: SnapshotRecord): SnapshotRecord => (r.model === 'Order' && r.action === 'D' ? { ...r, rec: { ...(this.broker.orders.get(String(r.rec.orderId)) ?? {}), ...r.rec } } : r);
+      this.claim(owns, (settled?.records ?? []).map((r) => ({ k: 'table' as const, t, ...pushed(r) })));
     };
     try {
       if (this.stopped && this.finished) throw new OrderRejectedError('the run has stopped');
@@ -325,30 +446,119 @@ export class LiveEngine {
       answer(false, e);
       return Promise.reject(e);
     }
+    // what the broker pushes from now on settles the call if its answer is lost
+    const mark = SETTLED_OPS.has(name) ? this.pushLog.begin() : undefined;
+    const lostCtx = this.lostContext(name, intent.args);
+    const done = () => {
+      if (mark !== undefined) this.pushLog.end();
+    };
     const run = () => send(client);
     const l = this.o.limiter;
     const p = l ? l.withIntent({ ttlMs }, run) : run();
     return p.then(
       (v) => {
+        done();
         answer(true, v);
         return v;
       },
-      (e: Error) => {
-        answer(false, e);
-        throw e;
+      async (e: Error) => {
+        if (!answerLost(e)) {
+          done();
+          answer(false, e);
+          throw e;
+        }
+        const settled = await this.settleLost(intent, e, mark, lostCtx).finally(done);
+        if ('error' in settled) {
+          answer(false, settled.error, settled);
+          throw settled.error;
+        }
+        answer(true, settled.value, settled);
+        return settled.value as T;
       },
     );
   }
 
   /**
-   * What an answered order call created becomes this run's: an `own` input, handled next (before
+   * What answered order calls created becomes this run's: `own` inputs, handled next (before
    * the pushes and prices already queued) and journaled with them, so a replay claims at the same point.
    */
-  private claim(op: string, args: unknown, value: unknown): void {
-    const own = claimOf(op, args, value, this.wallNow());
-    if (!own) return;
-    this.queue.unshift(own);
+  private claim(owns: Array<Extract<InEvent, { k: 'own' }>>, records: Array<Extract<InEvent, { k: 'table' }>> = []): void {
+    if (!owns.length && !records.length) return;
+    for (const own of owns) if (own.orderId !== undefined) this.answeredOrderIds.add(own.orderId);
+    this.queue.unshift(...owns, ...records);
     this.kick();
+  }
+
+  /** What a lost answer's settlement needs that its request does not say: the trades a close closes, and their size. */
+  private lostContext(op: string, args: unknown): LostContext {
+    const a = (args ?? {}) as Record<string, unknown>;
+    if (op === 'closeTrade') {
+      const before = this.broker.positions.has(String(a.tradeId)) ? numOf(this.broker.positions.get(String(a.tradeId))!.amountK) : undefined;
+      return { tradeIds: [String(a.tradeId)], amountBefore: before, amount: a.amount === undefined ? before : numOf(a.amount) };
+    }
+    if (op === 'closeAll') return { tradeIds: this.broker.ownPositions(a.accountWide === true).filter((r) => a.symbol === undefined || r.currency === a.symbol).map((r) => String(r.tradeId)) };
+    return {};
+  }
+
+  /**
+   * A call whose answer was lost (answerLost): settled from the broker's pushes since it was sent
+   * (`mark`), else from one snapshot within the call budget (LOST_SNAPSHOT_TTL_MS of waiting at
+   * most); found, it is answered as the broker would have answered it (its `settled` says so) and
+   * what it placed is claimed; not found, it is rejected with AnswerLostError, and an order call
+   * leaves a watch. Never resent; the log says what was found.
+   */
+  private async settleLost(intent: LiveIntent, e: Error, mark: number | undefined, ctx: LostContext): Promise<Settlement & ({ value: unknown } | { error: Error })> {
+    const op = intent.op;
+    const args = (intent.args ?? {}) as Record<string, unknown>;
+    const noAnswer = `${describeCall(op, args)} got no answer from the broker (${e.message})`;
+    const fail = (message: string, watch?: Settlement['watch']) => {
+      const error = new AnswerLostError(op, message);
+      this.log.error(`intent ${intent.id}: ${message}`);
+      return { error, claims: [], ...(watch ? { watch } : {}) };
+    };
+    if (mark === undefined) return fail(`${noAnswer} and may have been applied: it is not resent; the broker's pushes show what it holds (ctx.positions(), ctx.orders())`);
+    const taken = (id: string) => this.broker.ownOrders.has(id) || this.answeredOrderIds.has(id);
+    const settled = (f: { value: unknown; orderIds: string[]; what: string }, how: 'pushes' | 'snapshot') => {
+      const said = `${noAnswer}; the broker's ${how === 'pushes' ? 'pushes since the call show' : 'snapshot shows'} ${f.what}`;
+      this.log.warn(`intent ${intent.id}: ${said}${f.orderIds.length ? ': claimed by this run' : ''}`);
+      const value = f.value !== null && typeof f.value === 'object' ? { ...(f.value as object), settled: said } : f.value;
+      return { value, claims: f.orderIds, how };
+    };
+    let found = settleFromPushes(op, args, this.pushLog.since(mark), taken, ctx);
+    if (found && 'value' in found) return settled(found, 'pushes');
+    let why = found?.notFound;
+    let ambiguous = found?.ambiguous === true;
+    let checked = false;
+    if (!ambiguous) {
+      try {
+        const c = this.o.client!;
+        const get = () => c.getModel(snapshotModels(op));
+        const l = this.o.limiter;
+        const snap = await (l ? l.withIntent({ ttlMs: this.o.lostSnapshotTtlMs ?? LOST_SNAPSHOT_TTL_MS, priority: 1 }, get) : get());
+        checked = true;
+        // what was pushed meanwhile first, then the snapshot: an order the run did not know before the call
+        const pushed = this.pushLog.since(mark);
+        found = settleFromPushes(op, args, pushed, taken, ctx);
+        if (found && 'value' in found) return settled(found, 'pushes');
+        const known = new Set(this.broker.knownOrderIds);
+        for (const id of pushed.orders.keys()) known.delete(id);
+        for (const id of [...this.broker.ownOrders, ...this.answeredOrderIds]) known.add(id);
+        const s = settleFromSnapshot(op, args, snap, known, ctx);
+        if ('value' in s) return { ...settled(s, 'snapshot'), records: s.records };
+        why = s.notFound;
+        ambiguous = s.ambiguous === true;
+      } catch (se) {
+        why = `${why ? `${why}; ` : ''}no snapshot could be taken (${(se as Error).message})`;
+      }
+    }
+    if (!PLACING_OPS.has(op)) {
+      return fail(checked ? `${noAnswer}: ${why}; it is not resent` : `${noAnswer} and may have executed: its pushes since show nothing, and ${why}; it is not resent: the broker's pushes and the next reconciliation show what it did`);
+    }
+    if (ambiguous) return fail(`${noAnswer} and may have executed: ${why}; it is not resent, and none of them is claimed by this run (they are the account's: ctx.positions(undefined, { accountWide: true }))`);
+    const watch: Settlement['watch'] =
+      op === 'createOco' ? { oco: claimOf(op, args, {}, this.now)!.oco! } : { lost: { id: intent.id, op, args, since: this.now, awaitsSnapshot: !checked } };
+    if (checked) return fail(`${noAnswer} and may have executed: neither the broker's pushes since nor a snapshot show it (${why}); it is not resent, and an order matching it that shows up later is claimed by this run (onOrder / onTrade)`, watch);
+    return fail(`${noAnswer} and may have executed: its pushes since show nothing, and ${why}; it is not resent: the next reconciliation with the broker (after a reconnect or a restart) claims what it placed, if anything`, watch);
   }
 
   private journalLine(line: JournalLine, sync = false, skipWhenReplaying = false): void {
@@ -443,7 +653,8 @@ export class LiveEngine {
   }
 
   private async apply(ev: InEvent): Promise<void> {
-    this.now = ev.t;
+    // inputs handled out of their arrival order (STATE_KINDS) never take ctx.now() back
+    this.now = Math.max(this.now, ev.t);
     const s = this.o.strategy;
     switch (ev.k) {
       case 'snapshot':
@@ -468,7 +679,7 @@ export class LiveEngine {
       case 'table':
         return this.applyTable(ev.model, ev.action, ev.rec);
       case 'timer':
-        if (this.timers.has(ev.name) && s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, ev.name));
+        if (this.timers.has(ev.name) && s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, ev.name, ev.count ?? 1));
         return;
       case 'stop':
         if (this.stopped) return;
@@ -490,6 +701,7 @@ export class LiveEngine {
     const snap = ev.snap;
     const acc = (snap.Account ?? [])[0];
     if (acc) this.setAccount(acc);
+    if (ev.reason === 'reconnect' || ev.reason === 'resume') this.settleWatches(snap);
     const before = new Map(this.broker.ownPositions().map((r) => [String(r.tradeId), r]));
     const ordersBefore = new Map(this.broker.ownEntryOrders().map((r) => [String(r.orderId), r]));
     this.broker.positions.clear();
@@ -545,6 +757,8 @@ export class LiveEngine {
       if (s.onOrder) await this.call('onOrder', () => s.onOrder!.call(s, this.ctx, trade ? { ...base, status: 'filled', tradeId: String(trade.tradeId), rate: numOf(trade.open) } : { ...base, status: 'cancelled', reason: 'gone while away' }));
     }
     for (const r of opened) await this.announceTrade(String(r.tradeId));
+    // own entry orders the strategy has not heard of (claimed before this snapshot brought them)
+    for (const r of this.broker.ownEntryOrders()) await this.announceOrder(String(r.orderId));
     if (ev.reason === 'reconnect' || ev.reason === 'resume') {
       const info: ReconnectEvent = {
         reason: ev.reason,
@@ -581,10 +795,25 @@ export class LiveEngine {
     if (s.onOrder) await this.call('onOrder', () => s.onOrder!.call(s, this.ctx, e));
   }
 
-  /** An order became this run's: it, and the trades it opened (also one that closed before the claim), are the strategy's. */
-  private async applyOwn(ev: { orderId?: string; oco?: OcoClaim }): Promise<void> {
+  /**
+   * An order became this run's: it, and the trades it opened (also one that closed before the
+   * claim), are the strategy's. A lost order call's watch (`lost`) claims the order that shows up for it.
+   */
+  private async applyOwn(ev: { orderId?: string; oco?: OcoClaim; lost?: LostCall }): Promise<void> {
+    if (ev.lost) {
+      this.broker.lostCalls.push({ ...ev.lost, args: { ...ev.lost.args } });
+      // a bound: a strategy whose calls keep losing their answers does not grow the state for ever
+      if (this.broker.lostCalls.length > MAX_LOST_CALLS) {
+        const old = this.broker.lostCalls.shift()!;
+        this.log.warn(`intent ${old.id} (${describeCall(old.op, old.args)}), whose answer was lost, is no longer watched for: more than ${MAX_LOST_CALLS} are`);
+        this.journalLine({ k: 'watched', t: this.now, id: old.id, outcome: 'no longer watched' }, true, true);
+      }
+    }
     const ids: string[] = [];
-    if (ev.orderId !== undefined) ids.push(ev.orderId);
+    if (ev.orderId !== undefined) {
+      ids.push(ev.orderId);
+      this.answeredOrderIds.delete(ev.orderId);
+    }
     if (ev.oco) {
       this.broker.pendingOco.push({ ...ev.oco, legs: ev.oco.legs.map((l) => ({ ...l })) });
       for (const [id, r] of this.broker.orders) if (!this.broker.ownOrders.has(id) && this.broker.takeOcoLeg(r)) ids.push(id);
@@ -703,6 +932,7 @@ export class LiveEngine {
         const id = String(r.orderId ?? '');
         if (!id) return;
         this.broker.knownOrderIds.add(id);
+        if (action === 'I' && !this.broker.ownOrders.has(id)) this.claimWatched(id, r);
         const kind = this.broker.orderKind(r);
         const tradeId = r.tradeId ? String(r.tradeId) : undefined;
         if ((kind === 'market' || kind === 'entry') && tradeId && this.broker.link(tradeId, id)) await this.announceTrade(tradeId);
@@ -727,6 +957,39 @@ export class LiveEngine {
       default:
         return;
     }
+  }
+
+  /** A new order of the account that a lost order call's watch waits for becomes the run's. */
+  private claimWatched(orderId: string, r: TableRecord): void {
+    const watches = this.broker.lostCalls;
+    const i = watches.findIndex((w) => (w.awaitsSnapshot || this.now - w.since <= LOST_WATCH_MS) && watchMatches(w, r));
+    if (i < 0) return;
+    const w = watches.splice(i, 1)[0]!;
+    this.broker.claimOrder(orderId);
+    this.log.warn(`order ${orderId} is what intent ${w.id} (${describeCall(w.op, w.args)}) placed after all, though its answer was lost: claimed by this run`);
+    this.journalLine({ k: 'watched', t: this.now, id: w.id, outcome: `claimed order ${orderId}` }, true, true);
+  }
+
+  /**
+   * A reconciliation settles the watches of lost order calls: the order the snapshot has that
+   * matches one (and the run did not know) is the run's; a watch it does not find is over.
+   */
+  private settleWatches(snap: Snapshot): void {
+    for (const w of this.broker.lostCalls.splice(0)) {
+      if (!w.awaitsSnapshot && this.now - w.since > LOST_WATCH_MS) continue;
+      const m = matchPlacedOrder(w.op, w.args, snap, this.broker.knownOrderIds);
+      const what = `intent ${w.id} (${describeCall(w.op, w.args)})`;
+      if (m && 'value' in m) {
+        for (const id of m.orderIds) this.broker.claimOrder(id);
+        this.log.warn(`the reconciliation finds what ${what} placed, though its answer was lost: order ${m.orderIds.join(', ')}, claimed by this run`);
+      } else this.log.info(`the reconciliation does not find what ${what}, whose answer was lost, would have placed${m ? ` (${m.why})` : ''}: it did not execute`);
+      this.journalLine({ k: 'watched', t: this.now, id: w.id, outcome: m && 'value' in m ? `claimed order ${m.orderIds.join(', ')}` : 'not at the broker' }, true, true);
+    }
+  }
+
+  /** The lost order calls that wait for a reconciliation to say what they placed. */
+  private unsettled(): string[] {
+    return this.broker.lostCalls.filter((w) => w.awaitsSnapshot).map((w) => `intent ${w.id} (${describeCall(w.op, w.args)})`);
   }
 
   private keepUnclaimed(model: ModelName, id: string, r: TableRecord): void {
@@ -900,6 +1163,7 @@ export class LiveEngine {
     const lines = at >= 0 ? recorded.slice(at + 1) : recorded;
     for (const l of lines) if (l.k === 'answer' && typeof l.id === 'number') this.answers.set(l.id, l);
     for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.broker.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
+    for (const l of lines) if (l.k === 'answer' && Array.isArray(l.claims)) for (const id of l.claims) this.broker.knownOrderIds.add(String(id));
     this.unclaimed = unclaimedOrderCalls(lines, this.wallNow());
     const events = lines.filter((l) => IN_KINDS.has(l.k));
     for (let i = 0; i < events.length; i++) {
@@ -922,8 +1186,12 @@ export class LiveEngine {
     return undefined;
   }
 
-  /** Settles intents the journal has no answer for, from the reconciliation snapshot. Never resends. */
-  private settleOrphans(snap: Snapshot): void {
+  /**
+   * Settles intents the journal has no answer for, from the reconciliation snapshot (never
+   * resends); returns the claims of the orders found, to be handled before the reconciliation.
+   */
+  private settleOrphans(snap: Snapshot): Array<Extract<InEvent, { k: 'own' }>> {
+    const claims: Array<Extract<InEvent, { k: 'own' }>> = [];
     for (const o of this.orphans.splice(0)) {
       const settled = settleOrphan(o, snap, this.broker.knownOrderIds);
       this.journalLine(
@@ -934,10 +1202,11 @@ export class LiveEngine {
       );
       this.log.warn(`intent ${o.id} (${o.op}) had no answer before the restart: ${'value' in settled ? `settled from the broker snapshot ${JSON.stringify(settled.value ?? null)}` : `rejected: ${settled.error.message}`}`);
       if ('value' in settled) {
-        for (const orderId of settled.orderIds ?? []) this.queue.unshift({ k: 'own', t: this.wallNow(), orderId });
+        for (const orderId of settled.orderIds ?? []) claims.push({ k: 'own', t: this.wallNow(), orderId });
         o.resolve(settled.value);
       } else o.reject(settled.error);
     }
+    return claims;
   }
 
   // ------------------------------------------------------------ running
@@ -968,6 +1237,8 @@ export class LiveEngine {
       decisions: this.intentSeq,
       resumed: this.resumed,
       error: this.error,
+      ...(this.halted ? { halted: this.halted } : {}),
+      ...(this.unsettled().length ? { unsettled: this.unsettled() } : {}),
       leftOpen: this.o.mode === 'replay' ? undefined : { positions: this.broker.ownPositions().map((r) => this.broker.position(r)), orders: this.broker.ownEntryOrders().map((r) => this.broker.pending(r)) },
     };
   }
@@ -1007,7 +1278,9 @@ export class LiveEngine {
     // pushes are queued from now on and handled after the snapshot
     const onPrice = (p: PriceUpdate) => this.queue.push({ k: 'price', t: this.wallNow(), p });
     const onTable = (model: ModelName, action: TableAction, rec: TableRecord) => {
-      if (LIVE_TABLES.includes(model)) this.queue.push({ k: 'table', t: this.wallNow(), model, action, rec: { ...rec } });
+      if (!LIVE_TABLES.includes(model)) return;
+      this.pushLog.note(model, action, rec);
+      this.queue.push({ k: 'table', t: this.wallNow(), model, action, rec: { ...rec } });
     };
     const kick = (this.kick = () => {
       if (!this.holding) void (ending ? this.pumpStateOnly() : this.pump());
@@ -1020,11 +1293,32 @@ export class LiveEngine {
     c.on('table', table);
     // A dropped stream: the connection reconnects, resubscribes and takes a snapshot, which
     // reconciles like a resume's (journaled, logged, told to the strategy).
-    const down = (reason: string) => {
-      this.disconnectedAt ??= this.wallNow();
-      this.log.warn(`broker connection lost (${reason}): reconnecting; trades closed meanwhile are reconciled when it is back`);
-      this.journalLine({ k: 'disconnected', t: this.wallNow(), reason }, true);
+    // A silent outage (no close, the heartbeat unanswered) began when the stream last heard anything.
+    const down = (reason: string, silentMs = 0) => {
+      this.disconnectedAt ??= this.wallNow() - silentMs;
+      const silent = silentMs >= 1000 ? `, nothing heard from it for ${(silentMs / 1000).toFixed(1)} s` : '';
+      this.log.warn(`broker connection lost (${reason}${silent}): reconnecting; trades closed meanwhile are reconciled when it is back`);
+      this.journalLine({ k: 'disconnected', t: this.wallNow(), reason, ...(silentMs ? { silentMs } : {}) }, true);
     };
+    // A refused token is said as such; refused for tokenRefusedTimeoutMs, the run halts (resumable).
+    const refusedFor = this.o.tokenRefusedTimeoutMs ?? DEFAULT_TOKEN_REFUSED_MS;
+    const refused = (e: Error) => {
+      this.log.error(
+        `the broker refused the token (${e.message}): it is revoked, expired or not this account's, or another session took it over; ` +
+          `retrying, and stopping the run${this.o.journal ? ' (resumable with the same journal)' : ''} if it is still refused in ${(refusedFor / 1000).toFixed(0)} s`,
+      );
+      this.journalLine({ k: 'tokenRefused', t: this.wallNow(), error: e.message }, true);
+      if (this.tokenTimer === undefined) this.tokenTimer = this.clock.setTimeout(() => this.halt('token', `the broker refused the token for ${(refusedFor / 1000).toFixed(0)} s (${e.message})`), refusedFor);
+    };
+    const accepted = () => {
+      if (this.tokenTimer === undefined) return;
+      this.clock.clearTimeout(this.tokenTimer);
+      this.tokenTimer = undefined;
+      this.log.info('the broker accepts the token again');
+    };
+    c.on('tokenRefused', refused);
+    c.on('tokenAccepted', accepted);
+    this.listeners.push(() => c.off('tokenRefused', refused), () => c.off('tokenAccepted', accepted));
     const reconciled = (snap: Snapshot) => {
       const downMs = this.disconnectedAt === undefined ? undefined : this.wallNow() - this.disconnectedAt;
       this.disconnectedAt = undefined;
@@ -1050,12 +1344,14 @@ export class LiveEngine {
       if (!ending) await c.subscribePrices(s.symbols);
       if (this.resumed) {
         this.journalLine({ k: 'resume', t: this.wallNow() }, true);
-        this.settleOrphans(snap);
+        const claims = this.settleOrphans(snap);
         for (const own of this.unclaimed.splice(0)) {
-          this.log.warn(`${own.orderId !== undefined ? `order ${own.orderId}` : `the OCO orders on ${own.oco!.symbol}`} had been answered but not yet claimed by this run before the restart: claimed now`);
-          this.queue.unshift(own);
+          const what = own.orderId !== undefined ? `order ${own.orderId}` : own.oco ? `the OCO orders on ${own.oco.symbol}` : `the watch for intent ${own.lost!.id} (an order call that got no answer)`;
+          this.log.warn(`${what} had been answered but not yet claimed by this run before the restart: claimed now`);
+          claims.push(own);
         }
         if (ending) {
+          this.queue.unshift(...claims);
           // The broker's state before the rest of onStop runs (it may close what is still open).
           this.journalLine({ k: 'snapshot', t: this.wallNow(), snap }, true);
           this.now = this.wallNow();
@@ -1063,7 +1359,8 @@ export class LiveEngine {
           await this.pumpStateOnly(); // the claims of settled intents, before the flatten
         }
         if (pendingHook) await pendingHook;
-        if (!ending) this.queue.unshift({ k: 'gap', t: this.wallNow() }, { k: 'snapshot', t: this.wallNow(), snap, reason: 'resume' });
+        // the claims before the reconciliation: onReconnect counts what the run holds
+        if (!ending) this.queue.unshift({ k: 'gap', t: this.wallNow() }, ...claims, { k: 'snapshot', t: this.wallNow(), snap, reason: 'resume' });
       } else {
         this.runLine = { k: 'run', t: this.wallNow(), strategy: this.strategyName, mode: this.o.mode, symbols: s.symbols, timeframes: this.timeframes, params: plain(this.ctx.params) };
         this.journalLine(this.runLine, true);
@@ -1096,7 +1393,7 @@ export class LiveEngine {
       void this.pump();
       if (this.started) this.armDuration(); // resumed: onStart ran in the first run
       await this.done;
-      clearTimeout(this.durationTimer);
+      if (this.durationTimer !== undefined) this.clock.clearTimeout(this.durationTimer);
     }
     // closes sent by onStop / the flatten: let their pushes arrive for the report (bounded)
     const until = Date.now() + 2000;
@@ -1124,12 +1421,29 @@ export class LiveEngine {
   }
 
   private holding = false;
-  private durationTimer: NodeJS.Timeout | undefined;
+  private durationTimer: unknown;
+  /** Armed while the broker refuses the token: halts the run when it fires. */
+  private tokenTimer: unknown;
+  private halted: LiveResult['halted'];
+
+  /**
+   * Ends a run the broker no longer lets go on (the token refused for tokenRefusedTimeoutMs): no
+   * more hooks, no onStop (its calls would be refused too), and its journal stays resumable.
+   */
+  private halt(reason: 'token', message: string): void {
+    this.tokenTimer = undefined;
+    if (this.finished) return;
+    this.halted = { reason, message };
+    this.log.error(`${message}: stopping the run; what it holds stays open at the broker${this.o.journal ? ', and a run with the same journal goes on from here' : ''}`);
+    this.journalLine({ k: 'halted', t: this.wallNow(), reason, message }, true);
+    this.stopped = true;
+    this.end();
+  }
 
   /** --duration counts from onStart: the start-up snapshot and the warm-up candles (which may wait for budget) come before. */
   private armDuration(): void {
-    if (this.o.durationMs === undefined || this.durationTimer) return;
-    this.durationTimer = setTimeout(() => this.stop(), this.o.durationMs);
+    if (this.o.durationMs === undefined || this.durationTimer !== undefined) return;
+    this.durationTimer = this.clock.setTimeout(() => this.stop(), this.o.durationMs);
   }
   /** Handles what was queued (set by run: the hooks, or only the state when the run is ending). */
   private kick: () => void = () => undefined;
@@ -1146,6 +1460,8 @@ export class LiveEngine {
   }
 
   private cleanup(): void {
+    if (this.tokenTimer !== undefined) this.clock.clearTimeout(this.tokenTimer);
+    this.tokenTimer = undefined;
     for (const f of this.listeners.splice(0)) f();
     for (const name of [...this.timers.keys()]) this.clearTimer(name);
   }

@@ -8,7 +8,7 @@ import type { TableRecord } from '../../fxcm/types';
 import { levelFromPips } from '../../execution/fills';
 import { pipOf } from '../../execution/instruments';
 import { numOf, sameRate } from './broker-state';
-import { IntentExpiredError, OrderGoneError, OrderRejectedError, SafetyError } from '../errors';
+import { AnswerLostError, IntentExpiredError, OrderGoneError, OrderRejectedError, SafetyError } from '../errors';
 
 /** An intent replayed from the journal that has no answer; its strategy call waits on it. */
 export interface Orphan {
@@ -23,6 +23,7 @@ export interface Orphan {
 export interface JournaledError {
   name?: string;
   message?: string;
+  /** IntentExpiredError: the endpoint; AnswerLostError: the operation. */
   endpoint?: string;
   /** OrderGoneError: 'order' or 'trade', and its id. */
   what?: string;
@@ -31,7 +32,8 @@ export interface JournaledError {
 
 /** How an answer line records an error: enough for errorOf to rebuild the class the strategy caught. */
 export function journaledError(e: Error & { endpoint?: string }): JournaledError {
-  return { name: e.name, message: e.message, endpoint: e.endpoint, ...(e instanceof OrderGoneError ? { what: e.what, id: e.id } : {}) };
+  const endpoint = e instanceof AnswerLostError ? e.op : e.endpoint;
+  return { name: e.name, message: e.message, endpoint, ...(e instanceof OrderGoneError ? { what: e.what, id: e.id } : {}) };
 }
 
 /** The error a journaled answer recorded, as the class the strategy can catch. */
@@ -41,6 +43,7 @@ export function errorOf(e: JournaledError | undefined): Error {
   if (e?.name === 'SafetyError') err = new SafetyError('recorded', msg);
   else if (e?.name === 'OrderRejectedError') err = new OrderRejectedError(msg);
   else if (e?.name === 'OrderGoneError') err = new OrderGoneError(e.what === 'trade' ? 'trade' : 'order', e.id ?? '');
+  else if (e?.name === 'AnswerLostError') err = new AnswerLostError(e.endpoint ?? '', msg);
   else if (e?.name === 'IntentExpiredError') {
     err = new IntentExpiredError(e.endpoint ?? '', 0);
     err.message = msg;
@@ -64,7 +67,7 @@ function levelOf(isBuy: boolean, ref: number, v: unknown, inPips: boolean, symbo
 }
 
 /** Everything an openTrade / createEntryOrder request said, against a broker record (OpenPosition or entry Order). */
-function sameOrder(args: Record<string, unknown>, r: TableRecord, kind: 'position' | 'entry'): boolean {
+export function sameOrder(args: Record<string, unknown>, r: TableRecord, kind: 'position' | 'entry'): boolean {
   const symbol = String(args.symbol ?? '');
   const isBuy = args.isBuy === true;
   const inPips = args.isInPips === true;
@@ -80,46 +83,57 @@ function sameOrder(args: Record<string, unknown>, r: TableRecord, kind: 'positio
   return levelMatches(r.stopRate, levelOf(isBuy, rate, args.stop, inPips, symbol), symbol) && levelMatches(r.limitRate, levelOf(isBuy, rate, args.limit, inPips, symbol), symbol);
 }
 
-const describe = (args: Record<string, unknown>): string =>
+/** `buy 10 EUR/USD at 1.105`: what an order request asked, for the log and the errors. */
+export const describeOrder = (args: Record<string, unknown>): string =>
   `${args.isBuy === true ? 'buy' : 'sell'} ${numOf(args.amount)} ${String(args.symbol ?? '')}${args.rate !== undefined ? ` at ${numOf(args.rate)}` : ''}`;
 
+/** The OCO groups among entry order records (two orders of one ocoBulkId) whose legs are those of a createOco request. */
+export function ocoGroupsOf(args: Record<string, unknown>, entries: readonly TableRecord[]): TableRecord[][] {
+  const a = args as { symbol?: string; amount?: number; isInPips?: boolean; first?: Record<string, unknown>; second?: Record<string, unknown> };
+  const leg = (l: Record<string, unknown> | undefined) => ({ ...l, symbol: a.symbol, amount: a.amount, isInPips: a.isInPips });
+  const groups = new Map<string, TableRecord[]>();
+  for (const r of entries) {
+    const g = String(r.ocoBulkId ?? '0');
+    if (g !== '0') groups.set(g, [...(groups.get(g) ?? []), r]);
+  }
+  return [...groups.values()].filter((rs) => rs.length === 2 && ((sameOrder(leg(a.first), rs[0]!, 'entry') && sameOrder(leg(a.second), rs[1]!, 'entry')) || (sameOrder(leg(a.first), rs[1]!, 'entry') && sameOrder(leg(a.second), rs[0]!, 'entry'))));
+}
+
 /**
- * What the snapshot says became of an orphaned intent. An order call is answered by the one
- * record the journal never saw that matches everything the request said: for openTrade a trade
- * (symbol, side, amount, trailing step, stop and limit), for createEntryOrder a resting entry
- * order (and its rate) or the trade it filled into at that rate, for createOco two entry orders of
- * one OCO group, one per leg. None, or more than one, is an error that says so: nothing is
- * guessed and nothing is resent. A closeTrade whose trade is gone succeeded; anything else is rejected.
+ * The one record of a snapshot that an order request placed: an order the run never saw that
+ * matches everything the request said (for openTrade a trade: symbol, side, amount, trailing
+ * step, stop and limit; for createEntryOrder a resting entry order and its rate, or the trade it
+ * filled into at that rate; for createOco two entry orders of one OCO group, one per leg).
+ * `why`: none or several matched (`ambiguous`), said and never guessed. undefined: not an order
+ * request. A match adds its order ids to `knownOrderIds`.
  */
-export function settleOrphan(o: Pick<Orphan, 'op' | 'args'>, snap: Snapshot, knownOrderIds: Set<string>): Settled {
+export function matchPlacedOrder(
+  op: string,
+  args: Record<string, unknown>,
+  snap: Snapshot,
+  knownOrderIds: Set<string>,
+): { value: unknown; orderIds: string[] } | { what: string; why: string; ambiguous: boolean } | undefined {
   const unknown = (r: TableRecord) => r.orderId !== undefined && r.orderId !== '' && !knownOrderIds.has(String(r.orderId));
   const entries = (snap.Order ?? []).filter((r) => unknown(r) && (r.isEntryOrder === true || r.type === 'SE' || r.type === 'LE'));
-  const notResent = `${o.op} was interrupted by a restart before the broker answered and is not resent`;
-  const settle = (found: TableRecord[], what: string): Settled => {
+  const settle = (found: TableRecord[], what: string) => {
     const ids = [...new Set(found.map((r) => String(r.orderId)))];
     if (ids.length === 1) {
       knownOrderIds.add(ids[0]!);
       return { value: { orderId: ids[0] }, orderIds: ids };
     }
     const why = ids.length ? `${ids.length} orders at the broker match it (${ids.join(', ')}), so which one is this run's is not guessed` : 'no order at the broker matches it';
-    return { error: new OrderRejectedError(`${notResent}: ${what}: ${why}`) };
+    return { what, why, ambiguous: ids.length > 1 };
   };
-  if (o.op === 'openTrade') {
-    return settle((snap.OpenPosition ?? []).filter((r) => unknown(r) && sameOrder(o.args, r, 'position')), `market order ${describe(o.args)}`);
+  if (op === 'openTrade') {
+    return settle((snap.OpenPosition ?? []).filter((r) => unknown(r) && sameOrder(args, r, 'position')), `market order ${describeOrder(args)}`);
   }
-  if (o.op === 'createEntryOrder') {
-    const filled = (snap.OpenPosition ?? []).filter((r) => unknown(r) && sameOrder(o.args, r, 'position'));
-    return settle([...entries.filter((r) => sameOrder(o.args, r, 'entry')), ...filled], `entry order ${describe(o.args)}`);
+  if (op === 'createEntryOrder') {
+    const filled = (snap.OpenPosition ?? []).filter((r) => unknown(r) && sameOrder(args, r, 'position'));
+    return settle([...entries.filter((r) => sameOrder(args, r, 'entry')), ...filled], `entry order ${describeOrder(args)}`);
   }
-  if (o.op === 'createOco') {
-    const a = o.args as { symbol?: string; amount?: number; isInPips?: boolean; first?: Record<string, unknown>; second?: Record<string, unknown> };
-    const leg = (l: Record<string, unknown> | undefined) => ({ ...l, symbol: a.symbol, amount: a.amount, isInPips: a.isInPips });
-    const groups = new Map<string, TableRecord[]>();
-    for (const r of entries) {
-      const g = String(r.ocoBulkId ?? '0');
-      if (g !== '0') groups.set(g, [...(groups.get(g) ?? []), r]);
-    }
-    const matching = [...groups.values()].filter((rs) => rs.length === 2 && ((sameOrder(leg(a.first), rs[0]!, 'entry') && sameOrder(leg(a.second), rs[1]!, 'entry')) || (sameOrder(leg(a.first), rs[1]!, 'entry') && sameOrder(leg(a.second), rs[0]!, 'entry'))));
+  if (op === 'createOco') {
+    const a = args as { symbol?: string; amount?: number };
+    const matching = ocoGroupsOf(args, entries);
     if (matching.length === 1) {
       const ids = matching[0]!.map((r) => String(r.orderId));
       for (const id of ids) knownOrderIds.add(id);
@@ -127,8 +141,20 @@ export function settleOrphan(o: Pick<Orphan, 'op' | 'args'>, snap: Snapshot, kno
       return { value: { orderIds: [] }, orderIds: ids };
     }
     const why = matching.length ? `${matching.length} OCO groups at the broker match it, so which one is this run's is not guessed` : 'no OCO group at the broker matches it';
-    return { error: new OrderRejectedError(`${notResent}: OCO ${String(a.symbol ?? '')} ${numOf(a.amount)}: ${why}`) };
+    return { what: `OCO ${String(a.symbol ?? '')} ${numOf(a.amount)}`, why, ambiguous: matching.length > 1 };
   }
+  return undefined;
+}
+
+/**
+ * What the snapshot says became of an orphaned intent: an order call is answered by the record it
+ * placed (matchPlacedOrder); none, or more than one, is an error that says so: nothing is guessed
+ * and nothing is resent. A closeTrade whose trade is gone succeeded; anything else is rejected.
+ */
+export function settleOrphan(o: Pick<Orphan, 'op' | 'args'>, snap: Snapshot, knownOrderIds: Set<string>): Settled {
+  const notResent = `${o.op} was interrupted by a restart before the broker answered and is not resent`;
+  const placed = matchPlacedOrder(o.op, o.args, snap, knownOrderIds);
+  if (placed) return 'value' in placed ? placed : { error: new OrderRejectedError(`${notResent}: ${placed.what}: ${placed.why}`) };
   if (o.op === 'closeTrade' && !(snap.OpenPosition ?? []).some((r) => String(r.tradeId) === String(o.args.tradeId))) {
     return { value: undefined };
   }

@@ -164,7 +164,7 @@ async function startRun(sim: BrokerSimulator, clock: ManualClock, c: { strategy:
   const recorded = readJournal(jfile);
   const journal = new Journal(jfile);
   const { log, lines } = capture();
-  const engine = new LiveEngine({ mode: 'paper', strategy: c.strategy, client, limiter, journal, journalMaxBytes, recorded, logger: log, now: () => clock.nowMs() });
+  const engine = new LiveEngine({ mode: 'paper', strategy: c.strategy, client, limiter, journal, journalMaxBytes, recorded, logger: log, clock });
   await client.connect();
   const done = engine.run();
   const close = async () => {
@@ -343,7 +343,8 @@ describe('journal checkpoints of a paper run', () => {
     let compaction = 0;
     const image = (step: Image['step']) => {
       const to = path.join(dir, `image-${runs}-${compaction}-${step}`);
-      fs.cpSync(jdir, to, { recursive: true });
+      // without the journal's lock: it names this (live) test process, where a killed run's would name a dead one
+      fs.cpSync(jdir, to, { recursive: true, filter: (src) => !src.endsWith('.lock') });
       images.push({ step, compaction, dir: to, kept: clone(c.kept) });
     };
     const rename = fs.renameSync;

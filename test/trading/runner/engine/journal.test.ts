@@ -206,6 +206,7 @@ describe('run journal', () => {
       const old = [run, ...tail(2, 4)];
       const images: { step: string; journal: JournalLine[]; files: string[] }[] = [];
       const take = (step: string) => images.push({ step, journal: readJournal(file), files: fs.readdirSync(dir).sort() });
+      const j = new Journal(file); // its lock (journal.jsonl.lock) is held until it closes
       const link = fs.linkSync;
       const rename = fs.renameSync;
       jest.spyOn(fs, 'linkSync').mockImplementation((a, b) => {
@@ -217,14 +218,13 @@ describe('run journal', () => {
         rename(a, b);
         take('renamed');
       });
-      const j = new Journal(file);
       for (const l of old) j.append(l);
       j.compact([run, checkpoint(6)]);
       j.close();
       expect(images).toEqual([
-        { step: 'new file written', journal: old, files: ['journal.jsonl', 'journal.jsonl.next'] },
-        { step: 'previous segment linked', journal: old, files: ['journal.jsonl', 'journal.jsonl.next', 'journal.prev.jsonl'] },
-        { step: 'renamed', journal: [run, checkpoint(6)], files: ['journal.jsonl', 'journal.prev.jsonl'] },
+        { step: 'new file written', journal: old, files: ['journal.jsonl', 'journal.jsonl.lock', 'journal.jsonl.next'] },
+        { step: 'previous segment linked', journal: old, files: ['journal.jsonl', 'journal.jsonl.lock', 'journal.jsonl.next', 'journal.prev.jsonl'] },
+        { step: 'renamed', journal: [run, checkpoint(6)], files: ['journal.jsonl', 'journal.jsonl.lock', 'journal.prev.jsonl'] },
       ]);
     });
 

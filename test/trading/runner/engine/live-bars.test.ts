@@ -56,7 +56,7 @@ async function startRun(sim: BrokerSimulator, clock: ManualClock, strategy: Stra
   const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 }), systemClock);
   const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
   const client = newClient(sim, { beforeRequest: limiter.beforeRequest });
-  const engine = new LiveEngine({ mode: 'paper', strategy, client, limiter, journal, recorded, now: () => clock.nowMs() });
+  const engine = new LiveEngine({ mode: 'paper', strategy, client, limiter, journal, recorded, clock });
   await client.connect();
   return { engine, client, limiter, done: engine.run() };
 }
