@@ -2,14 +2,20 @@
  * The backtest engine: replays bid/ask candles through a strategy, deterministically (no wall
  * clock, no randomness: the same inputs give the same trades, bit for bit).
  *
- * Per candle time (all symbols whose candle starts at that time, in the order of the data):
+ * Every candle is delivered at its close, across symbols and time frames: the candles are taken
+ * in order of their close time (an H1 candle that opens at 00:00 comes at 01:00, after the m1
+ * candles of other symbols up to then), those closing at one time together, in the order of the
+ * data, and the clock (`ctx.now()`) never goes back. Per close time:
  *  1. Pending entry orders and the stops/limits of trades opened before this candle are checked
  *     against the candle's range, then trailing stops move: the model of `execution/fills.ts`,
- *     which the simulated broker applies to each tick.
- *  2. The quote becomes the candle's close (bidClose/askClose).
+ *     which the simulated broker applies to each tick. A fill is stamped at the candle's open, or
+ *     at the clock when a shorter time frame has moved it past that open.
+ *  2. The quote becomes the candle's close (bidClose/askClose), and the clock the close time:
+ *     the onOrder / onTrade events of step 1 run then.
  *  3. The daily-loss limit is checked (UTC days); `onTick` (with the close), `onBar` for the data's
  *     time frame and for every longer subscribed time frame whose bucket this candle completes,
- *     then due timers.
+ *     then due timers. A longer bar whose bucket has no candle ending it (the market closed, a
+ *     gap) closes at the end of its bucket, with what it has.
  * Market orders and closes from a hook fill at the current quote (the close the decision saw):
  * buy at the ask, sell at the bid. Commission is charged per side per 1K units. With `slippage`,
  * market orders, stops and stop entries fill that much worse; with `rollover`, open trades accrue
@@ -493,7 +499,9 @@ export class BacktestEngine {
   // ------------------------------------------------------------ candle processing
 
   private processTriggers(symbol: string, c: Candle, baseSec: number): void {
-    this.nowMs = c.ts * 1000;
+    // What fills within a candle is stamped at its open, or later when a shorter time frame has
+    // already moved the clock past it (an H1 candle handled at its close): never back in time.
+    this.nowMs = Math.max(this.nowMs, c.ts * 1000);
     // entry orders placed before this candle
     for (const o of [...this.entries.values()]) {
       if (o.symbol !== symbol || o.placedCandleTs >= c.ts || !this.entries.has(o.orderId)) continue;
@@ -527,6 +535,7 @@ export class BacktestEngine {
 
   /** Accrues the rollovers in (last booked, `toMs`] on the trades open before each. */
   private bookRollovers(toMs: number): void {
+    if (toMs <= this.rolledTo) return;
     const rates = this.opts.rollover;
     if (rates && this.open.size && this.rolledTo > -Infinity) {
       for (const r of rolloversBetween(this.rolledTo, toMs)) {
@@ -562,6 +571,45 @@ export class BacktestEngine {
     return b;
   }
 
+  /**
+   * Longer bars whose span ended at or before `sec` (epoch s) without the candle that ends it (the
+   * market closed, a gap in the data): closed all the same, at the end of their span, earliest first.
+   */
+  private endedBars(sec: number): Bar[] {
+    const out: Bar[] = [];
+    for (const [k, b] of this.building) {
+      if (b.ts + PERIOD_SECONDS[b.timeframe] > sec) continue;
+      this.building.delete(k);
+      out.push(b);
+    }
+    return out.sort((a, b) => a.ts + PERIOD_SECONDS[a.timeframe] - (b.ts + PERIOD_SECONDS[b.timeframe]));
+  }
+
+  /** onBar for bars that closed, each at its close; `nowMs` moves to it (never back). */
+  private async deliverBars(bars: readonly Bar[]): Promise<void> {
+    const s = this.opts.strategy;
+    for (const bar of bars) {
+      this.nowMs = Math.max(this.nowMs, (bar.ts + PERIOD_SECONDS[bar.timeframe]) * 1000);
+      this.history.push(bar);
+      if (s.onBar) {
+        await this.call('onBar', () => s.onBar!.call(s, this.ctx, bar));
+        await this.drain();
+      }
+    }
+  }
+
+  /** onTimer for the timers due by now, earliest first. */
+  private async fireTimers(): Promise<void> {
+    const s = this.opts.strategy;
+    for (const t of [...this.timers.values()].sort((a, b) => a.next - b.next || (a.name < b.name ? -1 : 1))) {
+      while (this.timers.get(t.name) === t && t.next <= this.nowMs) {
+        t.next += t.every;
+        if (s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, t.name));
+        await this.drain();
+      }
+    }
+  }
+
   /** Runs the whole backtest. A strategy error flattens every position and ends the run. */
   async run(): Promise<BacktestResult> {
     const s = this.opts.strategy;
@@ -575,16 +623,17 @@ export class BacktestEngine {
       const after = this.opts.tradeFromTs === undefined ? '' : ` from ${new Date(tradeFromTs * 1000).toISOString()} on`;
       throw new Error(`no candles for ${missing.join(', ')}${after}, which the strategy trades (candles given for: ${[...withData].join(', ') || 'nothing'})`);
     }
-    // merge all candles by time (stable: data order within one time)
-    const merged: { series: CandleSeries; c: Candle }[] = [];
-    for (const series of base) for (const c of series.candles) merged.push({ series, c });
-    merged.sort((a, b) => a.c.ts - b.c.ts || base.indexOf(a.series) - base.indexOf(b.series));
-    let firstTraded = 0;
-    while (firstTraded < merged.length && merged[firstTraded]!.c.ts < tradeFromTs) firstTraded++;
-    const warmup = merged.slice(0, firstTraded);
-    const traded = merged.slice(firstTraded);
+    // Every candle is delivered at its close, across symbols and time frames (an H1 candle that
+    // opens at 00:00 is seen at 01:00, after the m1 candles up to then): ordered by close time,
+    // then by the order of the data.
+    const merged: { series: CandleSeries; c: Candle; close: number }[] = [];
+    for (const series of base) for (const c of series.candles) merged.push({ series, c, close: c.ts + PERIOD_SECONDS[series.timeframe] });
+    merged.sort((a, b) => a.close - b.close || base.indexOf(a.series) - base.indexOf(b.series));
+    const warmup = merged.filter((m) => m.c.ts < tradeFromTs);
+    const traded = merged.filter((m) => m.c.ts >= tradeFromTs);
     const total = traded.length;
     const startBalance = this.balance;
+    const startSec = traded.length ? Math.min(...traded.map((m) => m.c.ts)) : undefined;
     const tfs = (sym: string, baseTf: Period): Period[] => {
       const want = s.timeframes && s.timeframes.length ? s.timeframes : [baseTf];
       for (const tf of want) {
@@ -601,31 +650,40 @@ export class BacktestEngine {
       tfBySeries.set(d, tfs(d.symbol, d.timeframe));
     }
     // bars before onStart, as paper and live load the strategy's warm-up
-    for (const { series, c } of warmup) {
+    for (const { series, c, close } of warmup) {
+      for (const bar of this.endedBars(close - 1)) this.history.push(bar);
       for (const tf of tfBySeries.get(series) ?? []) {
         const bar = this.closedBar(series, c, tf);
         if (bar) this.history.push(bar);
       }
     }
+    // those that ended before the run starts without their last candle are history too
+    if (startSec !== undefined) for (const bar of this.endedBars(startSec)) this.history.push(bar);
     let error: BacktestResult['error'];
     let reached = 0;
     const every = this.opts.progressEvery ?? 1000;
     try {
-      if (traded.length) this.nowMs = traded[0]!.c.ts * 1000;
+      if (startSec !== undefined) this.nowMs = startSec * 1000;
       if (s.onStart) await this.call('onStart', () => s.onStart!.call(s, this.ctx));
       await this.drain();
       let i = 0;
       while (i < traded.length) {
-        const ts = traded[i]!.c.ts;
+        const close = traded[i]!.close;
         let j = i;
-        while (j < traded.length && traded[j]!.c.ts === ts) j++;
+        while (j < traded.length && traded[j]!.close === close) j++;
+        // longer bars that ended before this time without their last candle close first, each at its end
+        for (const bar of this.endedBars(close - 1)) {
+          await this.deliverBars([bar]);
+          await this.fireTimers();
+          this.equity.push({ ts: this.nowMs, balance: clean(this.balance), equity: clean(this.balance + this.unrealised()) });
+        }
         reached = j;
         const group = traded.slice(i, j);
-        this.bookRollovers(ts * 1000);
+        this.bookRollovers(Math.min(...group.map((g) => g.c.ts)) * 1000);
         for (const { series, c } of group) this.processTriggers(series.symbol, c, PERIOD_SECONDS[series.timeframe]);
+        // the hooks run at the close: what the candles showed is known then, not before
+        this.nowMs = close * 1000;
         await this.drain();
-        const endMs = Math.max(...group.map((g) => (g.c.ts + PERIOD_SECONDS[g.series.timeframe]) * 1000));
-        this.nowMs = endMs;
         // daily loss
         const eq = this.balance + this.unrealised();
         if (this.guard.checkDailyLoss(this.nowMs, eq)) {
@@ -640,23 +698,15 @@ export class BacktestEngine {
             await this.call('onTick', () => s.onTick!.call(s, this.ctx, q));
             await this.drain();
           }
+          const bars: Bar[] = [];
           for (const tf of tfBySeries.get(series) ?? []) {
             const bar = this.closedBar(series, c, tf);
-            if (!bar) continue;
-            this.history.push(bar);
-            if (s.onBar) {
-              await this.call('onBar', () => s.onBar!.call(s, this.ctx, bar));
-              await this.drain();
-            }
+            if (bar) bars.push(bar);
           }
+          await this.deliverBars(bars);
         }
-        for (const t of [...this.timers.values()].sort((a, b) => a.next - b.next || (a.name < b.name ? -1 : 1))) {
-          while (this.timers.get(t.name) === t && t.next <= this.nowMs) {
-            t.next += t.every;
-            if (s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, t.name));
-            await this.drain();
-          }
-        }
+        await this.deliverBars(this.endedBars(close));
+        await this.fireTimers();
         const acc = this.balance + this.unrealised();
         this.equity.push({ ts: this.nowMs, balance: clean(this.balance), equity: clean(acc) });
         i = j;
@@ -679,7 +729,7 @@ export class BacktestEngine {
       mode: 'backtest',
       currency: this.currency,
       startBalance,
-      startTime: traded.length ? traded[0]!.c.ts * 1000 : undefined,
+      startTime: startSec === undefined ? undefined : startSec * 1000,
       trades: this.closed,
       equity: this.equity,
       account: this.accountInfo(),
