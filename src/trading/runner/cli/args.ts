@@ -71,6 +71,7 @@ export const RUN_OPTIONS: OptionSpecs = {
   ...BROKER_OPTIONS,
   'allow-over-budget': bool,
   'if-no-budget': string,
+  leverage: string,
   journal: string,
   'journal-max-bytes': string,
   duration: string,

@@ -55,7 +55,11 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   --param KEY=VALUE     strategy parameter; repeatable
   --max-position K      safety: maximum position per symbol and side, in K units
   --max-daily-loss N    safety: flatten and stop opening when the UTC day's loss reaches N
-  --min-usable-margin-pct P  safety: refuse to open below this usable margin share of equity
+  --min-usable-margin-pct P  safety: refuse to open when the usable margin left after the order
+                        would be below P% of equity
+  --leverage N          the account's leverage, for the pre-trade margin check that mirrors the
+                        broker's (an order needs its notional / N of usable margin; default 50,
+                        the simulator's); the broker's own refusal is the last word
   --log-level LEVEL     strategy log output from LEVEL up: debug, info (default), warn, error
   --quiet               no strategy log output
   -h, --help            this help
@@ -247,6 +251,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     strategyFile: file,
     params: parseParams(p),
     safety: safetyOf(p),
+    leverage: num(p, 'leverage'),
     logger: log,
     client: broker.client,
     limiter: broker.limiter,

@@ -25,15 +25,14 @@
  * Candles before `tradeFromTs` are history only, like the warm-up bars paper and live load before
  * onStart: they fill ctx.candles (every time frame) and nothing else.
  */
-import { checkAmount, checkTrailingStep } from '../../fxcm/rules';
 import { silentLogger } from '../../../telemetry/logger';
 import { PERIOD_SECONDS } from '../../fxcm/candles';
 import type { CandleSeries } from '../../fxcm/candle-file';
 import type { Candle, Period } from '../../fxcm/types';
-import { checkChangeOrder, checkCloseAmount, checkEntryOrder, checkOco, checkOpenTrade, checkTradeLevel } from './order-requests';
-import { SafetyError, OrderGoneError, OrderRejectedError, runErrorOf, runHook } from '../errors';
-import { clean, exactConversion, notionalInAccount, pipOf, positionPL } from '../../execution/instruments';
-import { closeSide, entryFill, entryKind, exitFill, levelFromPips, marketFill, openSide, trailStop, type EntryKind, type Slippage } from '../../execution/fills';
+import { PreTradeCheck } from './pre-trade';
+import { OrderGoneError, OrderRejectedError, runErrorOf, runHook } from '../errors';
+import { DEFAULT_LEVERAGE, clean, exactConversion, marginOf, pipOf, positionPL } from '../../execution/instruments';
+import { closeSide, entryFill, entryKind, exitFill, levelFromPips, marketFill, trailStop, type EntryKind, type Slippage } from '../../execution/fills';
 import { rolloverOf, type RolloverRates } from '../../execution/financing';
 import { rolloversBetween } from '../../fxcm/market-hours';
 import { BarHistory, bucketStart, extendBar, openBar } from './bars';
@@ -163,7 +162,7 @@ export class BacktestEngine {
     this.opts = opts;
     this.currency = opts.currency ?? 'USD';
     this.commissionPerK = opts.commissionPerK ?? 0;
-    this.leverage = opts.leverage ?? 50;
+    this.leverage = opts.leverage ?? DEFAULT_LEVERAGE;
     this.balance = opts.balance ?? 10000;
     this.log = opts.logger ?? silentLogger;
     this.guard = new SafetyGuard(opts.safety ?? {});
@@ -173,13 +172,11 @@ export class BacktestEngine {
 
   // ------------------------------------------------------------ accounting
 
+  /** The quote of a symbol the pre-trade check let through (it has one). */
   private quote(symbol: string): Tick {
     const q = this.quotes.get(symbol);
-    if (q !== undefined) return q;
-    if (!this.opts.data.some((d) => d.symbol === symbol)) {
-      throw new OrderRejectedError(`unknown symbol ${symbol}: this backtest has candles for ${[...new Set(this.opts.data.map((d) => d.symbol))].join(', ')}`);
-    }
-    throw new OrderRejectedError(`no price for ${symbol} yet`);
+    if (q === undefined) throw new OrderRejectedError(`no price for ${symbol} yet`, 'price');
+    return q;
   }
 
   private plOf(t: { symbol: string; isBuy: boolean; amount: number; openRate: number }, closeRate: number): { pips: number; pl: number } {
@@ -202,7 +199,7 @@ export class BacktestEngine {
 
   private usedMargin(): number {
     let s = 0;
-    for (const t of this.open.values()) s += notionalInAccount(t.symbol, this.currency, t.amount * 1000, this.markRate(t)) / this.leverage;
+    for (const t of this.open.values()) s += marginOf(t.symbol, this.currency, t.amount * 1000, this.markRate(t), this.leverage);
     return s;
   }
 
@@ -343,17 +340,24 @@ export class BacktestEngine {
     this.emitTrade({ kind: 'closed', tradeId: t.tradeId, symbol: t.symbol, isBuy: t.isBuy, amount, openRate: t.openRate, closeRate: rate, plPips: pips, pl: rec.pl, commission, reason, ts: this.nowMs });
   }
 
-  private checkOpen(symbol: string, isBuy: boolean, amount: number, trailingStep: number | undefined): void {
-    const bad = checkAmount(amount) ?? checkTrailingStep(trailingStep);
-    if (bad) throw new OrderRejectedError(bad.message);
-    const positions = [...this.open.values()].filter((t) => t.symbol === symbol);
-    this.guard.checkOpen(symbol, isBuy, amount, positions, this.nowMs, this.balance + this.unrealised());
-    const q = this.quote(symbol);
-    const need = notionalInAccount(symbol, this.currency, amount * 1000, openSide(isBuy, q.bid, q.ask)) / this.leverage;
-    const acc = this.accountInfo();
-    if (need > acc.usableMargin) throw new SafetyError('margin', `not enough usable margin for ${amount}K ${symbol}: need ${need.toFixed(2)}, have ${acc.usableMargin.toFixed(2)}`);
+  /** What the pre-trade check reads: this run's account, quotes, trades and entry orders. */
+  private preTradeCheck(): PreTradeCheck {
+    return new PreTradeCheck(this.guard, {
+      symbols: this.opts.strategy.symbols,
+      currency: this.currency,
+      leverage: this.leverage,
+      now: () => this.nowMs,
+      quote: (symbol) => this.quotes.get(symbol),
+      margin: () => this.accountInfo(),
+      positions: (symbol) => [...this.open.values()].filter((t) => t.symbol === symbol),
+      entries: (symbol) => [...this.entries.values()].filter((o) => o.symbol === symbol),
+    });
   }
 
+  /**
+   * A decision, booked now: its result, or its refusal (the promise rejects, as a broker's answer
+   * would; nothing else happens, in every mode).
+   */
   private record<T>(op: string, args: unknown, fn: () => T): Promise<T> {
     try {
       const r = fn();
@@ -361,17 +365,11 @@ export class BacktestEngine {
       return Promise.resolve(r);
     } catch (e) {
       this.intents.push({ ts: this.nowMs, op, args, result: 'rejected', detail: (e as Error).message });
-      // An order refused now is an onOrder event; an order or trade that is already gone is not.
-      if (e instanceof OrderRejectedError && !(e instanceof OrderGoneError) && op !== 'closeTrade') {
-        const a = args as { symbol?: string; isBuy?: boolean; amount?: number };
-        this.emitOrder({ orderId: '', symbol: a.symbol ?? '', isBuy: !!a.isBuy, amount: a.amount ?? 0, kind: 'market', status: 'rejected', reason: (e as Error).message, ts: this.nowMs });
-      }
       return Promise.reject(e);
     }
   }
 
   private openMarket(r: OpenTradeRequest): { orderId: string } {
-    this.checkOpen(r.symbol, r.isBuy, r.amount, r.trailingStep);
     const q = this.quote(r.symbol);
     const orderId = this.nextId('O');
     this.fill(r.symbol, r.isBuy, r.amount, marketFill(r.isBuy, q.bid, q.ask, pipOf(r.symbol), this.opts.slippage), orderId, 'market', r);
@@ -379,8 +377,6 @@ export class BacktestEngine {
   }
 
   private placeEntry(r: EntryOrderRequest, ocoGroup?: string): string {
-    const bad = checkAmount(r.amount) ?? checkTrailingStep(r.trailingStep);
-    if (bad) throw new OrderRejectedError(bad.message);
     const q = this.quote(r.symbol);
     const orderId = this.nextId('O');
     this.entries.set(orderId, {
@@ -404,7 +400,7 @@ export class BacktestEngine {
   private closeTradeNow(tradeId: string, amount: number | undefined, reason: CloseReason): void {
     const t = this.open.get(tradeId);
     if (!t) throw new OrderGoneError('trade', tradeId);
-    const amt = amount === undefined ? t.amount : Math.min(amount, t.amount);
+    const amt = amount ?? t.amount;
     const q = this.quote(t.symbol);
     this.closeAt(t, amt, marketFill(!t.isBuy, q.bid, q.ask, pipOf(t.symbol), this.opts.slippage), reason);
   }
@@ -420,6 +416,7 @@ export class BacktestEngine {
     const s = this.opts.strategy;
     const params = { ...(s.params ?? {}), ...(this.opts.params ?? {}) };
     const self = this;
+    const check = this.preTradeCheck();
     return {
       mode: 'backtest',
       params,
@@ -432,16 +429,21 @@ export class BacktestEngine {
       positions: (sym) => this.positions(sym),
       orders: (sym) => this.orders(sym),
       account: () => this.accountInfo(),
-      openTrade: (req) => this.record('openTrade', req, () => this.openMarket(checkOpenTrade(req, (sym) => this.quotes.get(sym)))),
-      createEntryOrder: (req) => this.record('createEntryOrder', req, () => ({ orderId: this.placeEntry(checkEntryOrder(req)) })),
+      openTrade: (req) => this.record('openTrade', req, () => this.openMarket(check.openTrade(req))),
+      createEntryOrder: (req) => this.record('createEntryOrder', req, () => ({ orderId: this.placeEntry(check.entryOrder(req)) })),
       createOco: (req: OcoRequest) =>
         this.record('createOco', req, () => {
-          const r = checkOco(req);
+          const r = check.oco(req);
           const g = this.nextId('G');
           const base = { symbol: r.symbol, amount: r.amount, isInPips: r.isInPips };
           return { orderIds: [this.placeEntry({ ...base, ...r.first }, g), this.placeEntry({ ...base, ...r.second }, g)] };
         }),
-      closeTrade: (id, amount) => this.record('closeTrade', { tradeId: id, amount }, () => this.closeTradeNow(id, checkCloseAmount(amount), 'close')),
+      closeTrade: (id, amount) =>
+        this.record('closeTrade', { tradeId: id, amount }, () => {
+          const t = this.open.get(id);
+          if (!t) throw new OrderGoneError('trade', id);
+          this.closeTradeNow(id, check.closeTrade(t, amount), 'close');
+        }),
       closeAll: (sym) =>
         this.record('closeAll', { symbol: sym }, () => {
           for (const t of [...this.open.values()]) if (!sym || t.symbol === sym) this.closeTradeNow(t.tradeId, undefined, 'close');
@@ -450,9 +452,7 @@ export class BacktestEngine {
         this.record('setStop', { tradeId: id, rate: level, ...opts }, () => {
           const t = this.open.get(id);
           if (!t) throw new OrderGoneError('trade', id);
-          const { rate, opts: o } = checkTradeLevel('stop', t, level, opts, this.quotes.get(t.symbol));
-          const bad = checkTrailingStep(o?.trailingStep);
-          if (bad) throw new OrderRejectedError(bad.message);
+          const { rate, opts: o } = check.tradeLevel('stop', t, level, opts);
           const q = this.quote(t.symbol);
           const ref = closeSide(t.isBuy, q.bid, q.ask);
           t.stop = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, ref, rate, !!o?.isInPips);
@@ -463,7 +463,7 @@ export class BacktestEngine {
         this.record('setLimit', { tradeId: id, rate: level, ...opts }, () => {
           const t = this.open.get(id);
           if (!t) throw new OrderGoneError('trade', id);
-          const { rate, opts: o } = checkTradeLevel('limit', t, level, opts, this.quotes.get(t.symbol));
+          const { rate, opts: o } = check.tradeLevel('limit', t, level, opts);
           const q = this.quote(t.symbol);
           t.limit = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, closeSide(t.isBuy, q.bid, q.ask), rate, !!o?.isInPips);
         }),
@@ -471,7 +471,7 @@ export class BacktestEngine {
         this.record('changeOrder', { orderId: id, rate: newRate, amount: newAmount }, () => {
           const o = this.entries.get(id);
           if (!o) throw new OrderGoneError('order', id);
-          const { rate, amount } = checkChangeOrder(o.symbol, newRate, newAmount);
+          const { rate, amount } = check.changeOrder(o, newRate, newAmount);
           o.rate = rate;
           if (amount !== undefined) o.amount = amount;
         }),
@@ -509,13 +509,7 @@ export class BacktestEngine {
       if (rate === undefined) continue;
       this.entries.delete(o.orderId);
       if (o.ocoGroup) for (const x of [...this.entries.values()]) if (x.ocoGroup === o.ocoGroup) this.cancelEntry(x, 'oco');
-      try {
-        const positions = [...this.open.values()].filter((t) => t.symbol === symbol);
-        this.guard.checkOpen(symbol, o.isBuy, o.amount, positions, this.nowMs, this.balance + this.unrealised());
-      } catch (e) {
-        this.emitOrder({ orderId: o.orderId, symbol, isBuy: o.isBuy, amount: o.amount, kind: 'entry', status: 'rejected', reason: (e as Error).message, ts: this.nowMs });
-        continue;
-      }
+      // checked when it was placed (pre-trade.ts), as a broker fills a resting order
       this.fill(symbol, o.isBuy, o.amount, rate, o.orderId, 'entry', o);
     }
     // stops and limits of trades opened before this candle
