@@ -170,9 +170,15 @@ function makeBroker(p: ParsedArgs, url: string, token: string, onHeldBack?: (end
   const stateFile = remote ? undefined : budgetStateFile(budgetStateDir(flag(p, 'budget-state')), url, account);
   const local = inProcessDecider(files, systemClock, stateFile ? { file: stateFile, onWarning: (m) => process.stderr.write(`ratelimit-runner: ${m}\n`) } : undefined);
   const decider = remote ? remoteDecider(remote) : local.decider;
-  const limiter = new BrokerCallBudget({ decider, account, clock: systemClock, onWait: onHeldBack });
-  const client = new FxcmClient({ baseUrl: url, token, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 15000, requestMs: 15000, tradeIdsMs: 30000 } });
+  const limiter = new BrokerCallBudget({ decider, account, clock: systemClock, onWait: onHeldBack, onThrottled: throttledLine });
+  const client = new FxcmClient({ baseUrl: url, token, beforeRequest: limiter.beforeRequest, afterResponse: limiter.afterResponse, timeouts: { connectMs: 15000, requestMs: 15000, tradeIdsMs: 30000 } });
   return { broker: { client, limiter, config: local.config, limitsFile, stateFile }, problems: checkBudget(local.config, limiter) };
+}
+
+/** The broker answered a call HTTP 429 (or a 5xx with Retry-After): its kind of call is held. */
+function throttledLine(endpoint: string, status: number, holdMs: number, fromRetryAfter: boolean): void {
+  const why = fromRetryAfter ? 'as its Retry-After asks' : 'no Retry-After: a backoff that doubles with each 429 in a row';
+  process.stderr.write(`ratelimit-runner: the broker answered HTTP ${status} to ${endpoint}: holding ${endpoint} calls for ${(holdMs / 1000).toFixed(1)} s (${why})\n`);
 }
 
 function budgetOf(b: Broker) {
