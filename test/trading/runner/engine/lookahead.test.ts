@@ -130,6 +130,56 @@ describe('the lookahead check', () => {
   });
 });
 
+describe('the lookahead check across time frames', () => {
+  test('a strategy on EUR/USD m1 that reads the USD/JPY H1 candles and price sees no future (each candle comes at its close)', async () => {
+    const usdjpy: CandleSeries = {
+      symbol: 'USD/JPY',
+      timeframe: 'H1',
+      candles: Array.from({ length: 20 }, (_, i) => {
+        const o = 150 + 0.4 * Math.sin(i * 1.7);
+        const c = 150 + 0.4 * Math.sin((i + 1) * 1.7);
+        return candle(T0 + i * 3600, o, Math.max(o, c) + 0.05, Math.min(o, c) - 0.05, c, 0.02);
+      }),
+    };
+    const jpyFile = path.join(dir, 'usdjpy.json');
+    writeCandleFile(jpyFile, usdjpy.symbol, usdjpy.timeframe, usdjpy.candles);
+    const strategy = path.join(dir, 'cross-tf.js');
+    fs.writeFileSync(
+      strategy,
+      `module.exports = {
+  name: 'cross-tf', symbols: ['EUR/USD', 'USD/JPY'],
+  async onBar(ctx, bar) {
+    if (bar.symbol !== 'EUR/USD') return;
+    const q = ctx.price('USD/JPY');
+    const [last] = ctx.candles('USD/JPY', 'H1', 1);
+    if (!q || !last) return;
+    const want = q.bid > last.bidOpen;
+    const [open] = ctx.positions('EUR/USD');
+    if (open && open.isBuy === want) return;
+    await ctx.closeAll('EUR/USD');
+    await ctx.openTrade({ symbol: 'EUR/USD', isBuy: want, amount: 10 });
+  },
+};
+`,
+    );
+    const files = [CANDLES, jpyFile];
+    const r = await runLookahead(
+      {
+        ...plan(strategy, [], { warmupCheck: false }),
+        candleFiles: files,
+        data: files.map((f) => readCandleFile(f)),
+        cuts: 6,
+        jobFor: (label, copies) => ({ label, strategyFile: strategy, candleFiles: files.map((f) => copies.get(f) ?? f), fileOptions: {}, options: {}, argv: ['backtest', strategy] }),
+      },
+      inThread,
+    );
+    expect(r.error).toBeUndefined();
+    expect(r.decisions).toBeGreaterThan(10);
+    expect(r.cuts.map((c) => c.changed)).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(r.lookaheadOk).toBe(true);
+  });
+});
+
 describe('its parts', () => {
   test('the candles after a cut are mirrored (rises become falls), valid, and those up to it are the same', () => {
     const cut = T0 + 100 * 60;
