@@ -5,7 +5,7 @@ import {
   MAX_AMOUNT_K,
   checkAccountId,
   checkAmount,
-  checkCloseAmount,
+  checkCloseWithinTrade,
   checkMargin,
   ruleOfBody,
   checkIsBuy,
@@ -56,8 +56,8 @@ describe('broker order rules', () => {
     });
 
     test('a close of more than the trade holds; not enough usable margin', () => {
-      expect(checkCloseAmount(10, 10)).toBeUndefined();
-      expect(checkCloseAmount(20, 10)).toEqual({ code: 3, message: "Amount should not be more than the trade's 10", parameters: ['10'] });
+      expect(checkCloseWithinTrade(10, 10)).toBeUndefined();
+      expect(checkCloseWithinTrade(20, 10)).toEqual({ code: 3, message: "Amount should not be more than the trade's 10", parameters: ['10'] });
       expect(checkMargin(100, 100)).toBeUndefined();
       expect(checkMargin(100.004, 100)).toEqual({ code: 3, message: 'Not enough usable margin', parameters: ['100.00', '100.00'] });
     });
@@ -65,7 +65,7 @@ describe('broker order rules', () => {
     test('the rule each body names (the runner maps a broker refusal to it)', () => {
       expect(ruleOfBody(checkAmount(15)!)).toBe('amount');
       expect(ruleOfBody(checkAmount(1e15)!)).toBe('amount');
-      expect(ruleOfBody(checkCloseAmount(20, 10)!)).toBe('amount');
+      expect(ruleOfBody(checkCloseWithinTrade(20, 10)!)).toBe('amount');
       expect(ruleOfBody(checkMargin(2, 1)!)).toBe('margin');
       expect(ruleOfBody(checkTrailingStep(5)!)).toBe('trailing_step');
       expect(ruleOfBody(checkStopInPips(3, true)!)).toBe('stop');

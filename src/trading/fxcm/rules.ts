@@ -37,7 +37,7 @@ export function checkAmount(amount: unknown): BrokerErrorBody | undefined {
 }
 
 /** close_trade: no more than the trade holds (K units). */
-export function checkCloseAmount(amount: unknown, tradeAmountK: number): BrokerErrorBody | undefined {
+export function checkCloseWithinTrade(amount: unknown, tradeAmountK: number): BrokerErrorBody | undefined {
   const n = Number(amount);
   if (n > tradeAmountK) return { code: 3, message: `Amount should not be more than the trade's ${tradeAmountK}`, parameters: [String(tradeAmountK)] };
   return undefined;

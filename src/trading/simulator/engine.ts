@@ -17,7 +17,7 @@
  * for it (its margin at its fill price, `execution/instruments.ts` marginOf at the offers' mmr,
  * the backtest's formula). Entry orders are not checked for margin, when placed or when filled.
  */
-import { checkAccountId, checkAmount, checkCloseAmount, checkIsBuy, checkMargin, checkStopInPips, checkTimeInForce, checkTrailingStep, CLOSE_TIF_BY_ORDER_TYPE } from '../fxcm/rules';
+import { checkAccountId, checkAmount, checkCloseWithinTrade, checkIsBuy, checkMargin, checkStopInPips, checkTimeInForce, checkTrailingStep, CLOSE_TIF_BY_ORDER_TYPE } from '../fxcm/rules';
 import type { BrokerErrorBody } from '../fxcm/errors';
 import { ORDER_STATUS, TABLE_ID, type ModelName, type TableRecord } from '../fxcm/types';
 import { entryFill, entryKind, exitFill, levelFromPips, marketFill, tickMove, trailStop, type Slippage } from '../execution/fills';
@@ -388,7 +388,7 @@ export class TradingEngine {
     const acc = this.account(token);
     const t = this.findTrade(acc, textOf(form.trade_id));
     this.must(checkAmount(form.amount));
-    this.must(checkCloseAmount(form.amount, t.amountK));
+    this.must(checkCloseWithinTrade(form.amount, t.amountK));
     this.must(checkTimeInForce(textOf(form.order_type), textOf(form.time_in_force), CLOSE_TIF_BY_ORDER_TYPE));
     this.requireOpen();
     const amount = numberOf(form.amount);

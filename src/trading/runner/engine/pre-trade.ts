@@ -17,12 +17,12 @@
  * refusal stays the last word (live-context.ts maps it to OrderRejectedError too); this check
  * mirrors it, so a backtest sees what the broker would answer.
  */
-import { checkAmount, checkCloseAmount, checkMargin, checkTrailingStep, describeBody } from '../../fxcm/rules';
+import { checkAmount, checkCloseWithinTrade, checkMargin, checkTrailingStep, describeBody } from '../../fxcm/rules';
 import type { BrokerErrorBody } from '../../fxcm/errors';
 import { openSide } from '../../execution/fills';
 import { marginOf } from '../../execution/instruments';
 import { OrderRejectedError, SafetyError } from '../errors';
-import { checkChangeOrder, checkCloseAmount as checkCloseRequest, checkEntryOrder, checkOco, checkOpenTrade, checkTradeLevel, type BidAsk } from './order-requests';
+import { checkChangeOrder, checkCloseAmount, checkEntryOrder, checkOco, checkOpenTrade, checkTradeLevel, type BidAsk } from './order-requests';
 import type { SafetyGuard } from './safety';
 import type { EntryOrderRequest, OcoRequest, OpenTradeRequest, StopLimitOptions } from '../strategy';
 
@@ -138,9 +138,9 @@ export class PreTradeCheck {
 
   /** closeTrade's amount (all of the trade when omitted): a multiple of 10, no more than the trade holds. */
   closeTrade(trade: { tradeId: string; amount: number }, amount: unknown): number {
-    const a = checkCloseRequest(amount) ?? trade.amount;
+    const a = checkCloseAmount(amount) ?? trade.amount;
     this.amount(a);
-    const over = checkCloseAmount(a, trade.amount);
+    const over = checkCloseWithinTrade(a, trade.amount);
     if (over) throw new OrderRejectedError(`closeTrade ${a}K of trade ${trade.tradeId}: it holds ${trade.amount}K`, 'amount', over.code);
     return a;
   }
