@@ -206,7 +206,7 @@ describe("broker-call budget: the broker's 429", () => {
   });
 
   test('a 500 carries its status and is no reason to hold; a 503 with Retry-After holds as asked', async () => {
-    const { sim, held, client } = await setup();
+    const { sim, held, sent, client } = await setup();
     try {
       sim.faults.httpErrorNext('/trading/get_model', { status: 500 });
       await expect(client.getOpenPositions()).rejects.toMatchObject({ name: 'FxcmServerError', httpStatus: 500, retryAfterMs: undefined });
@@ -214,6 +214,8 @@ describe("broker-call budget: the broker's 429", () => {
       sim.faults.httpErrorNext('/trading/get_model', { status: 503, retryAfter: '3' });
       await expect(client.getOpenPositions()).rejects.toMatchObject({ name: 'FxcmServerError', httpStatus: 503, retryAfterMs: 3000 });
       expect(held).toEqual([['get_model', 503, 3000, true]]);
+      await client.getOpenPositions();
+      expect(sent.filter(([e]) => e === 'get_model').map(([, t]) => t)).toEqual([0, 0, 3000]);
     } finally {
       await client.close();
       await sim.stop();
