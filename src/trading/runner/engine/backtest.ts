@@ -124,6 +124,8 @@ interface EntryState extends PendingOrder {
   ocoGroup?: string;
 }
 
+const NO_BARS: readonly Bar[] = [];
+
 /** A strategy timer (ctx.setTimer) in simulated time. */
 interface StrategyTimer {
   name: string;
@@ -569,7 +571,8 @@ export class BacktestEngine {
    * Longer bars whose span ended at or before `sec` (epoch s) without the candle that ends it (the
    * market closed, a gap in the data): closed all the same, at the end of their span, earliest first.
    */
-  private endedBars(sec: number): Bar[] {
+  private endedBars(sec: number): readonly Bar[] {
+    if (this.building.size === 0) return NO_BARS;
     const out: Bar[] = [];
     for (const [k, b] of this.building) {
       if (b.ts + PERIOD_SECONDS[b.timeframe] > sec) continue;
@@ -627,7 +630,9 @@ export class BacktestEngine {
     const traded = merged.filter((m) => m.c.ts >= tradeFromTs);
     const total = traded.length;
     const startBalance = this.balance;
-    const startSec = traded.length ? Math.min(...traded.map((m) => m.c.ts)) : undefined;
+    // (a loop: a million candles do not fit in Math.min's arguments)
+    let startSec: number | undefined;
+    for (const m of traded) if (startSec === undefined || m.c.ts < startSec) startSec = m.c.ts;
     const tfs = (sym: string, baseTf: Period): Period[] => {
       const want = s.timeframes && s.timeframes.length ? s.timeframes : [baseTf];
       for (const tf of want) {
@@ -668,12 +673,14 @@ export class BacktestEngine {
         // longer bars that ended before this time without their last candle close first, each at its end
         for (const bar of this.endedBars(close - 1)) {
           await this.deliverBars([bar]);
-          await this.fireTimers();
+          if (this.timers.size) await this.fireTimers();
           this.equity.push({ ts: this.nowMs, balance: clean(this.balance), equity: clean(this.balance + this.unrealised()) });
         }
         reached = j;
         const group = traded.slice(i, j);
-        this.bookRollovers(Math.min(...group.map((g) => g.c.ts)) * 1000);
+        let opened = group[0]!.c.ts;
+        for (const g of group) if (g.c.ts < opened) opened = g.c.ts;
+        this.bookRollovers(opened * 1000);
         for (const { series, c } of group) this.processTriggers(series.symbol, c, PERIOD_SECONDS[series.timeframe]);
         // the hooks run at the close: what the candles showed is known then, not before
         this.nowMs = close * 1000;
@@ -697,10 +704,11 @@ export class BacktestEngine {
             const bar = this.closedBar(series, c, tf);
             if (bar) bars.push(bar);
           }
-          await this.deliverBars(bars);
+          if (bars.length) await this.deliverBars(bars);
         }
-        await this.deliverBars(this.endedBars(close));
-        await this.fireTimers();
+        const ended = this.endedBars(close);
+        if (ended.length) await this.deliverBars(ended);
+        if (this.timers.size) await this.fireTimers();
         const acc = this.balance + this.unrealised();
         this.equity.push({ ts: this.nowMs, balance: clean(this.balance), equity: clean(acc) });
         i = j;

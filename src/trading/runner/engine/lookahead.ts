@@ -180,7 +180,8 @@ export function changedAfter(s: CandleSeries, cut: number, file: string): Candle
   const ref = at > 0 ? s.candles[at - 1]! : undefined;
   const rb = ref ? ref.bidClose : s.candles[at]!.bidOpen;
   const later = s.candles.slice(at);
-  const spread = Math.max(...later.flatMap((c) => [c.askOpen - c.bidOpen, c.askClose - c.bidClose, c.askHigh - c.bidHigh, c.askLow - c.bidLow, 0]));
+  let spread = 0;
+  for (const c of later) spread = Math.max(spread, c.askOpen - c.bidOpen, c.askClose - c.bidClose, c.askHigh - c.bidHigh, c.askLow - c.bidLow);
   const ra = rb + spread;
   const mirrored = later.map((c): Candle => {
     const m: Candle = {
