@@ -9,6 +9,9 @@ const strategy = {
   name: 'ma-crossover',
   symbols: ['EUR/USD'],
   params: { fast: 5, slow: 20, amount: 10, stopPips: 50 },
+  // The bars of history onBar needs before its first decision: `slow` (a larger --param slow
+  // needs a larger warmup; `ratelimit-runner lookahead` says when the results depend on more).
+  warmup: 20,
 
   onStart(ctx) {
     ctx.log.info('ma-crossover starting', { ...ctx.params });

@@ -22,6 +22,9 @@ const strategy: Strategy<Params> = {
   name: 'ma-crossover',
   symbols: ['EUR/USD'],
   params: { fast: 5, slow: 20, amount: 10, stopPips: 50 },
+  // The bars of history onBar needs before its first decision: `slow` (a larger --param slow
+  // needs a larger warmup; `ratelimit-runner lookahead` says when the results depend on more).
+  warmup: 20,
 
   onStart(ctx) {
     ctx.log.info('ma-crossover starting', { ...ctx.params });

@@ -11,12 +11,15 @@ import { backtestCommand } from '../trading/runner/cli/cli';
 import { candlesCommand, liveCommand, paperCommand, replayCommand } from '../trading/runner/cli/live-cli';
 import { newCommand } from '../trading/runner/cli/new-cli';
 import { sweepCommand } from '../trading/runner/cli/sweep-cli';
+import { lookaheadCommand } from '../trading/runner/cli/lookahead-cli';
 
 const USAGE = `Usage: ratelimit-runner <command> [options]
 
 Commands:
   backtest  run a strategy over candle files (deterministic; JSON + HTML report)
   sweep     backtest a grid of parameters, walk-forward: in-sample choice, out-of-sample check
+  lookahead check that a strategy's backtest cannot see the future, nor depends on more history
+            than its warmup (exit 1 when a decision changed)
   paper     run a strategy against the simulated broker (every call through the rate limiter)
   live      run a strategy against a real broker account (--token or FXCM_TOKEN)
   replay    replay a paper/live journal and check the decisions are identical
@@ -77,6 +80,8 @@ async function main(argv: string[]): Promise<void> {
       return mode(command, backtestCommand, rest);
     case 'sweep':
       return mode(command, sweepCommand, rest);
+    case 'lookahead':
+      return mode(command, lookaheadCommand, rest);
     case 'paper':
       return mode(command, paperCommand, rest);
     case 'live':

@@ -33,7 +33,7 @@ test.each(['-h', '--help'])('ratelimit %s lists every setting with its default, 
   }
 });
 
-test.each([[[]], [['backtest']], [['paper']], [['live']], [['replay']], [['sim']], [['candles', 'download']]])(
+test.each([[[]], [['backtest']], [['lookahead']], [['paper']], [['live']], [['replay']], [['sim']], [['candles', 'download']]])(
   'ratelimit-runner %j --help prints its usage and exits 0',
   async (command) => {
     for (const flag of ['-h', '--help']) {

@@ -202,6 +202,30 @@ describe.each([3, 4] as const)('FxcmClient over Engine.IO %i', (eio) => {
     }
   });
 
+  test("the simulator refuses what the runner's pre-trade check refuses: above the maximum amount, without the margin, a close of more than the trade", async () => {
+    const raw = newClient(sim, { engineIO: eio, validate: false });
+    await client.close();
+    await raw.connect();
+    try {
+      await expect(raw.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 1e15 })).rejects.toMatchObject({ code: 3, brokerMessage: 'Amount should not be more than 50000', parameters: ['50000'] });
+      // 40,000K EUR/USD needs about 40e6 × rate / 50 of margin; the account has 50,000
+      const margin = raw.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 40_000 });
+      await expect(margin).rejects.toBeInstanceOf(FxcmApiError);
+      await expect(margin).rejects.toMatchObject({ code: 3, brokerMessage: 'Not enough usable margin' });
+      expect(sim.engine.snapshot(TOKEN, 'OpenPosition')).toEqual([]);
+      // a margin a 10K trade holds is its notional over 50, at its closing price
+      await raw.subscribeTables(['OpenPosition']);
+      await raw.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
+      await waitFor(() => sim.engine.trades.size === 1, 'the trade');
+      const [t] = sim.engine.snapshot(TOKEN, 'OpenPosition') as Array<{ tradeId: string; usedMargin: number; close: number }>;
+      expect(t!.usedMargin).toBeCloseTo((10_000 * t!.close) / 50, 2);
+      await expect(raw.closeTrade({ tradeId: t!.tradeId, amount: 20 })).rejects.toMatchObject({ code: 3, brokerMessage: "Amount should not be more than the trade's 10", parameters: ['10'] });
+      expect(sim.engine.trades.size).toBe(1);
+    } finally {
+      await raw.close();
+    }
+  });
+
   test('a second connection with the same token invalidates the first bearer, and the error says why', async () => {
     await client.subscribeTables('Order');
     const second = newClient(sim, { engineIO: eio, reconnect: false });

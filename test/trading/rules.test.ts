@@ -2,8 +2,12 @@ import {
   AMOUNT_BODY,
   CLOSE_TIF_BY_ORDER_TYPE,
   TIF_BY_ORDER_TYPE,
+  MAX_AMOUNT_K,
   checkAccountId,
   checkAmount,
+  checkCloseWithinTrade,
+  checkMargin,
+  ruleOfBody,
   checkIsBuy,
   checkOrderRules,
   checkStopInPips,
@@ -40,6 +44,32 @@ describe('broker order rules', () => {
       body.message = 'changed';
       expect(AMOUNT_BODY).toEqual(AMOUNT);
       expect(checkAmount(15)).toEqual(AMOUNT);
+    });
+  });
+
+  describe("the simulator's bodies for what the broker does not document", () => {
+    test('an amount above the maximum (50,000,000 units, the offers\' maxQuantity)', () => {
+      expect(MAX_AMOUNT_K).toBe(50_000);
+      expect(checkAmount(50_000)).toBeUndefined();
+      expect(checkAmount(50_010)).toEqual({ code: 3, message: 'Amount should not be more than 50000', parameters: ['50000'] });
+      expect(checkAmount(1e15)).toEqual({ code: 3, message: 'Amount should not be more than 50000', parameters: ['50000'] });
+    });
+
+    test('a close of more than the trade holds; not enough usable margin', () => {
+      expect(checkCloseWithinTrade(10, 10)).toBeUndefined();
+      expect(checkCloseWithinTrade(20, 10)).toEqual({ code: 3, message: "Amount should not be more than the trade's 10", parameters: ['10'] });
+      expect(checkMargin(100, 100)).toBeUndefined();
+      expect(checkMargin(100.004, 100)).toEqual({ code: 3, message: 'Not enough usable margin', parameters: ['100.00', '100.00'] });
+    });
+
+    test('the rule each body names (the runner maps a broker refusal to it)', () => {
+      expect(ruleOfBody(checkAmount(15)!)).toBe('amount');
+      expect(ruleOfBody(checkAmount(1e15)!)).toBe('amount');
+      expect(ruleOfBody(checkCloseWithinTrade(20, 10)!)).toBe('amount');
+      expect(ruleOfBody(checkMargin(2, 1)!)).toBe('margin');
+      expect(ruleOfBody(checkTrailingStep(5)!)).toBe('trailing_step');
+      expect(ruleOfBody(checkStopInPips(3, true)!)).toBe('stop');
+      expect(ruleOfBody({ code: 7, message: 'something else', parameters: [] })).toBeUndefined();
     });
   });
 

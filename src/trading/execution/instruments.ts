@@ -61,6 +61,18 @@ export function notionalInAccount(symbol: string, currency: string, units: numbe
   return units * rate;
 }
 
+/** The leverage of a margin requirement of 2% (the simulator's `mmr` of 0.02): the backtest's default too. */
+export const DEFAULT_LEVERAGE = 50;
+
+/**
+ * The margin `units` of a symbol hold at `rate`, in the account currency: the notional over the
+ * leverage. One formula for the backtest's account, the runner's pre-trade check and the
+ * simulated broker's account (an open position at its closing price, an order at its fill price).
+ */
+export function marginOf(symbol: string, currency: string, units: number, rate: number, leverage: number = DEFAULT_LEVERAGE): number {
+  return notionalInAccount(symbol, currency, units, rate) / leverage;
+}
+
 /** Rounds to 1e-10 to keep float noise out of reports and comparisons. */
 export function clean(v: number): number {
   return Math.round(v * 1e10) / 1e10;

@@ -13,7 +13,7 @@ import { EventEmitter } from 'node:events';
 import { Backoff } from '../../platform/backoff';
 import { type LogWriter, silentLogger } from '../../telemetry/logger';
 import { FxcmAuthError, FxcmOrderRejectedError, FxcmTimeoutError, FxcmNotConnectedError, FxcmUnauthorizedError } from './errors';
-import { RestTransport, type BeforeRequestHook } from './rest';
+import { RestTransport, type AfterResponseHook, type BeforeRequestHook } from './rest';
 import { FxcmStream, type EngineIOVersion } from './stream';
 import { MODEL_KEY, MODEL_SNAPSHOT_KEY, isModelName, type Envelope, type ModelName, type PriceUpdate, type TableAction, type TableRecord } from './types';
 
@@ -40,6 +40,8 @@ export interface FxcmClientOptions {
   /** Reconnect automatically on an unexpected close (default true). */
   reconnect?: boolean;
   beforeRequest?: BeforeRequestHook;
+  /** Run on every HTTP answer with its status and Retry-After (the runner's call budget). */
+  afterResponse?: AfterResponseHook;
   logger?: LogWriter;
   userAgent?: string;
   /** Check the broker's rules before sending (default true). */
@@ -104,6 +106,7 @@ export class FxcmConnection extends EventEmitter {
         if (e instanceof FxcmUnauthorizedError) this.tokenRefused(e);
         else if (!e) this.tokenAccepted();
       },
+      afterResponse: options.afterResponse,
       logger: this.log,
     });
   }

@@ -14,13 +14,25 @@ export class FxcmError extends Error {
   }
 }
 
-/** `executed: false` from the server. `code` is -1 when the error string was not a JSON error body. */
+/**
+ * `executed: false` from the server. `code` is -1 when the error string was not a JSON error body.
+ * `httpStatus` is the answer's status; `retryAfterMs` what its Retry-After header asked for.
+ */
 export class FxcmApiError extends FxcmError {
   readonly code: number;
   readonly brokerMessage: string;
   readonly parameters: (string | number)[];
-  constructor(readonly endpoint: string, readonly rawError: string, body?: BrokerErrorBody, readonly httpStatus = 200) {
-    super(`${endpoint}: ${body ? `code ${body.code}: ${body.message}${body.parameters.length ? ` ${JSON.stringify(body.parameters)}` : ''}` : rawError || 'not executed'}`);
+  constructor(
+    readonly endpoint: string,
+    readonly rawError: string,
+    body?: BrokerErrorBody,
+    readonly httpStatus = 200,
+    readonly retryAfterMs?: number,
+  ) {
+    super(
+      `${endpoint}: ${body ? `code ${body.code}: ${body.message}${body.parameters.length ? ` ${JSON.stringify(body.parameters)}` : ''}` : rawError || 'not executed'}` +
+        (httpStatus === 429 ? ` (HTTP 429${retryAfterMs !== undefined ? `, retry after ${Math.ceil(retryAfterMs / 1000)} s` : ''})` : ''),
+    );
     this.code = body?.code ?? -1;
     this.brokerMessage = body?.message ?? rawError;
     this.parameters = body?.parameters ?? [];
@@ -30,7 +42,11 @@ export class FxcmApiError extends FxcmError {
 /** `Unauthorized`: bad or stale bearer (the socket id changed, or a second session took the token). */
 export class FxcmUnauthorizedError extends FxcmApiError {}
 
-/** The broker's per-command call limits (`ORA-20301`) or the per-session request cap (HTTP 403). */
+/**
+ * The broker's per-command call limits (`ORA-20301`), the per-session request cap (HTTP 403), or
+ * HTTP 429 Too Many Requests (`retryAfterMs` from its Retry-After; the runner's call budget then
+ * holds calls of that kind until then).
+ */
 export class FxcmRateLimitError extends FxcmApiError {}
 
 /**
@@ -72,6 +88,21 @@ export class FxcmTransportError extends FxcmError {
   }
 }
 
+/**
+ * HTTP 5xx from the broker (or a gateway before it), whatever its body: `httpStatus`, and
+ * `retryAfterMs` from a Retry-After header. Whether an order call it answers was executed is not
+ * known from it: it is unanswered (answerLost).
+ */
+export class FxcmServerError extends FxcmTransportError {
+  constructor(
+    message: string,
+    override readonly httpStatus: number,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message, httpStatus, undefined, true);
+  }
+}
+
 /** `unanswered`: a REST request sent whose answer did not come in time (answerLost). */
 export class FxcmTimeoutError extends FxcmError {
   constructor(message: string, readonly unanswered = false) {
@@ -82,11 +113,25 @@ export class FxcmTimeoutError extends FxcmError {
 /**
  * Whether a failed REST call may have been run by the broker all the same: it was sent (or may
  * have been) and no answer came that says what became of it — a timeout, the connection lost
- * before the answer, an HTTP 5xx without the broker's envelope. Only a look at the broker tells
- * (its pushes, a snapshot); resending could do it twice.
+ * before the answer, an HTTP 5xx. Only a look at the broker tells (its pushes, a snapshot);
+ * resending could do it twice.
  */
 export function answerLost(e: unknown): boolean {
   return (e instanceof FxcmTimeoutError || e instanceof FxcmTransportError) && e.unanswered;
+}
+
+/**
+ * A Retry-After header in milliseconds: delta-seconds, or an HTTP-date against the answer's own
+ * Date header (the server's clock); undefined when absent or unreadable.
+ */
+export function retryAfterMsOf(retryAfter: string | null | undefined, date?: string | null): number | undefined {
+  const v = retryAfter?.trim();
+  if (!v) return undefined;
+  if (/^\d+$/.test(v)) return Number(v) * 1000;
+  const at = Date.parse(v);
+  const now = date ? Date.parse(date) : NaN;
+  if (!Number.isFinite(at) || !Number.isFinite(now)) return undefined;
+  return Math.max(0, at - now);
 }
 
 /** The client is not connected (no socket id for the bearer). */
@@ -116,11 +161,11 @@ export function parseBrokerError(error: string | undefined): BrokerErrorBody | u
 }
 
 /** Maps an envelope error to the typed error. */
-export function toApiError(endpoint: string, error: string | undefined, httpStatus = 200): FxcmApiError {
+export function toApiError(endpoint: string, error: string | undefined, httpStatus = 200, retryAfterMs?: number): FxcmApiError {
   const raw = error ?? '';
   const body = parseBrokerError(raw);
   if (raw.startsWith('Unauthorized') || httpStatus === 401) return new FxcmUnauthorizedError(endpoint, raw, body, httpStatus);
-  if (/ORA-20301/.test(raw) || httpStatus === 403) return new FxcmRateLimitError(endpoint, raw, body, httpStatus);
+  if (/ORA-20301/.test(raw) || httpStatus === 403 || httpStatus === 429) return new FxcmRateLimitError(endpoint, raw, body, httpStatus, retryAfterMs);
   if (raw === '' && endpoint.startsWith('/candles')) return new FxcmMarketClosedError(endpoint, raw, body, httpStatus);
   if (/^(Trade|Order) \S+ not found/i.test(raw)) return new FxcmNotFoundError(endpoint, raw, body, httpStatus);
   return new FxcmApiError(endpoint, raw, body, httpStatus);

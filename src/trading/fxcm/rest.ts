@@ -1,8 +1,11 @@
 /**
  * HTTP layer: the broker's headers, `Bearer <socket id><token>`, form-urlencoded bodies with
- * repeated keys for lists, the `{response:{executed,error}}` envelope and typed errors.
+ * repeated keys for lists, the `{response:{executed,error}}` envelope and typed errors. HTTP 429
+ * is FxcmRateLimitError and 5xx FxcmServerError, whatever the body, each with its status and the
+ * Retry-After it asked for; `afterResponse` hears every answer's status (the runner's call budget
+ * holds calls of a kind the broker answered 429).
  */
-import { FxcmNotConnectedError, FxcmTimeoutError, FxcmTransportError, toApiError } from './errors';
+import { FxcmNotConnectedError, FxcmServerError, FxcmTimeoutError, FxcmTransportError, parseBrokerError, retryAfterMsOf, toApiError } from './errors';
 import { type LogWriter, silentLogger } from '../../telemetry/logger';
 import type { Envelope, Params } from './types';
 
@@ -10,6 +13,15 @@ export type HttpMethod = 'GET' | 'POST';
 
 /** Hook run before every request (the runner puts its rate limiter here). */
 export type BeforeRequestHook = (endpoint: string, method: HttpMethod, params: Params) => Promise<void>;
+
+/** What an answer said about the request rate: its status and the Retry-After it asked for. */
+export interface ResponseInfo {
+  status: number;
+  retryAfterMs?: number;
+}
+
+/** Hook run on every HTTP answer, before it is read (the runner's call budget, for 429s). */
+export type AfterResponseHook = (endpoint: string, method: HttpMethod, params: Params, res: ResponseInfo) => void;
 
 export interface RestOptions {
   baseUrl: string;
@@ -21,6 +33,7 @@ export interface RestOptions {
   beforeRequest?: BeforeRequestHook;
   /** Hears how each request ended (no error: answered and executed), the local refusals included. */
   onOutcome?: (endpoint: string, error?: Error) => void;
+  afterResponse?: AfterResponseHook;
   logger?: LogWriter;
 }
 
@@ -98,6 +111,8 @@ export class RestTransport {
       if (err.name === 'TimeoutError' || err.name === 'AbortError') throw new FxcmTimeoutError(`${method} ${endpoint} timed out after ${timeoutMs} ms`, true);
       throw new FxcmTransportError(`${method} ${endpoint}: ${err.message}${causeOf(e)}`, undefined, e, !neverConnected(e));
     }
+    const retryAfterMs = retryAfterMsOf(res.headers.get('retry-after'), res.headers.get('date'));
+    this.opts.afterResponse?.(endpoint, method, params, { status: res.status, retryAfterMs });
     const text = await res.text();
     let env: Envelope | undefined;
     try {
@@ -105,13 +120,20 @@ export class RestTransport {
     } catch {
       env = undefined;
     }
+    if (res.status === 429 || res.status >= 500) {
+      // a gateway's or the broker's own words, from a swagger-style or an envelope body, else the text
+      const said = env ? String((env as { Message?: unknown }).Message ?? env.response?.error ?? '') : text.slice(0, 200);
+      if (res.status === 429) throw toApiError(endpoint, said || 'Too Many Requests', 429, retryAfterMs);
+      const after = retryAfterMs !== undefined ? `; retry after ${Math.ceil(retryAfterMs / 1000)} s` : '';
+      const body = parseBrokerError(said);
+      throw new FxcmServerError(`${method} ${endpoint}: HTTP ${res.status}${said ? `: ${body ? body.message : said}` : ''}${after}`, res.status, retryAfterMs);
+    }
     // swagger-style errors: {"Code":403,"Message":"…"}
     if (env && !env.response && typeof (env as { Code?: unknown }).Code === 'number') {
       throw toApiError(endpoint, String((env as { Message?: unknown }).Message ?? ''), res.status);
     }
     if (!env || typeof env.response !== 'object' || env.response === null) {
-      // a gateway's 5xx: whether the broker ran the call is unknown
-      throw new FxcmTransportError(`${method} ${endpoint}: HTTP ${res.status} without an envelope: ${text.slice(0, 200)}`, res.status, undefined, res.status >= 500);
+      throw new FxcmTransportError(`${method} ${endpoint}: HTTP ${res.status} without an envelope: ${text.slice(0, 200)}`, res.status);
     }
     if (!env.response.executed) {
       this.log.debug('fxcm request not executed', { endpoint, error: env.response.error });

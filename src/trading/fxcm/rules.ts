@@ -7,7 +7,10 @@
  *    {"code":3,"message":"Amount should be divisible by 10","parameters":["10"]}
  *  - stop on the wrong side in pips: {"code":18,"message":"The Stop distance must be ","parameters":["<",0]}
  * Not documented by the broker (simulator's choice, code 3 like the other parameter errors):
- *  - trailing stop step 2..9, invalid time in force for the order type, missing is_buy.
+ *  - trailing stop step 2..9, invalid time in force for the order type, missing is_buy;
+ *  - an amount above the Offer's `maxQuantity` (50,000,000 units: 50000 in the API's K units);
+ *  - a close of more than the trade holds;
+ *  - not enough usable margin for an order (need and usable, in the account currency).
  */
 import type { BrokerErrorBody } from './errors';
 
@@ -19,12 +22,31 @@ export function checkAccountId(accountId: unknown): BrokerErrorBody | undefined 
   return undefined;
 }
 
+/** The Offer's `maxQuantity` in units (the simulator's offers show it), and in the API's K units. */
+export const MAX_QUANTITY = 50_000_000;
+export const MAX_AMOUNT_K = MAX_QUANTITY / 1000;
+
+/** An order's or a close's amount (K units): a positive multiple of 10, at most MAX_AMOUNT_K. */
 export function checkAmount(amount: unknown): BrokerErrorBody | undefined {
   const n = Number(amount);
   if (!Number.isFinite(n) || n <= 0 || !Number.isInteger(n) || n % 10 !== 0) {
     return { ...AMOUNT_BODY, parameters: [...AMOUNT_BODY.parameters] };
   }
+  if (n > MAX_AMOUNT_K) return { code: 3, message: `Amount should not be more than ${MAX_AMOUNT_K}`, parameters: [String(MAX_AMOUNT_K)] };
   return undefined;
+}
+
+/** close_trade: no more than the trade holds (K units). */
+export function checkCloseWithinTrade(amount: unknown, tradeAmountK: number): BrokerErrorBody | undefined {
+  const n = Number(amount);
+  if (n > tradeAmountK) return { code: 3, message: `Amount should not be more than the trade's ${tradeAmountK}`, parameters: [String(tradeAmountK)] };
+  return undefined;
+}
+
+/** An order needs `need` of margin and the account has `usable` (account currency). */
+export function checkMargin(need: number, usable: number): BrokerErrorBody | undefined {
+  if (!(need > usable)) return undefined;
+  return { code: 3, message: 'Not enough usable margin', parameters: [need.toFixed(2), usable.toFixed(2)] };
 }
 
 /** trailing_stop_step / trailing_step: 0 (none), 1 (dynamic) or >= 10 (fixed); 2..9 rejected. */
@@ -100,4 +122,21 @@ export function checkOrderRules(p: OrderRuleInput, closeTable = false): { rule: 
     if (body) return { rule, body };
   }
   return undefined;
+}
+
+/** The rule a broker error body names (the bodies above), or undefined for another answer. */
+export function ruleOfBody(body: BrokerErrorBody): string | undefined {
+  if (body.code === 18) return 'stop';
+  if (body.code !== 3) return undefined;
+  if (/^Amount should/.test(body.message)) return 'amount';
+  if (/^Trailing stop step/.test(body.message)) return 'trailing_step';
+  if (/margin/i.test(body.message)) return 'margin';
+  if (/time in force/.test(body.message)) return 'time_in_force';
+  if (/^is_buy/.test(body.message)) return 'is_buy';
+  return undefined;
+}
+
+/** A body as one line: `Amount should be divisible by 10 (10)`. */
+export function describeBody(body: BrokerErrorBody): string {
+  return `${body.message.trim()}${body.parameters.length ? ` (${body.parameters.join(', ')})` : ''}`;
 }

@@ -10,9 +10,23 @@ export class SafetyError extends Error {
   }
 }
 
-/** The broker (or the backtest's book) rejected an order. */
+/**
+ * The broker refused an order or a close, or the runner did before sending, by the broker's rule
+ * (the same in every mode: engine/pre-trade.ts). `rule` names it: `amount` (not a multiple of 10,
+ * above the broker's maximum, more than the trade holds), `trailing_step`, `margin` (not enough
+ * usable margin after the order), `price` (no quote yet), or `broker` (the broker's answer, its
+ * text in the message); `code` is the broker's error code when there is one.
+ */
 export class OrderRejectedError extends Error {
   override readonly name: string = 'OrderRejectedError';
+  constructor(
+    message: string,
+    readonly rule: string = 'broker',
+    readonly code?: number,
+    override readonly cause?: unknown,
+  ) {
+    super(message);
+  }
 }
 
 /**
@@ -23,7 +37,7 @@ export class OrderRejectedError extends Error {
 export class OrderGoneError extends OrderRejectedError {
   override readonly name = 'OrderGoneError';
   constructor(readonly what: 'order' | 'trade', readonly id: string) {
-    super(`${what} ${id} no longer exists (${what === 'order' ? 'filled, cancelled or deleted' : 'closed'})`);
+    super(`${what} ${id} no longer exists (${what === 'order' ? 'filled, cancelled or deleted' : 'closed'})`, 'gone');
   }
 }
 

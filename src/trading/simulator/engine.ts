@@ -11,9 +11,13 @@
  * rollover at 17:00 New York (Wednesday three days) at the symbol's rollB/rollS, booked when the
  * first price or request after it arrives (on a Friday, at the weekend's close, that is Sunday's
  * open) and paid into the balance when the trade closes. Rules use the shared `fxcm/rules` module, so the
- * error bodies are the broker's (code 3 for amounts and zero-padded account ids, …).
+ * error bodies are the broker's (code 3 for amounts and zero-padded account ids, …), and the
+ * simulator's own for what the broker's documents leave out: an amount above the offers'
+ * maxQuantity, a close of more than the trade holds, a market order without the usable margin
+ * for it (its margin at its fill price, `execution/instruments.ts` marginOf at the offers' mmr,
+ * the backtest's formula). Entry orders are not checked for margin, when placed or when filled.
  */
-import { checkAccountId, checkAmount, checkIsBuy, checkStopInPips, checkTimeInForce, checkTrailingStep, CLOSE_TIF_BY_ORDER_TYPE } from '../fxcm/rules';
+import { checkAccountId, checkAmount, checkCloseWithinTrade, checkIsBuy, checkMargin, checkStopInPips, checkTimeInForce, checkTrailingStep, CLOSE_TIF_BY_ORDER_TYPE } from '../fxcm/rules';
 import type { BrokerErrorBody } from '../fxcm/errors';
 import { ORDER_STATUS, TABLE_ID, type ModelName, type TableRecord } from '../fxcm/types';
 import { entryFill, entryKind, exitFill, levelFromPips, marketFill, tickMove, trailStop, type Slippage } from '../execution/fills';
@@ -191,6 +195,10 @@ export class TradingEngine {
     const spec = this.spec(textOf(form.symbol));
     this.requireOpen();
     const isBuy = flagOf(form.is_buy);
+    // the margin the order needs at the price it fills at now, against the account's usable margin
+    const q = this.market.quote(spec.symbol)!;
+    const { equity, used } = this.records.margin(acc, this.tradesOf(acc));
+    this.must(checkMargin(this.records.orderMargin(spec.symbol, numberOf(form.amount), marketFill(isBuy, q.bid, q.ask, spec.pip, this.options.slippage)), equity - used));
     const o: SimOrder = {
       orderId: String(this.nextOrderId++),
       accountId: acc.accountId,
@@ -380,9 +388,10 @@ export class TradingEngine {
     const acc = this.account(token);
     const t = this.findTrade(acc, textOf(form.trade_id));
     this.must(checkAmount(form.amount));
+    this.must(checkCloseWithinTrade(form.amount, t.amountK));
     this.must(checkTimeInForce(textOf(form.order_type), textOf(form.time_in_force), CLOSE_TIF_BY_ORDER_TYPE));
     this.requireOpen();
-    const amount = Math.min(numberOf(form.amount), t.amountK);
+    const amount = numberOf(form.amount);
     const o = this.closeOrder(acc, t, amount);
     return { type: 0, orderId: Number(o.orderId) };
   }

@@ -1,6 +1,6 @@
 /**
  * Fault injection for tests: disconnects, dropped pushes, slow responses, requotes, partial
- * fills and one-off error bodies. Every setting is consumed by count (or `Infinity`). A broker
+ * fills, one-off error bodies and HTTP statuses (429, 500). Every setting is consumed by count (or `Infinity`). A broker
  * restart is BrokerSimulator.restart (it needs the server); `fired.restarts` counts them.
  */
 import type { BrokerErrorBody } from '../fxcm/errors';
@@ -17,6 +17,18 @@ export interface FailRule {
   remaining: number;
 }
 
+/** An HTTP status answered instead of the request (a gateway's 429, a 500), with its Retry-After. */
+export interface HttpFault {
+  status: number;
+  /** The Retry-After header as sent (seconds, or an HTTP-date). */
+  retryAfter?: string;
+}
+
+interface HttpRule extends HttpFault {
+  endpoint: string;
+  remaining: number;
+}
+
 export class Faults {
   /** Set by the server: disconnects sockets (all, or the one of `token`). */
   disconnectHook: ((token?: string) => number) | undefined;
@@ -24,10 +36,11 @@ export class Faults {
   private dropFilter: ((event: string) => boolean) | undefined;
   private slowRules: SlowRule[] = [];
   private failRules: FailRule[] = [];
+  private httpRules: HttpRule[] = [];
   private requoteRemaining = 0;
   private partial: { parts: number; remaining: number } | undefined;
   /** Counters of faults that fired. */
-  readonly fired = { dropped: 0, slowed: 0, requoted: 0, partialFills: 0, failed: 0, disconnects: 0, restarts: 0 };
+  readonly fired = { dropped: 0, slowed: 0, requoted: 0, partialFills: 0, failed: 0, httpErrors: 0, disconnects: 0, restarts: 0 };
 
   /** Server-side disconnect of every socket (or the token's); returns how many were closed. */
   disconnect(token?: string): number {
@@ -52,6 +65,14 @@ export class Faults {
     this.failRules.push({ endpoint, error, remaining: count });
   }
 
+  /**
+   * The next `count` requests of `endpoint` (or `*`) get HTTP `status` (e.g. 429, 500) with a
+   * swagger-style body `{"Code":…,"Message":…}` and, when given, Retry-After; nothing is executed.
+   */
+  httpErrorNext(endpoint: string | '*', fault: HttpFault, count = 1): void {
+    this.httpRules.push({ endpoint, ...fault, remaining: count });
+  }
+
   /** The next `count` market orders are requoted (Order pushed with status 4, then deleted; no trade). */
   requoteNext(count = 1): void {
     this.requoteRemaining = count;
@@ -67,6 +88,7 @@ export class Faults {
     this.dropFilter = undefined;
     this.slowRules = [];
     this.failRules = [];
+    this.httpRules = [];
     this.requoteRemaining = 0;
     this.partial = undefined;
   }
@@ -95,6 +117,14 @@ export class Faults {
     r.remaining--;
     this.fired.failed++;
     return typeof r.error === 'string' ? r.error : JSON.stringify(r.error);
+  }
+
+  takeHttpError(endpoint: string): HttpFault | undefined {
+    const r = this.httpRules.find((s) => s.remaining > 0 && (s.endpoint === '*' || s.endpoint === endpoint));
+    if (!r) return undefined;
+    r.remaining--;
+    this.fired.httpErrors++;
+    return { status: r.status, retryAfter: r.retryAfter };
   }
 
   takeRequote(): boolean {

@@ -3,8 +3,9 @@
  * account, per-symbol summaries, offers) and the figures in them, P/L and pip value.
  */
 import { closeSide } from '../execution/fills';
-import { positionPL } from '../execution/instruments';
+import { marginOf, positionPL } from '../execution/instruments';
 import { TABLE_ID, type TableRecord } from '../fxcm/types';
+import { MAX_QUANTITY } from '../fxcm/rules';
 import { ACCOUNT_CURRENCY, type SimAccount, type SimOrder, type SimTrade } from './book';
 import type { Market, SymbolSpec } from './market';
 
@@ -26,6 +27,9 @@ function pipValue(symbol: string, pip: number, amountK: number, price: number): 
   const v = pip * amountK * 1000;
   return Math.round((symbol.startsWith('USD/') ? v / price : v) * 1e4) / 1e4;
 }
+
+/** The margin requirement the offers show (`mmr`): 2% of the notional, a leverage of 50. */
+export const MMR = 0.02;
 
 export class BrokerRecords {
   constructor(
@@ -115,7 +119,7 @@ export class BrokerRecords {
       ...this.tradeFigures(t, t.amountK, this.closePrice(t)),
       isDisabled: false,
       time: brokerTime(t.openMs).slice(0, 14),
-      usedMargin: Math.round(t.amountK * 1000 * 0.02 * 100) / 100,
+      usedMargin: Math.round(this.usedMargin(t) * 100) / 100,
       stop: t.stop,
       stopMove: t.stopMove,
       limit: t.limit,
@@ -125,11 +129,26 @@ export class BrokerRecords {
     return rec;
   }
 
-  account(acc: SimAccount, trades: SimTrade[], action?: 'U'): TableRecord {
+  /** The margin a trade holds at its closing price (the one formula of the backtest and the runner's check). */
+  usedMargin(t: SimTrade): number {
+    return marginOf(t.symbol, ACCOUNT_CURRENCY, t.amountK * 1000, this.closePrice(t), 1 / MMR);
+  }
+
+  /** The margin an order of `amountK` at `rate` needs. */
+  orderMargin(symbol: string, amountK: number, rate: number): number {
+    return marginOf(symbol, ACCOUNT_CURRENCY, amountK * 1000, rate, 1 / MMR);
+  }
+
+  /** An account's equity and used margin (unrounded; the Account record shows them to the cent). */
+  margin(acc: SimAccount, trades: SimTrade[]): { equity: number; used: number; gross: number } {
     const gross = trades.reduce((s, t) => s + this.pl(t).gross, 0);
-    const used = trades.reduce((s, t) => s + t.amountK * 1000 * 0.02, 0);
+    const used = trades.reduce((s, t) => s + this.usedMargin(t), 0);
     // the rollover accrued on open trades is the account's until they close
-    const equity = acc.balance + gross + trades.reduce((s, t) => s + t.roll, 0);
+    return { equity: acc.balance + gross + trades.reduce((s, t) => s + t.roll, 0), used, gross };
+  }
+
+  account(acc: SimAccount, trades: SimTrade[], action?: 'U'): TableRecord {
+    const { equity, used, gross } = this.margin(acc, trades);
     const rec: TableRecord = {
       t: TABLE_ID.Account,
       ratePrecision: 0,
@@ -180,8 +199,8 @@ export class BrokerRecords {
       avgBuy: avg(buys),
       amountKBuy: amt(buys),
       rollSum: Math.round(ts.reduce((s, t) => s + t.roll, 0) * 100) / 100,
-      usedMarginSell: amt(sells) * 20,
-      usedMarginBuy: amt(buys) * 20,
+      usedMarginSell: Math.round(sells.reduce((s, t) => s + this.usedMargin(t), 0) * 100) / 100,
+      usedMarginBuy: Math.round(buys.reduce((s, t) => s + this.usedMargin(t), 0) * 100) / 100,
       isSellDisabled: false,
       isBuyDisabled: false,
       plBuy: plOf(buys),
@@ -221,12 +240,12 @@ export class BrokerRecords {
       volume: 1,
       pipFraction: 0.1,
       spread: Math.round(((q.ask - q.bid) / spec.pip) * 10) / 10,
-      mmr: 0.02,
+      mmr: MMR,
       emr: 0,
       lmr: 0,
       pipCost: spec.pip,
       minQuantity: 1000,
-      maxQuantity: 50000000,
+      maxQuantity: MAX_QUANTITY,
       instrBaseUnitSize: 1000,
     };
     if (action) rec.action = action;

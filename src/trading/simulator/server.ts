@@ -370,6 +370,12 @@ export class BrokerSimulator {
 
     const delay = this.faults.takeDelay(endpoint);
     if (delay > 0) await new Promise((r) => setTimeout(r, delay).unref());
+    const http = this.faults.takeHttpError(endpoint);
+    if (http) {
+      res.writeHead(http.status, { 'Content-Type': 'application/json', ...(http.retryAfter !== undefined ? { 'Retry-After': http.retryAfter } : {}) });
+      res.end(JSON.stringify({ Code: http.status, Message: http.status === 429 ? 'Too Many Requests' : 'Internal Server Error' }));
+      return;
+    }
 
     const session = this.authenticate(req.headers.authorization);
     if (typeof session === 'string') return fail(session, undefined, 401);

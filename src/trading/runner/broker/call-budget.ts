@@ -17,6 +17,12 @@
  * equal priority, in arrival order. An intent whose deadline passes while waiting is dropped
  * (IntentExpiredError) and never sent. A limiter error (service unreachable) fails the call: the
  * runner never sends a call it could not account for.
+ *
+ * The broker has the last word on its rate: an answer of HTTP 429 (FxcmClient `afterResponse`)
+ * holds the calls of that kind (the same descriptors: endpoint, and get_model's models) until its
+ * Retry-After has passed, or without one for a backoff of 1 s doubling with each 429 in a row up
+ * to 60 s; a 5xx with a Retry-After holds them as asked. Other calls go on; a held call, once
+ * free, still asks the rate limit service, so the hold never spends more than the budget.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
@@ -25,7 +31,7 @@ import { createInProcessLimiter, type ConfigFile, type RateLimitConfig } from '.
 import type { Clock } from '../../../platform/clock';
 import type { RateLimitRule } from '../../../core/rule';
 import { UNIT_NAMES, unitToDivider, type Descriptor, type RateLimitRequest, type RateLimitResponse } from '../../../core/rls';
-import type { HttpMethod } from '../../fxcm/rest';
+import type { HttpMethod, ResponseInfo } from '../../fxcm/rest';
 import type { Params } from '../../fxcm/types';
 import { IntentExpiredError } from '../errors';
 import type { BudgetUse } from '../report/report';
@@ -110,7 +116,12 @@ export interface BrokerCallBudgetOptions {
   onSent?: (endpoint: string, waitedMs: number) => void;
   /** Called when a call is held back (HeldBack: what is over its limit, until when). */
   onWait?: (endpoint: string, seconds: number, heldBack: HeldBack) => void;
+  /** Called when the broker's answer holds the calls of a kind: its status, how long (ms), and whether Retry-After said so. */
+  onThrottled?: (endpoint: string, status: number, holdMs: number, fromRetryAfter: boolean) => void;
 }
+
+/** A 429 without Retry-After holds its kind of call for this long, doubled for each 429 in a row. */
+export const THROTTLE_BACKOFF_MS = { initial: 1000, max: 60_000 } as const;
 
 interface Item {
   seq: number;
@@ -143,6 +154,8 @@ const realSleep = (ms: number, stop: AbortSignal) =>
 export class BrokerCallBudget {
   private readonly queue: Item[] = [];
   private readonly blocked = new Map<string, number>();
+  /** 429s in a row per kind of call (a 2xx answer of that kind ends the row). */
+  private readonly throttled = new Map<string, number>();
   private readonly use = new Map<string, BudgetUse>();
   private readonly intent = new AsyncLocalStorage<IntentOptions>();
   private seq = 0;
@@ -162,6 +175,31 @@ export class BrokerCallBudget {
 
   /** The FxcmClient beforeRequest hook. */
   readonly beforeRequest = (endpoint: string, _method: HttpMethod, params: Params): Promise<void> => this.acquire(endpoint, params);
+
+  /** The FxcmClient afterResponse hook: a 429 (or a 5xx with Retry-After) holds the calls of its kind. */
+  readonly afterResponse = (endpoint: string, _method: HttpMethod, params: Params, res: ResponseInfo): void => {
+    const key = this.keyOf(this.descriptorsFor(endpoint, params));
+    if (res.status !== 429 && !(res.status >= 500 && res.retryAfterMs !== undefined)) {
+      if (res.status < 300) this.throttled.delete(key);
+      return;
+    }
+    const name = endpointName(endpoint);
+    let holdMs = res.retryAfterMs;
+    if (res.status === 429) {
+      const inRow = (this.throttled.get(key) ?? 0) + 1;
+      this.throttled.set(key, inRow);
+      this.usage(name).throttled = (this.usage(name).throttled ?? 0) + 1;
+      holdMs ??= Math.min(THROTTLE_BACKOFF_MS.max, THROTTLE_BACKOFF_MS.initial * 2 ** (inRow - 1));
+    }
+    const until = this.opts.clock.nowMs() + holdMs!;
+    this.blocked.set(key, Math.max(this.blocked.get(key) ?? 0, until));
+    this.opts.onThrottled?.(name, res.status, holdMs!, res.retryAfterMs !== undefined);
+    this.wake?.();
+  };
+
+  private keyOf(descriptors: Descriptor[]): string {
+    return descriptors.map((d) => d.entries.map((e) => e.value).join('/')).join('+');
+  }
 
   /** Runs `fn` with a priority / deadline for the broker calls it makes. */
   withIntent<T>(o: IntentOptions, fn: () => Promise<T>): Promise<T> {
@@ -204,7 +242,7 @@ export class BrokerCallBudget {
       this.queue.push({
         seq: ++this.seq,
         endpoint: name,
-        key: descriptors.map((d) => d.entries.map((e) => e.value).join('/')).join('+'),
+        key: this.keyOf(descriptors),
         descriptors,
         priority: o.priority ?? ENDPOINT_PRIORITY[name] ?? 4,
         deadlineMs: o.deadlineMs,

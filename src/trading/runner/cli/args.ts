@@ -54,6 +54,18 @@ export const BACKTEST_OPTIONS: OptionSpecs = {
  */
 const { 'log-level': _silentInSweeps, ...SWEPT_BACKTEST_OPTIONS } = BACKTEST_OPTIONS;
 
+/** What each backtest of `lookahead` takes: a sweep's (its runs are silent too). */
+export const LOOKAHEAD_RUN_OPTIONS: OptionSpecs = SWEPT_BACKTEST_OPTIONS;
+
+/** `lookahead`: its runs' options, and its own (which its runs do not see). */
+export const LOOKAHEAD_OWN_OPTIONS: OptionSpecs = {
+  cuts: string,
+  workers: string,
+  'no-warmup-check': bool,
+  report: string,
+};
+export const LOOKAHEAD_OPTIONS: OptionSpecs = { ...SWEPT_BACKTEST_OPTIONS, ...LOOKAHEAD_OWN_OPTIONS };
+
 export const SWEEP_OPTIONS: OptionSpecs = {
   ...SWEPT_BACKTEST_OPTIONS,
   grid: repeated,
@@ -71,6 +83,7 @@ export const RUN_OPTIONS: OptionSpecs = {
   ...BROKER_OPTIONS,
   'allow-over-budget': bool,
   'if-no-budget': string,
+  leverage: string,
   journal: string,
   'journal-max-bytes': string,
   duration: string,

@@ -35,11 +35,13 @@ Options:
   --balance N           starting balance (default 10000)
   --currency CCY        account currency (default USD)
   --commission N        commission per side per 1K units, account currency (default 0)
-  --leverage N          leverage for margin checks (default 50)
+  --leverage N          leverage for margin checks (default 50): an order needs its notional / N
+                        of usable margin, as at the broker (the pre-trade check of every mode)
 ${REALISM_USAGE}
   --max-position K      safety: maximum position per symbol and side, in K units
   --max-daily-loss N    safety: flatten and stop opening when the UTC day's loss reaches N
-  --min-usable-margin-pct P  safety: refuse to open below this usable margin share of equity
+  --min-usable-margin-pct P  safety: refuse to open when the usable margin left after the order
+                        would be below P% of equity
   --report PATH         write PATH.json and PATH.html (default ./report)
   --log-level LEVEL     strategy log output from LEVEL up: debug, info (default), warn, error
   --quiet               no strategy log output and no progress bar

@@ -64,7 +64,11 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   --param KEY=VALUE     strategy parameter; repeatable
   --max-position K      safety: maximum position per symbol and side, in K units
   --max-daily-loss N    safety: flatten and stop opening when the UTC day's loss reaches N
-  --min-usable-margin-pct P  safety: refuse to open below this usable margin share of equity
+  --min-usable-margin-pct P  safety: refuse to open when the usable margin left after the order
+                        would be below P% of equity
+  --leverage N          the account's leverage, for the pre-trade margin check that mirrors the
+                        broker's (an order needs its notional / N of usable margin; default 50,
+                        the simulator's); the broker's own refusal is the last word
   --log-level LEVEL     strategy log output from LEVEL up: debug, info (default), warn, error
   --quiet               no strategy log output
   -h, --help            this help
@@ -178,9 +182,15 @@ function makeBroker(p: ParsedArgs, url: string, token: string, onHeldBack?: (end
   const stateFile = remote ? undefined : budgetStateFile(budgetStateDir(flag(p, 'budget-state')), url, account);
   const local = inProcessDecider(files, systemClock, stateFile ? { file: stateFile, onWarning: (m) => process.stderr.write(`ratelimit-runner: ${m}\n`) } : undefined);
   const decider = remote ? remoteDecider(remote) : local.decider;
-  const limiter = new BrokerCallBudget({ decider, account, clock: systemClock, onWait: onHeldBack });
-  const client = new FxcmClient({ baseUrl: url, token, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 15000, requestMs: 15000, tradeIdsMs: 30000 } });
+  const limiter = new BrokerCallBudget({ decider, account, clock: systemClock, onWait: onHeldBack, onThrottled: throttledLine });
+  const client = new FxcmClient({ baseUrl: url, token, beforeRequest: limiter.beforeRequest, afterResponse: limiter.afterResponse, timeouts: { connectMs: 15000, requestMs: 15000, tradeIdsMs: 30000 } });
   return { broker: { client, limiter, config: local.config, limitsFile, stateFile }, problems: checkBudget(local.config, limiter) };
+}
+
+/** The broker answered a call HTTP 429 (or a 5xx with Retry-After): its kind of call is held. */
+function throttledLine(endpoint: string, status: number, holdMs: number, fromRetryAfter: boolean): void {
+  const why = fromRetryAfter ? 'as its Retry-After asks' : 'no Retry-After: a backoff that doubles with each 429 in a row';
+  process.stderr.write(`ratelimit-runner: the broker answered HTTP ${status} to ${endpoint}: holding ${endpoint} calls for ${(holdMs / 1000).toFixed(1)} s (${why})\n`);
 }
 
 function budgetOf(b: Broker) {
@@ -276,6 +286,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     strategyFile: file,
     params: parseParams(p),
     safety: safetyOf(p),
+    leverage: num(p, 'leverage'),
     logger: log,
     client: broker.client,
     limiter: broker.limiter,

@@ -30,6 +30,9 @@ const strategy = {
   timeframes: ['m1'],
   // Defaults; override with --param lookback=30 (numbers and true/false are parsed).
   params: { lookback: 20, amount: 10, stopPips: 15, trailingStep: 10 },
+  // Bars of history loaded before onStart in paper and live (and a sweep's windows): lookback.
+  // 'ratelimit-runner lookahead' checks that this is enough, and that no decision sees the future.
+  warmup: 20,
 
   // Called once a bar has closed (bars: ctx.candles(symbol, timeframe, count), oldest first).
   async onBar(ctx, bar) {
@@ -46,9 +49,10 @@ const strategy = {
       // (the broker takes a step of 1, dynamic, or of 10 pips and more).
       await ctx.openTrade({ symbol: bar.symbol, isBuy, amount, stop: -stopPips, trailingStep, isInPips: true });
     } catch (e) {
-      // SafetyError (--max-position, margin), OrderRejectedError (the broker said no) and
-      // IntentExpiredError (no rate-limit budget in time) can be caught; anything else thrown
-      // from a hook stops the run and flattens.
+      // SafetyError (--max-position, --min-usable-margin-pct), OrderRejectedError (the broker's
+      // rules, e.g. not enough margin, or the broker said no) and IntentExpiredError (no
+      // rate-limit budget in time) can be caught; anything else thrown from a hook stops the run
+      // and flattens.
       ctx.log.warn('not opened: ' + e.message);
     }
   },

@@ -199,7 +199,7 @@ function verdictLine(r: SweepResult): string {
     case 'overfitted':
       return `${eff}OVERFITTED: out of sample is much worse than in sample (below ${MIN_EFFICIENCY * 100}%); the in-sample figures overstate what these parameters do on new data.`;
     case 'held up':
-      return `${eff}out of sample held up (${MIN_EFFICIENCY * 100}% or more), and neither in nor out of sample is it luck.`;
+      return `${eff}out of sample held up (${MIN_EFFICIENCY * 100}% or more), and neither in nor out of sample is it luck. A strategy that sees the future holds up too: check it with 'ratelimit-runner lookahead'.`;
     case 'luck': {
       const why =
         luck.inSample === null || luck.inSample >= LUCK_ALPHA

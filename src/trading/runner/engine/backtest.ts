@@ -2,14 +2,20 @@
  * The backtest engine: replays bid/ask candles through a strategy, deterministically (no wall
  * clock, no randomness: the same inputs give the same trades, bit for bit).
  *
- * Per candle time (all symbols whose candle starts at that time, in the order of the data):
+ * Every candle is delivered at its close, across symbols and time frames: the candles are taken
+ * in order of their close time (an H1 candle that opens at 00:00 comes at 01:00, after the m1
+ * candles of other symbols up to then), those closing at one time together, in the order of the
+ * data, and the clock (`ctx.now()`) never goes back. Per close time:
  *  1. Pending entry orders and the stops/limits of trades opened before this candle are checked
  *     against the candle's range, then trailing stops move: the model of `execution/fills.ts`,
- *     which the simulated broker applies to each tick.
- *  2. The quote becomes the candle's close (bidClose/askClose).
+ *     which the simulated broker applies to each tick. A fill is stamped at the candle's open, or
+ *     at the clock when a shorter time frame has moved it past that open.
+ *  2. The quote becomes the candle's close (bidClose/askClose), and the clock the close time:
+ *     the onOrder / onTrade events of step 1 run then.
  *  3. The daily-loss limit is checked (UTC days); `onTick` (with the close), `onBar` for the data's
  *     time frame and for every longer subscribed time frame whose bucket this candle completes,
- *     then due timers.
+ *     then due timers. A longer bar whose bucket has no candle ending it (the market closed, a
+ *     gap) closes at the end of its bucket, with what it has.
  * Market orders and closes from a hook fill at the current quote (the close the decision saw):
  * buy at the ask, sell at the bid. Commission is charged per side per 1K units. With `slippage`,
  * market orders, stops and stop entries fill that much worse; with `rollover`, open trades accrue
@@ -19,15 +25,14 @@
  * Candles before `tradeFromTs` are history only, like the warm-up bars paper and live load before
  * onStart: they fill ctx.candles (every time frame) and nothing else.
  */
-import { checkAmount, checkTrailingStep } from '../../fxcm/rules';
 import { silentLogger } from '../../../telemetry/logger';
 import { PERIOD_SECONDS } from '../../fxcm/candles';
 import type { CandleSeries } from '../../fxcm/candle-file';
 import type { Candle, Period } from '../../fxcm/types';
-import { checkChangeOrder, checkCloseAmount, checkEntryOrder, checkOco, checkOpenTrade, checkTradeLevel } from './order-requests';
-import { SafetyError, OrderGoneError, OrderRejectedError, runErrorOf, runHook } from '../errors';
-import { clean, exactConversion, notionalInAccount, pipOf, positionPL } from '../../execution/instruments';
-import { closeSide, entryFill, entryKind, exitFill, levelFromPips, marketFill, openSide, trailStop, type EntryKind, type Slippage } from '../../execution/fills';
+import { PreTradeCheck } from './pre-trade';
+import { OrderGoneError, OrderRejectedError, runErrorOf, runHook } from '../errors';
+import { DEFAULT_LEVERAGE, clean, exactConversion, marginOf, pipOf, positionPL } from '../../execution/instruments';
+import { closeSide, entryFill, entryKind, exitFill, levelFromPips, marketFill, trailStop, type EntryKind, type Slippage } from '../../execution/fills';
 import { rolloverOf, type RolloverRates } from '../../execution/financing';
 import { rolloversBetween } from '../../fxcm/market-hours';
 import { BarHistory, bucketStart, extendBar, openBar } from './bars';
@@ -119,6 +124,8 @@ interface EntryState extends PendingOrder {
   ocoGroup?: string;
 }
 
+const NO_BARS: readonly Bar[] = [];
+
 /** A strategy timer (ctx.setTimer) in simulated time. */
 interface StrategyTimer {
   name: string;
@@ -157,7 +164,7 @@ export class BacktestEngine {
     this.opts = opts;
     this.currency = opts.currency ?? 'USD';
     this.commissionPerK = opts.commissionPerK ?? 0;
-    this.leverage = opts.leverage ?? 50;
+    this.leverage = opts.leverage ?? DEFAULT_LEVERAGE;
     this.balance = opts.balance ?? 10000;
     this.log = opts.logger ?? silentLogger;
     this.guard = new SafetyGuard(opts.safety ?? {});
@@ -167,13 +174,11 @@ export class BacktestEngine {
 
   // ------------------------------------------------------------ accounting
 
+  /** The quote of a symbol the pre-trade check let through (it has one). */
   private quote(symbol: string): Tick {
     const q = this.quotes.get(symbol);
-    if (q !== undefined) return q;
-    if (!this.opts.data.some((d) => d.symbol === symbol)) {
-      throw new OrderRejectedError(`unknown symbol ${symbol}: this backtest has candles for ${[...new Set(this.opts.data.map((d) => d.symbol))].join(', ')}`);
-    }
-    throw new OrderRejectedError(`no price for ${symbol} yet`);
+    if (q === undefined) throw new OrderRejectedError(`no price for ${symbol} yet`, 'price');
+    return q;
   }
 
   private plOf(t: { symbol: string; isBuy: boolean; amount: number; openRate: number }, closeRate: number): { pips: number; pl: number } {
@@ -196,7 +201,7 @@ export class BacktestEngine {
 
   private usedMargin(): number {
     let s = 0;
-    for (const t of this.open.values()) s += notionalInAccount(t.symbol, this.currency, t.amount * 1000, this.markRate(t)) / this.leverage;
+    for (const t of this.open.values()) s += marginOf(t.symbol, this.currency, t.amount * 1000, this.markRate(t), this.leverage);
     return s;
   }
 
@@ -337,17 +342,24 @@ export class BacktestEngine {
     this.emitTrade({ kind: 'closed', tradeId: t.tradeId, symbol: t.symbol, isBuy: t.isBuy, amount, openRate: t.openRate, closeRate: rate, plPips: pips, pl: rec.pl, commission, reason, ts: this.nowMs });
   }
 
-  private checkOpen(symbol: string, isBuy: boolean, amount: number, trailingStep: number | undefined): void {
-    const bad = checkAmount(amount) ?? checkTrailingStep(trailingStep);
-    if (bad) throw new OrderRejectedError(bad.message);
-    const positions = [...this.open.values()].filter((t) => t.symbol === symbol);
-    this.guard.checkOpen(symbol, isBuy, amount, positions, this.nowMs, this.balance + this.unrealised());
-    const q = this.quote(symbol);
-    const need = notionalInAccount(symbol, this.currency, amount * 1000, openSide(isBuy, q.bid, q.ask)) / this.leverage;
-    const acc = this.accountInfo();
-    if (need > acc.usableMargin) throw new SafetyError('margin', `not enough usable margin for ${amount}K ${symbol}: need ${need.toFixed(2)}, have ${acc.usableMargin.toFixed(2)}`);
+  /** What the pre-trade check reads: this run's account, quotes, trades and entry orders. */
+  private preTradeCheck(): PreTradeCheck {
+    return new PreTradeCheck(this.guard, {
+      symbols: this.opts.strategy.symbols,
+      currency: this.currency,
+      leverage: this.leverage,
+      now: () => this.nowMs,
+      quote: (symbol) => this.quotes.get(symbol),
+      margin: () => this.accountInfo(),
+      positions: (symbol) => [...this.open.values()].filter((t) => t.symbol === symbol),
+      entries: (symbol) => [...this.entries.values()].filter((o) => o.symbol === symbol),
+    });
   }
 
+  /**
+   * A decision, booked now: its result, or its refusal (the promise rejects, as a broker's answer
+   * would; nothing else happens, in every mode).
+   */
   private record<T>(op: string, args: unknown, fn: () => T): Promise<T> {
     try {
       const r = fn();
@@ -355,17 +367,11 @@ export class BacktestEngine {
       return Promise.resolve(r);
     } catch (e) {
       this.intents.push({ ts: this.nowMs, op, args, result: 'rejected', detail: (e as Error).message });
-      // An order refused now is an onOrder event; an order or trade that is already gone is not.
-      if (e instanceof OrderRejectedError && !(e instanceof OrderGoneError) && op !== 'closeTrade') {
-        const a = args as { symbol?: string; isBuy?: boolean; amount?: number };
-        this.emitOrder({ orderId: '', symbol: a.symbol ?? '', isBuy: !!a.isBuy, amount: a.amount ?? 0, kind: 'market', status: 'rejected', reason: (e as Error).message, ts: this.nowMs });
-      }
       return Promise.reject(e);
     }
   }
 
   private openMarket(r: OpenTradeRequest): { orderId: string } {
-    this.checkOpen(r.symbol, r.isBuy, r.amount, r.trailingStep);
     const q = this.quote(r.symbol);
     const orderId = this.nextId('O');
     this.fill(r.symbol, r.isBuy, r.amount, marketFill(r.isBuy, q.bid, q.ask, pipOf(r.symbol), this.opts.slippage), orderId, 'market', r);
@@ -373,8 +379,6 @@ export class BacktestEngine {
   }
 
   private placeEntry(r: EntryOrderRequest, ocoGroup?: string): string {
-    const bad = checkAmount(r.amount) ?? checkTrailingStep(r.trailingStep);
-    if (bad) throw new OrderRejectedError(bad.message);
     const q = this.quote(r.symbol);
     const orderId = this.nextId('O');
     this.entries.set(orderId, {
@@ -398,7 +402,7 @@ export class BacktestEngine {
   private closeTradeNow(tradeId: string, amount: number | undefined, reason: CloseReason): void {
     const t = this.open.get(tradeId);
     if (!t) throw new OrderGoneError('trade', tradeId);
-    const amt = amount === undefined ? t.amount : Math.min(amount, t.amount);
+    const amt = amount ?? t.amount;
     const q = this.quote(t.symbol);
     this.closeAt(t, amt, marketFill(!t.isBuy, q.bid, q.ask, pipOf(t.symbol), this.opts.slippage), reason);
   }
@@ -414,6 +418,7 @@ export class BacktestEngine {
     const s = this.opts.strategy;
     const params = { ...(s.params ?? {}), ...(this.opts.params ?? {}) };
     const self = this;
+    const check = this.preTradeCheck();
     return {
       mode: 'backtest',
       params,
@@ -426,16 +431,21 @@ export class BacktestEngine {
       positions: (sym) => this.positions(sym),
       orders: (sym) => this.orders(sym),
       account: () => this.accountInfo(),
-      openTrade: (req) => this.record('openTrade', req, () => this.openMarket(checkOpenTrade(req, (sym) => this.quotes.get(sym)))),
-      createEntryOrder: (req) => this.record('createEntryOrder', req, () => ({ orderId: this.placeEntry(checkEntryOrder(req)) })),
+      openTrade: (req) => this.record('openTrade', req, () => this.openMarket(check.openTrade(req))),
+      createEntryOrder: (req) => this.record('createEntryOrder', req, () => ({ orderId: this.placeEntry(check.entryOrder(req)) })),
       createOco: (req: OcoRequest) =>
         this.record('createOco', req, () => {
-          const r = checkOco(req);
+          const r = check.oco(req);
           const g = this.nextId('G');
           const base = { symbol: r.symbol, amount: r.amount, isInPips: r.isInPips };
           return { orderIds: [this.placeEntry({ ...base, ...r.first }, g), this.placeEntry({ ...base, ...r.second }, g)] };
         }),
-      closeTrade: (id, amount) => this.record('closeTrade', { tradeId: id, amount }, () => this.closeTradeNow(id, checkCloseAmount(amount), 'close')),
+      closeTrade: (id, amount) =>
+        this.record('closeTrade', { tradeId: id, amount }, () => {
+          const t = this.open.get(id);
+          if (!t) throw new OrderGoneError('trade', id);
+          this.closeTradeNow(id, check.closeTrade(t, amount), 'close');
+        }),
       closeAll: (sym) =>
         this.record('closeAll', { symbol: sym }, () => {
           for (const t of [...this.open.values()]) if (!sym || t.symbol === sym) this.closeTradeNow(t.tradeId, undefined, 'close');
@@ -444,9 +454,7 @@ export class BacktestEngine {
         this.record('setStop', { tradeId: id, rate: level, ...opts }, () => {
           const t = this.open.get(id);
           if (!t) throw new OrderGoneError('trade', id);
-          const { rate, opts: o } = checkTradeLevel('stop', t, level, opts, this.quotes.get(t.symbol));
-          const bad = checkTrailingStep(o?.trailingStep);
-          if (bad) throw new OrderRejectedError(bad.message);
+          const { rate, opts: o } = check.tradeLevel('stop', t, level, opts);
           const q = this.quote(t.symbol);
           const ref = closeSide(t.isBuy, q.bid, q.ask);
           t.stop = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, ref, rate, !!o?.isInPips);
@@ -457,7 +465,7 @@ export class BacktestEngine {
         this.record('setLimit', { tradeId: id, rate: level, ...opts }, () => {
           const t = this.open.get(id);
           if (!t) throw new OrderGoneError('trade', id);
-          const { rate, opts: o } = checkTradeLevel('limit', t, level, opts, this.quotes.get(t.symbol));
+          const { rate, opts: o } = check.tradeLevel('limit', t, level, opts);
           const q = this.quote(t.symbol);
           t.limit = rate === 0 ? undefined : this.resolveLevel(t.symbol, t.isBuy, closeSide(t.isBuy, q.bid, q.ask), rate, !!o?.isInPips);
         }),
@@ -465,7 +473,7 @@ export class BacktestEngine {
         this.record('changeOrder', { orderId: id, rate: newRate, amount: newAmount }, () => {
           const o = this.entries.get(id);
           if (!o) throw new OrderGoneError('order', id);
-          const { rate, amount } = checkChangeOrder(o.symbol, newRate, newAmount);
+          const { rate, amount } = check.changeOrder(o, newRate, newAmount);
           o.rate = rate;
           if (amount !== undefined) o.amount = amount;
         }),
@@ -493,7 +501,9 @@ export class BacktestEngine {
   // ------------------------------------------------------------ candle processing
 
   private processTriggers(symbol: string, c: Candle, baseSec: number): void {
-    this.nowMs = c.ts * 1000;
+    // What fills within a candle is stamped at its open, or later when a shorter time frame has
+    // already moved the clock past it (an H1 candle handled at its close): never back in time.
+    this.nowMs = Math.max(this.nowMs, c.ts * 1000);
     // entry orders placed before this candle
     for (const o of [...this.entries.values()]) {
       if (o.symbol !== symbol || o.placedCandleTs >= c.ts || !this.entries.has(o.orderId)) continue;
@@ -501,13 +511,7 @@ export class BacktestEngine {
       if (rate === undefined) continue;
       this.entries.delete(o.orderId);
       if (o.ocoGroup) for (const x of [...this.entries.values()]) if (x.ocoGroup === o.ocoGroup) this.cancelEntry(x, 'oco');
-      try {
-        const positions = [...this.open.values()].filter((t) => t.symbol === symbol);
-        this.guard.checkOpen(symbol, o.isBuy, o.amount, positions, this.nowMs, this.balance + this.unrealised());
-      } catch (e) {
-        this.emitOrder({ orderId: o.orderId, symbol, isBuy: o.isBuy, amount: o.amount, kind: 'entry', status: 'rejected', reason: (e as Error).message, ts: this.nowMs });
-        continue;
-      }
+      // checked when it was placed (pre-trade.ts), as a broker fills a resting order
       this.fill(symbol, o.isBuy, o.amount, rate, o.orderId, 'entry', o);
     }
     // stops and limits of trades opened before this candle
@@ -527,6 +531,7 @@ export class BacktestEngine {
 
   /** Accrues the rollovers in (last booked, `toMs`] on the trades open before each. */
   private bookRollovers(toMs: number): void {
+    if (toMs <= this.rolledTo) return;
     const rates = this.opts.rollover;
     if (rates && this.open.size && this.rolledTo > -Infinity) {
       for (const r of rolloversBetween(this.rolledTo, toMs)) {
@@ -562,6 +567,46 @@ export class BacktestEngine {
     return b;
   }
 
+  /**
+   * Longer bars whose span ended at or before `sec` (epoch s) without the candle that ends it (the
+   * market closed, a gap in the data): closed all the same, at the end of their span, earliest first.
+   */
+  private endedBars(sec: number): readonly Bar[] {
+    if (this.building.size === 0) return NO_BARS;
+    const out: Bar[] = [];
+    for (const [k, b] of this.building) {
+      if (b.ts + PERIOD_SECONDS[b.timeframe] > sec) continue;
+      this.building.delete(k);
+      out.push(b);
+    }
+    return out.sort((a, b) => a.ts + PERIOD_SECONDS[a.timeframe] - (b.ts + PERIOD_SECONDS[b.timeframe]));
+  }
+
+  /** onBar for bars that closed, each at its close; `nowMs` moves to it (never back). */
+  private async deliverBars(bars: readonly Bar[]): Promise<void> {
+    const s = this.opts.strategy;
+    for (const bar of bars) {
+      this.nowMs = Math.max(this.nowMs, (bar.ts + PERIOD_SECONDS[bar.timeframe]) * 1000);
+      this.history.push(bar);
+      if (s.onBar) {
+        await this.call('onBar', () => s.onBar!.call(s, this.ctx, bar));
+        await this.drain();
+      }
+    }
+  }
+
+  /** onTimer for the timers due by now, earliest first. */
+  private async fireTimers(): Promise<void> {
+    const s = this.opts.strategy;
+    for (const t of [...this.timers.values()].sort((a, b) => a.next - b.next || (a.name < b.name ? -1 : 1))) {
+      while (this.timers.get(t.name) === t && t.next <= this.nowMs) {
+        t.next += t.every;
+        if (s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, t.name, 1));
+        await this.drain();
+      }
+    }
+  }
+
   /** Runs the whole backtest. A strategy error flattens every position and ends the run. */
   async run(): Promise<BacktestResult> {
     const s = this.opts.strategy;
@@ -575,16 +620,19 @@ export class BacktestEngine {
       const after = this.opts.tradeFromTs === undefined ? '' : ` from ${new Date(tradeFromTs * 1000).toISOString()} on`;
       throw new Error(`no candles for ${missing.join(', ')}${after}, which the strategy trades (candles given for: ${[...withData].join(', ') || 'nothing'})`);
     }
-    // merge all candles by time (stable: data order within one time)
-    const merged: { series: CandleSeries; c: Candle }[] = [];
-    for (const series of base) for (const c of series.candles) merged.push({ series, c });
-    merged.sort((a, b) => a.c.ts - b.c.ts || base.indexOf(a.series) - base.indexOf(b.series));
-    let firstTraded = 0;
-    while (firstTraded < merged.length && merged[firstTraded]!.c.ts < tradeFromTs) firstTraded++;
-    const warmup = merged.slice(0, firstTraded);
-    const traded = merged.slice(firstTraded);
+    // Every candle is delivered at its close, across symbols and time frames (an H1 candle that
+    // opens at 00:00 is seen at 01:00, after the m1 candles up to then): ordered by close time,
+    // then by the order of the data.
+    const merged: { series: CandleSeries; c: Candle; close: number }[] = [];
+    for (const series of base) for (const c of series.candles) merged.push({ series, c, close: c.ts + PERIOD_SECONDS[series.timeframe] });
+    merged.sort((a, b) => a.close - b.close || base.indexOf(a.series) - base.indexOf(b.series));
+    const warmup = merged.filter((m) => m.c.ts < tradeFromTs);
+    const traded = merged.filter((m) => m.c.ts >= tradeFromTs);
     const total = traded.length;
     const startBalance = this.balance;
+    // (a loop: a million candles do not fit in Math.min's arguments)
+    let startSec: number | undefined;
+    for (const m of traded) if (startSec === undefined || m.c.ts < startSec) startSec = m.c.ts;
     const tfs = (sym: string, baseTf: Period): Period[] => {
       const want = s.timeframes && s.timeframes.length ? s.timeframes : [baseTf];
       for (const tf of want) {
@@ -601,31 +649,42 @@ export class BacktestEngine {
       tfBySeries.set(d, tfs(d.symbol, d.timeframe));
     }
     // bars before onStart, as paper and live load the strategy's warm-up
-    for (const { series, c } of warmup) {
+    for (const { series, c, close } of warmup) {
+      for (const bar of this.endedBars(close - 1)) this.history.push(bar);
       for (const tf of tfBySeries.get(series) ?? []) {
         const bar = this.closedBar(series, c, tf);
         if (bar) this.history.push(bar);
       }
     }
+    // those that ended before the run starts without their last candle are history too
+    if (startSec !== undefined) for (const bar of this.endedBars(startSec)) this.history.push(bar);
     let error: BacktestResult['error'];
     let reached = 0;
     const every = this.opts.progressEvery ?? 1000;
     try {
-      if (traded.length) this.nowMs = traded[0]!.c.ts * 1000;
+      if (startSec !== undefined) this.nowMs = startSec * 1000;
       if (s.onStart) await this.call('onStart', () => s.onStart!.call(s, this.ctx));
       await this.drain();
       let i = 0;
       while (i < traded.length) {
-        const ts = traded[i]!.c.ts;
+        const close = traded[i]!.close;
         let j = i;
-        while (j < traded.length && traded[j]!.c.ts === ts) j++;
+        while (j < traded.length && traded[j]!.close === close) j++;
+        // longer bars that ended before this time without their last candle close first, each at its end
+        for (const bar of this.endedBars(close - 1)) {
+          await this.deliverBars([bar]);
+          if (this.timers.size) await this.fireTimers();
+          this.equity.push({ ts: this.nowMs, balance: clean(this.balance), equity: clean(this.balance + this.unrealised()) });
+        }
         reached = j;
         const group = traded.slice(i, j);
-        this.bookRollovers(ts * 1000);
+        let opened = group[0]!.c.ts;
+        for (const g of group) if (g.c.ts < opened) opened = g.c.ts;
+        this.bookRollovers(opened * 1000);
         for (const { series, c } of group) this.processTriggers(series.symbol, c, PERIOD_SECONDS[series.timeframe]);
+        // the hooks run at the close: what the candles showed is known then, not before
+        this.nowMs = close * 1000;
         await this.drain();
-        const endMs = Math.max(...group.map((g) => (g.c.ts + PERIOD_SECONDS[g.series.timeframe]) * 1000));
-        this.nowMs = endMs;
         // daily loss
         const eq = this.balance + this.unrealised();
         if (this.guard.checkDailyLoss(this.nowMs, eq)) {
@@ -640,23 +699,16 @@ export class BacktestEngine {
             await this.call('onTick', () => s.onTick!.call(s, this.ctx, q));
             await this.drain();
           }
+          const bars: Bar[] = [];
           for (const tf of tfBySeries.get(series) ?? []) {
             const bar = this.closedBar(series, c, tf);
-            if (!bar) continue;
-            this.history.push(bar);
-            if (s.onBar) {
-              await this.call('onBar', () => s.onBar!.call(s, this.ctx, bar));
-              await this.drain();
-            }
+            if (bar) bars.push(bar);
           }
+          if (bars.length) await this.deliverBars(bars);
         }
-        for (const t of [...this.timers.values()].sort((a, b) => a.next - b.next || (a.name < b.name ? -1 : 1))) {
-          while (this.timers.get(t.name) === t && t.next <= this.nowMs) {
-            t.next += t.every;
-            if (s.onTimer) await this.call('onTimer', () => s.onTimer!.call(s, this.ctx, t.name, 1));
-            await this.drain();
-          }
-        }
+        const ended = this.endedBars(close);
+        if (ended.length) await this.deliverBars(ended);
+        if (this.timers.size) await this.fireTimers();
         const acc = this.balance + this.unrealised();
         this.equity.push({ ts: this.nowMs, balance: clean(this.balance), equity: clean(acc) });
         i = j;
@@ -679,7 +731,7 @@ export class BacktestEngine {
       mode: 'backtest',
       currency: this.currency,
       startBalance,
-      startTime: traded.length ? traded[0]!.c.ts * 1000 : undefined,
+      startTime: startSec === undefined ? undefined : startSec * 1000,
       trades: this.closed,
       equity: this.equity,
       account: this.accountInfo(),

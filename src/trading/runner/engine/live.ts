@@ -42,12 +42,13 @@ import type { ClosedTrade, EquityPoint, RunResult } from '../results';
 import { BarHistory, LiveBars, type BarFetch, type BarsOut } from './bars';
 import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS } from '../../fxcm/candles';
 import { BrokerState, brokerTimeMs, numOf, type OcoClaim } from './broker-state';
-import { pipOf } from '../../execution/instruments';
+import { DEFAULT_LEVERAGE, pipOf } from '../../execution/instruments';
+import { PreTradeCheck } from './pre-trade';
 import { liveContext } from './live-context';
 import { errorOf, journaledError, matchPlacedOrder, settleOrphan, type JournaledError, type Orphan } from './orphans';
 import { LOST_SNAPSHOT_TTL_MS, LOST_WATCH_MS, PLACING_OPS, PushLog, SETTLED_OPS, describeCall, settleFromPushes, settleFromSnapshot, snapshotModels, watchMatches, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
 import { answerLost } from '../../fxcm/errors';
-import { AnswerLostError, JournalFinishedError, OrderRejectedError, SafetyError, runErrorOf, runHook, scriptLocation } from '../errors';
+import { AnswerLostError, JournalFinishedError, OrderRejectedError, runErrorOf, runHook, scriptLocation } from '../errors';
 import { finishedRunOf, type Journal, type JournalLine } from './journal';
 import { CHECKPOINT_VERSION, DEFAULT_JOURNAL_MAX_BYTES, hasStateHooks, jsonProblem, lastCheckpoint, type CheckpointLine, type SavedEngine } from './checkpoint';
 import { thinEquity } from '../report/equity-thinning';
@@ -68,6 +69,8 @@ export interface LiveOptions {
   strategyFile?: string;
   params?: Record<string, unknown>;
   safety?: SafetyLimits;
+  /** The account's leverage for the pre-trade margin check (default DEFAULT_LEVERAGE, the simulator's). */
+  leverage?: number;
   logger?: StrategyLogger;
   /** The broker (paper/live); its beforeRequest should be `limiter.beforeRequest`. */
   client?: FxcmClient;
@@ -354,7 +357,7 @@ export class LiveEngine {
       broker: this.broker,
       accountInfo: () => this.accountInfo(),
       op: <T>(name: string, args: unknown, check: () => void, send: (c: FxcmClient) => Promise<T>, ttlMs?: number) => this.op<T>(name, args, check, send, ttlMs),
-      checkOpen: (symbol, isBuy, amount) => this.checkOpen(symbol, isBuy, amount),
+      check: this.preTradeCheck(),
       setTimer: (name, everyMs) => {
         this.clearTimer(name);
         this.timers.set(name, { every: everyMs });
@@ -394,11 +397,19 @@ export class LiveEngine {
     this.timers.delete(name);
   }
 
-  private checkOpen(symbol: string, isBuy: boolean, amount: number): void {
-    if (!this.o.strategy.symbols.includes(symbol)) throw new SafetyError('symbol', `${symbol} is not one of the strategy's symbols`);
-    const a = this.accountInfo();
-    const same = [...this.broker.positions.values()].filter((r) => r.currency === symbol).map((r) => ({ isBuy: r.isBuy === true, amount: numOf(r.amountK) }));
-    this.guard.checkOpen(symbol, isBuy, amount, same, this.now, a.equity, this.broker.account ? a.usableMargin : undefined);
+  /** The pre-trade check of every mode, on what the runner knows of the account (every trade and entry order of it). */
+  private preTradeCheck(): PreTradeCheck {
+    const b = this.broker;
+    return new PreTradeCheck(this.guard, {
+      symbols: this.o.strategy.symbols,
+      currency: this.o.currency ?? 'USD',
+      leverage: this.o.leverage ?? DEFAULT_LEVERAGE,
+      now: () => this.now,
+      quote: (symbol) => this.quotes.get(symbol),
+      margin: () => (b.account ? this.accountInfo() : undefined),
+      positions: (symbol) => [...b.positions.values()].filter((r) => r.currency === symbol).map((r) => ({ isBuy: r.isBuy === true, amount: numOf(r.amountK) })),
+      entries: (symbol) => b.ownEntryOrders(true).map((r) => b.pending(r)).filter((o) => o.symbol === symbol),
+    });
   }
 
   // ------------------------------------------------------------ intents and answers
@@ -432,6 +443,9 @@ export class LiveEngine {
       // a delete's record as the broker's push would carry it (the order's fields)
       const pushed = (r: SnapshotRecord): SnapshotRecord => (r.model === 'Order' && r.action === 'D' ? { ...r, rec: { ...(this.broker.orders.get(String(r.rec.orderId)) ?? {}), ...r.rec } } : r);
       this.claim(owns, (settled?.records ?? []).map((r) => ({ k: 'table' as const, t, ...pushed(r) })));
+      // known from its answer, as a replay knows it from the answer line (before the order's push)
+      const orderId = ok ? (v as { orderId?: unknown } | undefined)?.orderId : undefined;
+      if (orderId !== undefined) this.broker.knownOrderIds.add(String(orderId));
     };
     try {
       if (this.stopped && this.finished) throw new OrderRejectedError('the run has stopped');

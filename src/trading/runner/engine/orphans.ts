@@ -28,20 +28,30 @@ export interface JournaledError {
   /** OrderGoneError: 'order' or 'trade', and its id. */
   what?: string;
   id?: string;
+  /** SafetyError, OrderRejectedError: the rule, and the broker's code. */
+  rule?: string;
+  code?: number;
 }
 
 /** How an answer line records an error: enough for errorOf to rebuild the class the strategy caught. */
 export function journaledError(e: Error & { endpoint?: string }): JournaledError {
   const endpoint = e instanceof AnswerLostError ? e.op : e.endpoint;
-  return { name: e.name, message: e.message, endpoint, ...(e instanceof OrderGoneError ? { what: e.what, id: e.id } : {}) };
+  return {
+    name: e.name,
+    message: e.message,
+    endpoint,
+    ...(e instanceof OrderGoneError ? { what: e.what, id: e.id } : {}),
+    ...(e instanceof SafetyError || (e instanceof OrderRejectedError && !(e instanceof OrderGoneError)) ? { rule: e.rule } : {}),
+    ...(e instanceof OrderRejectedError && e.code !== undefined ? { code: e.code } : {}),
+  };
 }
 
 /** The error a journaled answer recorded, as the class the strategy can catch. */
 export function errorOf(e: JournaledError | undefined): Error {
   const msg = e?.message ?? 'error';
   let err: Error;
-  if (e?.name === 'SafetyError') err = new SafetyError('recorded', msg);
-  else if (e?.name === 'OrderRejectedError') err = new OrderRejectedError(msg);
+  if (e?.name === 'SafetyError') err = new SafetyError(e.rule ?? 'recorded', msg);
+  else if (e?.name === 'OrderRejectedError') err = new OrderRejectedError(msg, e.rule, e.code);
   else if (e?.name === 'OrderGoneError') err = new OrderGoneError(e.what === 'trade' ? 'trade' : 'order', e.id ?? '');
   else if (e?.name === 'AnswerLostError') err = new AnswerLostError(e.endpoint ?? '', msg);
   else if (e?.name === 'IntentExpiredError') {

@@ -4,7 +4,10 @@
  *   (an order that would take it past the limit is refused; closing is always allowed);
  * - `maxDailyLoss`: when the UTC day's P/L (equity now − equity at the day's first check) reaches
  *   −maxDailyLoss the runner flattens everything and refuses new positions until the next UTC day;
- * - `minUsableMarginPct`: opening is refused when usable margin is below this share of equity.
+ * - `minUsableMarginPct`: opening is refused when the usable margin left after the order (usable
+ *   margin now less the order's margin) would be below this share of equity.
+ * Each refusal is a SafetyError whose `rule` is the limit's name. The one pre-trade check of every
+ * mode (pre-trade.ts) calls checkOpen after the broker's own rules.
  */
 import { SafetyError } from '../errors';
 
@@ -72,25 +75,29 @@ export class SafetyGuard {
     return this.halted === Math.floor(nowMs / DAY_MS);
   }
 
+  /**
+   * `exposure`: what the symbol holds and has pending (each with its side); `usableAfter`: the
+   * usable margin once the order holds its margin (undefined: unknown, not checked).
+   */
   checkOpen(
     symbol: string,
     isBuy: boolean,
     amount: number,
-    positions: readonly { isBuy: boolean; amount: number }[],
+    exposure: readonly { isBuy: boolean; amount: number }[],
     nowMs: number,
     equity: number,
-    usableMargin?: number,
+    usableAfter?: number,
   ): void {
     this.roll(nowMs, equity);
     if (this.isHalted(nowMs)) throw new SafetyError('maxDailyLoss', `daily loss limit reached: no new positions until the next UTC day`);
     const max = this.limits.maxPosition;
     if (max !== undefined) {
-      const same = positions.filter((p) => p.isBuy === isBuy).reduce((s, p) => s + p.amount, 0);
+      const same = exposure.filter((p) => p.isBuy === isBuy).reduce((s, p) => s + p.amount, 0);
       if (same + amount > max) throw new SafetyError('maxPosition', `${symbol}: ${same}K + ${amount}K would exceed the maximum position of ${max}K`);
     }
     const pct = this.limits.minUsableMarginPct;
-    if (pct !== undefined && usableMargin !== undefined && equity > 0 && (usableMargin / equity) * 100 < pct) {
-      throw new SafetyError('margin', `usable margin ${((usableMargin / equity) * 100).toFixed(1)}% is below ${pct}%`);
+    if (pct !== undefined && usableAfter !== undefined && equity > 0 && (usableAfter / equity) * 100 < pct) {
+      throw new SafetyError('minUsableMarginPct', `usable margin after the order would be ${((usableAfter / equity) * 100).toFixed(1)}% of equity, below ${pct}%`);
     }
   }
 }

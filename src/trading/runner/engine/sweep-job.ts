@@ -78,7 +78,7 @@ export function windowOf(data: readonly CandleSeries[], from: number, to: number
  * caches) must not leak from one parameter set into the next, or a result would depend on which
  * runs its worker did before. (A .ts strategy is transpiled once; each load runs it afresh.)
  */
-function freshStrategy(file: string): ReturnType<typeof loadStrategy> {
+export function freshStrategy(file: string): ReturnType<typeof loadStrategy> {
   delete require.cache[require.resolve(path.resolve(file))];
   return loadStrategy(file);
 }

@@ -30,6 +30,8 @@ export interface BudgetUse {
   waitMs: number;
   /** Intents dropped because they expired while waiting. */
   expired: number;
+  /** Calls the broker answered HTTP 429 (each held the calls of its kind); absent when none. */
+  throttled?: number;
   /** The configured limit, e.g. "25/hour", when known. */
   limit?: string;
 }
@@ -302,9 +304,9 @@ function budgetSection(r: RunReport): string {
 <p class="note">${p.calls} broker calls against the limits in ${esc(p.limitsFile)}. ${esc(p.method)}</p>
 ${table(['Endpoint', 'Calls', 'Limit', 'Busiest window', 'Limit allows', 'Broker documents', 'Live run would wait'], rows)}`;
   }
-  const rows = r.budget.map((b) => [esc(b.endpoint), String(b.sent), String(b.waited), fmt(b.waitMs / 1000, 1), String(b.expired), esc(b.limit ?? '')]);
+  const rows = r.budget.map((b) => [esc(b.endpoint), String(b.sent), String(b.waited), fmt(b.waitMs / 1000, 1), String(b.expired), String(b.throttled ?? 0), esc(b.limit ?? '')]);
   return `<h2>Rate-limit budget per endpoint</h2>
-${table(['Endpoint', 'Sent', 'Waited', 'Wait (s)', 'Expired', 'Limit'], rows.length ? rows : [['no broker calls', '', '', '', '', '']])}`;
+${table(['Endpoint', 'Sent', 'Waited', 'Wait (s)', 'Expired', 'HTTP 429', 'Limit'], rows.length ? rows : [['no broker calls', '', '', '', '', '', '']])}`;
 }
 
 function priceSection(r: RunReport, time: TimeDomain): string {

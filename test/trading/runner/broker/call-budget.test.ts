@@ -138,3 +138,87 @@ describe('broker-call budget: an intent\'s time to live', () => {
     expect(slept).toBeLessThanOrEqual(5_001); // dropped at its deadline, not after the hour's reset
   });
 });
+
+describe("broker-call budget: the broker's 429", () => {
+  /** The simulator behind a budget on a manual clock whose waits advance it; the budget allows everything. */
+  async function setup() {
+    const sim = await startSim();
+    const clock = new ManualClock(1_000_000);
+    const asked: string[] = [];
+    const inner = inProcessDecider([{ name: 'open.yaml', content: 'domain: fxcm\n' }], clock).decider;
+    const decider: LimitDecider = { shouldRateLimit: (r) => (asked.push(r.descriptors[0]!.entries[2]!.value), inner.shouldRateLimit(r)) };
+    const sent: Array<[string, number]> = [];
+    const held: Array<[string, number, number, boolean]> = [];
+    const l = new BrokerCallBudget({
+      decider,
+      account: 'A',
+      clock,
+      marginMs: 0,
+      sleep: async (ms) => void clock.advance(ms),
+      onSent: (endpoint) => void sent.push([endpoint, clock.nowMs() - 1_000_000]),
+      onThrottled: (endpoint, status, holdMs, fromRetryAfter) => void held.push([endpoint, status, holdMs, fromRetryAfter]),
+    });
+    const client = newClient(sim, { beforeRequest: l.beforeRequest, afterResponse: l.afterResponse });
+    await client.connect();
+    return { sim, clock, asked, sent, held, l, client };
+  }
+
+  test('a 429 with Retry-After holds the next call of its kind until then, and no other kind; the held call still asks the budget', async () => {
+    const { sim, asked, sent, held, l, client } = await setup();
+    try {
+      await client.getAccountId();
+      sim.faults.httpErrorNext('/trading/open_trade', { status: 429, retryAfter: '7' });
+      const refused = client.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
+      await expect(refused).rejects.toMatchObject({ name: 'FxcmRateLimitError', httpStatus: 429, retryAfterMs: 7000 });
+      expect(held).toEqual([['open_trade', 429, 7000, true]]);
+      sent.length = 0;
+      asked.length = 0;
+      const next = client.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
+      const snapshot = client.getOpenPositions();
+      await Promise.all([next, snapshot]);
+      // the snapshot went at once; the order after the 7 s the broker asked for, having asked the budget
+      expect(sent.find(([e]) => e === 'get_model')![1]).toBe(0);
+      expect(sent.find(([e]) => e === 'open_trade')![1]).toBeGreaterThanOrEqual(7000);
+      expect(asked).toContain('open_trade');
+      expect(l.budget().find((b) => b.endpoint === 'open_trade')).toMatchObject({ sent: 2, throttled: 1 });
+    } finally {
+      await client.close();
+      await sim.stop();
+    }
+  });
+
+  test('429s without Retry-After back off 1 s, then 2 s in a row; an answer that passes ends the row', async () => {
+    const { sim, sent, held, client } = await setup();
+    try {
+      sim.faults.httpErrorNext('/trading/get_model', { status: 429 }, 2);
+      await expect(client.getOpenPositions()).rejects.toMatchObject({ httpStatus: 429, retryAfterMs: undefined });
+      await expect(client.getOpenPositions()).rejects.toMatchObject({ httpStatus: 429 });
+      await client.getOpenPositions();
+      sim.faults.httpErrorNext('/trading/get_model', { status: 429 });
+      await expect(client.getOpenPositions()).rejects.toMatchObject({ httpStatus: 429 });
+      expect(held.map((h) => h[2])).toEqual([1000, 2000, 1000]);
+      const at = sent.filter(([e]) => e === 'get_model').map(([, t]) => t);
+      expect(at.slice(0, 3)).toEqual([0, 1000, 3000]);
+    } finally {
+      await client.close();
+      await sim.stop();
+    }
+  });
+
+  test('a 500 carries its status and is no reason to hold; a 503 with Retry-After holds as asked', async () => {
+    const { sim, held, sent, client } = await setup();
+    try {
+      sim.faults.httpErrorNext('/trading/get_model', { status: 500 });
+      await expect(client.getOpenPositions()).rejects.toMatchObject({ name: 'FxcmServerError', httpStatus: 500, retryAfterMs: undefined });
+      expect(held).toEqual([]);
+      sim.faults.httpErrorNext('/trading/get_model', { status: 503, retryAfter: '3' });
+      await expect(client.getOpenPositions()).rejects.toMatchObject({ name: 'FxcmServerError', httpStatus: 503, retryAfterMs: 3000 });
+      expect(held).toEqual([['get_model', 503, 3000, true]]);
+      await client.getOpenPositions();
+      expect(sent.filter(([e]) => e === 'get_model').map(([, t]) => t)).toEqual([0, 0, 3000]);
+    } finally {
+      await client.close();
+      await sim.stop();
+    }
+  });
+});

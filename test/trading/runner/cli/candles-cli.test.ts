@@ -127,11 +127,12 @@ describe('candles CLI', () => {
     expect(sentBefore).toBeLessThan(3);
 
     const done = await run([...args, '--store', store]);
-    expect(done.code).toBe(0);
+    // (the whole answer on a failure: its stderr says why)
+    expect(done).toMatchObject({ code: 0 });
     expect(candleRequests() - sentBefore).toBe(3 - sentBefore);
     const whole = path.join(dir, 'whole.json');
     const one = await run([...args, '--out', whole]);
-    expect(one.code).toBe(0);
+    expect(one).toMatchObject({ code: 0 });
     expect(readCandleFile(file).candles).toEqual(readCandleFile(whole).candles);
   });
 

@@ -174,7 +174,7 @@ describe('backtest engine: known answers', () => {
     await expect(runBacktest({ strategy: { symbols: ['EUR/USD'], onBar() {} }, data: eur([]) })).rejects.toThrow('no candles for EUR/USD');
   });
 
-  test('an order for a symbol the data does not have names it (not "no price yet")', async () => {
+  test('an order for a symbol the strategy does not trade names it (not "no price yet"), as in paper and live', async () => {
     const seen: string[] = [];
     const s: S = {
       symbols: ['EUR/USD'],
@@ -187,7 +187,7 @@ describe('backtest engine: known answers', () => {
       },
     };
     await runBacktest({ strategy: s, data: eur(flat(T0, [1.1])) });
-    expect(seen).toEqual(['unknown symbol FOO/BAR: this backtest has candles for EUR/USD']);
+    expect(seen).toEqual(["FOO/BAR is not one of the strategy's symbols (EUR/USD)"]);
   });
 
   test('what onStop closes is in the end state: a flat account ends with balance = equity', async () => {

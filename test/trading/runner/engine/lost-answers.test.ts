@@ -186,7 +186,7 @@ describe('an order call whose answer is lost', () => {
     }
     const [trade] = positions(sim);
     expect((seen.outcomes[0]!.value as { orderId: string }).orderId).toBe(trade!.orderId);
-    expect((seen.outcomes[0]!.value as { settled: string }).settled).toMatch(/^openTrade sell 20 EUR\/USD got no answer from the broker \(POST \/trading\/open_trade: HTTP 500 without an envelope: Internal Server Error\); the broker's pushes since the call show order /);
+    expect((seen.outcomes[0]!.value as { settled: string }).settled).toMatch(/^openTrade sell 20 EUR\/USD got no answer from the broker \(POST \/trading\/open_trade: HTTP 500: Internal Server Error\); the broker's pushes since the call show order /);
     expect(result.leftOpen?.positions.map((p) => p.tradeId)).toEqual([trade!.tradeId]);
   });
 
@@ -423,7 +423,7 @@ describe('an order call whose answer is lost', () => {
     }
     expect(positions(sim)).toEqual([]);
     expect(seen.outcomes[0]!.error?.message).toBe(
-      "openTrade buy 10 EUR/USD got no answer from the broker (POST /trading/open_trade: HTTP 502 without an envelope: Bad Gateway) and may have executed: neither the broker's pushes since nor a snapshot show it (no order at the broker matches it); it is not resent, and an order matching it that shows up later is claimed by this run (onOrder / onTrade)",
+      "openTrade buy 10 EUR/USD got no answer from the broker (POST /trading/open_trade: HTTP 502: Bad Gateway) and may have executed: neither the broker's pushes since nor a snapshot show it (no order at the broker matches it); it is not resent, and an order matching it that shows up later is claimed by this run (onOrder / onTrade)",
     );
     expect(result.leftOpen).toEqual({ positions: [], orders: [] });
     expect(sim.requestCounts()['/trading/open_trade']).toBeUndefined();

@@ -1,5 +1,5 @@
 import { IntentExpiredError, OrderRejectedError, SafetyError } from '../../../../src/trading/runner/errors';
-import { errorOf, settleOrphan } from '../../../../src/trading/runner/engine/orphans';
+import { errorOf, journaledError, settleOrphan } from '../../../../src/trading/runner/engine/orphans';
 import { unclaimedOrderCalls } from '../../../../src/trading/runner/engine/live';
 
 describe('a resumed journal', () => {
@@ -79,6 +79,14 @@ describe('a resumed journal', () => {
     expect(expired.message).toBe('expired waiting for open_trade');
     const other = errorOf({ name: 'TypeError', message: 'x is not a function' });
     expect([other.name, other.message]).toEqual(['TypeError', 'x is not a function']);
+  });
+
+  test('a refusal keeps its rule and the broker code through the journal (a replay catches what the run caught)', () => {
+    const margin = errorOf(JSON.parse(JSON.stringify(journaledError(new OrderRejectedError('not enough usable margin', 'margin', 3)))));
+    expect(margin).toBeInstanceOf(OrderRejectedError);
+    expect(margin).toMatchObject({ name: 'OrderRejectedError', rule: 'margin', code: 3, message: 'not enough usable margin' });
+    const limit = errorOf(JSON.parse(JSON.stringify(journaledError(new SafetyError('maxPosition', 'EUR/USD: 10K + 500K would exceed the maximum position of 500K')))));
+    expect(limit).toMatchObject({ name: 'SafetyError', rule: 'maxPosition' });
   });
 });
 

@@ -136,14 +136,14 @@ describe('SafetyGuard', () => {
     });
   });
 
-  describe('minUsableMarginPct', () => {
+  describe('minUsableMarginPct (the usable margin left after the order)', () => {
     const g = new SafetyGuard({ minUsableMarginPct: 25 });
 
     test('at the floor is allowed, below it is refused with the share rounded to 0.1%', () => {
       expect(refusal(() => g.checkOpen('EUR/USD', true, 10, [], T0, 1000, 250))).toBeUndefined();
       expect(refusal(() => g.checkOpen('EUR/USD', true, 10, [], T0, 1000, 1000))).toBeUndefined();
-      expect(refusal(() => g.checkOpen('EUR/USD', true, 10, [], T0, 1000, 249))).toEqual({ name: 'SafetyError', rule: 'margin', message: 'usable margin 24.9% is below 25%' });
-      expect(refusal(() => g.checkOpen('EUR/USD', false, 10, [], T0, 3000, 100))).toEqual({ name: 'SafetyError', rule: 'margin', message: 'usable margin 3.3% is below 25%' });
+      expect(refusal(() => g.checkOpen('EUR/USD', true, 10, [], T0, 1000, 249))).toEqual({ name: 'SafetyError', rule: 'minUsableMarginPct', message: 'usable margin after the order would be 24.9% of equity, below 25%' });
+      expect(refusal(() => g.checkOpen('EUR/USD', false, 10, [], T0, 3000, 100))).toEqual({ name: 'SafetyError', rule: 'minUsableMarginPct', message: 'usable margin after the order would be 3.3% of equity, below 25%' });
     });
 
     test('not checked when the usable margin is unknown or equity is not positive', () => {
@@ -155,7 +155,7 @@ describe('SafetyGuard', () => {
     test('the position limit is checked before the margin floor', () => {
       const both = new SafetyGuard({ maxPosition: 10, minUsableMarginPct: 25 });
       expect(refusal(() => both.checkOpen('EUR/USD', true, 20, [], T0, 1000, 0))).toMatchObject({ rule: 'maxPosition' });
-      expect(refusal(() => both.checkOpen('EUR/USD', true, 10, [], T0, 1000, 0))).toMatchObject({ rule: 'margin', message: 'usable margin 0.0% is below 25%' });
+      expect(refusal(() => both.checkOpen('EUR/USD', true, 10, [], T0, 1000, 0))).toMatchObject({ rule: 'minUsableMarginPct', message: 'usable margin after the order would be 0.0% of equity, below 25%' });
     });
   });
 });
