@@ -13,9 +13,9 @@
  */
 import { Struct } from '../../generated/google/protobuf/struct';
 import type { Descriptor, DescriptorStatus, Entry, RateLimitRequest, RateLimitResponse } from '../core/rls';
-import { notUtf8, ProtoDecodeError, Reader, strSize, varintSize, wireError, Writer } from './proto-wire';
+import { notUtf8, ProtoDecodeError, Reader, strSize, varintSize, wireError, Writer } from '../platform/proto-wire';
 
-export { ProtoDecodeError } from './proto-wire';
+export { ProtoDecodeError } from '../platform/proto-wire';
 
 /**
  * Decodes a RateLimitRequest from `buf[start, end)` (a gRPC frame is decoded in place, past its

@@ -13,7 +13,7 @@ import { QuotaStreamError, type UsageReports } from '../quota/types';
 import type { Counter, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import { decodeUsageReports, encodeQuotaResponseFrame } from './quota-codec';
-import { ProtoDecodeError } from './proto-wire';
+import { ProtoDecodeError } from '../platform/proto-wire';
 
 export const STREAM_RATE_LIMIT_QUOTAS_PATH = '/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas';
 

@@ -16,7 +16,7 @@
  */
 import type { BucketAction, BucketPairs, BucketUsage, QuotaStrategy, UsageReports } from '../quota/types';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
-import { notUtf8, ProtoDecodeError, Reader, strSize, varintSize, wireError, Writer } from './proto-wire';
+import { notUtf8, ProtoDecodeError, Reader, strSize, varintSize, wireError, Writer } from '../platform/proto-wire';
 
 /** Decodes a RateLimitQuotaUsageReports from `buf[start, end)`; throws ProtoDecodeError on malformed input. */
 export function decodeUsageReports(buf: Buffer, start = 0, end = buf.length): UsageReports {

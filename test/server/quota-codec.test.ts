@@ -8,7 +8,7 @@ import { RateLimitStrategy_BlanketRule } from '../../generated/envoy/type/v3/rat
 import { mulberry32 } from '../../src/platform/random';
 import type { BucketAction, QuotaStrategy, UsageReports } from '../../src/quota/types';
 import { decodeUsageReports, encodeQuotaResponseFrame } from '../../src/server/quota-codec';
-import { ProtoDecodeError } from '../../src/server/proto-wire';
+import { ProtoDecodeError } from '../../src/platform/proto-wire';
 
 // No integer-like keys: a JS object (the generated code's map) would put them first.
 const words = ['a', 'key', 'value/with/slash', 'é', '日本', '\u{1f600}', 'x'.repeat(200), ''];

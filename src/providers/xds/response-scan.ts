@@ -3,7 +3,7 @@
  * deserializer, so that a response over CONFIG_MAX_RESOURCES, CONFIG_MAX_BYTES or
  * CONFIG_MAX_DESCRIPTORS is refused (and NACKed) without building a single resource object.
  *
- * One pass over the protobuf wire format, allocating nothing per field: the top-level fields are
+ * One pass over the protobuf wire format (platform/proto-wire's reader; one per message walked, nothing per field): the top-level fields are
  * walked (each `resources` entry, field 2, is counted and its `google.protobuf.Any` read for the
  * length of its `value`); the descriptors of each RateLimitConfig (`descriptors`, field 3, and at
  * every depth `RateLimitDescriptor.descriptors`, field 4) are counted inside the value without
@@ -20,6 +20,7 @@
  */
 import { DiscoveryResponse } from '../../../generated/envoy/service/discovery/v3/discovery';
 import { isRateLimitConfigType } from './convert';
+import { Reader } from '../../platform/proto-wire';
 
 /** The caps a response is held to (0 = no limit). */
 export interface ResponseCaps {
@@ -46,37 +47,36 @@ export function isRefused(r: ScannedResponse): r is RefusedResponse {
   return 'refused' in r;
 }
 
-/** The response of `buf`: decoded when within `caps`, else refused with the reason naming the cap. */
-export function scanResponse(buf: Uint8Array, caps: ResponseCaps): ScannedResponse {
-  const s = new Scan(buf);
+/** The response of `bytes`: decoded when within `caps`, else refused with the reason naming the cap. */
+export function scanResponse(bytes: Uint8Array, caps: ResponseCaps): ScannedResponse {
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const r = new Reader(buf, 0, buf.length);
   let versionInfo = '';
   let nonce = '';
   let typeUrl = '';
   let resources = 0;
-  let bytes = 0;
+  let bytesHeld = 0;
   let descriptors = 0;
   let overResources = false;
   let overBytes = false;
   let overDescriptors: string | undefined;
-  while (s.pos < buf.length) {
-    const tag = s.varint();
+  while (r.pos < buf.length) {
+    const tag = r.varint();
     const wire = tag & 7;
     if (wire !== 2) {
-      s.skip(wire);
+      r.skip(wire);
       continue;
     }
-    const len = s.varint();
-    const start = s.pos;
-    const end = s.advance(len);
+    const [start, end] = r.span();
     switch (tag >>> 3) {
       case 1:
-        versionInfo = s.text(start, end);
+        versionInfo = text(buf, start, end);
         break;
       case 4:
-        typeUrl = s.text(start, end);
+        typeUrl = text(buf, start, end);
         break;
       case 5:
-        nonce = s.text(start, end);
+        nonce = text(buf, start, end);
         break;
       case 2: {
         resources++;
@@ -85,14 +85,15 @@ export function scanResponse(buf: Uint8Array, caps: ResponseCaps): ScannedRespon
           overResources = true;
           break;
         }
-        const any = s.any(start, end);
-        bytes += any.valueEnd - any.valueStart;
-        if (caps.maxBytes > 0 && bytes > caps.maxBytes) overBytes = true;
+        const any = readAny(buf, start, end);
+        bytesHeld += any.valueEnd - any.valueStart;
+        if (caps.maxBytes > 0 && bytesHeld > caps.maxBytes) overBytes = true;
         if (overBytes || overDescriptors !== undefined || caps.maxDescriptors === 0 || !any.rateLimitConfig) break;
         const room = caps.maxDescriptors - descriptors;
-        const found = s.descriptors(any.valueStart, any.valueEnd, room);
+        // RateLimitConfig.descriptors = 3 (at the top); RateLimitDescriptor.descriptors = 4 (below).
+        const found = countDescriptors(buf, any.valueStart, any.valueEnd, 3, 1, room);
         descriptors += found;
-        if (found > room) overDescriptors = s.configName(any.valueStart, any.valueEnd);
+        if (found > room) overDescriptors = configName(buf, any.valueStart, any.valueEnd);
         break;
       }
       default:
@@ -103,11 +104,11 @@ export function scanResponse(buf: Uint8Array, caps: ResponseCaps): ScannedRespon
   if (overResources) {
     refused = `the response has ${resources} resources, more than the ${caps.maxResources} set by CONFIG_MAX_RESOURCES; it was not loaded`;
   } else if (overBytes) {
-    refused = `the configuration holds ${bytes} bytes, more than the ${caps.maxBytes} set by CONFIG_MAX_BYTES; it was not loaded`;
+    refused = `the configuration holds ${bytesHeld} bytes, more than the ${caps.maxBytes} set by CONFIG_MAX_BYTES; it was not loaded`;
   } else if (overDescriptors !== undefined) {
     refused = `${overDescriptors}: the configuration has more than ${caps.maxDescriptors} descriptors, the limit set by CONFIG_MAX_DESCRIPTORS; it was not loaded`;
   } else {
-    return DiscoveryResponse.decode(buf);
+    return DiscoveryResponse.decode(bytes);
   }
   return { refused, versionInfo, nonce, typeUrl, resources };
 }
@@ -115,143 +116,60 @@ export function scanResponse(buf: Uint8Array, caps: ResponseCaps): ScannedRespon
 /** Nested descriptors deeper than this are not counted (the decoder refuses such depth anyway). */
 const MAX_DEPTH = 100;
 
-class Scan {
-  pos = 0;
-  private readonly decoder = new TextDecoder();
+function text(buf: Buffer, start: number, end: number): string {
+  return buf.toString('utf8', start, end);
+}
 
-  constructor(private readonly buf: Uint8Array) {}
-
-  /** A varint of up to 64 bits, as a number (lengths and tags fit in 32). */
-  varint(): number {
-    const buf = this.buf;
-    let result = 0;
-    let scale = 1;
-    for (let i = 0; i < 10; i++) {
-      if (this.pos >= buf.length) throw new RangeError('premature EOF');
-      const b = buf[this.pos++]!;
-      result += (b & 0x7f) * scale;
-      if (b < 0x80) return result;
-      scale *= 128;
+/**
+ * Each length-delimited field of the message at [start, end), in order, until `visit` returns
+ * false; other wire types are skipped.
+ */
+function eachBytesField(buf: Buffer, start: number, end: number, visit: (field: number, from: number, to: number) => boolean | void): void {
+  const r = new Reader(buf, start, end);
+  while (r.pos < end) {
+    const tag = r.varint();
+    if ((tag & 7) !== 2) {
+      r.skip(tag & 7);
+      continue;
     }
-    throw new Error('invalid varint');
+    const [from, to] = r.span();
+    if (visit(tag >>> 3, from, to) === false) return;
   }
+}
 
-  /** Moves past `len` bytes, which must end by `limit`; the end. */
-  advance(len: number, limit = this.buf.length): number {
-    const end = this.pos + len;
-    if (end > limit) throw new RangeError('premature EOF');
-    this.pos = end;
-    return end;
-  }
-
-  skip(wire: number): void {
-    switch (wire) {
-      case 0:
-        this.varint();
-        return;
-      case 1:
-        this.advance(8);
-        return;
-      case 5:
-        this.advance(4);
-        return;
-      case 2:
-        this.advance(this.varint());
-        return;
-      default:
-        // Groups (3, 4) are not in these messages; the decoder reports what it makes of them.
-        throw new Error(`cannot skip wire type ${wire}`);
+/** An Any in [start, end): where its value is, and whether its type is RateLimitConfig. */
+function readAny(buf: Buffer, start: number, end: number): { valueStart: number; valueEnd: number; rateLimitConfig: boolean } {
+  const any = { valueStart: 0, valueEnd: 0, rateLimitConfig: false };
+  eachBytesField(buf, start, end, (field, from, to) => {
+    if (field === 1) any.rateLimitConfig = isRateLimitConfigType(text(buf, from, to));
+    else if (field === 2) {
+      any.valueStart = from;
+      any.valueEnd = to;
     }
-  }
+  });
+  return any;
+}
 
-  text(start: number, end: number): string {
-    return this.decoder.decode(this.buf.subarray(start, end));
-  }
+/**
+ * The descriptors of every depth in [start, end) (fields `field` there, 4 below), counting up to
+ * `room` + 1 (past that the answer is only "more").
+ */
+function countDescriptors(buf: Buffer, start: number, end: number, field: number, depth: number, room: number): number {
+  let found = 0;
+  eachBytesField(buf, start, end, (f, from, to) => {
+    if (f !== field) return;
+    found++;
+    if (depth <= MAX_DEPTH && found <= room) found += countDescriptors(buf, from, to, 4, depth + 1, room - found);
+    return found <= room;
+  });
+  return found;
+}
 
-  /** An Any in [start, end): where its value is, and whether its type is RateLimitConfig. */
-  any(start: number, end: number): { valueStart: number; valueEnd: number; rateLimitConfig: boolean } {
-    const saved = this.pos;
-    this.pos = start;
-    let valueStart = 0;
-    let valueEnd = 0;
-    let rateLimitConfig = false;
-    while (this.pos < end) {
-      const tag = this.varint();
-      if ((tag & 7) !== 2) {
-        this.skip(tag & 7);
-        continue;
-      }
-      const len = this.varint();
-      const from = this.pos;
-      const to = this.advance(len, end);
-      if (tag >>> 3 === 1) rateLimitConfig = isRateLimitConfigType(this.text(from, to));
-      else if (tag >>> 3 === 2) {
-        valueStart = from;
-        valueEnd = to;
-      }
-    }
-    this.pos = saved;
-    return { valueStart, valueEnd, rateLimitConfig };
-  }
-
-  /**
-   * The descriptors of every depth in the RateLimitConfig at [start, end), counting up to `room`
-   * + 1 (past that the answer is only "more").
-   */
-  descriptors(start: number, end: number, room: number): number {
-    const saved = this.pos;
-    let found = 0;
-    // The ends of the messages being walked: the config, then each descriptor opened.
-    const ends = [end];
-    this.pos = start;
-    while (ends.length > 0 && found <= room) {
-      const top = ends[ends.length - 1]!;
-      if (this.pos >= top) {
-        this.pos = top;
-        ends.pop();
-        continue;
-      }
-      const tag = this.varint();
-      if ((tag & 7) !== 2) {
-        this.skip(tag & 7);
-        continue;
-      }
-      const len = this.varint();
-      const field = tag >>> 3;
-      // RateLimitConfig.descriptors = 3 (at the top); RateLimitDescriptor.descriptors = 4 (below).
-      const isDescriptor = ends.length === 1 ? field === 3 : field === 4;
-      if (isDescriptor) {
-        found++;
-        if (ends.length <= MAX_DEPTH) {
-          const childEnd = this.pos + len;
-          if (childEnd > top) throw new RangeError('premature EOF');
-          ends.push(childEnd);
-          continue;
-        }
-      }
-      this.advance(len, top);
-    }
-    this.pos = saved;
-    return found;
-  }
-
-  /** The `name` (field 1) of the RateLimitConfig at [start, end). */
-  configName(start: number, end: number): string {
-    const saved = this.pos;
-    this.pos = start;
-    let name = '';
-    while (this.pos < end) {
-      const tag = this.varint();
-      if ((tag & 7) !== 2) {
-        this.skip(tag & 7);
-        continue;
-      }
-      const len = this.varint();
-      const from = this.pos;
-      const to = this.advance(len, end);
-      if (tag >>> 3 === 1) name = this.text(from, to);
-    }
-    this.pos = saved;
-    return name;
-  }
+/** The `name` (field 1) of the RateLimitConfig at [start, end). */
+function configName(buf: Buffer, start: number, end: number): string {
+  let name = '';
+  eachBytesField(buf, start, end, (field, from, to) => {
+    if (field === 1) name = text(buf, from, to);
+  });
+  return name;
 }

@@ -82,5 +82,7 @@ test('resources of another type are not searched for descriptors (their decode r
 
 test('malformed bytes throw, as the decoder does', () => {
   const bytes = encode([any(tree('a', 3, 0))]);
-  expect(() => scanResponse(bytes.subarray(0, bytes.length - 3), { ...NONE, maxResources: 5 })).toThrow(RangeError);
+  const cut = bytes.subarray(0, bytes.length - 3);
+  expect(() => DiscoveryResponse.decode(cut)).toThrow();
+  expect(() => scanResponse(cut, { ...NONE, maxResources: 5 })).toThrow('truncated');
 });

@@ -1,12 +1,13 @@
 /**
  * Protocol Buffers wire format, by hand, for the codecs of the hot paths (ShouldRateLimit in
- * proto-codec.ts, StreamRateLimitQuotas in quota-codec.ts): a bounds-checked reader that is
- * strict like Go's protobuf (truncated input, bad wire types and invalid UTF-8 are errors) and a
- * writer into a buffer sized beforehand.
+ * server/proto-codec.ts, StreamRateLimitQuotas in server/quota-codec.ts) and the sizing of xDS
+ * responses before they are decoded (providers/xds/response-scan.ts): a bounds-checked reader that
+ * is strict like Go's protobuf (truncated input, bad wire types and invalid UTF-8 are errors) and
+ * a writer into a buffer sized beforehand.
  */
 import { isUtf8 } from 'node:buffer';
 
-/** A request that cannot be decoded; answered INVALID_ARGUMENT. */
+/** Bytes that cannot be decoded (a request so is answered INVALID_ARGUMENT). */
 export class ProtoDecodeError extends Error {
   override readonly name = 'ProtoDecodeError';
 }
