@@ -9,20 +9,17 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { systemClock } from '../../../../src/platform/clock';
-import type { LogWriter } from '../../../../src/telemetry/logger';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import type { FxcmClient } from '../../../../src/trading/fxcm';
-import { Journal, readJournal, type JournalLine } from '../../../../src/trading/runner/engine/journal';
-import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
-import { LiveEngine, type LiveResult } from '../../../../src/trading/runner/engine/live';
+import { readJournal, type JournalLine } from '../../../../src/trading/runner/engine/journal';
+import { type LiveResult } from '../../../../src/trading/runner/engine/live';
 import { replayJournal } from '../../../../src/trading/runner/cli/live-cli';
 import type { ConfigFile } from '../../../../src/config/types';
 import type { OrderEvent, ReconnectEvent, Strategy, StrategyContext, TradeEvent } from '../../../../src/trading/runner/strategy';
 import { BrokerProxy } from '../../../support/broker-proxy';
 import { waitFor } from '../../../support/wait';
-import { newClient, once, startSim, TOKEN } from '../../helpers';
+import { once, startSim, TOKEN } from '../../helpers';
 import { tightBrokerLimits } from '../helpers';
+import { closeOpenRuns, startProxiedRun } from './proxied-run';
 
 const SYM = 'EUR/USD';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-lost-'));
@@ -37,12 +34,6 @@ interface Seen {
   trades: TradeEvent[];
   orders: OrderEvent[];
   reconnects: ReconnectEvent[];
-}
-
-function capture(): { log: LogWriter; lines: string[] } {
-  const lines: string[] = [];
-  const at = (level: string) => (msg: string) => void lines.push(`${level} ${msg}`);
-  return { lines, log: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') } };
 }
 
 /** A strategy that runs `act` once in onStart (recording its outcome) and records what it hears. */
@@ -69,46 +60,8 @@ function acting(seen: Seen, act: (ctx: Ctx) => Promise<unknown>): Strategy<Recor
   };
 }
 
-interface Run {
-  engine: LiveEngine;
-  client: FxcmClient;
-  limiter: BrokerCallBudget;
-  journal: Journal;
-  lines: string[];
-  running: Promise<LiveResult>;
-  finish: () => Promise<LiveResult>;
-}
-
-const LOOSE: ConfigFile[] = tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 });
-
-/** Runs still open when a test fails: closed after it, so that Jest ends by itself. */
-const open = new Set<{ engine: LiveEngine; client: FxcmClient; limiter: BrokerCallBudget }>();
-
-async function startRun(o: { sim: BrokerSimulator; proxy: BrokerProxy; strategy: Strategy<Record<string, unknown>>; jfile: string; limits?: ConfigFile[]; lostSnapshotTtlMs?: number }): Promise<Run> {
-  const { decider } = inProcessDecider(o.limits ?? LOOSE, systemClock);
-  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
-  const client = newClient(o.sim, { baseUrl: o.proxy.url, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 5000, requestMs: REQUEST_MS, tradeIdsMs: 5000 } });
-  const recorded = readJournal(o.jfile);
-  const journal = new Journal(o.jfile);
-  const { log, lines } = capture();
-  const engine = new LiveEngine({ mode: 'paper', strategy: o.strategy, client, limiter, journal, recorded, logger: log, lostSnapshotTtlMs: o.lostSnapshotTtlMs });
-  await client.connect();
-  const running = engine.run();
-  running.catch(() => undefined);
-  const finish = async () => {
-    try {
-      engine.stop();
-      return await running;
-    } finally {
-      journal.close();
-      await client.close();
-      await limiter.close();
-    }
-  };
-  const run = { engine, client, limiter, journal, lines, running, finish };
-  open.add(run);
-  return run;
-}
+const startRun = (o: { sim: BrokerSimulator; proxy: BrokerProxy; strategy: Strategy<Record<string, unknown>>; jfile: string; limits?: ConfigFile[]; lostSnapshotTtlMs?: number }) =>
+  startProxiedRun({ ...o, requestMs: REQUEST_MS, engine: { lostSnapshotTtlMs: o.lostSnapshotTtlMs } });
 
 const answerOf = (jfile: string, id: number): JournalLine | undefined => readJournal(jfile).find((l) => l.k === 'answer' && l.id === id);
 const positions = (sim: BrokerSimulator) => sim.engine.snapshot(TOKEN, 'OpenPosition') as Array<{ tradeId: string; orderId: string; amountK: number }>;
@@ -131,12 +84,7 @@ describe('an order call whose answer is lost', () => {
     await proxy.start(sim.url);
   });
   afterEach(async () => {
-    for (const r of open) {
-      r.engine.stop();
-      await r.client.close();
-      await r.limiter.close();
-    }
-    open.clear();
+    await closeOpenRuns();
     await proxy.stop();
     await sim.stop();
   });
@@ -387,7 +335,7 @@ describe('an order call whose answer is lost', () => {
       await withheld;
     } finally {
       // nothing more reaches the journal or the broker from this process
-      r.journal.close();
+      r.journal!.close();
       await r.client.close();
       await r.limiter.close();
       r.engine.stop();

@@ -10,71 +10,25 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { systemClock } from '../../../../src/platform/clock';
-import type { LogWriter } from '../../../../src/telemetry/logger';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import type { FxcmClient } from '../../../../src/trading/fxcm';
 import { FxcmNotConnectedError } from '../../../../src/trading/fxcm/errors';
-import { Journal, finishedRunOf, readJournal } from '../../../../src/trading/runner/engine/journal';
+import { finishedRunOf, readJournal } from '../../../../src/trading/runner/engine/journal';
 import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
-import { LiveEngine, type LiveResult } from '../../../../src/trading/runner/engine/live';
+import { type LiveResult } from '../../../../src/trading/runner/engine/live';
 import { replayJournal } from '../../../../src/trading/runner/cli/live-cli';
 import type { ReconnectEvent, Strategy } from '../../../../src/trading/runner/strategy';
 import { BrokerProxy, REFUSED_TOKEN_BODY } from '../../../support/broker-proxy';
 import { waitFor } from '../../../support/wait';
 import { newClient, once, startSim, TOKEN } from '../../helpers';
 import { tightBrokerLimits } from '../helpers';
+import { closeOpenRuns, startProxiedRun } from './proxied-run';
 
 const SYM = 'EUR/USD';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-operator-'));
 const PING_MS = 300;
 
-function capture(): { log: LogWriter; lines: string[] } {
-  const lines: string[] = [];
-  const at = (level: string) => (msg: string) => void lines.push(`${level} ${msg}`);
-  return { lines, log: { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') } };
-}
-
-interface Run {
-  engine: LiveEngine;
-  client: FxcmClient;
-  limiter: BrokerCallBudget;
-  lines: string[];
-  running: Promise<LiveResult>;
-  close: () => Promise<void>;
-  finish: () => Promise<LiveResult>;
-}
-
-/** Runs still open when a test fails: closed after it, so that Jest ends by itself. */
-const open = new Set<{ engine: LiveEngine; client: FxcmClient; limiter: BrokerCallBudget }>();
-
-async function startRun(o: { sim: BrokerSimulator; proxy: BrokerProxy; strategy: Strategy<Record<string, unknown>>; jfile?: string; tokenRefusedTimeoutMs?: number }): Promise<Run> {
-  const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 }), systemClock);
-  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
-  const client = newClient(o.sim, { baseUrl: o.proxy.url, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 2000, requestMs: 2000, tradeIdsMs: 5000 } });
-  const recorded = o.jfile ? readJournal(o.jfile) : [];
-  const journal = o.jfile ? new Journal(o.jfile) : undefined;
-  const { log, lines } = capture();
-  const engine = new LiveEngine({ mode: 'paper', strategy: o.strategy, client, limiter, journal, recorded, logger: log, tokenRefusedTimeoutMs: o.tokenRefusedTimeoutMs });
-  await client.connect();
-  const running = engine.run();
-  running.catch(() => undefined);
-  const close = async () => {
-    journal?.close();
-    await client.close();
-    await limiter.close();
-  };
-  const finish = async () => {
-    try {
-      engine.stop();
-      return await running;
-    } finally {
-      await close();
-    }
-  };
-  const run = { engine, client, limiter, lines, running, close, finish };
-  open.add(run);
-  return run;
-}
+const startRun = (o: { sim: BrokerSimulator; proxy: BrokerProxy; strategy: Strategy<Record<string, unknown>>; jfile?: string; tokenRefusedTimeoutMs?: number }) =>
+  startProxiedRun({ ...o, connectMs: 2000, requestMs: 2000, engine: { tokenRefusedTimeoutMs: o.tokenRefusedTimeoutMs } });
 
 /** `p`, or a rejection naming what did not come within `ms`. */
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -94,12 +48,7 @@ describe('the operator is told the truth', () => {
     await proxy.start(sim.url);
   });
   afterEach(async () => {
-    for (const r of open) {
-      r.engine.stop();
-      await r.client.close();
-      await r.limiter.close();
-    }
-    open.clear();
+    await closeOpenRuns();
     await proxy.stop();
     await sim.stop();
   });

@@ -7,16 +7,14 @@
  * after the reconciliation, and see the trade the broker stopped out meanwhile as closed). The
  * timers run on a manual clock the test moves on; the network on real time.
  */
-import { ManualClock, systemClock } from '../../../../src/platform/clock';
+import { ManualClock } from '../../../../src/platform/clock';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import type { FxcmClient } from '../../../../src/trading/fxcm';
-import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
-import { LiveEngine, type LiveResult } from '../../../../src/trading/runner/engine/live';
+import { type LiveResult } from '../../../../src/trading/runner/engine/live';
 import type { Strategy, StrategyContext } from '../../../../src/trading/runner/strategy';
 import { BrokerProxy } from '../../../support/broker-proxy';
 import { waitFor } from '../../../support/wait';
-import { newClient, once, startSim, TOKEN } from '../../helpers';
-import { tightBrokerLimits } from '../helpers';
+import { once, startSim, TOKEN } from '../../helpers';
+import { closeOpenRuns, startProxiedRun } from './proxied-run';
 
 const SYM = 'EUR/USD';
 type Ctx = StrategyContext<Record<string, unknown>>;
@@ -28,37 +26,8 @@ interface Firing {
   heardBefore: string[];
 }
 
-interface Run {
-  engine: LiveEngine;
-  client: FxcmClient;
-  running: Promise<LiveResult>;
-  finish: () => Promise<LiveResult>;
-}
-
-/** Runs still open when a test fails: closed after it, so that Jest ends by itself. */
-const open = new Set<{ engine: LiveEngine; client: FxcmClient; limiter: BrokerCallBudget }>();
-
-async function startRun(sim: BrokerSimulator, proxy: BrokerProxy, clock: ManualClock, strategy: Strategy<Record<string, unknown>>, requestMs: number): Promise<Run> {
-  const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'open_trade', unit: 'second', requestsPerUnit: 1000 }), systemClock);
-  const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
-  const client = newClient(sim, { baseUrl: proxy.url, beforeRequest: limiter.beforeRequest, timeouts: { connectMs: 5000, requestMs, tradeIdsMs: 5000 } });
-  const engine = new LiveEngine({ mode: 'paper', strategy, client, limiter, clock });
-  await client.connect();
-  const running = engine.run();
-  running.catch(() => undefined);
-  const finish = async () => {
-    try {
-      engine.stop();
-      return await running;
-    } finally {
-      await client.close();
-      await limiter.close();
-    }
-  };
-  const run = { engine, client, limiter, running, finish };
-  open.add(run);
-  return run;
-}
+const startRun = (sim: BrokerSimulator, proxy: BrokerProxy, clock: ManualClock, strategy: Strategy<Record<string, unknown>>, requestMs: number) =>
+  startProxiedRun({ sim, proxy, strategy, requestMs, engine: { clock } });
 
 /** Moves the timers' clock on by `ms`, one second at a time, letting I/O run in between. */
 async function advance(clock: ManualClock, ms: number): Promise<void> {
@@ -79,12 +48,7 @@ describe('hooks never run on a stale view', () => {
     clock = new ManualClock(Date.now());
   });
   afterEach(async () => {
-    for (const r of open) {
-      r.engine.stop();
-      await r.client.close();
-      await r.limiter.close();
-    }
-    open.clear();
+    await closeOpenRuns();
     await proxy.stop();
     await sim.stop();
   });
