@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, manyDescriptors, runtimeDir, type Service, startService } from './harness';
+import { baseEnv, callGrpc, expectLogged, descriptor, grpcClient, httpGet, manyDescriptors, runtimeDir, type Service, startService } from './harness';
 import { waitFor } from '../support/wait';
 
 const ONE_A_MINUTE = (domain: string) => `domain: ${domain}\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n`;
@@ -45,13 +45,15 @@ test('CONFIG_MAX_BYTES and CONFIG_MAX_DESCRIPTORS refuse a bigger config by name
 
   fs.writeFileSync(path.join(dir.configDir, 'big.yaml'), manyDescriptors('big', 100)); // about 9 KB
   await waitFor(async () => (await stat('ratelimit.service.config_load_error')) === 1, 'the refused load');
-  expect(svc.output()).toContain(
+  await expectLogged(
+    svc,
     'Error loading new configuration: big.yaml: the configuration files hold more than the 4096 bytes set by CONFIG_MAX_BYTES; they were not loaded',
   );
 
   fs.writeFileSync(path.join(dir.configDir, 'big.yaml'), manyDescriptors('big', 21)); // under 4096 bytes, 21 descriptors
   await waitFor(async () => (await stat('ratelimit.service.config_load_error')) === 2, 'the second refused load');
-  expect(svc.output()).toContain(
+  await expectLogged(
+    svc,
     'Error loading new configuration: big.yaml: the configuration has more than 20 descriptors, the limit set by CONFIG_MAX_DESCRIPTORS; it was not loaded',
   );
 
@@ -67,12 +69,13 @@ test('rules that drop (to none as well) are an error line and show in the gauges
 
   fs.rmSync(path.join(dir.configDir, 'b.yaml'));
   await waitFor(async () => (await stat('ratelimit.config.rules')) === 1, 'one rule left');
-  expect(svc.output()).toContain('level=error msg="the new configuration has 1 rate limit rules (1 domains), the one it replaces had 2 (2 domains)"');
+  await expectLogged(svc, 'level=error msg="the new configuration has 1 rate limit rules (1 domains), the one it replaces had 2 (2 domains)"');
 
   fs.rmSync(path.join(dir.configDir, 'a.yaml'));
   await waitFor(async () => (await stat('ratelimit.config.rules')) === 0, 'no rule left');
   expect(await stat('ratelimit.config.domains')).toBe(0);
-  expect(svc.output()).toContain(
+  await expectLogged(
+    svc,
     'level=error msg="the new configuration has 0 rate limit rules (0 domains), the one it replaces had 1 (1 domains): no request is limited any more"',
   );
 
@@ -81,7 +84,7 @@ test('rules that drop (to none as well) are an error line and show in the gauges
   const errors = await stat('ratelimit.service.config_load_error');
   fs.rmSync(dir.configDir, { recursive: true });
   await waitFor(async () => (await stat('ratelimit.service.config_load_error')) === errors! + 1, 'the load error of the vanished directory');
-  expect(svc.output()).toContain(`Error loading new configuration: directory ${dir.configDir} does not exist; keeping the last loaded configuration`);
+  await expectLogged(svc, `Error loading new configuration: directory ${dir.configDir} does not exist; keeping the last loaded configuration`);
   expect(await stat('ratelimit.config.rules')).toBe(1);
   expect(await limited(svc, 'a')).toBe(true);
 });
@@ -91,7 +94,7 @@ test('a failed first load with FORCE_START_WITHOUT_INITIAL_CONFIG: listening wit
     { 'bad.yaml': 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n' },
     { FORCE_START_WITHOUT_INITIAL_CONFIG: 'true' },
   );
-  expect(svc.output()).toContain("Error loading new configuration: bad.yaml: invalid rate limit unit 'fortnight'");
+  await expectLogged(svc, "Error loading new configuration: bad.yaml: invalid rate limit unit 'fortnight'");
   expect(await stat('ratelimit.service.config_load_error')).toBe(1);
   expect(await stat('ratelimit.config.rules')).toBe(0);
   expect(await stat('ratelimit.config.domains')).toBe(0);

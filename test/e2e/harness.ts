@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import { waitFor } from '../support/wait';
 import {
   RateLimitServiceClient,
   type RateLimitRequest as ProtoRequest,
@@ -111,6 +112,15 @@ export function startService(
       reject(new Error(`service exited with ${code} before listening:\n${out}`));
     });
   });
+}
+
+/**
+ * Waits for `text` in the service's output: its stdout is read as it comes, so a stat can be seen
+ * before the log line written with it. Fails with the whole output beside the text.
+ */
+export async function expectLogged(svc: Pick<Service, 'output'>, text: string, timeoutMs = 10_000): Promise<void> {
+  await waitFor(() => svc.output().includes(text), 'a log line', timeoutMs).catch(() => undefined);
+  expect(svc.output()).toContain(text);
 }
 
 /** Runs a program to completion and returns its exit code and output. */
