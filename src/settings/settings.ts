@@ -327,7 +327,7 @@ export interface LimitsSettings {
   readonly headroom: boolean;
   /** HOT_KEYS_TOP_K (default 10; 0: no hot keys) */
   readonly topK: number;
-  /** HOT_KEYS_SAMPLE_ONE_IN (default 1) */
+  /** HOT_KEYS_SAMPLE_ONE_IN (default 16) */
   readonly sampleOneIn: number;
   /** HOT_KEYS_MAX_RULES (default 1,000) */
   readonly maxRules: number;

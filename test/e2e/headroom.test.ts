@@ -151,3 +151,69 @@ describe('headroom gauges', () => {
     }
   });
 });
+
+describe('GET /debug/hotkeys', () => {
+  test('lists the keys with most hits per limit, and answers bad input with a 400 and a reason', async () => {
+    const dir = runtimeDir({ 'hr.yaml': config(3) });
+    // Every call counted (the default samples one in 16): the counts are exact.
+    const svc = await startService({ ...baseEnv(dir.root), HOT_KEYS_SAMPLE_ONE_IN: '1' });
+    try {
+      await knownSequence(svc);
+      const res = await httpGet(svc.debug, '/debug/hotkeys?domain=hr&rule=per-user&k=2');
+      expect(res.status).toBe(200);
+      const page = JSON.parse(res.body) as { limit: { requests_per_unit: number }; minute: Array<Record<string, unknown>>; hour: unknown[] };
+      expect(page.limit.requests_per_unit).toBe(3);
+      expect(page.minute.map((e) => [e['entries'], e['hits'], e['over_limit_hits'], e['remaining']])).toEqual([
+        ['user=alice', 5, 2, 0],
+        ['user=bob', 2, 0, 1],
+      ]);
+      expect(page.hour).toHaveLength(2);
+      // Over every limit: the ip hit too.
+      const all = JSON.parse((await httpGet(svc.debug, '/debug/hotkeys')).body) as { minute: Array<{ rule: string }> };
+      expect(all.minute.map((e) => e.rule).slice(0, 2)).toEqual(['hr.user', 'hr.user']);
+      expect(all.minute.map((e) => e.rule).slice(2).sort()).toEqual(['hr.ip', 'hr.user']); // 1 hit each
+
+      for (const [query, reason] of [
+        ['?dommain=hr', /unknown parameter "dommain"/],
+        ['?domain=nope', /domain "nope" has no loaded limits/],
+        ['?domain=hr&rule=nope', /domain "hr" has no limit "nope"/],
+        ['?rule=user', /rule needs domain/],
+        ['?k=11', /k must be an integer from 1 to 10/],
+        ['?k=0', /k must be an integer from 1 to 10/],
+        ['?k=abc', /k must be an integer/],
+      ] as const) {
+        const bad = await httpGet(svc.debug, '/debug/hotkeys' + query);
+        expect([query, bad.status]).toEqual([query, 400]);
+        expect(bad.body).toMatch(reason);
+        expect(bad.body.trimEnd().split('\n')).toHaveLength(1);
+      }
+    } finally {
+      expect(await svc.stop()).toBe(0);
+      fs.rmSync(dir.base, { recursive: true, force: true });
+    }
+  });
+
+  test('HOT_KEYS_VALUES=hash shows a digest stable in the process; hide shows counts only', async () => {
+    const dir = runtimeDir({ 'hr.yaml': config(3) });
+    for (const mode of ['hash', 'hide']) {
+      const svc = await startService({ ...baseEnv(dir.root), HOT_KEYS_VALUES: mode, HOT_KEYS_SAMPLE_ONE_IN: '1' });
+      try {
+        await knownSequence(svc);
+        const read = async () => JSON.parse((await httpGet(svc.debug, '/debug/hotkeys?domain=hr&rule=user')).body) as { values: string; minute: Array<Record<string, unknown>> };
+        const first = await read();
+        expect(first.values).toBe(mode);
+        expect(first.minute.map((e) => e['hits'])).toEqual([5, 2, 1]);
+        expect(JSON.stringify(first)).not.toMatch(/alice|bob|carol/);
+        if (mode === 'hash') {
+          expect(first.minute[0]!['entries']).toMatch(/^[0-9a-f]{16}$/);
+          expect((await read()).minute[0]!['entries']).toBe(first.minute[0]!['entries']);
+        } else {
+          expect(first.minute[0]).not.toHaveProperty('entries');
+        }
+      } finally {
+        expect(await svc.stop()).toBe(0);
+      }
+    }
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  });
+});

@@ -125,7 +125,7 @@ const OWN: ReadonlyArray<readonly [string, string]> = [
   ['MEMORY_CALLER_NEW_KEYS_PER_SECOND', '50000'],
   ['HEADROOM_ENABLED', 'true'],
   ['HOT_KEYS_TOP_K', '10'],
-  ['HOT_KEYS_SAMPLE_ONE_IN', '1'],
+  ['HOT_KEYS_SAMPLE_ONE_IN', '16'],
   ['HOT_KEYS_MAX_RULES', '1000'],
   ['HOT_KEYS_VALUES', 'show'],
   ['BACKEND_FAILURE_MODE', ''],

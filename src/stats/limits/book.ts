@@ -29,7 +29,7 @@ export interface LimitsOptions {
   readonly headroom: boolean;
   /** HOT_KEYS_TOP_K: keys listed per limit and horizon; 0 turns hot keys off (default 10). */
   readonly topK: number;
-  /** HOT_KEYS_SAMPLE_ONE_IN: one counted call in N feeds the hot keys, weighted N (default 1). */
+  /** HOT_KEYS_SAMPLE_ONE_IN: one counted call in N feeds the hot keys, weighted N (default 16). */
   readonly sampleOneIn: number;
   /** HOT_KEYS_MAX_RULES: limits whose hot keys are kept (default 1,000). */
   readonly maxRules: number;
@@ -37,7 +37,7 @@ export interface LimitsOptions {
   readonly values: HotKeyValues;
 }
 
-export const DEFAULT_LIMITS_OPTIONS: LimitsOptions = Object.freeze({ headroom: true, topK: 10, sampleOneIn: 1, maxRules: 1000, values: 'show' });
+export const DEFAULT_LIMITS_OPTIONS: LimitsOptions = Object.freeze({ headroom: true, topK: 10, sampleOneIn: 16, maxRules: 1000, values: 'show' });
 
 /** The places a hot keys list has per key shown: three times K, for the Space-Saving bound. */
 export const CAPACITY_PER_K = 3;
