@@ -22,6 +22,7 @@ import { FileProvider } from '../providers/file-provider';
 import { XdsProvider } from '../providers/xds/provider';
 import { type GrpcTransport, type Settings, loadReloadableFlags } from '../settings';
 import { StatsStore } from '../stats/store';
+import type { PageAnswer } from '../stats/limits/book';
 import type { Logger } from '../telemetry/logger';
 import {
   ATTR_KEYS_TO_GET_LENGTH,
@@ -232,6 +233,7 @@ export class RateLimitApp {
     this.stopRequested = new Promise((resolve) => (this.requestStop = resolve));
     const env = opts.env ?? process.env;
     this.stats.setLogger(logger);
+    this.stats.limits.configure(settings.limits);
     this.admission = processAdmission(settings, this.stats, logger);
     try {
       this.sink =
@@ -263,6 +265,8 @@ export class RateLimitApp {
     if (settings.config.healthyWithAtLeastOneConfigLoaded) {
       this.configStore.onUpdate((snap) => this.health.set('config', snap.config.domainCount > 0));
     }
+    // The headroom gauges and hot keys follow the config in use from the swap on.
+    this.configStore.onUpdate((snap) => this.stats.limits.adopt(snap.config.rules()));
   }
 
   /**
@@ -449,7 +453,7 @@ export class RateLimitApp {
       throw new StartupError((err as Error).message);
     }
     this.flusher = new StatsFlusher(this.stats, this.sink, settings.stats.flushIntervalMs, logger);
-    this.flusher.onFlush(() => this.localCache?.publish(this.stats));
+    this.flusher.onFlush(() => this.publishGauges());
   }
 
   /** The server certificates (reloading) when any port uses TLS. */
@@ -525,7 +529,8 @@ export class RateLimitApp {
       createDebugHandler({
         stats: this.stats,
         dumpConfig: () => this.dumpConfigChunks(),
-        refreshGauges: () => this.localCache?.publish(this.stats),
+        refreshGauges: () => this.publishGauges(),
+        hotKeys: (query) => this.hotKeys(query),
         explain: (domain, texts) => this.explain(domain, texts),
         explainBucket: (domain, text) => this.explainBucket(domain, text),
         quotaBuckets: () => this.quotaBuckets(),
@@ -537,6 +542,17 @@ export class RateLimitApp {
       settings.server.requestBodyTimeoutMs,
     );
     return listen(this.debugServer, settings.debug.host, settings.debug.port, 'debug');
+  }
+
+  /** Sets the gauges computed at read time: the local cache's, and the headroom of every loaded limit. */
+  private publishGauges(): void {
+    this.localCache?.publish(this.stats);
+    this.stats.limits.publish(Math.floor(this.clock.nowMs() / 1000));
+  }
+
+  /** /debug/hotkeys of this process: status and body. */
+  hotKeys(query: URLSearchParams): PageAnswer {
+    return this.stats.limits.hotKeysPage(query, Math.floor(this.clock.nowMs() / 1000));
   }
 
   /** The loaded config as /rlconfig prints it, in pieces made as they are sent (a big config is never one string). */

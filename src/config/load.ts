@@ -353,10 +353,12 @@ export class ConfigAssembly {
         for (let k = 0; k < rl.more.length; k++) {
           const x = rl.more[k]!;
           const statsKey = fullKey + '.limit_' + String(k + 2);
+          const limit = Object.freeze({ name: x.name, requestsPerUnit: x.requestsPerUnit, unit: x.unit });
           const extra: RateLimitRule = Object.freeze({
             fullKey: statsKey,
             stats: this.stats.configRuleStats(sanitizeStatName(statsKey)),
-            limit: Object.freeze({ name: x.name, requestsPerUnit: x.requestsPerUnit, unit: x.unit }),
+            watch: this.stats.limits.watch(sanitizeStatName(statsKey), dom.name, limit, x.algorithm, x.burst),
+            limit,
             unlimited: false,
             shadowMode: rl.shadowMode,
             quotaMode: rl.quotaMode,
@@ -372,10 +374,12 @@ export class ConfigAssembly {
           this.place(x.rank, extra);
         }
       }
+      const limit = Object.freeze({ name: rl.name, requestsPerUnit: rl.requestsPerUnit, unit: rl.unit });
       const rule: RateLimitRule = Object.freeze({
         fullKey,
         stats: this.stats.configRuleStats(sanitizeStatName(fullKey)),
-        limit: Object.freeze({ name: rl.name, requestsPerUnit: rl.requestsPerUnit, unit: rl.unit }),
+        watch: rl.unlimited ? undefined : this.stats.limits.watch(sanitizeStatName(fullKey), dom.name, limit, rl.algorithm, rl.burst),
+        limit,
         unlimited: rl.unlimited,
         shadowMode: rl.shadowMode,
         quotaMode: rl.quotaMode,

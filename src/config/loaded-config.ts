@@ -490,6 +490,10 @@ export class LoadedConfig implements RateLimitConfig {
     return rule;
   }
 
+  rules(): readonly RateLimitRule[] {
+    return this.sortedRules;
+  }
+
   dump(): string {
     let out = '';
     for (const chunk of this.dumpChunks()) out += chunk;

@@ -23,6 +23,8 @@ export interface RateLimitConfig {
   bucketDescriptor(domain: string, pairs: ReadonlyMap<string, string>): Descriptor | undefined;
   /** How `getLimit` walks the config for one descriptor (the explain tool); no side effects. */
   explainMatch(domain: string, descriptor: Descriptor): MatchTrace;
+  /** Every limit, in `/rlconfig` order (a `rate_limits:` descriptor's 2nd and later ones too). */
+  rules(): Iterable<RateLimitRule>;
   /** `/rlconfig`: one line per rule, `<FullKey>: unit=<UNIT> requests_per_unit=<N>, shadow_mode: <b>, quota_mode: <b>`. */
   dump(): string;
   /** The same text in pieces of about `chunkChars` characters, built as they are taken (a big config streams). */

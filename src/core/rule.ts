@@ -2,7 +2,7 @@
  * A rate limit rule as the pipeline reads it: what config matching yields, what a counter op
  * carries to its store, and what statuses are computed from.
  */
-import type { JsonObject } from './rls';
+import type { Entry, JsonObject } from './rls';
 
 /** Anything a rule's stats count on (the stats store's counters). */
 export interface HitCounter {
@@ -20,11 +20,32 @@ export interface RuleStats {
   readonly shadowMode: HitCounter;
 }
 
+/**
+ * What the service shows about one loaded limit (its headroom in the current window and its hot
+ * keys, src/stats/limits/) learns from each count the store returned for one of its keys. Called
+ * on the hot path: an implementation allocates nothing per call.
+ */
+export interface RuleWatch {
+  /**
+   * The store counted `hits` for the key `stem` (the cache key without its window start) and
+   * returned `after` (the count after them; for an algorithm, its effective count). `entries`
+   * are the request's descriptor entries, read only if the key is listed.
+   */
+  counted(stem: string, entries: readonly Entry[], hits: number, after: number, nowS: number): void;
+  /** The local over-limit cache answered for the key: `hits` over the limit, the store not asked. */
+  overInCache(stem: string, entries: readonly Entry[], hits: number, nowS: number): void;
+}
+
 /** A matched rule, as upstream's config.RateLimit. Shared (never mutated) unless request-specific. */
 export interface RateLimitRule {
   /** The stats key ("FullKey"), e.g. `domain.key_value.subkey`. */
   readonly fullKey: string;
   readonly stats: RuleStats;
+  /**
+   * Headroom and hot keys of the loaded limit this rule counts for: made at config load, shared
+   * by the request-specific copies of the rule; undefined for request overrides.
+   */
+  readonly watch?: RuleWatch | undefined;
   /** Limit as reported in DescriptorStatus.current_limit. `unit` is an RLS Unit number. */
   readonly limit: { readonly name: string; readonly requestsPerUnit: number; readonly unit: number };
   readonly unlimited: boolean;

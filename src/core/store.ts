@@ -4,6 +4,7 @@
  * increment; statuses are computed once, by the limiter, for every store.
  */
 import type { Algorithm, RateLimitRule } from './rule';
+import type { Entry } from './rls';
 
 export interface CounterOp {
   /** The full cache key (prefix, domain, entries, window start). */
@@ -20,6 +21,12 @@ export interface CounterOp {
    * what a store returns for each.
    */
   readonly prevKey?: string | undefined;
+  /**
+   * For the rule's watch (stores ignore both): the key without its window start, and the
+   * request descriptor's entries.
+   */
+  readonly stem?: string | undefined;
+  readonly entries?: readonly Entry[] | undefined;
 }
 
 /** What the limiter knows about the request beyond its ops. */

@@ -13,7 +13,7 @@ import { keyStem, secondsUntilReset, windowStart } from './cache-key';
 import { algorithmStatus, mostRestrictive, tokenBucketKey } from './algorithms';
 import type { LocalCache } from './local-cache';
 import { counterStatus, localCacheOverLimitStatus, okStatus } from './status';
-import { Code, type Descriptor, type DescriptorStatus, type HeaderValue, InvalidRateLimitRequestError, type JsonObject, type JsonValue, type RateLimitRequest, type RateLimitResponse, ServiceError, UNIT_NAMES, unitToDivider } from '../core/rls';
+import { Code, type Descriptor, type DescriptorStatus, type Entry, type HeaderValue, InvalidRateLimitRequestError, type JsonObject, type JsonValue, type RateLimitRequest, type RateLimitResponse, ServiceError, UNIT_NAMES, unitToDivider } from '../core/rls';
 import { StoreError } from '../core/store';
 
 /** Flags upstream re-reads from the environment at every config load; they travel with it. */
@@ -212,10 +212,10 @@ export class RateLimitService {
       const d = descriptors[i]!;
       const hits = d.hitsAddend !== undefined ? d.hitsAddend : defaultHits;
       const stem = keyStem(cacheKeyPrefix, request.domain, d, rule);
-      if (this.planLimit(rule, stem, hits, nowMs, nowS, ops, slots)) localCacheHit = true;
+      if (this.planLimit(rule, stem, d.entries, hits, nowMs, nowS, ops, slots)) localCacheHit = true;
       const more = rule.more;
       if (more !== undefined) {
-        for (let k = 0; k < more.length; k++) if (this.planLimit(more[k]!, stem, hits, nowMs, nowS, ops, slots)) localCacheHit = true;
+        for (let k = 0; k < more.length; k++) if (this.planLimit(more[k]!, stem, d.entries, hits, nowMs, nowS, ops, slots)) localCacheHit = true;
       }
     }
     firstSlot[n] = slots.length;
@@ -256,6 +256,7 @@ export class RateLimitService {
   private planLimit(
     r: RateLimitRule,
     stem: string,
+    entries: readonly Entry[],
     hits: number,
     nowMs: number,
     nowS: number,
@@ -267,21 +268,22 @@ export class RateLimitService {
     r.stats.totalHits.inc(hits);
     slots.push(ops.length);
     if (r.algorithm === 'token_bucket') {
-      ops.push({ key: tokenBucketKey(stem, suffix), hits, windowSeconds: div, rule: r });
+      ops.push({ key: tokenBucketKey(stem, suffix), hits, windowSeconds: div, rule: r, prevKey: undefined, stem, entries });
       return false;
     }
     const ws = windowStart(nowS, div);
     const key = suffix === '' ? stem + ws : stem + ws + suffix;
     if (r.algorithm === 'sliding_window') {
-      ops.push({ key, hits, windowSeconds: div, rule: r, prevKey: stem + (ws - div) + suffix });
+      ops.push({ key, hits, windowSeconds: div, rule: r, prevKey: stem + (ws - div) + suffix, stem, entries });
       return false;
     }
     const localCache = this.opts.localCache;
     if (localCache !== undefined && localCache.has(key, nowMs)) {
       slots[slots.length - 1] = localCacheOverLimitStatus(r, hits, secondsUntilReset(nowS, div));
+      r.watch?.overInCache(stem, entries, hits, nowS);
       return true;
     }
-    ops.push({ key, hits, windowSeconds: div, rule: r });
+    ops.push({ key, hits, windowSeconds: div, rule: r, prevKey: undefined, stem, entries });
     return false;
   }
 
@@ -325,6 +327,8 @@ export class RateLimitService {
     const op = ops[slot]!;
     if (typeof counts === 'string') return failureStatus(op, counts, nowS);
     const after = counts![slot]!;
+    const watch = op.rule.watch;
+    if (watch !== undefined) watch.counted(op.stem!, op.entries!, op.hits, after, nowS);
     const { nearLimitRatio, localCache } = this.opts;
     if (op.rule.algorithm !== undefined) return algorithmStatus(op, after, nearLimitRatio, nowMs);
     const divider = op.windowSeconds;

@@ -30,6 +30,8 @@ export interface DebugServerOptions {
    * fetched from the workers) as they are sent, as the config dump.
    */
   quotaBuckets?: () => string | Iterable<string> | Promise<string | AsyncIterable<string>>;
+  /** `/debug/hotkeys`: the hot keys of the loaded limits for the query (its status and JSON body, or a 400 and why). */
+  hotKeys?: (query: URLSearchParams) => { status: number; body: string } | Promise<{ status: number; body: string }>;
   /**
    * `/debug/pprof/profile`: records a CPU profile for `ms` milliseconds (default: of this process).
    * `query` is the request's query string (worker mode reads `worker` from it).
@@ -68,6 +70,7 @@ const localProfile = (ms: number): Promise<CpuProfileAnswer> => cpuProfile(ms).t
 
 const ENDPOINTS: ReadonlyArray<[string, string]> = [
   ['/debug/explain', 'explain a request: ?domain=D&descriptors=k=v,k2=v2 (repeatable), or an RLQS bucket: ?domain=D&bucket=k=v,k2=v2'],
+  ['/debug/hotkeys', 'the keys with most hits per limit over the last minute and hour (JSON): ?domain=D&rule=R&k=N, each optional'],
   ['/debug/pprof/', 'root of various pprof endpoints. hit for help.'],
   ['/debug/pprof/profile', 'CPU profiling endpoint'],
   ['/debug/rlqs', 'the live RLQS streams and buckets, and what each was last assigned'],
@@ -129,6 +132,22 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
         const quotaBuckets = opts.quotaBuckets;
         if (quotaBuckets === undefined) plainError(res, 404, 'RLQS is not served here');
         else answer<string | Iterable<string> | AsyncIterable<string>>(res, 'rlqs', quotaBuckets, (text) => (typeof text === 'string' ? plainText(res, 200, text) : void streamText(res, text)));
+        return;
+      }
+      case '/debug/hotkeys': {
+        const hotKeys = opts.hotKeys;
+        if (hotKeys === undefined) {
+          plainError(res, 404, 'hot keys are not served here');
+          return;
+        }
+        const query = new URL(req.url ?? '/', 'http://x').searchParams;
+        answer(res, 'hotkeys', () => hotKeys(query), (a) => {
+          if (a.status !== 200) plainError(res, a.status, a.body.trimEnd());
+          else {
+            res.writeHead(200, { 'Content-Type': 'application/json', 'X-Content-Type-Options': 'nosniff' });
+            res.end(a.body);
+          }
+        });
         return;
       }
       case '/debug/pprof/':

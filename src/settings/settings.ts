@@ -321,6 +321,20 @@ export interface MemorySettings {
   readonly callerNewKeysPerSecond: number;
 }
 
+/** What the service shows about its limits (src/stats/limits/); none in upstream. */
+export interface LimitsSettings {
+  /** HEADROOM_ENABLED (default true) */
+  readonly headroom: boolean;
+  /** HOT_KEYS_TOP_K (default 10; 0: no hot keys) */
+  readonly topK: number;
+  /** HOT_KEYS_SAMPLE_ONE_IN (default 16) */
+  readonly sampleOneIn: number;
+  /** HOT_KEYS_MAX_RULES (default 1,000) */
+  readonly maxRules: number;
+  /** HOT_KEYS_VALUES (default show) */
+  readonly values: 'show' | 'hash' | 'hide';
+}
+
 export interface ResponseHeaderSettings {
   /** LIMIT_RESPONSE_HEADERS_ENABLED */
   readonly enabled: boolean;
@@ -464,6 +478,7 @@ export interface Settings {
   readonly stats: StatsSettings;
   readonly cache: CacheSettings;
   readonly memory: MemorySettings;
+  readonly limits: LimitsSettings;
   readonly redis: RedisSettings;
   readonly memcache: MemcacheSettings;
   readonly tracing: TracingSettings;
@@ -791,6 +806,16 @@ function readMemory(r: EnvReader): MemorySettings {
   };
 }
 
+function readLimits(r: EnvReader): LimitsSettings {
+  return {
+    headroom: r.bool('HEADROOM_ENABLED'),
+    topK: r.int('HOT_KEYS_TOP_K'),
+    sampleOneIn: r.int('HOT_KEYS_SAMPLE_ONE_IN'),
+    maxRules: r.int('HOT_KEYS_MAX_RULES'),
+    values: r.choice<'show' | 'hash' | 'hide'>('HOT_KEYS_VALUES'),
+  };
+}
+
 function readMemcacheTimeout(r: EnvReader, inUse: boolean): number {
   const ms = r.duration('MEMCACHE_TIMEOUT');
   if (inUse && ms <= 0) {
@@ -911,6 +936,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     stats: readStats(r, warnings),
     cache,
     memory: readMemory(r),
+    limits: readLimits(r),
     redis: readRedis(r, cache.backendType === 'redis', warnings),
     memcache: readMemcache(r, cache.backendType === 'memcache', warnings),
     tracing: readTracing(r),

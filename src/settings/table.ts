@@ -82,6 +82,7 @@ const modes = group('Headers, health and modes');
 const redis = group('Redis');
 const memcache = group('Memcached');
 const tracing = group('Tracing');
+const limits = group('Seeing your limits');
 
 /**
  * One Redis setting and its `REDIS_PERSECOND_*` twin (the per-second instance used for SECOND
@@ -193,6 +194,13 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   stats('PROMETHEUS_PATH', 'string', '/metrics', 'Prometheus scrape path'),
   stats('PROMETHEUS_MAPPER_YAML', 'string', '', 'file replacing the built-in statsd-to-Prometheus mapping'),
   stats('PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS', 'bool', 'false', 'report response times in milliseconds instead of seconds'),
+
+  // Seeing your limits
+  limits('HEADROOM_ENABLED', 'bool', 'true', 'per loaded limit, gauges of its current window from the counts the store returns: `limit`, `window_used` (the busiest key\'s count), `window_keys`, `window_keys_over_limit`, `utilization` (percent in statsd, a ratio in Prometheus); as many series as limits', { extension: true }),
+  limits('HOT_KEYS_TOP_K', 'int', '10', 'per loaded limit, the K keys with most hits over the last minute and the last hour (Space-Saving, 3·K places per 15-second or 15-minute period), at `/debug/hotkeys`; 0 turns hot keys off', { min: 0, max: 100, extension: true }),
+  limits('HOT_KEYS_SAMPLE_ONE_IN', 'int', '16', 'one counted call in N (at random) feeds the hot keys, weighted N: the lists cost a map lookup per call they take (about 0.5 µs a 1-descriptor call unsampled, 7 % of a call; bench/README.md), so by default one in 16; 1 counts every call, with exact Space-Saving bounds', { min: 1, max: 1000000, extension: true }),
+  limits('HOT_KEYS_MAX_RULES', 'int', '1000', 'loaded limits whose hot keys are kept (each at most 8 × 3·K entries); those counted after the cap is reached have none until a reload', { min: 0, extension: true }),
+  limits('HOT_KEYS_VALUES', 'enum', 'show', 'how `/debug/hotkeys` shows descriptor values, which may be personal data: `show`, `hash` (an HMAC with a key made at start: the same value gives the same digest in this process only), `hide` (counts only)', { choices: ['show', 'hash', 'hide'], extension: true }),
 
   // File config
   runtime('RUNTIME_ROOT', 'string', '/srv/runtime_data/current', 'config root directory (a symlink swapped to reload, when RUNTIME_WATCH_ROOT=true)'),

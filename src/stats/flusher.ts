@@ -2,7 +2,8 @@
  * The stats flusher: every STATS_FLUSH_INTERVAL it hands the store's series to the one sink in use,
  * as gostats' store flush does upstream:
  * - counters as the increase since the previous flush (counters that did not move are skipped),
- * - gauges as their current value (every gauge, every time),
+ * - gauges as their current value (every gauge, every time); a gauge removed from the store
+ *   (a limit a reload removed) is forgotten by the sinks that keep series,
  * - timers as the samples recorded since the previous flush.
  * Generators registered with {@link StatsFlusher.onFlush} run first (e.g. the local cache
  * publishing its gauges). The timer is unref'd; {@link StatsFlusher.stop} flushes once more and
@@ -71,6 +72,7 @@ export class StatsFlusher {
         const d = c.latch();
         if (d !== 0 || all) sink.counter(c.name, d);
       }
+      for (const name of this.store.takeRemovedGauges()) sink.forgetGauge?.(name);
       for (const g of this.store.gaugeList()) sink.gauge(g.name, g.value);
       if (sink.wantsTimerSamples) {
         for (const t of this.store.timerList()) {

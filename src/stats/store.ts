@@ -9,6 +9,7 @@
  */
 import type { Logger } from '../telemetry/logger';
 import type { RuleStats } from '../core/rule';
+import { LimitsBook } from './limits/book';
 
 export class Counter {
   value = 0;
@@ -186,7 +187,10 @@ export class StatsStore {
   private logger: Pick<Logger, 'warn'> | undefined;
   private timerSampling = false;
   private readonly maxTimerSamples: number;
+  private removedGauges: string[] | undefined;
   readonly maxDynamicSeries: number;
+  /** The headroom and hot keys of the loaded limits (src/stats/limits/). */
+  readonly limits: LimitsBook;
 
   /** `new StatsStore()`, `new StatsStore(maxDynamicSeries)` or `new StatsStore({ ...options })`. */
   constructor(options: number | StatsStoreOptions = {}) {
@@ -194,6 +198,7 @@ export class StatsStore {
     this.maxDynamicSeries = o.maxDynamicSeries ?? DEFAULT_MAX_DYNAMIC_SERIES;
     this.maxTimerSamples = o.maxTimerSamples ?? DEFAULT_MAX_TIMER_SAMPLES;
     this.logger = o.logger;
+    this.limits = new LimitsBook(this, RULE_STATS_PREFIX);
   }
 
   /** Sets (or replaces) the logger told once when the dynamic-series cap is first hit. */
@@ -241,6 +246,25 @@ export class StatsStore {
       this.gauges.set(name, g);
     }
     return g;
+  }
+
+  /**
+   * Removes a gauge (a limit a reload removed): it is no longer listed nor flushed, and the
+   * flusher tells its sink to forget it.
+   */
+  removeGauge(name: string): void {
+    if (!this.gauges.delete(name)) return;
+    this.removedGauges?.push(name);
+  }
+
+  /**
+   * The gauges removed since the previous call (the flusher's; from its first call on, removals
+   * are remembered until taken, so a store nobody flushes keeps none).
+   */
+  takeRemovedGauges(): string[] {
+    const out = this.removedGauges ?? [];
+    this.removedGauges = [];
+    return out;
   }
 
   timer(name: string): Timer {

@@ -103,6 +103,7 @@ const DEFAULTS: Settings = {
     circuitOpenMs: 1000,
   },
   memory: { maxKeys: 1_000_000, overflowWidth: 65_536, callerNewKeysPerSecond: 50_000 },
+  limits: { headroom: true, topK: 10, sampleOneIn: 16, maxRules: 1000, values: 'show' },
   redis: {
     socketType: 'unix',
     type: 'single',

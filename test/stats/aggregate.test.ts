@@ -36,6 +36,19 @@ describe('StatsAggregator', () => {
     expect(store.gauge('g').value).toBeCloseTo(2.2, 12);
   });
 
+  test('the headroom gauges of a limit: the largest limit, used and utilization, the sums of the key counts', () => {
+    const store = new StatsStore();
+    const agg = new StatsAggregator(store);
+    const p = 'ratelimit.service.rate_limit.d.user.';
+    agg.apply(1, batch({ gauges: [[p + 'limit.__name=n', 3], [p + 'window_used.__name=n', 5], [p + 'utilization.__name=n', 500 / 3], [p + 'window_keys.__name=n', 2], [p + 'window_keys_over_limit.__name=n', 1]] }));
+    agg.apply(2, batch({ gauges: [[p + 'limit.__name=n', 3], [p + 'window_used.__name=n', 6], [p + 'utilization.__name=n', 200], [p + 'window_keys.__name=n', 1], [p + 'window_keys_over_limit.__name=n', 0]] }));
+    expect(store.gauge(p + 'limit.__name=n').value).toBe(3);
+    expect(store.gauge(p + 'window_used.__name=n').value).toBe(6);
+    expect(store.gauge(p + 'utilization.__name=n').value).toBe(200);
+    expect(store.gauge(p + 'window_keys.__name=n').value).toBe(3);
+    expect(store.gauge(p + 'window_keys_over_limit.__name=n').value).toBe(1);
+  });
+
   test('a worker that exits leaves the gauge sums; its counters stay counted', () => {
     const store = new StatsStore();
     const agg = new StatsAggregator(store);

@@ -486,6 +486,7 @@ export class MetricMapper {
 }
 
 const RULE_STATS = ['near_limit', 'over_limit', 'total_hits', 'within_limit', 'shadow_mode'] as const;
+const HEADROOM_STATS = ['limit', 'window_used', 'window_keys', 'window_keys_over_limit', 'utilization'] as const;
 
 /**
  * Upstream's built-in mapper (`src/stats/prom/default_mapper.yaml`), as data. The response time
@@ -508,6 +509,26 @@ export function defaultMapperConfig(responseTimeAsMilliseconds = false): MapperC
       name: `ratelimit_service_rate_limit_${stat}`,
       timer_type: 'histogram',
       labels: { domain: '$1', key1: '$2', key2: '$3' },
+    });
+  }
+  // The headroom gauges (src/stats/limits/): the labels of the counters; utilization is kept in
+  // percent (statsd's unit) and served as a ratio. Anchored, so `…over_limit` cannot take them.
+  for (const stat of HEADROOM_STATS) {
+    const scale = stat === 'utilization' ? { scale: 0.01 } : {};
+    mappings.push({
+      match: `ratelimit.service.rate_limit.*.*.${stat}`,
+      name: `ratelimit_service_rate_limit_${stat}`,
+      match_metric_type: 'gauge',
+      labels: { domain: '$1', key1: '$2' },
+      ...scale,
+    });
+    mappings.push({
+      match: `^ratelimit\\.service\\.rate_limit\\.([^\\.]*)\\.([^\\.]*)\\.([^\\.]*)(\\..*)?\\.${stat}$`,
+      match_type: 'regex',
+      name: `ratelimit_service_rate_limit_${stat}`,
+      match_metric_type: 'gauge',
+      labels: { domain: '$1', key1: '$2', key2: '$3' },
+      ...scale,
     });
   }
   mappings.push(

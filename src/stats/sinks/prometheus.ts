@@ -36,7 +36,7 @@ import { Counter as PromCounter, Gauge as PromGauge, Registry, Summary, collectD
 import type { Logger } from '../../telemetry/logger';
 import { silentLogger } from '../../telemetry/logger';
 import type { TimerSamples } from '../store';
-import { TagNamer } from '../tags';
+import { type Tag, TagNamer } from '../tags';
 import { escapeLabelName, type MappedMetric, MetricMapper, type ObserverOptions, type StatsdMetricType } from './prom-mapper';
 import type { StatsSink } from './types';
 
@@ -79,10 +79,19 @@ class Family {
     readonly observer: ObserverOptions,
   ) {}
 
+  private static keyOf(labels: Labels): string {
+    let key = '';
+    for (const n of Object.keys(labels).sort()) key += n + '\u0000' + labels[n] + '\u0001';
+    return key;
+  }
+
+  forget(labels: Labels): void {
+    this.series.delete(Family.keyOf(labels));
+  }
+
   seriesFor(labels: Labels): Series {
     const names = Object.keys(labels).sort();
-    let key = '';
-    for (const n of names) key += n + '\u0000' + labels[n] + '\u0001';
+    const key = Family.keyOf(labels);
     let s = this.series.get(key);
     if (s === undefined) {
       const sorted: Labels = {};
@@ -239,6 +248,13 @@ export class PrometheusSink implements StatsSink {
     });
   }
 
+  forgetGauge(name: string): void {
+    const tagged = this.namer.resolve(name);
+    const m = this.opts.mapper.map(tagged.base, 'gauge');
+    const f = m.drop ? undefined : this.families.get(m.name);
+    if (f?.type === 'gauge') f.forget(this.labelsOf(m, tagged.tags));
+  }
+
   timer(name: string, t: TimerSamples): void {
     this.observe(name, 'observer', (m, labels, scale) => {
       const f = this.family(m, m.observer.type);
@@ -285,13 +301,18 @@ export class PrometheusSink implements StatsSink {
     }
     if (m.matched) this.actions.inc({ action: 'map' });
     else this.unmapped.inc();
+    apply(m, this.labelsOf(m, tagged.tags), m.scale ?? 1);
+  }
+
+  /** A series' labels: the name's tags, then the mapping's (which win unless `honor_labels`). */
+  private labelsOf(m: MappedMetric, tags: readonly Tag[]): Labels {
     const labels: Labels = {};
-    for (const [k, v] of tagged.tags) labels[escapeLabelName(k)] = v;
+    for (const [k, v] of tags) labels[escapeLabelName(k)] = v;
     for (const [k, v] of Object.entries(m.labels)) {
       if (m.honorLabels && k in labels) continue;
       labels[k] = v;
     }
-    apply(m, labels, m.scale ?? 1);
+    return labels;
   }
 
   private family(m: MappedMetric, type: FamilyType): Family | undefined {

@@ -27,6 +27,8 @@ export interface StatsSink {
   counter(name: string, delta: number): void;
   gauge(name: string, value: number): void;
   timer(name: string, samples: TimerSamples): void;
+  /** A gauge left the store (a limit a reload removed): a sink that keeps series drops its own. */
+  forgetGauge?(name: string): void;
   /** The end of one flush: send what was buffered. */
   endFlush(): void;
   /** Sends what is left (bounded wait) and releases sockets and listeners. */

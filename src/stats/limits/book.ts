@@ -1,0 +1,247 @@
+/**
+ * What the service shows about its loaded limits' headroom and hot keys: makes each limit's
+ * window (headroom.ts) when a config is built, takes the windows of the config that is swapped in
+ * (`adopt`), publishes their gauges before each flush, and answers /debug/hotkeys.
+ *
+ * Gauges, per loaded limit (so as many series as limits, whatever the number of values), once one
+ * of its keys was counted: `ratelimit.service.rate_limit.<key>.{limit, window_used, window_keys,
+ * window_keys_over_limit, utilization}` (utilization in percent of the limit; the Prometheus
+ * mapping scales it to a ratio), tagged `name` when the limit has one. A reload re-publishes them
+ * at once with the new limits and removes those of the limits it removed.
+ *
+ * Bounds: the hot keys of at most HOT_KEYS_MAX_RULES limits (8 × 3·K entries each), and answers of
+ * at most 2 × k entries.
+ */
+import { createHmac, randomBytes } from 'node:crypto';
+import type { RateLimitRule } from '../../core/rule';
+import { UNIT_NAMES, unitToDivider } from '../../core/rls';
+import type { Gauge, StatsStore } from '../store';
+import { replaceTagChars } from '../tags';
+import { HotKeys, type Horizon } from './hot-keys';
+import { RuleWindow, type WindowHost } from './headroom';
+import { byCount, type HotEntry } from './space-saving';
+
+/** How hot key values are shown (HOT_KEYS_VALUES). */
+export type HotKeyValues = 'show' | 'hash' | 'hide';
+
+export interface LimitsOptions {
+  /** HEADROOM_ENABLED: the window gauges (default true). */
+  readonly headroom: boolean;
+  /** HOT_KEYS_TOP_K: keys listed per limit and horizon; 0 turns hot keys off (default 10). */
+  readonly topK: number;
+  /** HOT_KEYS_SAMPLE_ONE_IN: one counted call in N feeds the hot keys, weighted N (default 16). */
+  readonly sampleOneIn: number;
+  /** HOT_KEYS_MAX_RULES: limits whose hot keys are kept (default 1,000). */
+  readonly maxRules: number;
+  /** HOT_KEYS_VALUES (default show). */
+  readonly values: HotKeyValues;
+}
+
+export const DEFAULT_LIMITS_OPTIONS: LimitsOptions = Object.freeze({ headroom: true, topK: 10, sampleOneIn: 16, maxRules: 1000, values: 'show' });
+
+/** The places a hot keys list has per key shown: three times K, for the Space-Saving bound. */
+export const CAPACITY_PER_K = 3;
+/** The largest HOT_KEYS_TOP_K. */
+export const MAX_TOP_K = 100;
+
+const GAUGE_STATS = ['limit', 'window_used', 'window_keys', 'window_keys_over_limit', 'utilization'] as const;
+
+/** An answer of a debug page: its status and body (JSON, or a one-line reason). */
+export interface PageAnswer {
+  readonly status: number;
+  readonly body: string;
+}
+
+export class LimitsBook implements WindowHost {
+  headroom = DEFAULT_LIMITS_OPTIONS.headroom;
+  topK = DEFAULT_LIMITS_OPTIONS.topK;
+  sampleOneIn = DEFAULT_LIMITS_OPTIONS.sampleOneIn;
+  private maxRules = DEFAULT_LIMITS_OPTIONS.maxRules;
+  private values: HotKeyValues = DEFAULT_LIMITS_OPTIONS.values;
+  private current: RuleWindow[] = [];
+  private readonly gauges = new Map<RuleWindow, Gauge[]>();
+  private tracked = 0;
+  private untracked = 0;
+  /** The key of HOT_KEYS_VALUES=hash: the same value gives the same digest in this process only. */
+  private readonly secret = randomBytes(32);
+
+  constructor(
+    private readonly stats: StatsStore,
+    private readonly prefix: string,
+  ) {}
+
+  configure(o: Partial<LimitsOptions>): void {
+    if (o.headroom !== undefined) this.headroom = o.headroom;
+    if (o.topK !== undefined) this.topK = Math.max(0, Math.min(MAX_TOP_K, Math.floor(o.topK)));
+    if (o.sampleOneIn !== undefined) this.sampleOneIn = Math.max(1, Math.floor(o.sampleOneIn));
+    if (o.maxRules !== undefined) this.maxRules = Math.max(0, Math.floor(o.maxRules));
+    if (o.values !== undefined) this.values = o.values;
+  }
+
+  /** The window of one loaded limit (called as a config is built; nothing is published before `adopt`). */
+  watch(key: string, domain: string, limit: RateLimitRule['limit'], algorithm: RateLimitRule['algorithm'], burst: number | undefined): RuleWindow {
+    return new RuleWindow(this, key, domain, limit.name, limit.requestsPerUnit, limit.unit, unitToDivider(limit.unit), algorithm, burst);
+  }
+
+  claimHotKeys(): HotKeys | undefined {
+    if (this.topK === 0) return undefined;
+    if (this.tracked >= this.maxRules) {
+      this.untracked++;
+      return undefined;
+    }
+    this.tracked++;
+    return new HotKeys(this.topK * CAPACITY_PER_K);
+  }
+
+  /**
+   * The config swapped in: its limits' windows become the ones published. A limit with the same
+   * stats key and window length as before keeps what its window and hot keys saw; the gauges of a
+   * limit that was published before are re-published at once (a changed limit shows at the next
+   * flush or scrape); those of removed limits are removed.
+   */
+  adopt(rules: Iterable<RateLimitRule>): void {
+    const next: RuleWindow[] = [];
+    const byKey = new Map<string, RuleWindow>();
+    for (const r of rules) {
+      const w = r.watch;
+      if (!(w instanceof RuleWindow) || byKey.has(w.key)) continue;
+      byKey.set(w.key, w);
+      next.push(w);
+    }
+    for (const old of this.current) {
+      const w = byKey.get(old.key);
+      if (w === old) continue;
+      if (w !== undefined) w.inherit(old);
+      if (w === undefined || w.name !== old.name) this.removeGauges(old);
+      else this.gauges.delete(old);
+    }
+    this.tracked = 0;
+    for (const w of next) if (w.hotKeys() !== undefined) this.tracked++;
+    this.current = next;
+  }
+
+  /** Sets the gauges of every published limit (the flusher runs this before each flush). */
+  publish(nowS: number): void {
+    if (!this.headroom) return;
+    for (const w of this.current) {
+      if (!w.seen) continue;
+      let g = this.gauges.get(w);
+      if (g === undefined) {
+        g = GAUGE_STATS.map((s) => this.stats.gauge(this.gaugeName(w, s)));
+        this.gauges.set(w, g);
+      }
+      const f = w.figures(nowS);
+      g[0]!.set(w.requestsPerUnit);
+      g[1]!.set(f.used);
+      g[2]!.set(f.keys);
+      g[3]!.set(f.keysOverLimit);
+      g[4]!.set(w.capacity > 0 ? (100 * f.used) / w.capacity : 0);
+    }
+  }
+
+  private gaugeName(w: RuleWindow, stat: string): string {
+    const base = this.prefix + w.key + '.' + stat;
+    return w.name === '' ? base : base + '.__name=' + replaceTagChars(w.name);
+  }
+
+  private removeGauges(w: RuleWindow): void {
+    this.gauges.delete(w);
+    for (const s of GAUGE_STATS) this.stats.removeGauge(this.gaugeName(w, s));
+  }
+
+  /** The windows published (tests and the debug pages). */
+  windows(): readonly RuleWindow[] {
+    return this.current;
+  }
+
+  /**
+   * `GET /debug/hotkeys[?domain=D[&rule=R]][&k=N]`: the top N keys (default HOT_KEYS_TOP_K, at
+   * most it) of one limit, of a domain's limits, or of all, over the last minute and the last hour.
+   * `rule` is a limit's stats key (with or without its domain) or its name.
+   */
+  hotKeysPage(query: URLSearchParams, nowS: number): PageAnswer {
+    for (const name of query.keys()) {
+      if (name !== 'domain' && name !== 'rule' && name !== 'k') return bad(`unknown parameter ${JSON.stringify(name)}: hotkeys takes domain, rule and k`);
+    }
+    if (this.topK === 0) return bad('hot keys are off (HOT_KEYS_TOP_K=0)');
+    let k = this.topK;
+    const kText = query.get('k');
+    if (kText !== null) {
+      k = /^\d{1,6}$/.test(kText) ? Number(kText) : NaN;
+      if (!(k >= 1 && k <= this.topK)) return bad(`k must be an integer from 1 to ${this.topK} (HOT_KEYS_TOP_K), not ${JSON.stringify(kText)}`);
+    }
+    const domain = query.get('domain');
+    const rule = query.get('rule');
+    let chosen: RuleWindow[] = this.current;
+    if (domain !== null) {
+      chosen = this.current.filter((w) => w.domain === domain);
+      if (chosen.length === 0) return bad(`domain ${JSON.stringify(domain)} has no loaded limits`);
+    }
+    if (rule !== null) {
+      if (domain === null) return bad('rule needs domain');
+      const found = chosen.filter((w) => w.key === rule || w.key === domain + '.' + rule || (w.name !== '' && w.name === rule));
+      if (found.length === 0) return bad(`domain ${JSON.stringify(domain)} has no limit ${JSON.stringify(rule)} (a stats key or a limit's name)`);
+      chosen = found;
+    }
+    const out: Record<string, unknown> = {
+      values: this.values,
+      k,
+      sample_one_in: this.sampleOneIn,
+      capacity: this.topK * CAPACITY_PER_K,
+      limits_tracked: this.tracked,
+      limits_not_tracked: this.untracked,
+    };
+    if (rule !== null && chosen.length === 1) {
+      const w = chosen[0]!;
+      out['limit'] = limitInfo(w);
+    }
+    for (const h of ['minute', 'hour'] as const) out[h] = this.top(chosen, h, k, nowS);
+    return { status: 200, body: JSON.stringify(out, null, 2) + '\n' };
+  }
+
+  private top(windows: readonly RuleWindow[], horizon: Horizon, k: number, nowS: number): unknown[] {
+    const all: Array<{ w: RuleWindow; e: HotEntry; total: number }> = [];
+    for (const w of windows) {
+      const hot = w.hotKeys();
+      if (hot === undefined) continue;
+      const view = hot.view(horizon, nowS);
+      const listed = [...view.entries.values()].sort(byCount);
+      for (let i = 0; i < listed.length && i < k; i++) all.push({ w, e: listed[i]!, total: view.total });
+    }
+    all.sort((a, b) => byCount(a.e, b.e));
+    return all.slice(0, k).map(({ w, e, total }) => ({
+      domain: w.domain,
+      rule: w.key,
+      ...(w.name !== '' ? { name: w.name } : {}),
+      ...this.shown(e),
+      hits: Math.round(e.count),
+      error: Math.round(e.error),
+      over_limit_hits: Math.round(e.over),
+      remaining: e.remaining,
+      last_seen: new Date(e.lastSeenS * 1000).toISOString(),
+      limit_hits: Math.round(total),
+    }));
+  }
+
+  private shown(e: HotEntry): Record<string, string> {
+    if (this.values === 'show') return { key: e.key, entries: e.entries };
+    if (this.values === 'hide') return {};
+    const digest = (t: string): string => createHmac('sha256', this.secret).update(t).digest('hex').slice(0, 16);
+    return { key: digest(e.key), entries: digest(e.entries) };
+  }
+}
+
+function limitInfo(w: RuleWindow): Record<string, unknown> {
+  return {
+    domain: w.domain,
+    rule: w.key,
+    ...(w.name !== '' ? { name: w.name } : {}),
+    requests_per_unit: w.requestsPerUnit,
+    unit: UNIT_NAMES[w.unit] ?? String(w.unit),
+    ...(w.algorithm !== undefined ? { algorithm: w.algorithm } : {}),
+  };
+}
+
+function bad(reason: string): PageAnswer {
+  return { status: 400, body: reason + '\n' };
+}
