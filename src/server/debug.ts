@@ -2,7 +2,8 @@
  * The debug listener (upstream port 6070): `/` (and any unknown path) lists the endpoints,
  * `/rlconfig` dumps the loaded config, `/stats` prints every stat — the rate limit counters
  * included, unlike upstream — and `/debug/pprof/profile?seconds=N` records a CPU profile
- * (V8 `.cpuprofile` JSON, open it in Chrome DevTools or speedscope).
+ * (V8 `.cpuprofile` JSON, open it in Chrome DevTools or speedscope). `/debug/denials` and
+ * `/debug/config-history` answer JSON pages (bounded; a bad query parameter is a 400 with the reason).
  *
  * Each endpoint's data comes from an option, so the primary of worker mode serves the same page
  * with the config, explain and profiles fetched from a worker and the stats summed over all.
@@ -35,6 +36,13 @@ export interface DebugServerOptions {
    * `query` is the request's query string (worker mode reads `worker` from it).
    */
   profile?: (ms: number, query: URLSearchParams) => Promise<CpuProfileAnswer>;
+  /**
+   * `/debug/denials`: the JSON page of the last OVER_LIMIT decisions for the request's query; a
+   * query it refuses throws DebugHttpError(400, reason). Absent: the page answers 404.
+   */
+  denials?: (query: URLSearchParams) => string | Promise<string>;
+  /** `/debug/config-history`: the JSON page of the last config loads, as `denials`. */
+  configHistory?: (query: URLSearchParams) => string | Promise<string>;
 }
 
 export interface CpuProfileAnswer {
@@ -67,6 +75,8 @@ function answer<T>(res: http.ServerResponse, what: string, get: () => T | Promis
 const localProfile = (ms: number): Promise<CpuProfileAnswer> => cpuProfile(ms).then((profile) => ({ profile }));
 
 const ENDPOINTS: ReadonlyArray<[string, string]> = [
+  ['/debug/config-history', 'the last config loads, each with its version and what it changed: ?limit=N&before=SEQ (JSON)'],
+  ['/debug/denials', 'the last OVER_LIMIT decisions, newest first: ?limit=N&before=SEQ&domain=D&rule=KEY (JSON)'],
   ['/debug/explain', 'explain a request: ?domain=D&descriptors=k=v,k2=v2 (repeatable), or an RLQS bucket: ?domain=D&bucket=k=v,k2=v2'],
   ['/debug/pprof/', 'root of various pprof endpoints. hit for help.'],
   ['/debug/pprof/profile', 'CPU profiling endpoint'],
@@ -129,6 +139,21 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
         const quotaBuckets = opts.quotaBuckets;
         if (quotaBuckets === undefined) plainError(res, 404, 'RLQS is not served here');
         else answer<string | Iterable<string> | AsyncIterable<string>>(res, 'rlqs', quotaBuckets, (text) => (typeof text === 'string' ? plainText(res, 200, text) : void streamText(res, text)));
+        return;
+      }
+      case '/debug/denials':
+      case '/debug/config-history': {
+        const page = path === '/debug/denials' ? opts.denials : opts.configHistory;
+        if (page === undefined) {
+          plainError(res, 404, `${path} is not served here (${path === '/debug/denials' ? 'DEBUG_DENIALS_SIZE' : 'DEBUG_CONFIG_HISTORY_SIZE'}=0, or worker mode)`);
+          return;
+        }
+        const query = new URL(req.url ?? '/', 'http://x').searchParams;
+        answer(res, path.slice(7), () => page(query), (json) => {
+          res.statusCode = 200;
+          res.setHeader('Content-Type', 'application/json');
+          res.end(json);
+        });
         return;
       }
       case '/debug/pprof/':

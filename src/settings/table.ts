@@ -82,6 +82,7 @@ const modes = group('Headers, health and modes');
 const redis = group('Redis');
 const memcache = group('Memcached');
 const tracing = group('Tracing');
+const seeing = group('Seeing your limits');
 
 /**
  * One Redis setting and its `REDIS_PERSECOND_*` twin (the per-second instance used for SECOND
@@ -235,6 +236,12 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   modes('SHADOW_MODE', 'bool', 'false', 'global shadow mode: the overall code is always OK (statuses, stats and headers unchanged)', { reloadable: true }),
   modes('QUOTA_MODE', 'bool', 'false', 'global quota mode: every descriptor is a quota descriptor (over only when all quota descriptors are over)', { reloadable: true }),
   modes('RESPONSE_DYNAMIC_METADATA', 'bool', 'false', 'return domain, descriptors and matched rule metadata as response dynamic metadata', { reloadable: true }),
+
+  // Seeing your limits
+  seeing('DEBUG_VALUES', 'enum', 'plain', 'how the debug pages and log lines about limits (denials, hot keys) show descriptor values and client addresses, which may be personal data: `plain` as they came, `hash` as `#` and 16 hex digits of a keyed hash drawn per process (the same value reads the same within the process, not across processes), `hide` as `(hidden)`', { choices: ['plain', 'hash', 'hide'], extension: true }),
+  seeing('DEBUG_DENIALS_SIZE', 'int', '1000', 'the last N OVER_LIMIT decisions kept for `/debug/denials` (a ring preallocated at start-up; a descriptor of more than 1,024 characters is kept without its entries); 0 = none kept', { min: 0, max: 1000000, extension: true }),
+  seeing('DEBUG_DENIALS_LOG_PER_SECOND', 'int', '0', 'write an info line per OVER_LIMIT decision, at most N a second, then one line with the number left out; 0 = no lines', { min: 0, extension: true }),
+  seeing('DEBUG_CONFIG_HISTORY_SIZE', 'int', '20', 'the last N config loads (successful or failed, each with its version and its diff against the load before) kept for `/debug/config-history`; 0 = no history, no version series and no load line', { min: 0, max: 1000, extension: true }),
 
   // Redis
   ...redisTwin('SOCKET_TYPE', 'enum', 'unix', 'network of REDIS_URL', { choices: ['tcp', 'unix'] }),

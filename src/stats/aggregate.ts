@@ -4,7 +4,8 @@
  * - counters add the worker's deltas,
  * - a gauge is the sum over the live workers of each one's latest value (a worker's new value
  *   replaces its previous one; a worker that exits no longer counts),
- * - timers add the interval's count and sum, and its samples when the sink keeps them.
+ * - timers add the interval's count and sum, and its samples when the sink keeps them;
+ * - a gauge a worker retired leaves the sum, and the store once no worker has it.
  */
 import type { StatsBatch } from './sinks/ipc';
 import type { StatsStore } from './store';
@@ -29,6 +30,10 @@ export class StatsAggregator {
       }
     }
     for (const t of batch.timers) this.store.timer(t.name).merge(t.count, t.sumMs, t.samples);
+    for (const name of batch.retired ?? []) {
+      this.gaugesByWorker.get(worker)?.delete(name);
+      this.resum(name, true);
+    }
   }
 
   /** A worker exited: its gauges leave the sums (its counters and timers stay counted). */
@@ -40,9 +45,16 @@ export class StatsAggregator {
   }
 
   /** Recomputed rather than adjusted by differences, so fractional gauges do not drift. */
-  private resum(name: string): void {
+  private resum(name: string, retired = false): void {
     let sum = 0;
-    for (const values of this.gaugesByWorker.values()) sum += values.get(name) ?? 0;
-    this.store.gauge(name).set(sum);
+    let held = false;
+    for (const values of this.gaugesByWorker.values()) {
+      const v = values.get(name);
+      if (v === undefined) continue;
+      sum += v;
+      held = true;
+    }
+    if (held || !retired) this.store.gauge(name).set(sum);
+    else this.store.removeGauge(name);
   }
 }

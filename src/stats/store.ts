@@ -185,6 +185,8 @@ export class StatsStore {
   private overflowWarned = false;
   private logger: Pick<Logger, 'warn'> | undefined;
   private timerSampling = false;
+  /** Gauges removed since the last flush, for the sink to retire (only while a flusher runs). */
+  private retired: string[] | undefined;
   private readonly maxTimerSamples: number;
   readonly maxDynamicSeries: number;
 
@@ -208,6 +210,27 @@ export class StatsStore {
   enableTimerSamples(on = true): void {
     this.timerSampling = on;
     for (const t of this.timers.values()) t.keepSamples(on, this.maxTimerSamples);
+  }
+
+  /**
+   * Removes a gauge whose series has no meaning any more (the info series of a replaced config
+   * version); the next flush tells the sink to retire it. Unknown names are ignored.
+   */
+  removeGauge(name: string): void {
+    if (!this.gauges.delete(name)) return;
+    this.retired?.push(name);
+  }
+
+  /** The flusher calls this once: from then on removed gauges are kept until it takes them. */
+  trackRetiredGauges(): void {
+    this.retired ??= [];
+  }
+
+  /** The gauges removed since the previous call (see {@link removeGauge}). */
+  takeRetiredGauges(): string[] {
+    const out = this.retired ?? [];
+    if (out.length > 0) this.retired = [];
+    return out;
   }
 
   /** Every counter, in creation order (live view: do not create series while iterating). */

@@ -155,6 +155,7 @@ const DEFAULTS: Settings = {
     exporterProtocol: 'http',
     samplingRate: 1,
   },
+  limitsView: { debugValues: 'plain', denialsSize: 1000, denialsLogPerSecond: 0, configHistorySize: 20 },
   reloadable: {
     shadowMode: false,
     quotaMode: false,

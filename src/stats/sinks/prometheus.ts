@@ -79,10 +79,14 @@ class Family {
     readonly observer: ObserverOptions,
   ) {}
 
+  /** Stops exposing one series (a retired gauge). */
+  dropSeries(labels: Labels): void {
+    this.series.delete(seriesKey(labels));
+  }
+
   seriesFor(labels: Labels): Series {
     const names = Object.keys(labels).sort();
-    let key = '';
-    for (const n of names) key += n + '\u0000' + labels[n] + '\u0001';
+    const key = seriesKey(labels);
     let s = this.series.get(key);
     if (s === undefined) {
       const sorted: Labels = {};
@@ -133,6 +137,12 @@ class Family {
     }
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
+}
+
+function seriesKey(labels: Labels): string {
+  let key = '';
+  for (const n of Object.keys(labels).sort()) key += n + '\u0000' + labels[n] + '\u0001';
+  return key;
 }
 
 /** Splits PROMETHEUS_ADDR as Go's net.Listen does: `:9090`, `host:9090`, `[::1]:9090`. */
@@ -237,6 +247,11 @@ export class PrometheusSink implements StatsSink {
       f.seriesFor(labels).value = value * scale;
       this.events.inc({ type: 'gauge' });
     });
+  }
+
+  retireGauge(name: string): void {
+    this.observe(name, 'gauge', (m, labels) => this.families.get(m.name)?.dropSeries(labels));
+    this.namer.forget(name);
   }
 
   timer(name: string, t: TimerSamples): void {

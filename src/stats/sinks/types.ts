@@ -26,6 +26,11 @@ export interface StatsSink {
   start(): Promise<void>;
   counter(name: string, delta: number): void;
   gauge(name: string, value: number): void;
+  /**
+   * A gauge removed from the store (it will not be flushed again): a push sink sends it a last 0
+   * (statsd keeps a gauge's last value), a pulled one stops exposing it.
+   */
+  retireGauge?(name: string): void;
   timer(name: string, samples: TimerSamples): void;
   /** The end of one flush: send what was buffered. */
   endFlush(): void;
