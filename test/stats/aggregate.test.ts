@@ -7,6 +7,7 @@ import { StatsFlusher } from '../../src/stats/flusher';
 import { IpcStatsSink, type StatsBatch } from '../../src/stats/sinks/ipc';
 import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
+import type { StatsSink } from '../../src/stats/sinks/types';
 
 const batch = (b: Partial<StatsBatch>): StatsBatch => ({ counters: [], gauges: [], timers: [], ...b });
 
@@ -34,6 +35,36 @@ describe('StatsAggregator', () => {
     agg.apply(2, batch({ gauges: [['g', 0.1]] }));
     agg.apply(2, batch({ gauges: [['g', 0.2]] }));
     expect(store.gauge('g').value).toBeCloseTo(2.2, 12);
+  });
+
+  test('a gauge the workers retire leaves the sum, then the store, and the primary\'s sink retires it once', () => {
+    const store = new StatsStore();
+    const agg = new StatsAggregator(store);
+    const seen: string[] = [];
+    const sink: StatsSink = {
+      kind: 'statsd',
+      wantsTimerSamples: false,
+      dropped: 0,
+      start: async () => {},
+      counter: () => {},
+      gauge: (name, value) => seen.push(`${name}=${value}`),
+      retireGauge: (name) => seen.push(`retire ${name}`),
+      timer: () => {},
+      endFlush: () => {},
+      close: async () => {},
+    };
+    const flusher = new StatsFlusher(store, sink, 60_000, silentLogger);
+    agg.apply(1, batch({ gauges: [['info.__version=a', 1]] }));
+    agg.apply(2, batch({ gauges: [['info.__version=a', 1]] }));
+    agg.apply(1, batch({ gauges: [['info.__version=b', 1]], retired: ['info.__version=a'] }));
+    expect(store.gauge('info.__version=a').value).toBe(1);
+    agg.apply(2, batch({ gauges: [['info.__version=b', 1]], retired: ['info.__version=a'] }));
+    flusher.flush();
+    expect(seen).toEqual(['info.__version=b=2', 'retire info.__version=a']);
+    seen.length = 0;
+    flusher.flush();
+    expect(seen).toEqual(['info.__version=b=2']);
+    void flusher.stop();
   });
 
   test('a worker that exits leaves the gauge sums; its counters stay counted', () => {

@@ -29,7 +29,7 @@ export interface StatsBatch {
   readonly gauges: Array<[name: string, value: number]>;
   readonly timers: TimerBatch[];
   /** Gauges the worker removed (the primary drops its value from the sum). */
-  readonly retired?: string[];
+  retired?: string[];
 }
 
 const NO_SAMPLES = new Float64Array(0);
@@ -67,7 +67,7 @@ export class IpcStatsSink implements StatsSink {
   }
 
   retireGauge(name: string): void {
-    (this.batch.retired as string[]).push(name);
+    (this.batch.retired ??= []).push(name);
   }
 
   timer(name: string, t: TimerSamples): void {
@@ -80,7 +80,7 @@ export class IpcStatsSink implements StatsSink {
   endFlush(): void {
     const batch = this.batch;
     this.batch = emptyBatch();
-    if (batch.counters.length === 0 && batch.gauges.length === 0 && batch.timers.length === 0 && batch.retired!.length === 0) return;
+    if (batch.counters.length === 0 && batch.gauges.length === 0 && batch.timers.length === 0 && batch.retired === undefined) return;
     const sent = this.send(batch).catch(() => {
       this.droppedEntries += batch.counters.length + batch.gauges.length + batch.timers.length;
     });
@@ -95,5 +95,5 @@ export class IpcStatsSink implements StatsSink {
 }
 
 function emptyBatch(): StatsBatch {
-  return { counters: [], gauges: [], timers: [], retired: [] };
+  return { counters: [], gauges: [], timers: [] };
 }
