@@ -145,7 +145,7 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
       case '/debug/config-history': {
         const page = path === '/debug/denials' ? opts.denials : opts.configHistory;
         if (page === undefined) {
-          plainError(res, 404, `${path} is not served here (${path === '/debug/denials' ? 'DEBUG_DENIALS_SIZE' : 'DEBUG_CONFIG_HISTORY_SIZE'}=0, or worker mode)`);
+          plainError(res, 404, `${path} is not served here (${path === '/debug/denials' ? 'DEBUG_DENIALS_SIZE' : 'DEBUG_CONFIG_HISTORY_SIZE'}=0)`);
           return;
         }
         const query = new URL(req.url ?? '/', 'http://x').searchParams;
