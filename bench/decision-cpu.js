@@ -8,7 +8,7 @@
  * builds alternate them under `flock /work/bench.lock taskset -c 0` (bench/README.md).
  */
 const path = require('path');
-const root = process.argv[2];
+const root = path.resolve(process.argv[2] ?? '.');
 const scenario = process.argv[3];
 const calls = Number(process.argv[4] || 1000000);
 const d = (p) => require(path.join(root, 'dist/src', p));
