@@ -94,6 +94,16 @@ async function history(svc: Service, query = ''): Promise<History> {
   return JSON.parse(res.body) as History;
 }
 
+/**
+ * Replaces a config file in one step (written beside, then renamed in): a reload never reads it
+ * half written, so every load in the history is one the test made.
+ */
+function put(dir: ReturnType<typeof runtimeDir>, name: string, content: string): void {
+  const tmp = path.join(dir.base, `${name}.next`);
+  fs.writeFileSync(tmp, content);
+  fs.renameSync(tmp, path.join(dir.configDir, name));
+}
+
 /** Waits until a load moved the version away from `from`, and returns that load. */
 async function loadAfter(svc: Service, from: string): Promise<Load> {
   let found: Load | undefined;
@@ -153,7 +163,7 @@ describe.each(['memory', 'redis'] as const)('config history on the %s store', (s
     expect(first.history[0]!.diff!.limits.map((l) => l.rule)).toEqual(['ch.k1', 'ch.k2', 'ch.k3', 'other.o']);
     expect(await scrape()).toMatch(new RegExp(`^ratelimit_config_info\\{version="${v1}"\\} 1$`, 'm'));
 
-    fs.writeFileSync(path.join(dir.configDir, 'a.yaml'), A2);
+    put(dir, 'a.yaml', A2);
     const load = await loadAfter(svc, v1);
     const v2 = load.version!;
     expect(v2).toMatch(/^[0-9a-f]{12}$/);
@@ -186,15 +196,15 @@ describe.each(['memory', 'redis'] as const)('config history on the %s store', (s
     expect(body).not.toContain(v1);
 
     // The same rules in another order: the same version, nothing changed.
-    fs.writeFileSync(path.join(dir.configDir, 'a.yaml'), A2_REORDERED);
+    put(dir, 'a.yaml', A2_REORDERED);
     await waitFor(async () => (await history(svc)).history.some((l) => l.previous_version === v2), 'the reordered load');
     const same = (await history(svc)).history.find((l) => l.previous_version === v2)!;
     expect(same).toMatchObject({ outcome: 'loaded', version: v2, diff: { added: 0, removed: 0, changed: 0, limits: [] } });
 
     // A failed load: kept with its error; the version in use stays.
     const before = (await history(svc)).loads;
-    fs.writeFileSync(path.join(dir.configDir, 'a.yaml'), BAD);
-    await waitFor(async () => (await history(svc)).history.some((l) => l.outcome === 'failed'), 'the failed load');
+    put(dir, 'a.yaml', BAD);
+    await waitFor(async () => (await history(svc)).history.some((l) => l.outcome === 'failed' && /fortnight/.test(l.error!)), 'the failed load');
     const h = await history(svc);
     const failed = h.history.find((l) => l.outcome === 'failed')!;
     expect(failed.seq).toBeGreaterThan(before);
