@@ -18,11 +18,12 @@ import { RateLimitService, type ServiceFlags, type StoreSpan } from '../limiter/
 import { toServiceFlags } from '../limiter/flags';
 import { ConfigBuilder } from '../providers/config-builder';
 import { ConfigStore } from '../providers/config-store';
+import { ConfigHistory, parseHistoryQuery } from '../providers/config-history';
+import { DenialRing, parseDenialsQuery } from '../telemetry/denials';
 import { FileProvider } from '../providers/file-provider';
 import { XdsProvider } from '../providers/xds/provider';
 import { type GrpcTransport, type Settings, loadReloadableFlags } from '../settings';
 import { StatsStore } from '../stats/store';
-import type { PageAnswer } from '../stats/limits/book';
 import type { Logger } from '../telemetry/logger';
 import {
   ATTR_KEYS_TO_GET_LENGTH,
@@ -35,7 +36,7 @@ import {
 } from '../telemetry/tracing';
 import { StatsFlusher } from '../stats/flusher';
 import { createStatsSink, type StatsSink } from '../stats/sinks';
-import { createDebugHandler } from '../server/debug';
+import { createDebugHandler, DebugHttpError } from '../server/debug';
 import { admitNodeHttpConnections, httpListener } from '../server/http-listener';
 import type { ConnectionAdmission } from '../server/admission';
 import { debugAdmissionLimits, grpcAdmissionLimits, httpAdmissionLimits, processAdmission } from './admission-limits';
@@ -227,13 +228,17 @@ export class RateLimitApp {
   private readonly admission: ConnectionAdmission;
   private demand: DemandStore | undefined;
   private quota: QuotaService | undefined;
+  /** /debug/denials (undefined with DEBUG_DENIALS_SIZE=0). */
+  readonly denials: DenialRing | undefined;
+  /** /debug/config-history (undefined with DEBUG_CONFIG_HISTORY_SIZE=0). */
+  readonly configHistory: ConfigHistory | undefined;
 
   constructor(private readonly opts: AppOptions) {
     const { settings, logger } = opts;
     this.stopRequested = new Promise((resolve) => (this.requestStop = resolve));
     const env = opts.env ?? process.env;
     this.stats.setLogger(logger);
-    this.stats.limits.configure(settings.limits);
+    this.stats.limits.configure({ ...settings.limits, values: settings.limitsView.debugValues });
     this.admission = processAdmission(settings, this.stats, logger);
     try {
       this.sink =
@@ -256,17 +261,28 @@ export class RateLimitApp {
     this.health.add('sigterm', true);
     if (settings.config.healthyWithAtLeastOneConfigLoaded) this.health.add('config', false);
 
+    const view = settings.limitsView;
+    this.denials =
+      view.denialsSize > 0
+        ? new DenialRing({ size: view.denialsSize, clock, logPerSecond: view.denialsLogPerSecond, logger, privacy: view.debugValues })
+        : undefined;
+    if (view.denialsSize > 0 && view.denialsLogPerSecond > 0 && !logger.enabled('info')) {
+      logger.warn('DEBUG_DENIALS_LOG_PER_SECOND: the denial lines are written at info level, which LOG_LEVEL leaves out');
+    }
+    this.configHistory = view.configHistorySize > 0 ? new ConfigHistory({ size: view.configHistorySize, clock, stats: this.stats, logger }) : undefined;
+
     this.configBuilder = new ConfigBuilder({ stats: this.stats, maxHeapMb: settings.config.buildMaxHeapMb });
     this.configStore = new ConfigStore<ServiceFlags>({
       stats: this.stats,
       logger,
       readFlags: () => toServiceFlags(loadReloadableFlags(env)),
+      history: this.configHistory,
     });
     if (settings.config.healthyWithAtLeastOneConfigLoaded) {
       this.configStore.onUpdate((snap) => this.health.set('config', snap.config.domainCount > 0));
     }
     // The headroom gauges and hot keys follow the config in use from the swap on.
-    this.configStore.onUpdate((snap) => this.stats.limits.adopt(snap.config.rules()));
+    this.configStore.onUpdate((snap) => this.stats.limits.adopt(snap.config.rules));
   }
 
   /**
@@ -349,6 +365,7 @@ export class RateLimitApp {
       failureMode: settings.cache.failureMode,
       tracing: this.tracing,
       storeSpan: this.opener.span,
+      denials: this.denials,
       limits: {
         maxDescriptors: settings.server.maxDescriptors,
         maxEntries: settings.server.maxEntries,
@@ -534,6 +551,8 @@ export class RateLimitApp {
         explain: (domain, texts) => this.explain(domain, texts),
         explainBucket: (domain, text) => this.explainBucket(domain, text),
         quotaBuckets: () => this.quotaBuckets(),
+        ...(this.denials !== undefined ? { denials: (query: URLSearchParams) => this.denialsPage(query) } : {}),
+        ...(this.configHistory !== undefined ? { configHistory: (query: URLSearchParams) => this.configHistoryPage(query) } : {}),
       }),
       settings.server.debugTls ? certs : undefined,
       settings.grpc.tls.clientSan,
@@ -550,9 +569,11 @@ export class RateLimitApp {
     this.stats.limits.publish(Math.floor(this.clock.nowMs() / 1000));
   }
 
-  /** /debug/hotkeys of this process: status and body. */
-  hotKeys(query: URLSearchParams): PageAnswer {
-    return this.stats.limits.hotKeysPage(query, Math.floor(this.clock.nowMs() / 1000));
+  /** /debug/hotkeys of this process (JSON); a query it refuses throws DebugHttpError(400, why). */
+  hotKeys(query: URLSearchParams): string {
+    const page = this.stats.limits.hotKeysPage(query, Math.floor(this.clock.nowMs() / 1000));
+    if (page.status !== 200) throw new DebugHttpError(page.status, page.body.trimEnd());
+    return page.body;
   }
 
   /** The loaded config as /rlconfig prints it, in pieces made as they are sent (a big config is never one string). */
@@ -578,6 +599,24 @@ export class RateLimitApp {
       nowMs,
       count: async (op) => (await store.increment([op], nowMs))[0],
     });
+  }
+
+  /** /debug/denials for `query`; a query it refuses is a DebugHttpError(400). */
+  denialsPage(query: URLSearchParams): string {
+    const ring = this.denials;
+    if (ring === undefined) throw new DebugHttpError(404, 'denials are not kept (DEBUG_DENIALS_SIZE=0)');
+    const q = parseDenialsQuery(query);
+    if (typeof q === 'string') throw new DebugHttpError(400, q);
+    return ring.page(q);
+  }
+
+  /** /debug/config-history for `query`, as denialsPage. */
+  configHistoryPage(query: URLSearchParams): Promise<string> {
+    const history = this.configHistory;
+    if (history === undefined) throw new DebugHttpError(404, 'no config history is kept (DEBUG_CONFIG_HISTORY_SIZE=0)');
+    const q = parseHistoryQuery(query, this.opts.settings.limitsView.configHistorySize);
+    if (typeof q === 'string') throw new DebugHttpError(400, q);
+    return history.page(q);
   }
 
   /** /debug/rlqs: the live RLQS streams and buckets of this process, in pieces made as they are taken. */
@@ -642,6 +681,7 @@ export class RateLimitApp {
     this.configBuilder.close();
     this.certificates?.stop();
     this.quota?.close();
+    this.denials?.close();
     const closed = Promise.all([this.store?.close(), this.demand?.close?.(), this.flusher?.stop(), this.tracing.shutdown()]);
     if (!(await settleWithin(closed, CLOSE_GRACE_MS))) {
       logger.warn(`the counter store, stats sink or trace exporter did not close within ${CLOSE_GRACE_MS} ms; exiting without them`);

@@ -288,7 +288,7 @@ class Planner {
  * The order of two /rlconfig lines (`<key>: ...`) from their keys alone: the key, then `:`. Keys
  * are unique, so this is the order of the lines (a key followed by `:` inside another aside).
  */
-function compareDumpKeys(a: string, b: string): number {
+export function compareDumpKeys(a: string, b: string): number {
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {
     const d = a.charCodeAt(i) - b.charCodeAt(i);

@@ -184,10 +184,10 @@ export class LoadedConfig implements RateLimitConfig {
     private readonly stats: StatsStore,
     private readonly cacheBudget: RuleCacheBudget,
     /** Every limit, in /rlconfig order. */
-    private readonly sortedRules: readonly RateLimitRule[],
+    readonly rules: readonly RateLimitRule[],
   ) {
     this.domainCount = domains.size;
-    this.ruleCount = sortedRules.length;
+    this.ruleCount = rules.length;
     Object.freeze(this);
   }
 
@@ -490,10 +490,6 @@ export class LoadedConfig implements RateLimitConfig {
     return rule;
   }
 
-  rules(): readonly RateLimitRule[] {
-    return this.sortedRules;
-  }
-
   dump(): string {
     let out = '';
     for (const chunk of this.dumpChunks()) out += chunk;
@@ -502,7 +498,7 @@ export class LoadedConfig implements RateLimitConfig {
 
   *dumpChunks(chunkBytes = DUMP_CHUNK_CHARS): Generator<string, void, undefined> {
     let out = '';
-    for (const rule of this.sortedRules) {
+    for (const rule of this.rules) {
       out += dumpLine(rule);
       if (out.length >= chunkBytes) {
         yield out;

@@ -23,12 +23,15 @@ export interface RateLimitConfig {
   bucketDescriptor(domain: string, pairs: ReadonlyMap<string, string>): Descriptor | undefined;
   /** How `getLimit` walks the config for one descriptor (the explain tool); no side effects. */
   explainMatch(domain: string, descriptor: Descriptor): MatchTrace;
-  /** Every limit, in `/rlconfig` order (a `rate_limits:` descriptor's 2nd and later ones too). */
-  rules(): Iterable<RateLimitRule>;
   /** `/rlconfig`: one line per rule, `<FullKey>: unit=<UNIT> requests_per_unit=<N>, shadow_mode: <b>, quota_mode: <b>`. */
   dump(): string;
   /** The same text in pieces of about `chunkChars` characters, built as they are taken (a big config streams). */
   dumpChunks(chunkChars?: number): Iterable<string>;
+  /**
+   * Every limit in /rlconfig order: by stats key as `compareDumpKeys` (load.ts) orders them (a
+   * `rate_limits:` descriptor's 2nd and later limits each under their own key).
+   */
+  readonly rules: readonly RateLimitRule[];
   /** Number of loaded domains (health with HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED). */
   readonly domainCount: number;
   /** Number of limits (the lines of `dump()`): a `rate_limits:` descriptor counts each of its limits. */

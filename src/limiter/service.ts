@@ -8,6 +8,7 @@ import type { RateLimitRule } from '../core/rule';
 import type { Caller, CounterOp, CounterStore, IncrementContext } from '../core/store';
 import { type Counter, RULE_STATS_PREFIX, sanitizeStatName, type StatsStore } from '../stats/store';
 import type { Attributes, Span, Tracing } from '../telemetry/tracing';
+import type { DenialRing, Transport } from '../telemetry/denials';
 import type { Clock } from '../platform/clock';
 import { keyStem, secondsUntilReset, windowStart } from './cache-key';
 import { algorithmStatus, mostRestrictive, tokenBucketKey } from './algorithms';
@@ -45,6 +46,8 @@ export interface RateLimitServiceOptions {
   /** Tracing of the store round trip, under the caller's span (upstream's span names). */
   tracing?: Tracing;
   storeSpan?: StoreSpan;
+  /** Told each descriptor answered OVER_LIMIT (/debug/denials); OK answers cost it nothing. */
+  denials?: DenialRing | undefined;
 }
 
 /** The store round trip's span: upstream's name and attributes for that store. */
@@ -85,11 +88,12 @@ export class RateLimitService {
 
   /**
    * Decides one request. Rejects with ServiceError or StoreError, each counted as upstream does.
-   * `caller`: the client it comes from, as its transport knows it (none for in-process callers).
+   * `caller`: the client it comes from, as its transport knows it (none for in-process callers);
+   * `transport`: the listener it came through ('' in process), as the denials page tells it.
    */
-  shouldRateLimit(request: RateLimitRequest, span?: Span, caller?: Caller): Promise<RateLimitResponse> {
+  shouldRateLimit(request: RateLimitRequest, span?: Span, caller?: Caller, transport: Transport = ''): Promise<RateLimitResponse> {
     try {
-      const res = this.decideNow(request, span, caller);
+      const res = this.decideNow(request, span, caller, transport);
       return res instanceof Promise ? res : Promise.resolve(res);
     } catch (err) {
       return Promise.reject(err);
@@ -101,9 +105,9 @@ export class RateLimitService {
    * skip a promise and a microtask per call. A remote store gives a promise. A failure found
    * synchronously is thrown; either way it is counted as upstream does.
    */
-  decideNow(request: RateLimitRequest, span?: Span, caller?: Caller): RateLimitResponse | Promise<RateLimitResponse> {
+  decideNow(request: RateLimitRequest, span?: Span, caller?: Caller, transport: Transport = ''): RateLimitResponse | Promise<RateLimitResponse> {
     try {
-      const res = this.decide(request, span, caller);
+      const res = this.decide(request, span, caller, transport);
       return res instanceof Promise ? res.catch(this.failed) : res;
     } catch (err) {
       this.count(err);
@@ -129,7 +133,12 @@ export class RateLimitService {
     return Promise.reject(err);
   };
 
-  private decide(request: RateLimitRequest, span: Span | undefined, caller: Caller | undefined): RateLimitResponse | Promise<RateLimitResponse> {
+  private decide(
+    request: RateLimitRequest,
+    span: Span | undefined,
+    caller: Caller | undefined,
+    transport: Transport,
+  ): RateLimitResponse | Promise<RateLimitResponse> {
     if (request.domain === '') throw new ServiceError('rate limit domain must not be empty');
     const descriptors = request.descriptors;
     const n = descriptors.length;
@@ -174,8 +183,8 @@ export class RateLimitService {
 
     const statuses = this.doLimit(request, rules, span, caller);
     return statuses instanceof Promise
-      ? statuses.then((st) => this.aggregate(request, rules, unlimited, st, flags))
-      : this.aggregate(request, rules, unlimited, statuses, flags);
+      ? statuses.then((st) => this.aggregate(request, rules, unlimited, st, flags, caller, transport))
+      : this.aggregate(request, rules, unlimited, statuses, flags, caller, transport);
   }
 
   /**
@@ -342,6 +351,8 @@ export class RateLimitService {
     unlimited: boolean[] | undefined,
     statuses: DescriptorStatus[],
     flags: ServiceFlags,
+    caller: Caller | undefined,
+    transport: Transport,
   ): RateLimitResponse {
     const n = statuses.length;
     let header: DescriptorStatus | undefined;
@@ -404,6 +415,8 @@ export class RateLimitService {
       overallCode = Code.OK;
       this.globalShadowMode.inc();
     }
+    const denials = this.opts.denials;
+    if (denials !== undefined && failedRateLimit + failedQuota > 0) this.recordDenials(denials, request, rules, statuses, overallCode, caller, transport);
 
     return {
       overallCode,
@@ -411,6 +424,25 @@ export class RateLimitService {
       responseHeadersToAdd: headers,
       dynamicMetadata: wantMetadata ? dynamicMetadata(request, rules, passed) : undefined,
     };
+  }
+
+  /** Each descriptor answered OVER_LIMIT, into the denial ring (only requests with one get here). */
+  private recordDenials(
+    denials: DenialRing,
+    request: RateLimitRequest,
+    rules: Array<RateLimitRule | undefined>,
+    statuses: DescriptorStatus[],
+    overallCode: Code,
+    caller: Caller | undefined,
+    transport: Transport,
+  ): void {
+    const defaultHits = request.hitsAddend > 1 ? request.hitsAddend : 1;
+    for (let i = 0; i < statuses.length; i++) {
+      const status = statuses[i]!;
+      if (status.code !== Code.OVER_LIMIT) continue;
+      const d = request.descriptors[i]!;
+      denials.record(request.domain, d, rules[i], status, d.hitsAddend !== undefined ? d.hitsAddend : defaultHits, overallCode, transport, caller);
+    }
   }
 }
 

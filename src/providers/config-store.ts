@@ -22,10 +22,14 @@
  * the first event even when it is an error); `waitForLoaded()` at the first successful load, which
  * is what start-up waits for here after a failed first load (the service does not listen without
  * a config unless FORCE_START_WITHOUT_INITIAL_CONFIG); `lastError` says why the last load failed.
+ *
+ * With a history (DEBUG_CONFIG_HISTORY_SIZE > 0), every load, failed or not, is told to it with
+ * its source (config-history.ts): it versions and diffs the loads.
  */
 import type { ConfigSnapshot, RateLimitConfig } from '../config/types';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
+import type { ConfigHistory, LoadSource } from './config-history';
 
 /** The logger the providers write to (a subset of the service logger). */
 export type ProviderLogger = Pick<Logger, 'info' | 'warn' | 'error'>;
@@ -40,6 +44,8 @@ export interface ConfigStoreOptions<F> {
    * load counts as failed and the previous snapshot stays.
    */
   readFlags: () => F;
+  /** Told every load (DEBUG_CONFIG_HISTORY_SIZE > 0). */
+  history?: ConfigHistory | undefined;
 }
 
 export const CONFIG_LOAD_SUCCESS = 'ratelimit.service.config_load_success';
@@ -67,6 +73,7 @@ export class ConfigStore<F> {
   private readonly rules: Gauge;
   private readonly logger: ProviderLogger;
   private readonly readFlags: () => F;
+  private readonly history: ConfigHistory | undefined;
   private firstEventSeen = false;
   private resolveFirst!: () => void;
   /** Settles at the first event. It holds no snapshot: a big first config must not outlive its replacement. */
@@ -80,6 +87,7 @@ export class ConfigStore<F> {
   constructor(opts: ConfigStoreOptions<F>) {
     this.logger = opts.logger;
     this.readFlags = opts.readFlags;
+    this.history = opts.history;
     // Created up front so both series exist (at 0) before the first load, as gostats does.
     this.loadSuccess = opts.stats.counter(CONFIG_LOAD_SUCCESS);
     this.loadError = opts.stats.counter(CONFIG_LOAD_ERROR);
@@ -121,13 +129,13 @@ export class ConfigStore<F> {
     return this.lastErrorMessage;
   }
 
-  /** A successful load: swap in `config` with freshly read flags. */
-  update(config: RateLimitConfig): void {
+  /** A successful load: swap in `config` with freshly read flags. `source`: where it came from (the history's). */
+  update(config: RateLimitConfig, source?: LoadSource): void {
     let flags: F;
     try {
       flags = this.readFlags();
     } catch (err) {
-      this.fail(err);
+      this.fail(err, source);
       return;
     }
     const next: ConfigSnapshot<F> = Object.freeze({ config, flags });
@@ -136,6 +144,7 @@ export class ConfigStore<F> {
     this.loadSuccess.inc();
     this.domains.set(config.domainCount);
     this.rules.set(config.ruleCount);
+    this.history?.loaded(before, config, source);
     if (before !== undefined && config.ruleCount < before.ruleCount) {
       this.logger.error(
         `the new configuration has ${config.ruleCount} rate limit rules (${config.domainCount} domains), ` +
@@ -156,10 +165,11 @@ export class ConfigStore<F> {
   }
 
   /** A failed load: count it, log it, keep the previous snapshot. */
-  fail(err: unknown): void {
+  fail(err: unknown, source?: LoadSource): void {
     this.loadError.inc();
     this.lastErrorMessage = errorMessage(err);
     this.logger.error(`Error loading new configuration: ${this.lastErrorMessage}`);
+    this.history?.failed(this.lastErrorMessage, source);
     this.markFirst();
   }
 

@@ -66,6 +66,7 @@ import * as path from 'node:path';
 import { ConfigError, type RateLimitConfig } from '../config/types';
 import { fileLoadError as loadError, type ListedFile, tooManyBytes } from './config-files';
 import type { ConfigStore, ProviderLogger } from './config-store';
+import type { LoadSource } from './config-history';
 import { DirectoryWatcher, errCode, type EventFilter, fsReason, isMissing } from '../platform/directory-watcher';
 
 /**
@@ -237,25 +238,26 @@ export class FileProvider<F> {
   }
 
   private load(files: ListedFile[]): void {
+    const source: LoadSource = { kind: 'files', files: files.map((f) => f.name) };
     let config: RateLimitConfig | Promise<RateLimitConfig>;
     try {
       config = this.loader(files, this.mergeDomainConfig());
     } catch (err) {
-      this.store.fail(err);
+      this.store.fail(err, source);
       return;
     }
     if (!(config instanceof Promise)) {
-      this.store.update(config);
+      this.store.update(config, source);
       return;
     }
     this.loading = true;
     config
       .then(
         (c) => {
-          if (!this.stopped) this.store.update(c);
+          if (!this.stopped) this.store.update(c, source);
         },
         (err: unknown) => {
-          if (!this.stopped) this.store.fail(err);
+          if (!this.stopped) this.store.fail(err, source);
         },
       )
       .finally(() => {

@@ -2,7 +2,8 @@
  * The debug listener (upstream port 6070): `/` (and any unknown path) lists the endpoints,
  * `/rlconfig` dumps the loaded config, `/stats` prints every stat — the rate limit counters
  * included, unlike upstream — and `/debug/pprof/profile?seconds=N` records a CPU profile
- * (V8 `.cpuprofile` JSON, open it in Chrome DevTools or speedscope).
+ * (V8 `.cpuprofile` JSON, open it in Chrome DevTools or speedscope). `/debug/denials` and
+ * `/debug/config-history` answer JSON pages (bounded; a bad query parameter is a 400 with the reason).
  *
  * Each endpoint's data comes from an option, so the primary of worker mode serves the same page
  * with the config, explain and profiles fetched from a worker and the stats summed over all.
@@ -30,13 +31,20 @@ export interface DebugServerOptions {
    * fetched from the workers) as they are sent, as the config dump.
    */
   quotaBuckets?: () => string | Iterable<string> | Promise<string | AsyncIterable<string>>;
-  /** `/debug/hotkeys`: the hot keys of the loaded limits for the query (its status and JSON body, or a 400 and why). */
-  hotKeys?: (query: URLSearchParams) => { status: number; body: string } | Promise<{ status: number; body: string }>;
+  /** `/debug/hotkeys`: the hot keys of the loaded limits for the query (JSON), as `denials`. */
+  hotKeys?: (query: URLSearchParams) => string | Promise<string>;
   /**
    * `/debug/pprof/profile`: records a CPU profile for `ms` milliseconds (default: of this process).
    * `query` is the request's query string (worker mode reads `worker` from it).
    */
   profile?: (ms: number, query: URLSearchParams) => Promise<CpuProfileAnswer>;
+  /**
+   * `/debug/denials`: the JSON page of the last OVER_LIMIT decisions for the request's query; a
+   * query it refuses throws DebugHttpError(400, reason). Absent: the page answers 404.
+   */
+  denials?: (query: URLSearchParams) => string | Promise<string>;
+  /** `/debug/config-history`: the JSON page of the last config loads, as `denials`. */
+  configHistory?: (query: URLSearchParams) => string | Promise<string>;
 }
 
 export interface CpuProfileAnswer {
@@ -69,6 +77,8 @@ function answer<T>(res: http.ServerResponse, what: string, get: () => T | Promis
 const localProfile = (ms: number): Promise<CpuProfileAnswer> => cpuProfile(ms).then((profile) => ({ profile }));
 
 const ENDPOINTS: ReadonlyArray<[string, string]> = [
+  ['/debug/config-history', 'the last config loads, each with its version and what it changed: ?limit=N&before=SEQ (JSON)'],
+  ['/debug/denials', 'the last OVER_LIMIT decisions, newest first: ?limit=N&before=SEQ&domain=D&rule=KEY (JSON)'],
   ['/debug/explain', 'explain a request: ?domain=D&descriptors=k=v,k2=v2 (repeatable), or an RLQS bucket: ?domain=D&bucket=k=v,k2=v2'],
   ['/debug/hotkeys', 'the keys with most hits per limit over the last minute and hour (JSON): ?domain=D&rule=R&k=N, each optional'],
   ['/debug/pprof/', 'root of various pprof endpoints. hit for help.'],
@@ -79,6 +89,12 @@ const ENDPOINTS: ReadonlyArray<[string, string]> = [
 ];
 
 const MAX_PROFILE_SECONDS = 300;
+
+/** The setting that turned a JSON page off, for its 404. */
+const JSON_PAGE_OFF: Readonly<Record<string, string>> = {
+  '/debug/denials': 'DEBUG_DENIALS_SIZE=0',
+  '/debug/config-history': 'DEBUG_CONFIG_HISTORY_SIZE=0',
+};
 
 export function createDebugHandler(opts: DebugServerOptions): http.RequestListener {
   const profile = opts.profile ?? localProfile;
@@ -134,19 +150,18 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
         else answer<string | Iterable<string> | AsyncIterable<string>>(res, 'rlqs', quotaBuckets, (text) => (typeof text === 'string' ? plainText(res, 200, text) : void streamText(res, text)));
         return;
       }
+      case '/debug/denials':
+      case '/debug/config-history':
       case '/debug/hotkeys': {
-        const hotKeys = opts.hotKeys;
-        if (hotKeys === undefined) {
-          plainError(res, 404, 'hot keys are not served here');
+        const page = path === '/debug/denials' ? opts.denials : path === '/debug/config-history' ? opts.configHistory : opts.hotKeys;
+        if (page === undefined) {
+          plainError(res, 404, `${path} is not served here${JSON_PAGE_OFF[path] ? ` (${JSON_PAGE_OFF[path]})` : ''}`);
           return;
         }
         const query = new URL(req.url ?? '/', 'http://x').searchParams;
-        answer(res, 'hotkeys', () => hotKeys(query), (a) => {
-          if (a.status !== 200) plainError(res, a.status, a.body.trimEnd());
-          else {
-            res.writeHead(200, { 'Content-Type': 'application/json', 'X-Content-Type-Options': 'nosniff' });
-            res.end(a.body);
-          }
+        answer(res, path.slice(7), () => page(query), (json) => {
+          res.writeHead(200, { 'Content-Type': 'application/json', 'X-Content-Type-Options': 'nosniff' });
+          res.end(json);
         });
         return;
       }

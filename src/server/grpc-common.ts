@@ -141,7 +141,7 @@ export class RateLimitCalls {
     const span = tracing.enabled ? tracing.startCallSpan(carrier, request.domain, () => requestText(request)) : undefined;
     let decided: RateLimitResponse | Promise<RateLimitResponse>;
     try {
-      decided = this.opts.service.decideNow(request, span, caller);
+      decided = this.opts.service.decideNow(request, span, caller, 'grpc');
     } catch (err) {
       this.failed(ctx, answer, err, span, start);
       return;

@@ -6,6 +6,7 @@
  */
 import type { Logger } from '../telemetry/logger';
 import { NOOP_TRACING, type Span, type Tracing } from '../telemetry/tracing';
+import type { Transport } from '../telemetry/denials';
 import { requestText } from './request-text';
 import type { RateLimitRequest, RateLimitResponse } from '../core/rls';
 import type { Caller } from '../core/store';
@@ -21,7 +22,7 @@ import type { BodyPlan, RequestHead } from './http1/parser';
  * the client the request comes from.
  */
 export interface Decider {
-  decideNow(request: RateLimitRequest, span?: Span, caller?: Caller): RateLimitResponse | Promise<RateLimitResponse>;
+  decideNow(request: RateLimitRequest, span?: Span, caller?: Caller, transport?: Transport): RateLimitResponse | Promise<RateLimitResponse>;
 }
 
 export interface HttpServerOptions {
@@ -82,7 +83,7 @@ export function createHttpHandler(opts: HttpServerOptions): ExchangeHandler {
     const span = tracing.enabled ? tracing.startCallSpan(headerRecord(head.rawHeaders), request.domain, () => requestText(request)) : undefined;
     let decided: RateLimitResponse | Promise<RateLimitResponse>;
     try {
-      decided = service.decideNow(request, span, socketCaller(exchange.socket));
+      decided = service.decideNow(request, span, socketCaller(exchange.socket), 'http');
     } catch (err) {
       failed(exchange, err, span);
       return;

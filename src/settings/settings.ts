@@ -40,6 +40,7 @@ export type RedisSocketType = 'tcp' | 'unix';
 export type TracingExporterProtocol = 'http' | 'grpc';
 export type GrpcTransport = 'socket' | 'grpc-js';
 /** The one stats sink in use, derived from DISABLE_STATS / USE_DOG_STATSD / USE_PROMETHEUS / USE_STATSD. */
+export type DebugValues = 'plain' | 'hash' | 'hide';
 export type StatsSinkKind = 'disabled' | 'dogstatsd' | 'prometheus' | 'statsd' | 'logging';
 
 export interface ListenerSettings {
@@ -331,8 +332,6 @@ export interface LimitsSettings {
   readonly sampleOneIn: number;
   /** HOT_KEYS_MAX_RULES (default 1,000) */
   readonly maxRules: number;
-  /** HOT_KEYS_VALUES (default show) */
-  readonly values: 'show' | 'hash' | 'hide';
 }
 
 export interface ResponseHeaderSettings {
@@ -461,6 +460,18 @@ export interface TracingSettings {
   readonly samplingRate: number;
 }
 
+/** What the service shows about its limits on the debug port and in its log (not in upstream). */
+export interface LimitsViewSettings {
+  /** DEBUG_VALUES (default plain): how descriptor values and client addresses are shown. */
+  readonly debugValues: DebugValues;
+  /** DEBUG_DENIALS_SIZE (default 1,000; 0 = none): OVER_LIMIT decisions kept for /debug/denials. */
+  readonly denialsSize: number;
+  /** DEBUG_DENIALS_LOG_PER_SECOND (default 0 = none): info lines about denials a second. */
+  readonly denialsLogPerSecond: number;
+  /** DEBUG_CONFIG_HISTORY_SIZE (default 20; 0 = none): config loads kept for /debug/config-history. */
+  readonly configHistorySize: number;
+}
+
 export interface Settings {
   /** HTTP listener (`/json`, `/healthcheck`): HOST, PORT */
   readonly http: ListenerSettings;
@@ -482,6 +493,7 @@ export interface Settings {
   readonly redis: RedisSettings;
   readonly memcache: MemcacheSettings;
   readonly tracing: TracingSettings;
+  readonly limitsView: LimitsViewSettings;
   /** Start-up values of the flags re-read at every config load. */
   readonly reloadable: ReloadableFlags;
   /** Soft problems found while loading, one line each, for the caller to log as warnings. */
@@ -812,7 +824,6 @@ function readLimits(r: EnvReader): LimitsSettings {
     topK: r.int('HOT_KEYS_TOP_K'),
     sampleOneIn: r.int('HOT_KEYS_SAMPLE_ONE_IN'),
     maxRules: r.int('HOT_KEYS_MAX_RULES'),
-    values: r.choice<'show' | 'hash' | 'hide'>('HOT_KEYS_VALUES'),
   };
 }
 
@@ -940,6 +951,12 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
     redis: readRedis(r, cache.backendType === 'redis', warnings),
     memcache: readMemcache(r, cache.backendType === 'memcache', warnings),
     tracing: readTracing(r),
+    limitsView: {
+      debugValues: r.choice<DebugValues>('DEBUG_VALUES'),
+      denialsSize: r.int('DEBUG_DENIALS_SIZE'),
+      denialsLogPerSecond: r.int('DEBUG_DENIALS_LOG_PER_SECOND'),
+      configHistorySize: r.int('DEBUG_CONFIG_HISTORY_SIZE'),
+    },
     reloadable: readReloadable(r),
     warnings,
   };

@@ -200,7 +200,10 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   limits('HOT_KEYS_TOP_K', 'int', '10', 'per loaded limit, the K keys with most hits over the last minute and the last hour (Space-Saving, 3·K places per 15-second or 15-minute period), at `/debug/hotkeys`; 0 turns hot keys off', { min: 0, max: 100, extension: true }),
   limits('HOT_KEYS_SAMPLE_ONE_IN', 'int', '16', 'one counted call in N (at random) feeds the hot keys, weighted N: the lists cost a map lookup per call they take (about 0.5 µs a 1-descriptor call unsampled, 7 % of a call; bench/README.md), so by default one in 16; 1 counts every call, with exact Space-Saving bounds', { min: 1, max: 1000000, extension: true }),
   limits('HOT_KEYS_MAX_RULES', 'int', '1000', 'loaded limits whose hot keys are kept (each at most 8 × 3·K entries); those counted after the cap is reached have none until a reload', { min: 0, extension: true }),
-  limits('HOT_KEYS_VALUES', 'enum', 'show', 'how `/debug/hotkeys` shows descriptor values, which may be personal data: `show`, `hash` (an HMAC with a key made at start: the same value gives the same digest in this process only), `hide` (counts only)', { choices: ['show', 'hash', 'hide'], extension: true }),
+  limits('DEBUG_VALUES', 'enum', 'plain', 'how the debug pages and log lines about limits (denials, hot keys) show descriptor values and client addresses, which may be personal data: `plain` as they came, `hash` as `#` and 16 hex digits of a keyed hash drawn per process (the same value reads the same within the process, not across processes), `hide` as `(hidden)`', { choices: ['plain', 'hash', 'hide'], extension: true }),
+  limits('DEBUG_DENIALS_SIZE', 'int', '1000', 'the last N OVER_LIMIT decisions kept for `/debug/denials` (a ring preallocated at start-up; a descriptor of more than 1,024 characters is kept without its entries); 0 = none kept', { min: 0, max: 1000000, extension: true }),
+  limits('DEBUG_DENIALS_LOG_PER_SECOND', 'int', '0', 'write an info line per OVER_LIMIT decision, at most N a second, then one line with the number left out; 0 = no lines', { min: 0, extension: true }),
+  limits('DEBUG_CONFIG_HISTORY_SIZE', 'int', '20', 'the last N config loads (successful or failed, each with its version and its diff against the load before) kept for `/debug/config-history`; 0 = no history, no version series and no load line', { min: 0, max: 1000, extension: true }),
 
   // File config
   runtime('RUNTIME_ROOT', 'string', '/srv/runtime_data/current', 'config root directory (a symlink swapped to reload, when RUNTIME_WATCH_ROOT=true)'),
@@ -243,6 +246,7 @@ export const SETTINGS_TABLE: readonly SettingInfo[] = Object.freeze([
   modes('SHADOW_MODE', 'bool', 'false', 'global shadow mode: the overall code is always OK (statuses, stats and headers unchanged)', { reloadable: true }),
   modes('QUOTA_MODE', 'bool', 'false', 'global quota mode: every descriptor is a quota descriptor (over only when all quota descriptors are over)', { reloadable: true }),
   modes('RESPONSE_DYNAMIC_METADATA', 'bool', 'false', 'return domain, descriptors and matched rule metadata as response dynamic metadata', { reloadable: true }),
+
 
   // Redis
   ...redisTwin('SOCKET_TYPE', 'enum', 'unix', 'network of REDIS_URL', { choices: ['tcp', 'unix'] }),

@@ -7,7 +7,8 @@
  *   gauges that are not counts: `limit`, `window_used` and `utilization` take the largest value
  *   (the workers share the store, so each saw the shared count; `window_keys` and
  *   `window_keys_over_limit` add up, as each worker counts the keys it saw first or go over),
- * - timers add the interval's count and sum, and its samples when the sink keeps them.
+ * - timers add the interval's count and sum, and its samples when the sink keeps them;
+ * - a gauge a worker retired leaves the merge, and the store once no worker has it.
  */
 import type { StatsBatch } from './sinks/ipc';
 import { splitTags } from './tags';
@@ -40,6 +41,10 @@ export class StatsAggregator {
       }
     }
     for (const t of batch.timers) this.store.timer(t.name).merge(t.count, t.sumMs, t.samples);
+    for (const name of batch.retired ?? []) {
+      this.gaugesByWorker.get(worker)?.delete(name);
+      this.resum(name, true);
+    }
   }
 
   /** A worker exited: its gauges leave the sums (its counters and timers stay counted). */
@@ -51,15 +56,17 @@ export class StatsAggregator {
   }
 
   /** Recomputed rather than adjusted by differences, so fractional gauges do not drift. */
-  private resum(name: string): void {
-    if (mergedByMax(name)) {
-      let max = 0;
-      for (const values of this.gaugesByWorker.values()) max = Math.max(max, values.get(name) ?? 0);
-      this.store.gauge(name).set(max);
-      return;
+  private resum(name: string, retired = false): void {
+    const byMax = mergedByMax(name);
+    let merged = 0;
+    let held = false;
+    for (const values of this.gaugesByWorker.values()) {
+      const v = values.get(name);
+      if (v === undefined) continue;
+      merged = byMax ? Math.max(merged, v) : merged + v;
+      held = true;
     }
-    let sum = 0;
-    for (const values of this.gaugesByWorker.values()) sum += values.get(name) ?? 0;
-    this.store.gauge(name).set(sum);
+    if (held || !retired) this.store.gauge(name).set(merged);
+    else this.store.removeGauge(name);
   }
 }

@@ -2,8 +2,8 @@
  * The stats flusher: every STATS_FLUSH_INTERVAL it hands the store's series to the one sink in use,
  * as gostats' store flush does upstream:
  * - counters as the increase since the previous flush (counters that did not move are skipped),
- * - gauges as their current value (every gauge, every time); a gauge removed from the store
- *   (a limit a reload removed) is forgotten by the sinks that keep series,
+ * - gauges as their current value (every gauge, every time); a gauge removed from the store is
+ *   retired once (`retireGauge`: statsd sends it a last 0, Prometheus drops its series),
  * - timers as the samples recorded since the previous flush.
  * Generators registered with {@link StatsFlusher.onFlush} run first (e.g. the local cache
  * publishing its gauges). The timer is unref'd; {@link StatsFlusher.stop} flushes once more and
@@ -38,6 +38,7 @@ export class StatsFlusher {
     this.active = sink.kind !== 'disabled';
     if (!this.active) return;
     if (sink.wantsTimerSamples) store.enableTimerSamples(true);
+    store.trackRetiredGauges();
     sink.attachFlush?.(refresh === undefined ? () => this.flush() : () => refresh().then(() => this.flush()));
     const every = Number.isFinite(intervalMs) && intervalMs >= 1 ? intervalMs : 1;
     this.timer = setInterval(() => this.flush(), every);
@@ -72,8 +73,8 @@ export class StatsFlusher {
         const d = c.latch();
         if (d !== 0 || all) sink.counter(c.name, d);
       }
-      for (const name of this.store.takeRemovedGauges()) sink.forgetGauge?.(name);
       for (const g of this.store.gaugeList()) sink.gauge(g.name, g.value);
+      for (const name of this.store.takeRetiredGauges()) sink.retireGauge?.(name);
       if (sink.wantsTimerSamples) {
         for (const t of this.store.timerList()) {
           const s = t.drain();

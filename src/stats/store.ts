@@ -186,8 +186,9 @@ export class StatsStore {
   private overflowWarned = false;
   private logger: Pick<Logger, 'warn'> | undefined;
   private timerSampling = false;
+  /** Gauges removed since the last flush, for the sink to retire (only while a flusher runs). */
+  private retired: string[] | undefined;
   private readonly maxTimerSamples: number;
-  private removedGauges: string[] | undefined;
   readonly maxDynamicSeries: number;
   /** The headroom and hot keys of the loaded limits (src/stats/limits/). */
   readonly limits: LimitsBook;
@@ -213,6 +214,28 @@ export class StatsStore {
   enableTimerSamples(on = true): void {
     this.timerSampling = on;
     for (const t of this.timers.values()) t.keepSamples(on, this.maxTimerSamples);
+  }
+
+  /**
+   * Removes a gauge whose series has no meaning any more (the info series of a replaced config
+   * version, a limit a reload removed): it is no longer listed, and the next flush tells the sink
+   * to retire it. Unknown names are ignored.
+   */
+  removeGauge(name: string): void {
+    if (!this.gauges.delete(name)) return;
+    this.retired?.push(name);
+  }
+
+  /** The flusher calls this once: from then on removed gauges are kept until it takes them. */
+  trackRetiredGauges(): void {
+    this.retired ??= [];
+  }
+
+  /** The gauges removed since the previous call (see {@link removeGauge}). */
+  takeRetiredGauges(): string[] {
+    const out = this.retired ?? [];
+    if (out.length > 0) this.retired = [];
+    return out;
   }
 
   /** Every counter, in creation order (live view: do not create series while iterating). */
@@ -246,25 +269,6 @@ export class StatsStore {
       this.gauges.set(name, g);
     }
     return g;
-  }
-
-  /**
-   * Removes a gauge (a limit a reload removed): it is no longer listed nor flushed, and the
-   * flusher tells its sink to forget it.
-   */
-  removeGauge(name: string): void {
-    if (!this.gauges.delete(name)) return;
-    this.removedGauges?.push(name);
-  }
-
-  /**
-   * The gauges removed since the previous call (the flusher's; from its first call on, removals
-   * are remembered until taken, so a store nobody flushes keeps none).
-   */
-  takeRemovedGauges(): string[] {
-    const out = this.removedGauges ?? [];
-    this.removedGauges = [];
-    return out;
   }
 
   timer(name: string): Timer {

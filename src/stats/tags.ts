@@ -78,6 +78,11 @@ export class TagNamer {
       .map(([k, v]): Tag => [k, replaceTagChars(v)]);
   }
 
+  /** Drops a retired name from the cache (its series is gone for good). */
+  forget(name: string): void {
+    this.cache.delete(name);
+  }
+
   resolve(name: string): TaggedName {
     let t = this.cache.get(name);
     if (t === undefined) {

@@ -193,10 +193,10 @@ describe('GET /debug/hotkeys', () => {
     }
   });
 
-  test('HOT_KEYS_VALUES=hash shows a digest stable in the process; hide shows counts only', async () => {
+  test('DEBUG_VALUES=hash shows a digest stable in the process; hide shows counts only', async () => {
     const dir = runtimeDir({ 'hr.yaml': config(3) });
     for (const mode of ['hash', 'hide']) {
-      const svc = await startService({ ...baseEnv(dir.root), HOT_KEYS_VALUES: mode, HOT_KEYS_SAMPLE_ONE_IN: '1' });
+      const svc = await startService({ ...baseEnv(dir.root), DEBUG_VALUES: mode, HOT_KEYS_SAMPLE_ONE_IN: '1' });
       try {
         await knownSequence(svc);
         const read = async () => JSON.parse((await httpGet(svc.debug, '/debug/hotkeys?domain=hr&rule=user')).body) as { values: string; minute: Array<Record<string, unknown>> };
@@ -205,7 +205,7 @@ describe('GET /debug/hotkeys', () => {
         expect(first.minute.map((e) => e['hits'])).toEqual([5, 2, 1]);
         expect(JSON.stringify(first)).not.toMatch(/alice|bob|carol/);
         if (mode === 'hash') {
-          expect(first.minute[0]!['entries']).toMatch(/^[0-9a-f]{16}$/);
+          expect(first.minute[0]!['entries']).toMatch(/^#[0-9a-f]{16}$/);
           expect((await read()).minute[0]!['entries']).toBe(first.minute[0]!['entries']);
         } else {
           expect(first.minute[0]).not.toHaveProperty('entries');

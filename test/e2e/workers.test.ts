@@ -172,6 +172,29 @@ describe('worker mode on Redis', () => {
     }
   }, 60_000);
 
+  test('/debug/denials gathers every worker\'s ring; /debug/config-history is a worker\'s; bad queries are a 400 from the primary', async () => {
+    await inOneWindow(60_000, 20_000);
+    const svc = await startService(env());
+    services.push(svc);
+    // 12 calls on fresh connections spread over both workers: the limit of 10 a minute denies 2.
+    const answers = [];
+    for (let i = 0; i < 12; i++) answers.push(await fresh(svc.http, '/json', json('den')));
+    expect(answers.filter((a) => a.status === 429)).toHaveLength(2);
+    const res = await httpGet(svc.debug, '/debug/denials');
+    expect(res.status).toBe(200);
+    const page = JSON.parse(res.body) as { workers: Array<{ worker: number; page: { recorded: number; denials: Array<{ rule: string; transport: string }> } }> };
+    expect(page.workers.map((w) => w.worker)).toEqual([1, 2]);
+    expect(page.workers.reduce((n, w) => n + w.page.recorded, 0)).toBe(2);
+    for (const w of page.workers) for (const d of w.page.denials) expect(d).toMatchObject({ rule: 'wk.user', transport: 'http' });
+    const history = JSON.parse((await httpGet(svc.debug, '/debug/config-history')).body) as { version: string; history: Array<{ outcome: string }> };
+    expect(history.version).toMatch(/^[0-9a-f]{12}$/);
+    expect(history.history[0]!.outcome).toBe('loaded');
+    const bad = await httpGet(svc.debug, '/debug/denials?limit=0');
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatch(/^limit must be a whole number from 1 to 1000, not '0'\n$/);
+    expect((await httpGet(svc.debug, '/debug/config-history?x=1')).status).toBe(400);
+  });
+
   test('RLQS in worker mode: a stream is served by a worker; the primary\'s /debug/rlqs and bucket explanation gather every worker', async () => {
     const svc = await startService(env());
     services.push(svc);

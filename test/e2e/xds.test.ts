@@ -69,6 +69,16 @@ test('ratelimit-xds-server drives a running ratelimit over ADS', async () => {
     expect(after.statuses[0]!.currentLimit?.requestsPerUnit).toBe(9);
     expect(after.statuses[0]!.limitRemaining).toBe(secondMinute === firstMinute ? 7 : 8);
     expect(server.output()).toMatch(/e2e-node/);
+    // The config history names the xDS versions and what the reload changed.
+    await waitFor(async () => (JSON.parse((await httpGet(svc.debug, '/debug/config-history')).body) as { history: unknown[] }).history.length === 2, 'two loads in the history');
+    const h = JSON.parse((await httpGet(svc.debug, '/debug/config-history')).body) as {
+      history: Array<{ source: { xds_version: string }; version: string; previous_version: string | null; diff: { changed: number; limits: Array<{ rule: string }> } }>;
+    };
+    const [second, first] = h.history;
+    expect(first!.source.xds_version).not.toBe('');
+    expect(second!.source.xds_version).not.toBe(first!.source.xds_version);
+    expect(second).toMatchObject({ previous_version: first!.version, diff: { changed: 1, limits: [{ rule: 'xds.k' }] } });
+    expect(svc.output()).toContain(`config version ${second!.version} loaded (was ${first!.version}): 1 limits in 1 domains, 0 added, 0 removed, 1 changed (xDS version ${second!.source.xds_version})`);
   } finally {
     client.close();
     expect(await svc.stop()).toBe(0);

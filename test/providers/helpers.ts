@@ -33,7 +33,7 @@ export function fakeConfig(files: ConfigFile[], mergeDomainConfig: boolean): Rat
     explainMatch: () => ({ domainFound: false, override: false, steps: [] }),
     dump: () => files.map((f) => `${f.name}=${f.content}\n`).join(''),
     dumpChunks: () => files.map((f) => `${f.name}=${f.content}\n`),
-    rules: () => [],
+    rules: [],
   };
   return config;
 }

@@ -103,7 +103,7 @@ const DEFAULTS: Settings = {
     circuitOpenMs: 1000,
   },
   memory: { maxKeys: 1_000_000, overflowWidth: 65_536, callerNewKeysPerSecond: 50_000 },
-  limits: { headroom: true, topK: 10, sampleOneIn: 16, maxRules: 1000, values: 'show' },
+  limits: { headroom: true, topK: 10, sampleOneIn: 16, maxRules: 1000 },
   redis: {
     socketType: 'unix',
     type: 'single',
@@ -157,6 +157,7 @@ const DEFAULTS: Settings = {
     exporterProtocol: 'http',
     samplingRate: 1,
   },
+  limitsView: { debugValues: 'plain', denialsSize: 1000, denialsLogPerSecond: 0, configHistorySize: 20 },
   reloadable: {
     shadowMode: false,
     quotaMode: false,

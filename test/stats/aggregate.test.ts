@@ -7,6 +7,7 @@ import { StatsFlusher } from '../../src/stats/flusher';
 import { IpcStatsSink, type StatsBatch } from '../../src/stats/sinks/ipc';
 import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
+import type { StatsSink } from '../../src/stats/sinks/types';
 
 const batch = (b: Partial<StatsBatch>): StatsBatch => ({ counters: [], gauges: [], timers: [], ...b });
 
@@ -47,6 +48,36 @@ describe('StatsAggregator', () => {
     expect(store.gauge(p + 'utilization.__name=n').value).toBe(200);
     expect(store.gauge(p + 'window_keys.__name=n').value).toBe(3);
     expect(store.gauge(p + 'window_keys_over_limit.__name=n').value).toBe(1);
+  });
+
+  test('a gauge the workers retire leaves the sum, then the store, and the primary\'s sink retires it once', () => {
+    const store = new StatsStore();
+    const agg = new StatsAggregator(store);
+    const seen: string[] = [];
+    const sink: StatsSink = {
+      kind: 'statsd',
+      wantsTimerSamples: false,
+      dropped: 0,
+      start: async () => {},
+      counter: () => {},
+      gauge: (name, value) => seen.push(`${name}=${value}`),
+      retireGauge: (name) => seen.push(`retire ${name}`),
+      timer: () => {},
+      endFlush: () => {},
+      close: async () => {},
+    };
+    const flusher = new StatsFlusher(store, sink, 60_000, silentLogger);
+    agg.apply(1, batch({ gauges: [['info.__version=a', 1]] }));
+    agg.apply(2, batch({ gauges: [['info.__version=a', 1]] }));
+    agg.apply(1, batch({ gauges: [['info.__version=b', 1]], retired: ['info.__version=a'] }));
+    expect(store.gauge('info.__version=a').value).toBe(1);
+    agg.apply(2, batch({ gauges: [['info.__version=b', 1]], retired: ['info.__version=a'] }));
+    flusher.flush();
+    expect(seen).toEqual(['info.__version=b=2', 'retire info.__version=a']);
+    seen.length = 0;
+    flusher.flush();
+    expect(seen).toEqual(['info.__version=b=2']);
+    void flusher.stop();
   });
 
   test('a worker that exits leaves the gauge sums; its counters stay counted', () => {

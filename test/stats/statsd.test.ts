@@ -32,6 +32,28 @@ function flusherFor(store: StatsStore, sink: StatsdSink | LoggingSink | NullSink
 }
 
 describe('statsd sink over TCP (upstream default)', () => {
+  test('a removed gauge is sent a last 0 once, then no more', async () => {
+    const rx = await tcp();
+    const store = new StatsStore();
+    const sink = new StatsdSink({ host: '127.0.0.1', port: rx.port });
+    await sink.start();
+    const flusher = flusherFor(store, sink);
+    store.gauge('ratelimit.config.info.__version=a').set(1);
+    flusher.flush();
+    store.removeGauge('ratelimit.config.info.__version=a');
+    store.gauge('ratelimit.config.info.__version=b').set(1);
+    flusher.flush();
+    flusher.flush();
+    await rx.waitFor((l) => l.length >= 4);
+    await quietFor(50);
+    expect(rx.lines).toEqual([
+      'ratelimit.config.info.__version=a:1|g',
+      'ratelimit.config.info.__version=b:1|g',
+      'ratelimit.config.info.__version=a:0|g',
+      'ratelimit.config.info.__version=b:1|g',
+    ]);
+  });
+
   test('counters as deltas across two flushes, gauges absolute, timers per sample', async () => {
     const rx = await tcp();
     const store = new StatsStore();

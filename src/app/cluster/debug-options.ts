@@ -4,11 +4,16 @@
  * from one worker piece by piece), /debug/explain and CPU profiles answered by one worker over
  * IPC (503 when none answers), and
  * the RLQS pages (/debug/rlqs, /debug/explain?bucket=) gathered from every worker (/debug/rlqs
- * pulled from each in turn, piece by piece, as /rlconfig).
+ * pulled from each in turn, piece by piece, as /rlconfig). /debug/denials is each worker's page
+ * (each keeps the denials it answered) under its number; /debug/config-history is one worker's
+ * (each loads the same files or xDS responses itself). Their queries are checked here first.
  */
 import { WORKER_HEADER } from '../app';
 import { DebugHttpError, type DebugServerOptions } from '../../server/debug';
 import type { StatsStore } from '../../stats/store';
+import type { LimitsViewSettings } from '../../settings/settings';
+import { parseDenialsQuery } from '../../telemetry/denials';
+import { parseHistoryQuery } from '../../providers/config-history';
 import type { WorkerQuery } from './messages';
 import { type WorkerPool, WorkerUnavailableError } from './pool';
 
@@ -62,7 +67,18 @@ async function* everyWorkerListing(pool: WorkerQueries, workers: number, nextLis
   }
 }
 
-export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, workers: number): DebugServerOptions {
+/** /debug/denials in worker mode: `{"workers":[{"worker":1,"page":{...}},...]}`, a worker that does not answer said so. */
+async function everyWorkerPage(pool: WorkerQueries, query: WorkerQuery, workers: number): Promise<string> {
+  const answers = await Promise.allSettled(Array.from({ length: workers }, (_, i) => pool.query(query, QUERY_TIMEOUT_MS, i + 1)));
+  const parts = answers.map((a, i) =>
+    a.status === 'fulfilled'
+      ? `{"worker":${i + 1},"page":${a.value.value.trimEnd()}}`
+      : `{"worker":${i + 1},"error":${JSON.stringify((a.reason as Error)?.message ?? String(a.reason))}}`,
+  );
+  return `{"workers":[${parts.join(',')}]}\n`;
+}
+
+export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, workers: number, view?: LimitsViewSettings): DebugServerOptions {
   let nextListing = 1;
   const ask = (query: WorkerQuery, timeoutMs: number, slot?: number): Promise<{ slot: number; value: string }> =>
     pool.query(query, timeoutMs, slot).catch((err: unknown) => {
@@ -79,6 +95,24 @@ export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, work
     explain: async (domain, descriptors) => (await ask({ op: 'explain', domain, descriptors }, QUERY_TIMEOUT_MS)).value,
     quotaBuckets: async () => everyWorkerListing(pool, workers, () => nextListing++),
     explainBucket: (domain, bucket) => fromEveryWorker(pool, { op: 'explain-bucket', domain, bucket }, workers),
+    ...(view !== undefined && view.denialsSize > 0
+      ? {
+          denials: (query: URLSearchParams) => {
+            const q = parseDenialsQuery(query);
+            if (typeof q === 'string') throw new DebugHttpError(400, q);
+            return everyWorkerPage(pool, { op: 'denials', query: query.toString() }, workers);
+          },
+        }
+      : {}),
+    ...(view !== undefined && view.configHistorySize > 0
+      ? {
+          configHistory: async (query: URLSearchParams) => {
+            const q = parseHistoryQuery(query, view.configHistorySize);
+            if (typeof q === 'string') throw new DebugHttpError(400, q);
+            return (await ask({ op: 'config-history', query: query.toString() }, QUERY_TIMEOUT_MS)).value;
+          },
+        }
+      : {}),
     profile: async (ms, query) => {
       const slot = workerParam(query.get('worker'), workers);
       const answer = await ask({ op: 'profile', ms }, ms + QUERY_TIMEOUT_MS, slot);

@@ -18,6 +18,10 @@ export type WorkerQuery =
   | { readonly op: 'rlqs'; readonly listing: number }
   /** How the worker places, limits and divides one RLQS bucket (`k=v,k2=v2`). */
   | { readonly op: 'explain-bucket'; readonly domain: string; readonly bucket: string }
+  /** /debug/denials of the worker for a query the primary has checked (its JSON page). */
+  | { readonly op: 'denials'; readonly query: string }
+  /** /debug/config-history of the worker, as 'denials'. */
+  | { readonly op: 'config-history'; readonly query: string }
   /** Flush the stats now; the batch is sent before the reply, on the same ordered channel. */
   | { readonly op: 'flush' };
 

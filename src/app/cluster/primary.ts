@@ -101,7 +101,7 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
   });
   const flusher = new StatsFlusher(stats, sink, settings.stats.flushIntervalMs, logger, () => pool.flushAll(REFRESH_TIMEOUT_MS));
   const debugServer = httpListener(
-    createDebugHandler(primaryDebugOptions(pool, stats, count)),
+    createDebugHandler(primaryDebugOptions(pool, stats, count, settings.limitsView)),
     certs,
     settings.grpc.tls.clientSan,
     logger,

@@ -52,6 +52,10 @@ async function answer(app: RateLimitApp, listings: Listings, query: WorkerQuery)
       return listings.start(query.listing, app.quotaBuckets());
     case 'explain-bucket':
       return app.explainBucket(query.domain, query.bucket);
+    case 'denials':
+      return app.denialsPage(new URLSearchParams(query.query));
+    case 'config-history':
+      return app.configHistoryPage(new URLSearchParams(query.query));
     case 'flush':
       app.flushStats();
       return '';

@@ -365,7 +365,7 @@ export class XdsProvider<F> {
 
   private accepted(attempt: Attempt, resp: DiscoveryResponse, config: RateLimitConfig): void {
     if (this.stopped) return;
-    this.store.update(config);
+    this.store.update(config, { kind: 'xds', version: resp.versionInfo });
     this.ackedVersion = resp.versionInfo;
     this.send(attempt, { versionInfo: resp.versionInfo, responseNonce: resp.nonce });
     this.logger.info(`xDS config version ${resp.versionInfo} accepted`);
@@ -374,7 +374,7 @@ export class XdsProvider<F> {
   private rejected(attempt: Attempt, resp: DiscoveryResponse | RefusedResponse, err: unknown): void {
     if (this.stopped) return;
     const message = errorMessage(err);
-    this.store.fail(err);
+    this.store.fail(err, { kind: 'xds', version: resp.versionInfo });
     this.send(attempt, {
       versionInfo: this.ackedVersion,
       responseNonce: resp.nonce,

@@ -12,7 +12,6 @@
  * Bounds: the hot keys of at most HOT_KEYS_MAX_RULES limits (8 × 3·K entries each), and answers of
  * at most 2 × k entries.
  */
-import { createHmac, randomBytes } from 'node:crypto';
 import type { RateLimitRule } from '../../core/rule';
 import { UNIT_NAMES, unitToDivider } from '../../core/rls';
 import type { Gauge, StatsStore } from '../store';
@@ -20,9 +19,7 @@ import { replaceTagChars } from '../tags';
 import { HotKeys, type Horizon } from './hot-keys';
 import { RuleWindow, type WindowHost } from './headroom';
 import { byCount, type HotEntry } from './space-saving';
-
-/** How hot key values are shown (HOT_KEYS_VALUES). */
-export type HotKeyValues = 'show' | 'hash' | 'hide';
+import { describeValue, type ValuePrivacy } from '../../telemetry/value-privacy';
 
 export interface LimitsOptions {
   /** HEADROOM_ENABLED: the window gauges (default true). */
@@ -33,11 +30,11 @@ export interface LimitsOptions {
   readonly sampleOneIn: number;
   /** HOT_KEYS_MAX_RULES: limits whose hot keys are kept (default 1,000). */
   readonly maxRules: number;
-  /** HOT_KEYS_VALUES (default show). */
-  readonly values: HotKeyValues;
+  /** DEBUG_VALUES: how values are shown (default plain). */
+  readonly values: ValuePrivacy;
 }
 
-export const DEFAULT_LIMITS_OPTIONS: LimitsOptions = Object.freeze({ headroom: true, topK: 10, sampleOneIn: 16, maxRules: 1000, values: 'show' });
+export const DEFAULT_LIMITS_OPTIONS: LimitsOptions = Object.freeze({ headroom: true, topK: 10, sampleOneIn: 16, maxRules: 1000, values: 'plain' });
 
 /** The places a hot keys list has per key shown: three times K, for the Space-Saving bound. */
 export const CAPACITY_PER_K = 3;
@@ -57,13 +54,11 @@ export class LimitsBook implements WindowHost {
   topK = DEFAULT_LIMITS_OPTIONS.topK;
   sampleOneIn = DEFAULT_LIMITS_OPTIONS.sampleOneIn;
   private maxRules = DEFAULT_LIMITS_OPTIONS.maxRules;
-  private values: HotKeyValues = DEFAULT_LIMITS_OPTIONS.values;
+  private values: ValuePrivacy = DEFAULT_LIMITS_OPTIONS.values;
   private current: RuleWindow[] = [];
   private readonly gauges = new Map<RuleWindow, Gauge[]>();
   private tracked = 0;
   private untracked = 0;
-  /** The key of HOT_KEYS_VALUES=hash: the same value gives the same digest in this process only. */
-  private readonly secret = randomBytes(32);
 
   constructor(
     private readonly stats: StatsStore,
@@ -224,10 +219,9 @@ export class LimitsBook implements WindowHost {
   }
 
   private shown(e: HotEntry): Record<string, string> {
-    if (this.values === 'show') return { key: e.key, entries: e.entries };
+    if (this.values === 'plain') return { key: e.key, entries: e.entries };
     if (this.values === 'hide') return {};
-    const digest = (t: string): string => createHmac('sha256', this.secret).update(t).digest('hex').slice(0, 16);
-    return { key: digest(e.key), entries: digest(e.entries) };
+    return { key: describeValue('hash', e.key), entries: describeValue('hash', e.entries) };
   }
 }
 

@@ -77,6 +77,12 @@ export class DogNamer {
     this.mogrifiers = compileMogrifiers(mogrifiers);
   }
 
+  /** Drops a retired name from the caches. */
+  forget(storeName: string): void {
+    this.cache.delete(storeName);
+    this.namer.forget(storeName);
+  }
+
   resolve(storeName: string): DogName {
     let d = this.cache.get(storeName);
     if (d === undefined) {
@@ -138,6 +144,11 @@ export class DogStatsdSink implements StatsSink {
   gauge(name: string, value: number): void {
     const d = this.namer.resolve(name);
     this.client.gauge(d.name, value, 1, d.tags as string[]);
+  }
+
+  retireGauge(name: string): void {
+    this.gauge(name, 0);
+    this.namer.forget(name);
   }
 
   timer(name: string, t: TimerSamples): void {

@@ -28,6 +28,8 @@ export interface StatsBatch {
   readonly counters: Array<[name: string, delta: number]>;
   readonly gauges: Array<[name: string, value: number]>;
   readonly timers: TimerBatch[];
+  /** Gauges the worker removed (the primary drops its value from the sum). */
+  retired?: string[];
 }
 
 const NO_SAMPLES = new Float64Array(0);
@@ -64,6 +66,10 @@ export class IpcStatsSink implements StatsSink {
     this.batch.gauges.push([name, value]);
   }
 
+  retireGauge(name: string): void {
+    (this.batch.retired ??= []).push(name);
+  }
+
   timer(name: string, t: TimerSamples): void {
     if (t.count === 0 && this.knownTimers.has(name)) return;
     this.knownTimers.add(name);
@@ -74,7 +80,7 @@ export class IpcStatsSink implements StatsSink {
   endFlush(): void {
     const batch = this.batch;
     this.batch = emptyBatch();
-    if (batch.counters.length === 0 && batch.gauges.length === 0 && batch.timers.length === 0) return;
+    if (batch.counters.length === 0 && batch.gauges.length === 0 && batch.timers.length === 0 && batch.retired === undefined) return;
     const sent = this.send(batch).catch(() => {
       this.droppedEntries += batch.counters.length + batch.gauges.length + batch.timers.length;
     });

@@ -79,19 +79,14 @@ class Family {
     readonly observer: ObserverOptions,
   ) {}
 
-  private static keyOf(labels: Labels): string {
-    let key = '';
-    for (const n of Object.keys(labels).sort()) key += n + '\u0000' + labels[n] + '\u0001';
-    return key;
-  }
-
-  forget(labels: Labels): void {
-    this.series.delete(Family.keyOf(labels));
+  /** Stops exposing one series (a retired gauge). */
+  dropSeries(labels: Labels): void {
+    this.series.delete(seriesKey(labels));
   }
 
   seriesFor(labels: Labels): Series {
     const names = Object.keys(labels).sort();
-    const key = Family.keyOf(labels);
+    const key = seriesKey(labels);
     let s = this.series.get(key);
     if (s === undefined) {
       const sorted: Labels = {};
@@ -142,6 +137,12 @@ class Family {
     }
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
+}
+
+function seriesKey(labels: Labels): string {
+  let key = '';
+  for (const n of Object.keys(labels).sort()) key += n + '\u0000' + labels[n] + '\u0001';
+  return key;
 }
 
 /** Splits PROMETHEUS_ADDR as Go's net.Listen does: `:9090`, `host:9090`, `[::1]:9090`. */
@@ -248,11 +249,9 @@ export class PrometheusSink implements StatsSink {
     });
   }
 
-  forgetGauge(name: string): void {
-    const tagged = this.namer.resolve(name);
-    const m = this.opts.mapper.map(tagged.base, 'gauge');
-    const f = m.drop ? undefined : this.families.get(m.name);
-    if (f?.type === 'gauge') f.forget(this.labelsOf(m, tagged.tags));
+  retireGauge(name: string): void {
+    this.observe(name, 'gauge', (m, labels) => this.families.get(m.name)?.dropSeries(labels));
+    this.namer.forget(name);
   }
 
   timer(name: string, t: TimerSamples): void {

@@ -89,6 +89,11 @@ export class StatsdSink implements StatsSink {
     this.add(this.namer.resolve(name).serialized + ':' + formatNumber(value) + '|g\n');
   }
 
+  retireGauge(name: string): void {
+    this.gauge(name, 0);
+    this.namer.forget(name);
+  }
+
   timer(name: string, t: TimerSamples): void {
     const prefix = this.namer.resolve(name).serialized + ':';
     const n = t.samples.length;

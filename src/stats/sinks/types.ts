@@ -26,9 +26,13 @@ export interface StatsSink {
   start(): Promise<void>;
   counter(name: string, delta: number): void;
   gauge(name: string, value: number): void;
+  /**
+   * A gauge removed from the store (it will not be flushed again): a push sink sends it a last 0
+   * (statsd keeps a gauge's last value), a pulled one stops exposing it.
+   */
+  retireGauge?(name: string): void;
   timer(name: string, samples: TimerSamples): void;
   /** A gauge left the store (a limit a reload removed): a sink that keeps series drops its own. */
-  forgetGauge?(name: string): void;
   /** The end of one flush: send what was buffered. */
   endFlush(): void;
   /** Sends what is left (bounded wait) and releases sockets and listeners. */
