@@ -22,7 +22,6 @@
  *
  * Needs a build (dist/): `make bench-attacks` builds first.
  */
-const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -33,8 +32,6 @@ const {
   sh,
   NPROC,
   PIN,
-  pinned,
-  track,
   killChildren,
   cpuSample,
   cpuPercent,
@@ -45,6 +42,7 @@ const {
   tmpDir,
   SERVICE_CONFIG,
   startService,
+  spawnNode,
 } = require('./processes.js');
 
 const GENERATED = path.join(ROOT, 'dist/generated/envoy/service/ratelimit/v3/rls.js');
@@ -166,39 +164,6 @@ process.on('exit', removeTmp); // also when a signal ends the run
 // ---------------------------------------------------------------------------------------------
 // Children
 
-/** Spawns `node <args>` on CPU 1 (at `nice` when given) and collects its output. */
-function spawnNode(args, { nice = 0, timeoutMs, env = {} }) {
-  const [cmd, argv] = nice > 0 ? pinned(1, 'nice', ['-n', String(nice), process.execPath, ...args]) : pinned(1, process.execPath, args);
-  const proc = track(spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT, env: { ...process.env, ...env } }));
-  let stdout = '';
-  let stderr = '';
-  let onReady = null;
-  const ready = new Promise((resolve) => (onReady = resolve));
-  proc.stdout.on('data', (d) => (stdout += d));
-  proc.stderr.on('data', (d) => {
-    stderr += d;
-    if (/^ready$/m.test(stderr)) onReady(true);
-  });
-  const killer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
-  const exited = new Promise((resolve) =>
-    proc.once('exit', (code, signal) => {
-      clearTimeout(killer);
-      onReady(false);
-      resolve(code ?? signal);
-    }),
-  );
-  /** The last JSON line of its stdout, or null. */
-  const result = async () => {
-    const code = await exited;
-    const line = stdout.trim().split('\n').pop();
-    try {
-      return { code, out: JSON.parse(line) };
-    } catch {
-      return { code, out: null, text: `${stdout}${stderr}`.slice(-500) };
-    }
-  };
-  return { proc, pid: proc.pid, ready, exited, result };
-}
 
 /** Open sockets of a process (listeners included), from /proc/<pid>/fd; null when it is gone. */
 function socketCount(pid) {

@@ -239,7 +239,45 @@ function rssMiB(pid) {
   }
 }
 
+/**
+ * Spawns `node <args>` on CPU 1 (at `nice` when given), killed after `timeoutMs`: `ready` when its
+ * stderr says `ready` (false if it exits first), `result()` its exit and the last JSON line of its stdout.
+ */
+function spawnNode(args, { nice = 0, timeoutMs, env = {} }) {
+  const [cmd, argv] = nice > 0 ? pinned(1, 'nice', ['-n', String(nice), process.execPath, ...args]) : pinned(1, process.execPath, args);
+  const proc = track(spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT, env: { ...process.env, ...env } }));
+  let stdout = '';
+  let stderr = '';
+  let onReady = null;
+  const ready = new Promise((resolve) => (onReady = resolve));
+  proc.stdout.on('data', (d) => (stdout += d));
+  proc.stderr.on('data', (d) => {
+    stderr += d;
+    if (/^ready$/m.test(stderr)) onReady(true);
+  });
+  const killer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+  const exited = new Promise((resolve) =>
+    proc.once('exit', (code, signal) => {
+      clearTimeout(killer);
+      onReady(false);
+      resolve(code ?? signal);
+    }),
+  );
+  /** The last JSON line of its stdout, or null. */
+  const result = async () => {
+    const code = await exited;
+    const line = stdout.trim().split('\n').pop();
+    try {
+      return { code, out: JSON.parse(line) };
+    } catch {
+      return { code, out: null, text: `${stdout}${stderr}`.slice(-500) };
+    }
+  };
+  return { proc, pid: proc.pid, ready, exited, result };
+}
+
 module.exports = {
+  spawnNode,
   ROOT,
   SERVICE,
   intEnv,

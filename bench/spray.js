@@ -22,13 +22,12 @@
  * BENCH_SPRAY_MAX_KEYS (MEMORY_MAX_KEYS, 1,000,000), BENCH_SPRAY_NICE (10), BENCH_SPRAY_SCENARIOS
  * (ids, comma-separated; all by default). Needs a build (dist/): `make bench-attacks` builds first.
  */
-const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const http2 = require('node:http2');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
-const { ROOT, SERVICE, intEnv, sh, NPROC, PIN, pinned, track, killChildren, cpuSample, cpuPercent, peakRssMiB, rssMiB, sleep, removeTmp, startService } = require('./processes.js');
+const { ROOT, SERVICE, intEnv, sh, NPROC, PIN, killChildren, cpuSample, cpuPercent, peakRssMiB, rssMiB, sleep, removeTmp, startService, spawnNode } = require('./processes.js');
 
 const GENERATED = path.join(ROOT, 'dist/generated/envoy/service/ratelimit/v3/rls.js');
 const RESULTS = path.join(__dirname, 'results');
@@ -90,38 +89,6 @@ const SCENARIOS = [
 const log = (s) => console.error(`[spray] ${s}`);
 process.on('exit', removeTmp);
 
-/** Spawns `node <args>` on CPU 1 (at `nice` when given) and collects its output (as bench/attacks.js). */
-function spawnNode(args, { nice = 0, timeoutMs }) {
-  const [cmd, argv] = nice > 0 ? pinned(1, 'nice', ['-n', String(nice), process.execPath, ...args]) : pinned(1, process.execPath, args);
-  const proc = track(spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], cwd: ROOT }));
-  let stdout = '';
-  let stderr = '';
-  let onReady = null;
-  const ready = new Promise((resolve) => (onReady = resolve));
-  proc.stdout.on('data', (d) => (stdout += d));
-  proc.stderr.on('data', (d) => {
-    stderr += d;
-    if (/^ready$/m.test(stderr)) onReady(true);
-  });
-  const killer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
-  const exited = new Promise((resolve) =>
-    proc.once('exit', (code, signal) => {
-      clearTimeout(killer);
-      onReady(false);
-      resolve(code ?? signal);
-    }),
-  );
-  const result = async () => {
-    const code = await exited;
-    const line = stdout.trim().split('\n').pop();
-    try {
-      return { code, out: JSON.parse(line) };
-    } catch {
-      return { code, out: null, text: `${stdout}${stderr}`.slice(-500) };
-    }
-  };
-  return { proc, pid: proc.pid, ready, result };
-}
 
 /** The service's counters and gauges from its debug /stats. */
 async function stats(srv) {
