@@ -170,6 +170,19 @@ export function safetyOf(p: ParsedArgs): SafetyLimits {
   return { maxPosition: num(p, 'max-position'), maxDailyLoss: num(p, 'max-daily-loss'), minUsableMarginPct: num(p, 'min-usable-margin-pct') };
 }
 
+/** What a backtest's command line sets of its run (backtest and lookahead read it alike). */
+export function backtestRunOf(p: ParsedArgs): { params: Record<string, unknown>; balance?: number; currency?: string; commissionPerK?: number; leverage?: number; safety: SafetyLimits } & Realism {
+  return {
+    params: parseParams(p),
+    balance: num(p, 'balance'),
+    currency: flag(p, 'currency'),
+    commissionPerK: num(p, 'commission'),
+    leverage: num(p, 'leverage'),
+    ...realismOf(p),
+    safety: safetyOf(p),
+  };
+}
+
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 /** What a strategy's ctx.log writes: this level and above; 'silent' writes nothing. */
 export type StrategyLogLevel = (typeof LOG_LEVELS)[number] | 'silent';

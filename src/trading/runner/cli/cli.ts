@@ -10,7 +10,7 @@ import { StrategyError, describeStrategyError, strategyErrorLine } from '../erro
 import { bundledLimitsFile } from '../broker/limits-file';
 import { loadStrategy } from '../engine/loader';
 import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../../platform/argv';
-import { BACKTEST_OPTIONS, logLevelOf, num, parseParams, realismOf, safetyOf, type StrategyLogLevel } from './args';
+import { BACKTEST_OPTIONS, backtestRunOf, logLevelOf, type StrategyLogLevel } from './args';
 import { buildReport, writeReport } from '../report/report';
 import type { Strategy, StrategyLogger } from '../strategy';
 
@@ -115,13 +115,7 @@ export async function backtestCommand(argv: string[]): Promise<number> {
     strategy,
     strategyFile: file,
     data,
-    params: parseParams(p),
-    balance: num(p, 'balance'),
-    currency: flag(p, 'currency'),
-    commissionPerK: num(p, 'commission'),
-    leverage: num(p, 'leverage'),
-    ...realismOf(p),
-    safety: safetyOf(p),
+    ...backtestRunOf(p),
     logger: consoleLogger(logLevelOf(p)),
     onProgress: !quiet && process.stderr.isTTY ? progressBar(process.stderr) : undefined,
   });

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { UsageError, flag, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../../platform/argv';
 import { readCandleFile } from '../../fxcm/candle-file';
 import { isoUtc } from '../../../platform/time-text';
-import { LOOKAHEAD_OPTIONS, LOOKAHEAD_OWN_OPTIONS, LOOKAHEAD_RUN_OPTIONS, num, parseParams, realismOf, safetyOf } from './args';
+import { LOOKAHEAD_OPTIONS, LOOKAHEAD_OWN_OPTIONS, LOOKAHEAD_RUN_OPTIONS, backtestRunOf, num } from './args';
 import { REALISM_USAGE, loadForCommand, strategyAndCandles } from './cli';
 import { DEFAULT_CUTS, renameArgs, runLookahead, type Comparison, type DecisionChange, type LookaheadJob, type LookaheadResult } from '../engine/lookahead';
 import { LookaheadPool } from '../engine/lookahead-pool';
@@ -86,13 +86,7 @@ function jobOf(strategyFile: string, runArgs: readonly string[], label: string, 
     candleFiles: list(p, 'candles'),
     fileOptions: { symbol: flag(p, 'symbol'), timeframe: flag(p, 'timeframe') },
     options: {
-      params: parseParams(p),
-      balance: num(p, 'balance'),
-      currency: flag(p, 'currency'),
-      commissionPerK: num(p, 'commission'),
-      leverage: num(p, 'leverage'),
-      ...realismOf(p),
-      safety: safetyOf(p),
+      ...backtestRunOf(p),
       ...(tradeFromTs !== undefined ? { tradeFromTs } : {}),
     },
     argv: ['backtest', ...args],
