@@ -266,7 +266,7 @@ export class RateLimitApp {
       this.configStore.onUpdate((snap) => this.health.set('config', snap.config.domainCount > 0));
     }
     // The headroom gauges and hot keys follow the config in use from the swap on.
-    this.configStore.onUpdate((snap) => this.stats.limits.adopt(snap.config.rules()));
+    this.configStore.onUpdate((snap) => this.stats.limits.adopt(snap.config.rules(), Math.floor(this.clock.nowMs() / 1000)));
   }
 
   /**
@@ -531,6 +531,7 @@ export class RateLimitApp {
         dumpConfig: () => this.dumpConfigChunks(),
         refreshGauges: () => this.publishGauges(),
         hotKeys: (query) => this.hotKeys(query),
+        candidates: (query) => this.candidates(query),
         explain: (domain, texts) => this.explain(domain, texts),
         explainBucket: (domain, text) => this.explainBucket(domain, text),
         quotaBuckets: () => this.quotaBuckets(),
@@ -553,6 +554,11 @@ export class RateLimitApp {
   /** /debug/hotkeys of this process: status and body. */
   hotKeys(query: URLSearchParams): PageAnswer {
     return this.stats.limits.hotKeysPage(query, Math.floor(this.clock.nowMs() / 1000));
+  }
+
+  /** /debug/candidates of this process: status and body. */
+  candidates(query: URLSearchParams): PageAnswer {
+    return this.stats.limits.candidatesPage(query, Math.floor(this.clock.nowMs() / 1000));
   }
 
   /** The loaded config as /rlconfig prints it, in pieces made as they are sent (a big config is never one string). */

@@ -432,6 +432,7 @@ export class LoadedConfig implements RateLimitConfig {
       ...(base.more !== undefined ? { more: this.moreRules(base.more, base.stats, fullKey, stats, patterns) } : {}),
       // Counted for the config's limit, whatever its stats key.
       group: base.group,
+      ...(base.candidate !== undefined ? { candidate: base.candidate } : {}),
     });
   }
 

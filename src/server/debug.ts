@@ -32,6 +32,8 @@ export interface DebugServerOptions {
   quotaBuckets?: () => string | Iterable<string> | Promise<string | AsyncIterable<string>>;
   /** `/debug/hotkeys`: the hot keys of the loaded limits for the query (its status and JSON body, or a 400 and why). */
   hotKeys?: (query: URLSearchParams) => { status: number; body: string } | Promise<{ status: number; body: string }>;
+  /** `/debug/candidates`: what the candidate limits would have done (its status and JSON body, or a 400 and why). */
+  candidates?: (query: URLSearchParams) => { status: number; body: string } | Promise<{ status: number; body: string }>;
   /**
    * `/debug/pprof/profile`: records a CPU profile for `ms` milliseconds (default: of this process).
    * `query` is the request's query string (worker mode reads `worker` from it).
@@ -69,6 +71,7 @@ function answer<T>(res: http.ServerResponse, what: string, get: () => T | Promis
 const localProfile = (ms: number): Promise<CpuProfileAnswer> => cpuProfile(ms).then((profile) => ({ profile }));
 
 const ENDPOINTS: ReadonlyArray<[string, string]> = [
+  ['/debug/candidates', 'what each candidate limit would have done since its load (JSON): ?domain=D&rule=R&k=N&offset=O&limit=L, each optional'],
   ['/debug/explain', 'explain a request: ?domain=D&descriptors=k=v,k2=v2 (repeatable), or an RLQS bucket: ?domain=D&bucket=k=v,k2=v2'],
   ['/debug/hotkeys', 'the keys with most hits per limit over the last minute and hour (JSON): ?domain=D&rule=R&k=N, each optional'],
   ['/debug/pprof/', 'root of various pprof endpoints. hit for help.'],
@@ -134,14 +137,16 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
         else answer<string | Iterable<string> | AsyncIterable<string>>(res, 'rlqs', quotaBuckets, (text) => (typeof text === 'string' ? plainText(res, 200, text) : void streamText(res, text)));
         return;
       }
-      case '/debug/hotkeys': {
-        const hotKeys = opts.hotKeys;
-        if (hotKeys === undefined) {
-          plainError(res, 404, 'hot keys are not served here');
+      case '/debug/hotkeys':
+      case '/debug/candidates': {
+        const hot = path === '/debug/hotkeys';
+        const page = hot ? opts.hotKeys : opts.candidates;
+        if (page === undefined) {
+          plainError(res, 404, hot ? 'hot keys are not served here' : 'candidate limits are not served here');
           return;
         }
         const query = new URL(req.url ?? '/', 'http://x').searchParams;
-        answer(res, 'hotkeys', () => hotKeys(query), (a) => {
+        answer(res, hot ? 'hotkeys' : 'candidates', () => page(query), (a) => {
           if (a.status !== 200) plainError(res, a.status, a.body.trimEnd());
           else {
             res.writeHead(200, { 'Content-Type': 'application/json', 'X-Content-Type-Options': 'nosniff' });
