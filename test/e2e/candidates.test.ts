@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { MemcachedServer, incrementsProcessed, rawGet } from '../support/memcached';
-import { freePort, startRedis } from '../support/redis';
+import { freePort, startCluster, startRedis } from '../support/redis';
 import { waitFor } from '../support/wait';
 import { baseEnv, callGrpc, DIST, descriptor, grpcClient, httpGet, httpPost, run, runtimeDir, startService, type Service } from './harness';
 
@@ -216,6 +216,49 @@ describe('candidate limits', () => {
     } finally {
       expect(await svc.stop()).toBe(0);
       await mc.stop();
+      fs.rmSync(dir.base, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  test('Redis: a candidate goes to the instance of the limit it follows (REDIS_PERSECOND); Redis Cluster refuses candidates at load', async () => {
+    const main = await startRedis();
+    const perSecond = await startRedis();
+    const dir = runtimeDir({
+      'cand.yaml': 'domain: cand\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 100}\n    candidate: {unit: minute, requests_per_unit: 1}\n',
+    });
+    try {
+      const svc = await startService({
+        ...baseEnv(dir.root),
+        BACKEND_TYPE: 'redis',
+        REDIS_SOCKET_TYPE: 'tcp',
+        REDIS_URL: main.address,
+        REDIS_PERSECOND: 'true',
+        REDIS_PERSECOND_SOCKET_TYPE: 'tcp',
+        REDIS_PERSECOND_URL: perSecond.address,
+      });
+      try {
+        const res = await httpPost(svc.http, '/json', JSON.stringify({ domain: 'cand', descriptors: [{ entries: [{ key: 'user', value: 'alice' }] }] }));
+        expect(res.status).toBe(200);
+        // The per-second limit's key and its per-minute candidate's, both on the per-second instance.
+        const ps = (await perSecond.cli(['--raw', 'KEYS', '*'])).split('\n').filter((k) => k !== '').sort();
+        expect(ps).toHaveLength(2);
+        expect(ps.filter((k) => /^cand_user_alice_\d+_cand$/.test(k))).toHaveLength(1);
+        expect(await main.cli(['--raw', 'DBSIZE'])).toBe('0\n');
+      } finally {
+        expect(await svc.stop()).toBe(0);
+      }
+    } finally {
+      await main.stop();
+      await perSecond.stop();
+    }
+    const cluster = await startCluster({ masters: 3 });
+    try {
+      await refusedAtLoad(
+        { ...baseEnv(dir.root), BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', REDIS_TYPE: 'cluster', REDIS_URL: cluster.url },
+        "rate limit 'cand.user': candidate limits are not supported by the redis cluster store (a candidate's key may live on another node than its rule's",
+      );
+    } finally {
+      await cluster.stop();
       fs.rmSync(dir.base, { recursive: true, force: true });
     }
   }, 120_000);
