@@ -54,38 +54,61 @@ const SEQUENCE: Step[] = [
 /** What the candidate saw after SEQUENCE: 10 calls, 12 hits; alice's 3rd to 5th and both of dave's over 2. */
 const EXPECTED = { calls: 10, hits: 12, would_deny: 5, would_limit_hits: 5, uncounted_hits: 0, distinct_keys: 4, peak_used: 5, peak_utilization: 2.5 };
 
-/** A response as compared across the two domains: durations may differ by the second between two calls. */
-function comparable(text: string): unknown {
-  return JSON.parse(text.replace(/"(durationUntilReset|duration_until_reset)":\s*"?(\d+)s?"?/g, '"$1":"~"'), (k, v: unknown) =>
-    k === 'durationUntilReset' && v !== null && typeof v === 'object' ? '~' : v,
-  );
+/**
+ * A response as compared across the two domains, and its seconds until the reset (each status's
+ * duration, the reset header) apart: they may differ by one between two calls a few ms apart.
+ */
+function comparable(text: string): { body: unknown; resets: number[] } {
+  const resets: number[] = [];
+  const body: unknown = JSON.parse(text, (k, v: unknown) => {
+    if (k === 'durationUntilReset') {
+      resets.push(typeof v === 'string' ? parseInt(v, 10) : Number((v as { seconds: string }).seconds));
+      return '~';
+    }
+    const h = v as { key?: unknown; value?: unknown } | null;
+    if (h !== null && typeof h === 'object' && typeof h.key === 'string' && /reset/i.test(h.key)) {
+      resets.push(Number(h.value));
+      return { ...h, value: '~' };
+    }
+    return v;
+  });
+  return { body, resets };
 }
 
 /**
  * Runs SEQUENCE in `cand` and in `plain`, one call each in turn, and expects each pair of answers
- * to be the same (code, statuses, limits, remaining, headers; the reset within a second).
+ * to be the same (code, statuses, limits, remaining, headers; the seconds until the reset within one).
  */
 async function runCompared(svc: Service, settle: (incrs: number) => Promise<void> = async () => {}): Promise<void> {
   const client = grpcClient(svc.grpc);
   let incrs = 0;
   try {
     for (const step of SEQUENCE) {
-      const answers: Array<{ body: string; headers?: string }> = [];
+      const answers: Array<{ body: unknown }> = [];
+      const resets: number[][] = [];
       for (const domain of ['cand', 'plain']) {
         const entries = [[{ key: 'user', value: step.user }], ...(step.ip ? [[{ key: 'ip', value: '10.0.0.1' }]] : [])];
         if (step.json) {
           const res = await httpPost(svc.http, '/json', JSON.stringify({ domain, hits_addend: step.hits, descriptors: entries.map((e) => ({ entries: e })) }));
-          const headers = ['x-ratelimit-limit', 'x-ratelimit-remaining'].map((h) => `${h}=${res.headers.get(h)}`).join(',');
-          answers.push({ body: JSON.stringify({ status: res.status, body: comparable(res.body) }), headers });
+          // The body holds the statuses and the headers to add (responseHeadersToAdd).
+          const c = comparable(res.body);
+          answers.push({ body: { status: res.status, body: c.body } });
+          resets.push(c.resets);
         } else {
           const res = await callGrpc(client, { domain, hitsAddend: step.hits, descriptors: entries.map((e) => descriptor(...e.flatMap((x) => [x.key, x.value]))) });
-          answers.push({ body: JSON.stringify(comparable(JSON.stringify(res, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)))) });
+          const c = comparable(JSON.stringify(res, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)));
+          answers.push({ body: c.body });
+          resets.push(c.resets);
         }
         // Memcached counts after answering: one increment per key with hits (the candidate's too).
         incrs += entries.length + (domain === 'cand' ? 1 : 0);
         await settle(incrs);
       }
       expect(answers[0]).toEqual(answers[1]);
+      expect(resets[0]!.length).toBe(resets[1]!.length);
+      // A status's reset and the reset header each (LIMIT_RESPONSE_HEADERS_ENABLED in every test).
+      expect(resets[0]!.length).toBeGreaterThan(1);
+      resets[0]!.forEach((r, i) => expect(Math.abs(r - resets[1]![i]!)).toBeLessThanOrEqual(1));
     }
   } finally {
     client.close();
