@@ -259,7 +259,7 @@ export class RateLimitService {
   /**
    * Adds one limit's slot: a status when the local cache knows its window is over the limit,
    * else an op for the store. Counts its hits. Then its candidate's op, if it has one (an op
-   * without a slot). Returns what it planned: PLANNED_* bits.
+   * without a slot). Returns PLANNED_* bits (0: an op, no candidate).
    */
   private planLimit(
     r: RateLimitRule,
@@ -300,9 +300,9 @@ export class RateLimitService {
       }
     }
     const c = r.candidate;
-    if (c === undefined) return PLANNED_OP;
+    if (c === undefined) return 0;
     ops.push(candidateOp(c, stem, entries, hits, nowS, op));
-    return PLANNED_OP | PLANNED_CANDIDATE;
+    return PLANNED_CANDIDATE;
   }
 
   /**
@@ -434,10 +434,9 @@ export class RateLimitService {
   }
 }
 
-/** planLimit's answer: an op for the store was added, the local cache answered, a candidate's op was added. */
-const PLANNED_OP = 1;
-const PLANNED_LOCAL = 2;
-const PLANNED_CANDIDATE = 4;
+/** planLimit's answer, bits: the local cache answered the limit; a candidate's op was added. */
+const PLANNED_LOCAL = 1;
+const PLANNED_CANDIDATE = 2;
 
 /**
  * A candidate limit's op, beside the enforced op `follows`: the enforced key's form with the
