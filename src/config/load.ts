@@ -243,6 +243,11 @@ class Planner {
         }
       }
 
+      for (const x of d.candidate !== undefined ? [...limits, d.candidate] : limits) {
+        if (x.candidateInside === true) {
+          throw new ConfigProblem(`candidate of '${fullKey}': candidate goes beside rate_limit, not inside a limit`);
+        }
+      }
       if (d.candidate !== undefined && rl === undefined) {
         throw new ConfigProblem(
           `candidate of '${fullKey}': a candidate is counted beside a rate_limit, and this descriptor has none (to try a limit where there is none, use shadow_mode)`,

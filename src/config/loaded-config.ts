@@ -535,7 +535,13 @@ export function dumpLine(rule: RateLimitRule): string {
   return (
     `${rule.fullKey}: unit=${UNIT_NAMES[rule.limit.unit] ?? String(rule.limit.unit)} ` +
     `requests_per_unit=${rule.limit.requestsPerUnit}, shadow_mode: ${rule.shadowMode}, quota_mode: ${rule.quotaMode}` +
-    (rule.algorithm === undefined ? '' : `, algorithm: ${rule.algorithm}` + (rule.burst !== undefined ? `, burst: ${rule.burst}` : '')) +
+    algorithmText(rule) +
+    (rule.candidate === undefined ? '' : `, candidate: unit=${UNIT_NAMES[rule.candidate.limit.unit] ?? String(rule.candidate.limit.unit)} requests_per_unit=${rule.candidate.limit.requestsPerUnit}${algorithmText(rule.candidate)}`) +
     '\n'
   );
+}
+
+/** The extension's `, algorithm: A[, burst: B]` of a /rlconfig line; '' for the fixed window. */
+function algorithmText(rule: RateLimitRule): string {
+  return rule.algorithm === undefined ? '' : `, algorithm: ${rule.algorithm}` + (rule.burst !== undefined ? `, burst: ${rule.burst}` : '');
 }

@@ -25,6 +25,8 @@ export interface YamlRateLimit {
   algorithm: string;
   /** Extension (token_bucket): 0 when not set. */
   burst: number;
+  /** A `candidate:` key inside this block (it belongs beside `rate_limit:`): refused at load. */
+  candidateInside?: boolean;
 }
 
 export interface YamlDescriptor {
@@ -393,6 +395,8 @@ class Decoder {
           break;
       }
     });
+    // Not a field of a limit (upstream's decoder would ignore it): a misplaced block is an error.
+    if (n.kind === 'map' && n.pairs.some(([k]) => k.kind === 'scalar' && k.text === 'candidate')) r.candidateInside = true;
     return r;
   }
 

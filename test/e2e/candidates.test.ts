@@ -178,6 +178,9 @@ describe('candidate limits', () => {
       const scrape = (await httpGet(`127.0.0.1:${promPort}`, '/metrics')).body;
       expect(scrape).toMatch(/^ratelimit_service_rate_limit_candidate_would_limit\{domain="cand",key1="user"\} 5$/m);
 
+      expect((await httpGet(svc.debug, '/rlconfig')).body).toContain(
+        'cand.user: unit=DAY requests_per_unit=4, shadow_mode: false, quota_mode: false, candidate: unit=DAY requests_per_unit=2\n',
+      );
       const explain = (await httpGet(svc.debug, '/debug/explain?domain=cand&descriptors=user=alice')).body;
       expect(explain).toContain('candidate: 2 per DAY: counted beside the rule, never changes the answer');
       expect(explain).toMatch(/candidate cache key: cand_user_alice_\d+_cand\n/);
