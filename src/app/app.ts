@@ -282,7 +282,7 @@ export class RateLimitApp {
       this.configStore.onUpdate((snap) => this.health.set('config', snap.config.domainCount > 0));
     }
     // The headroom gauges and hot keys follow the config in use from the swap on.
-    this.configStore.onUpdate((snap) => this.stats.limits.adopt(snap.config.rules));
+    this.configStore.onUpdate((snap) => this.stats.limits.adopt(snap.config.rules, Math.floor(this.clock.nowMs() / 1000)));
   }
 
   /**
@@ -548,6 +548,7 @@ export class RateLimitApp {
         dumpConfig: () => this.dumpConfigChunks(),
         refreshGauges: () => this.publishGauges(),
         hotKeys: (query) => this.hotKeys(query),
+        candidates: (query) => this.candidates(query),
         explain: (domain, texts) => this.explain(domain, texts),
         explainBucket: (domain, text) => this.explainBucket(domain, text),
         quotaBuckets: () => this.quotaBuckets(),
@@ -571,9 +572,12 @@ export class RateLimitApp {
 
   /** /debug/hotkeys of this process (JSON); a query it refuses throws DebugHttpError(400, why). */
   hotKeys(query: URLSearchParams): string {
-    const page = this.stats.limits.hotKeysPage(query, Math.floor(this.clock.nowMs() / 1000));
-    if (page.status !== 200) throw new DebugHttpError(page.status, page.body.trimEnd());
-    return page.body;
+    return jsonPage(this.stats.limits.hotKeysPage(query, Math.floor(this.clock.nowMs() / 1000)));
+  }
+
+  /** /debug/candidates of this process (JSON), as hotKeys. */
+  candidates(query: URLSearchParams): string {
+    return jsonPage(this.stats.limits.candidatesPage(query, Math.floor(this.clock.nowMs() / 1000)));
   }
 
   /** The loaded config as /rlconfig prints it, in pieces made as they are sent (a big config is never one string). */
@@ -691,3 +695,8 @@ export class RateLimitApp {
   }
 }
 
+/** A page of stats/limits as the debug port answers it: the JSON, or a DebugHttpError with the reason. */
+function jsonPage(page: { readonly status: number; readonly body: string }): string {
+  if (page.status !== 200) throw new DebugHttpError(page.status, page.body.trimEnd());
+  return page.body;
+}

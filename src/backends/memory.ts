@@ -14,7 +14,8 @@
  * MEMORY_CALLER_NEW_KEYS_PER_SECOND new counters a second (caller-budget.ts); its further new keys
  * are counted in the sketches too, so that one client cannot fill the table for everyone. A key
  * that gets a counter after the sketches counted it starts from their count, never from 0. A
- * check-only op (0 hits) reads without taking a place.
+ * check-only op (0 hits) reads without taking a place. Candidate limits' counters live in a
+ * second table of the same kind and bound, so they change nothing of the enforced ones.
  */
 import type { Counter, Gauge } from '../stats/store';
 import type { Clock } from '../platform/clock';
@@ -67,6 +68,12 @@ export class MemoryStore implements CounterStore {
   private readonly table: CounterTable;
   private readonly overflow: OverflowSketches;
   private readonly callers: CallerBudgets | undefined;
+  /**
+   * The counters of candidate limits (CounterOp.follows), made at the first one: a store of their
+   * own, also bounded by MEMORY_MAX_KEYS, so that a candidate never takes a place, an overflow
+   * cell or a caller's budget from an enforced counter.
+   */
+  private candidates: MemoryStore | undefined;
   private sweeping = false;
   private nextSweepMs = 0;
   private readonly fullWarning: ThrottledLog;
@@ -111,6 +118,10 @@ export class MemoryStore implements CounterStore {
     const out = new Array<number>(ops.length);
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
+      if (op.follows !== undefined) {
+        out[i] = (this.candidates ??= new MemoryStore({ maxKeys: this.options.maxKeys, overflowWidth: this.options.overflowWidth })).countAlone(op, nowMs);
+        continue;
+      }
       if (op.rule.algorithm !== undefined) {
         out[i] = this.applyAlgorithm(op, nowMs, context);
         continue;
@@ -121,6 +132,19 @@ export class MemoryStore implements CounterStore {
       else out[i] = this.fixedWithoutCounter(op, id, hits, nowMs, context);
     }
     return out;
+  }
+
+  /**
+   * One candidate limit's op, in this store of candidate counters (no caller budget, no
+   * STOP_CACHE_KEY_INCREMENT: every hit counted).
+   */
+  private countAlone(op: CounterOp, nowMs: number): number {
+    if (this.sweeping || nowMs >= this.nextSweepMs) this.sweep(nowMs);
+    if (op.rule.algorithm !== undefined) return this.applyAlgorithm(op, nowMs, undefined);
+    const table = this.table;
+    const id = table.find(op.key);
+    if (id >= 0 && table.expires[id]! > nowMs) return (table.counts[id] += op.hits);
+    return this.fixedWithoutCounter(op, id, op.hits, nowMs, undefined);
   }
 
   /** A fixed window whose key has no live counter (`existing`: its ended entry, or -1). */
@@ -206,6 +230,7 @@ export class MemoryStore implements CounterStore {
     this.table.clear();
     this.overflow.clear();
     this.callers?.clear();
+    void this.candidates?.close();
     return Promise.resolve();
   }
 

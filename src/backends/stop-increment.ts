@@ -1,6 +1,7 @@
 /**
  * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT (upstream Section 1.10): descriptors that are not the
- * reason a request is rejected are not charged. Shared by the stores that honour it.
+ * reason a request is rejected are not charged. Shared by the stores that honour it. A candidate
+ * limit's op (CounterOp.follows) is always charged its hits and changes nothing of the others'.
  */
 import type { CounterOp } from '../core/store';
 
@@ -19,14 +20,16 @@ export function stopIncrementAddends(
   const out = new Array<number>(ops.length);
   if (overLimitElsewhere) {
     out.fill(0);
+    chargeCandidates(ops, out);
     return out;
   }
   if (current === undefined) throw new Error('stopIncrementAddends: the current counts are needed');
   let anyOver = false;
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i]!;
-    // An algorithm other than the fixed window never charges a denied request by itself.
-    if (op.rule.algorithm !== undefined) {
+    // An algorithm other than the fixed window never charges a denied request by itself; a
+    // candidate limit is charged every hit and has no say in the others'.
+    if (op.rule.algorithm !== undefined || op.follows !== undefined) {
       out[i] = op.hits;
       continue;
     }
@@ -36,4 +39,9 @@ export function stopIncrementAddends(
   }
   if (!anyOver) for (let i = 0; i < ops.length; i++) out[i] = ops[i]!.hits;
   return out;
+}
+
+/** A candidate limit's op is charged its hits whatever the enforced ones are charged. */
+function chargeCandidates(ops: readonly CounterOp[], out: number[]): void {
+  for (let i = 0; i < ops.length; i++) if (ops[i]!.follows !== undefined) out[i] = ops[i]!.hits;
 }

@@ -10,6 +10,7 @@ import { ConfigError, type ConfigFile, type RateLimitConfig } from '../config/ty
 import { explainRequest } from '../limiter/explain';
 import { parseDescriptor } from '../limiter/descriptor-text';
 import { StatsStore } from '../stats/store';
+import { UNIT_NAMES } from '../core/rls';
 import { type FlagSpec, parseFlagsOrExit, usage } from './flags';
 
 const SPECS: FlagSpec[] = [
@@ -34,6 +35,15 @@ export function checkConfigDir(dir: string, merge: boolean, out: (line: string) 
     }
     const config = loadConfig(files, { mergeDomainConfig: merge, stats: new StatsStore() });
     out('all rate limit configs ok');
+    for (const r of config.rules) {
+      const c = r.candidate;
+      if (c === undefined) continue;
+      const algo = c.algorithm !== undefined ? ` algorithm=${c.algorithm}${c.algorithm === 'token_bucket' ? ` burst=${c.burst ?? c.limit.requestsPerUnit}` : ''}` : '';
+      out(
+        `candidate limit: ${r.fullKey}: unit=${UNIT_NAMES[c.limit.unit] ?? c.limit.unit} requests_per_unit=${c.limit.requestsPerUnit}${algo} ` +
+          `(beside unit=${UNIT_NAMES[r.limit.unit] ?? r.limit.unit} requests_per_unit=${r.limit.requestsPerUnit}: counted, never enforced)`,
+      );
+    }
     return config;
   } catch (err) {
     const msg = err instanceof ConfigError ? err.message : (err as Error).message;

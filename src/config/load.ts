@@ -18,7 +18,7 @@ import { ALGORITHMS, counterGroup } from '../core/rule';
 import { ConfigError } from './types';
 import type { Algorithm } from '../core/rule';
 import type { ConfigFile, RateLimitConfig } from './types';
-import type { RateLimitRule } from '../core/rule';
+import type { HitCounter, RateLimitRule, RuleStats } from '../core/rule';
 
 export interface LoadOptions {
   /** MERGE_DOMAIN_CONFIG: a later document with an already loaded domain merges into it. */
@@ -154,6 +154,15 @@ export interface RulePlan extends LimitPlan {
   readonly replaces: readonly string[];
   /** The 2nd and later limits (`rate_limits:`). */
   readonly more?: readonly LimitPlan[] | undefined;
+  readonly candidate?: CandidatePlan | undefined;
+}
+
+/** A descriptor's candidate limit (`candidate:`): counted beside its limits, never enforced. */
+export interface CandidatePlan {
+  readonly requestsPerUnit: number;
+  readonly unit: number;
+  readonly algorithm?: Algorithm | undefined;
+  readonly burst?: number | undefined;
 }
 
 /** Per path-level state the children of a node inherit. */
@@ -163,6 +172,18 @@ interface PathInfo {
 }
 
 const NO_REPLACES: readonly string[] = Object.freeze([]);
+
+/** A candidate's `stats`: it counts nothing in the rule's series (its watch counts would_limit). */
+const NO_COUNTER: HitCounter = Object.freeze({ inc: () => undefined });
+const NO_RULE_STATS: RuleStats = Object.freeze({
+  key: '',
+  totalHits: NO_COUNTER,
+  overLimit: NO_COUNTER,
+  nearLimit: NO_COUNTER,
+  overLimitWithLocalCache: NO_COUNTER,
+  withinLimit: NO_COUNTER,
+  shadowMode: NO_COUNTER,
+});
 
 /** Runs every check of upstream's loader (in its order) and writes the plan. */
 class Planner {
@@ -222,6 +243,17 @@ class Planner {
         }
       }
 
+      for (const x of d.candidate !== undefined ? [...limits, d.candidate] : limits) {
+        if (x.candidateInside === true) {
+          throw new ConfigProblem(`candidate of '${fullKey}': candidate goes beside rate_limit, not inside a limit`);
+        }
+      }
+      if (d.candidate !== undefined && rl === undefined) {
+        throw new ConfigProblem(
+          `candidate of '${fullKey}': a candidate is counted beside a rate_limit, and this descriptor has none (to try a limit where there is none, use shadow_mode)`,
+        );
+      }
+
       if (d.shareThreshold && !finalKey.includes('*')) {
         throw new ConfigProblem(
           `share_threshold can only be used with wildcard values (containing '*'), but found key '${finalKey}'`,
@@ -245,6 +277,7 @@ class Planner {
           (more ??= []).push(extra);
           this.limits.push({ key: fullKey + '.limit_' + String(k + 1), limit: extra });
         }
+        const candidate = d.candidate !== undefined ? candidatePlan(fullKey, d.candidate, rl) : undefined;
         rule = {
           name: rl.name,
           requestsPerUnit: rl.requestsPerUnit,
@@ -255,6 +288,7 @@ class Planner {
           replaces: rl.replaces.length === 0 ? NO_REPLACES : rl.replaces.map((r) => r.name),
           ...(rl.unlimited ? {} : algorithmFields(algo, rl)),
           ...(more !== undefined ? { more } : {}),
+          ...(candidate !== undefined ? { candidate } : {}),
           rank: 0,
         };
         checkStoreSupport(fullKey, rule, this.opts.restrictions);
@@ -375,6 +409,7 @@ export class ConfigAssembly {
         }
       }
       const limit = Object.freeze({ name: rl.name, requestsPerUnit: rl.requestsPerUnit, unit: rl.unit });
+      const candidate = rl.candidate !== undefined ? this.candidateRule(rl.candidate, fullKey, dom.name, rl) : undefined;
       const rule: RateLimitRule = Object.freeze({
         fullKey,
         stats: this.stats.configRuleStats(sanitizeStatName(fullKey)),
@@ -390,6 +425,7 @@ export class ConfigAssembly {
         ...(rl.algorithm !== undefined ? { algorithm: rl.algorithm, burst: rl.burst } : {}),
         ...(more !== undefined ? { more: Object.freeze(more) } : {}),
         group: counterGroup(fullKey),
+        ...(candidate !== undefined ? { candidate } : {}),
       });
       node.rule = rule;
       if (node.shareCount > 0) {
@@ -407,6 +443,34 @@ export class ConfigAssembly {
     this.sharePath[p.depth - 1] = sharePatterns;
   }
 
+  /**
+   * A rule's candidate limit, shaped as a rule for the stores: its own limit and algorithm, its
+   * group, no stats of its own (what it would have done is its watch's).
+   */
+  private candidateRule(c: CandidatePlan, fullKey: string, domain: string, rl: RulePlan): RateLimitRule {
+    const limit = Object.freeze({ name: '', requestsPerUnit: c.requestsPerUnit, unit: c.unit });
+    const key = fullKey + '.candidate';
+    return Object.freeze({
+      fullKey: key,
+      stats: NO_RULE_STATS,
+      watch: this.stats.limits.candidate(sanitizeStatName(fullKey), domain, rl.name, limit, c.algorithm, c.burst, {
+        requestsPerUnit: rl.requestsPerUnit,
+        unit: rl.unit,
+        algorithm: rl.algorithm,
+      }),
+      limit,
+      unlimited: false,
+      shadowMode: false,
+      quotaMode: false,
+      replaces: NO_REPLACES,
+      metadata: undefined,
+      shareThresholdKeyPattern: undefined,
+      isOverride: false,
+      ...(c.algorithm !== undefined ? { algorithm: c.algorithm, burst: c.burst } : {}),
+      group: counterGroup(key),
+    });
+  }
+
   private place(rank: number, rule: RateLimitRule): void {
     this.sorted[rank] = rule;
   }
@@ -417,6 +481,25 @@ export class ConfigAssembly {
 }
 
 const NO_SHARES: readonly (string | undefined)[] = Object.freeze([]);
+
+/** Validates a descriptor's `candidate:` block (`rl`: the descriptor's first limit). */
+function candidatePlan(fullKey: string, c: YamlRateLimit, rl: YamlRateLimit): CandidatePlan {
+  const where = `candidate of '${fullKey}'`;
+  if (rl.unlimited) throw new ConfigProblem(`${where}: the rate_limit is unlimited, so there is nothing to count a candidate beside`);
+  if (c.unlimited) throw new ConfigProblem(`${where}: a candidate cannot be unlimited`);
+  if (c.name !== '') throw new ConfigProblem(`${where}: a candidate has no name (it neither replaces nor is replaced)`);
+  if (c.replaces.length > 0) throw new ConfigProblem(`${where}: a candidate has no replaces`);
+  const u = UNIT_VALUES.get(c.unit.toUpperCase());
+  if (u === undefined || u === 0) throw new ConfigProblem(`${where}: invalid unit '${c.unit}' (expected second, minute, hour, day, week, month or year)`);
+  let algo: Algorithm | undefined;
+  try {
+    algo = algorithmOf(c);
+  } catch (e) {
+    if (e instanceof ConfigProblem) throw new ConfigProblem(`${where}: ${e.message}`);
+    throw e;
+  }
+  return { requestsPerUnit: c.requestsPerUnit, unit: u, ...algorithmFields(algo, c) };
+}
 
 /** Validates `algorithm` and `burst` of one limit; undefined for upstream's fixed window. */
 function algorithmOf(rl: YamlRateLimit): Algorithm | undefined {

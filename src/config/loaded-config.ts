@@ -432,6 +432,7 @@ export class LoadedConfig implements RateLimitConfig {
       ...(base.more !== undefined ? { more: this.moreRules(base.more, base.stats, fullKey, stats, patterns) } : {}),
       // Counted for the config's limit, whatever its stats key.
       group: base.group,
+      ...(base.candidate !== undefined ? { candidate: base.candidate } : {}),
     });
   }
 
@@ -530,7 +531,13 @@ export function dumpLine(rule: RateLimitRule): string {
   return (
     `${rule.fullKey}: unit=${UNIT_NAMES[rule.limit.unit] ?? String(rule.limit.unit)} ` +
     `requests_per_unit=${rule.limit.requestsPerUnit}, shadow_mode: ${rule.shadowMode}, quota_mode: ${rule.quotaMode}` +
-    (rule.algorithm === undefined ? '' : `, algorithm: ${rule.algorithm}` + (rule.burst !== undefined ? `, burst: ${rule.burst}` : '')) +
+    algorithmText(rule) +
+    (rule.candidate === undefined ? '' : `, candidate: unit=${UNIT_NAMES[rule.candidate.limit.unit] ?? String(rule.candidate.limit.unit)} requests_per_unit=${rule.candidate.limit.requestsPerUnit}${algorithmText(rule.candidate)}`) +
     '\n'
   );
+}
+
+/** The extension's `, algorithm: A[, burst: B]` of a /rlconfig line; '' for the fixed window. */
+function algorithmText(rule: RateLimitRule): string {
+  return rule.algorithm === undefined ? '' : `, algorithm: ${rule.algorithm}` + (rule.burst !== undefined ? `, burst: ${rule.burst}` : '');
 }

@@ -25,6 +25,8 @@ export interface YamlRateLimit {
   algorithm: string;
   /** Extension (token_bucket): 0 when not set. */
   burst: number;
+  /** A `candidate:` key inside this block (it belongs beside `rate_limit:`): refused at load. */
+  candidateInside?: boolean;
 }
 
 export interface YamlDescriptor {
@@ -33,6 +35,8 @@ export interface YamlDescriptor {
   rateLimit: YamlRateLimit | undefined;
   /** Extension: further limits of the same descriptor. */
   rateLimits: YamlRateLimit[];
+  /** Extension: a candidate limit, counted beside the descriptor's limits, never enforced. */
+  candidate: YamlRateLimit | undefined;
   descriptors: YamlDescriptor[];
   shadowMode: boolean;
   quotaMode: boolean;
@@ -69,6 +73,8 @@ const VALID_KEYS = new Set([
   'algorithm',
   'burst',
   'rate_limits',
+  // Extension: a candidate limit beside rate_limit (counted, never enforced).
+  'candidate',
 ]);
 
 const GENERIC_MAP_TYPE = 'map[interface {}]interface {}';
@@ -188,6 +194,7 @@ const DESCRIPTOR_FIELDS: Readonly<Record<string, FieldKind>> = {
   value: 'string',
   rate_limit: 'rate_limit',
   rate_limits: 'rate_limits',
+  candidate: 'rate_limit',
   descriptors: 'descriptors',
   shadow_mode: 'bool',
   quota_mode: 'bool',
@@ -299,6 +306,7 @@ class Decoder {
       value: '',
       rateLimit: undefined,
       rateLimits: [],
+      candidate: undefined,
       descriptors: [],
       shadowMode: false,
       quotaMode: false,
@@ -322,6 +330,9 @@ class Decoder {
           d.rateLimits = this.list(v, '[]config.YamlRateLimit', (i) => this.rateLimit(i)).filter(
             (r): r is YamlRateLimit => r !== undefined,
           );
+          break;
+        case 'candidate':
+          d.candidate = this.rateLimit(v);
           break;
         case 'descriptors':
           d.descriptors = this.descriptors(v);
@@ -384,6 +395,8 @@ class Decoder {
           break;
       }
     });
+    // Not a field of a limit (upstream's decoder would ignore it): a misplaced block is an error.
+    if (n.kind === 'map' && n.pairs.some(([k]) => k.kind === 'scalar' && k.text === 'candidate')) r.candidateInside = true;
     return r;
   }
 

@@ -34,6 +34,8 @@ export interface RuleWatch {
   counted(stem: string, entries: readonly Entry[], hits: number, after: number, nowS: number): void;
   /** The local over-limit cache answered for the key: `hits` over the limit, the store not asked. */
   overInCache(stem: string, entries: readonly Entry[], hits: number, nowS: number): void;
+  /** A candidate limit's hits that could not be counted (the store failed or did not count them). */
+  uncounted?(hits: number): void;
 }
 
 /** A matched rule, as upstream's config.RateLimit. Shared (never mutated) unless request-specific. */
@@ -83,6 +85,13 @@ export interface RateLimitRule {
    * it (the memory store's overflow sketches do). Undefined counts as 0.
    */
   readonly group?: number | undefined;
+  /**
+   * `candidate:` (extension): a limit counted beside this one under keys of its own (the enforced
+   * key + `_cand`), in the same store round trip, that never changes the answer; what it would
+   * have done goes to its watch (would_limit, /debug/candidates). Shaped as a rule for the stores
+   * (limit, algorithm, burst, group); its `stats` count nothing.
+   */
+  readonly candidate?: RateLimitRule | undefined;
 }
 
 /** A rule's {@link RateLimitRule.group} from the name of what it counts for (FNV-1a, 32 bits). */

@@ -27,6 +27,14 @@ export interface CounterOp {
    */
   readonly stem?: string | undefined;
   readonly entries?: readonly Entry[] | undefined;
+  /**
+   * Only on a candidate limit's op (RateLimitRule.candidate): the enforced op it is counted beside.
+   * A store sends it where that one goes (the same Redis instance, the same memcached node), never
+   * lets it change what the enforced ops count (STOP_CACHE_KEY_INCREMENT, the memory store's
+   * places and caller budgets), and answers -1 for it when it cannot count it rather than failing
+   * the request.
+   */
+  readonly follows?: CounterOp | undefined;
 }
 
 /** What the limiter knows about the request beyond its ops. */
@@ -76,10 +84,13 @@ export interface CounterStore {
   close(): Promise<void>;
 }
 
-/** An algorithm a store cannot apply; configs using it are refused at load. */
+/**
+ * An algorithm a store cannot apply, or `candidate` for candidate limits it cannot count beside
+ * the enforced ones without changing an answer; configs using it are refused at load.
+ */
 export interface AlgorithmRestriction {
   readonly store: string;
-  readonly algorithm: Algorithm;
+  readonly algorithm: Algorithm | 'candidate';
   readonly reason: string;
 }
 

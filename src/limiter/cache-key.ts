@@ -34,6 +34,14 @@ export function keyStem(prefix: string, domain: string, descriptor: Descriptor, 
   return k;
 }
 
+/**
+ * Ends the key of a candidate limit (extension): the enforced key's form with the candidate's
+ * window start, then `_cand`. No upstream key ends so (they end with the window start's digits),
+ * nor any other key of this service (digits, `_l<N>`, `tb`, `tb_l<N>`), so a candidate's counter
+ * can never be an enforced one.
+ */
+export const CANDIDATE_KEY_SUFFIX = '_cand';
+
 /** Seconds until the window of `divider` resets (upstream CalculateReset): 1..divider. */
 export function secondsUntilReset(nowSeconds: number, divider: number): number {
   return divider - (nowSeconds % divider);

@@ -8,7 +8,8 @@ import type { CounterOp } from '../core/store';
 import type { RateLimitConfig } from '../config/types';
 import type { RateLimitRule } from '../core/rule';
 import { RULE_STATS_PREFIX } from '../stats/store';
-import { cacheKey } from './cache-key';
+import { cacheKey, keyStem } from './cache-key';
+import { candidateOp } from './service';
 import { type RateLimitRequest, UNIT_NAMES, unitToDivider } from '../core/rls';
 
 export interface ExplainOptions {
@@ -82,8 +83,30 @@ export async function explainRequest(config: RateLimitConfig, request: RateLimit
       }
       out += `  count: ${c === undefined ? 'not available' : `${c} of ${rule.limit.requestsPerUnit} in this window`}\n`;
     }
+    const cand = rule.candidate;
+    if (cand === undefined) continue;
+    out += `  candidate: ${describeLimit(cand)}: counted beside the rule, never changes the answer\n`;
+    const enforced: CounterOp = { key, hits: 0, windowSeconds: divider, rule };
+    const cop = candidateOp(cand, keyStem(opts.cacheKeyPrefix, domain, d, rule), d.entries, 0, nowS, enforced);
+    out += `  candidate cache key: ${cop.key}\n`;
+    out += `  candidate stats: ${RULE_STATS_PREFIX}${rule.stats.key}.candidate_would_limit, /debug/candidates\n`;
+    if (opts.count !== undefined) {
+      let c: number | undefined;
+      try {
+        c = await opts.count(cop);
+      } catch (err) {
+        out += `  candidate count: the store did not answer (${(err as Error).message})\n`;
+        continue;
+      }
+      out += `  candidate count: ${c === undefined || c < 0 ? 'not available' : `${c} of ${cand.limit.requestsPerUnit}`}\n`;
+    }
   }
   return out;
+}
+
+function describeLimit(r: RateLimitRule): string {
+  const algo = r.algorithm !== undefined ? ` (${r.algorithm}${r.algorithm === 'token_bucket' ? `, burst ${r.burst ?? r.limit.requestsPerUnit}` : ''})` : '';
+  return `${r.limit.requestsPerUnit} per ${UNIT_NAMES[r.limit.unit] ?? r.limit.unit}${algo}`;
 }
 
 function describeRule(r: RateLimitRule): string {

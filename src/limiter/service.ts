@@ -10,7 +10,7 @@ import { type Counter, RULE_STATS_PREFIX, sanitizeStatName, type StatsStore } fr
 import type { Attributes, Span, Tracing } from '../telemetry/tracing';
 import type { DenialRing, Transport } from '../telemetry/denials';
 import type { Clock } from '../platform/clock';
-import { keyStem, secondsUntilReset, windowStart } from './cache-key';
+import { CANDIDATE_KEY_SUFFIX, keyStem, secondsUntilReset, windowStart } from './cache-key';
 import { algorithmStatus, mostRestrictive, tokenBucketKey } from './algorithms';
 import type { LocalCache } from './local-cache';
 import { counterStatus, localCacheOverLimitStatus, okStatus } from './status';
@@ -209,7 +209,8 @@ export class RateLimitService {
     const slots: Array<number | DescriptorStatus> = [];
     // Descriptor i's limits are slots[firstSlot[i]] .. slots[firstSlot[i + 1] - 1].
     const firstSlot = new Array<number>(n + 1);
-    let localCacheHit = false;
+    // PLANNED_* bits of every planLimit.
+    let planned = 0;
 
     for (let i = 0; i < n; i++) {
       firstSlot[i] = slots.length;
@@ -221,21 +222,24 @@ export class RateLimitService {
       const d = descriptors[i]!;
       const hits = d.hitsAddend !== undefined ? d.hitsAddend : defaultHits;
       const stem = keyStem(cacheKeyPrefix, request.domain, d, rule);
-      if (this.planLimit(rule, stem, d.entries, hits, nowMs, nowS, ops, slots)) localCacheHit = true;
+      planned |= this.planLimit(rule, stem, d.entries, hits, nowMs, nowS, ops, slots);
       const more = rule.more;
       if (more !== undefined) {
-        for (let k = 0; k < more.length; k++) if (this.planLimit(more[k]!, stem, d.entries, hits, nowMs, nowS, ops, slots)) localCacheHit = true;
+        for (let k = 0; k < more.length; k++) planned |= this.planLimit(more[k]!, stem, d.entries, hits, nowMs, nowS, ops, slots);
       }
     }
     firstSlot[n] = slots.length;
-    if (ops.length === 0) return this.resolve(statuses, slots, firstSlot, ops, undefined, nowMs);
+    // A candidate's op is only added beside its enforced op: it never makes a round trip of its own.
+    const withCandidates = (planned & PLANNED_CANDIDATE) !== 0;
+    if (ops.length === 0) return this.resolve(statuses, slots, firstSlot, ops, undefined, nowMs, false);
+    const localCacheHit = (planned & PLANNED_LOCAL) !== 0;
 
     const context = caller === undefined
       ? localCacheHit ? OVER_ELSEWHERE : NOT_OVER_ELSEWHERE
       : localCacheHit ? caller.overLimitElsewhere : caller.notOverLimitElsewhere;
     const sync = this.store.incrementSync;
     if (sync !== undefined) {
-      return this.resolve(statuses, slots, firstSlot, ops, sync.call(this.store, ops, nowMs, context), nowMs);
+      return this.resolve(statuses, slots, firstSlot, ops, sync.call(this.store, ops, nowMs, context), nowMs, withCandidates);
     }
     const { tracing, storeSpan } = this.opts;
     const child = span !== undefined && tracing !== undefined && storeSpan !== undefined
@@ -244,23 +248,27 @@ export class RateLimitService {
     return this.store.increment(ops, nowMs, context).then(
       (counts) => {
         child?.end();
-        return this.resolve(statuses, slots, firstSlot, ops, counts, nowMs);
+        return this.resolve(statuses, slots, firstSlot, ops, counts, nowMs, withCandidates);
       },
       (err: unknown) => {
         child?.end();
         const mode = this.opts.failureMode ?? 'error';
-        if (mode === 'error' || !(err instanceof StoreError)) throw err;
+        if (mode === 'error' || !(err instanceof StoreError)) {
+          if (withCandidates) countCandidates(ops, undefined, 0);
+          throw err;
+        }
         // The store failed, but the operator chose an answer over an error: count both.
         this.storeError.inc();
         (mode === 'allow' ? this.failureAllowed : this.failureDenied).inc();
-        return this.resolve(statuses, slots, firstSlot, ops, mode, nowMs);
+        return this.resolve(statuses, slots, firstSlot, ops, mode, nowMs, withCandidates);
       },
     );
   }
 
   /**
    * Adds one limit's slot: a status when the local cache knows its window is over the limit,
-   * else an op for the store. Counts its hits. Returns whether the local cache answered.
+   * else an op for the store. Counts its hits. Then its candidate's op, if it has one (an op
+   * without a slot). Returns PLANNED_* bits (0: an op, no candidate).
    */
   private planLimit(
     r: RateLimitRule,
@@ -271,29 +279,39 @@ export class RateLimitService {
     nowS: number,
     ops: CounterOp[],
     slots: Array<number | DescriptorStatus>,
-  ): boolean {
+  ): number {
     const div = unitToDivider(r.limit.unit);
     const suffix = r.keySuffix ?? '';
     r.stats.totalHits.inc(hits);
     slots.push(ops.length);
+    let op: CounterOp;
     if (r.algorithm === 'token_bucket') {
-      ops.push({ key: tokenBucketKey(stem, suffix), hits, windowSeconds: div, rule: r, prevKey: undefined, stem, entries });
-      return false;
+      op = { key: tokenBucketKey(stem, suffix), hits, windowSeconds: div, rule: r, prevKey: undefined, stem, entries };
+      ops.push(op);
+    } else {
+      const ws = windowStart(nowS, div);
+      const key = suffix === '' ? stem + ws : stem + ws + suffix;
+      if (r.algorithm === 'sliding_window') {
+        op = { key, hits, windowSeconds: div, rule: r, prevKey: stem + (ws - div) + suffix, stem, entries };
+        ops.push(op);
+      } else {
+        const localCache = this.opts.localCache;
+        if (localCache !== undefined && localCache.has(key, nowMs)) {
+          slots[slots.length - 1] = localCacheOverLimitStatus(r, hits, secondsUntilReset(nowS, div));
+          r.watch?.overInCache(stem, entries, hits, nowS);
+          // Its candidate is not counted either: it might reach a node this request does not.
+          r.candidate?.watch?.uncounted?.(hits);
+          return PLANNED_LOCAL;
+        } else {
+          op = { key, hits, windowSeconds: div, rule: r, prevKey: undefined, stem, entries };
+          ops.push(op);
+        }
+      }
     }
-    const ws = windowStart(nowS, div);
-    const key = suffix === '' ? stem + ws : stem + ws + suffix;
-    if (r.algorithm === 'sliding_window') {
-      ops.push({ key, hits, windowSeconds: div, rule: r, prevKey: stem + (ws - div) + suffix, stem, entries });
-      return false;
-    }
-    const localCache = this.opts.localCache;
-    if (localCache !== undefined && localCache.has(key, nowMs)) {
-      slots[slots.length - 1] = localCacheOverLimitStatus(r, hits, secondsUntilReset(nowS, div));
-      r.watch?.overInCache(stem, entries, hits, nowS);
-      return true;
-    }
-    ops.push({ key, hits, windowSeconds: div, rule: r, prevKey: undefined, stem, entries });
-    return false;
+    const c = r.candidate;
+    if (c === undefined) return 0;
+    ops.push(candidateOp(c, stem, entries, hits, nowS, op));
+    return PLANNED_CANDIDATE;
   }
 
   /**
@@ -308,8 +326,10 @@ export class RateLimitService {
     ops: readonly CounterOp[],
     counts: readonly number[] | 'allow' | 'deny' | undefined,
     nowMs: number,
+    withCandidates: boolean,
   ): DescriptorStatus[] {
     const nowS = Math.floor(nowMs / 1000);
+    if (withCandidates) countCandidates(ops, counts, nowS);
     for (let i = 0; i < statuses.length; i++) {
       const from = firstSlot[i]!;
       const to = firstSlot[i + 1]!;
@@ -443,6 +463,37 @@ export class RateLimitService {
       const d = request.descriptors[i]!;
       denials.record(request.domain, d, rules[i], status, d.hitsAddend !== undefined ? d.hitsAddend : defaultHits, overallCode, transport, caller);
     }
+  }
+}
+
+/** planLimit's answer, bits: the local cache answered the limit; a candidate's op was added. */
+const PLANNED_LOCAL = 1;
+const PLANNED_CANDIDATE = 2;
+
+/**
+ * A candidate limit's op, beside the enforced op `follows`: the enforced key's form with the
+ * candidate's window start, then CANDIDATE_KEY_SUFFIX.
+ */
+export function candidateOp(c: RateLimitRule, stem: string, entries: readonly Entry[], hits: number, nowS: number, follows: CounterOp): CounterOp {
+  const div = unitToDivider(c.limit.unit);
+  if (c.algorithm === 'token_bucket') {
+    return { key: tokenBucketKey(stem, '') + CANDIDATE_KEY_SUFFIX, hits, windowSeconds: div, rule: c, prevKey: undefined, stem, entries, follows };
+  }
+  const ws = windowStart(nowS, div);
+  const prevKey = c.algorithm === 'sliding_window' ? stem + (ws - div) + CANDIDATE_KEY_SUFFIX : undefined;
+  return { key: stem + ws + CANDIDATE_KEY_SUFFIX, hits, windowSeconds: div, rule: c, prevKey, stem, entries, follows };
+}
+
+/** What the store answered for each candidate op, to its watch (never to a status). */
+function countCandidates(ops: readonly CounterOp[], counts: readonly number[] | 'allow' | 'deny' | undefined, nowS: number): void {
+  for (let k = 0; k < ops.length; k++) {
+    const op = ops[k]!;
+    if (op.follows === undefined) continue;
+    const watch = op.rule.watch;
+    if (watch === undefined) continue;
+    const after = typeof counts === 'object' ? counts[k]! : -1;
+    if (after < 0) watch.uncounted?.(op.hits);
+    else watch.counted(op.stem!, op.entries!, op.hits, after, nowS);
   }
 }
 

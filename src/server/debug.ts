@@ -33,6 +33,8 @@ export interface DebugServerOptions {
   quotaBuckets?: () => string | Iterable<string> | Promise<string | AsyncIterable<string>>;
   /** `/debug/hotkeys`: the hot keys of the loaded limits for the query (JSON), as `denials`. */
   hotKeys?: (query: URLSearchParams) => string | Promise<string>;
+  /** `/debug/candidates`: what the candidate limits would have done (JSON), as `denials`. */
+  candidates?: (query: URLSearchParams) => string | Promise<string>;
   /**
    * `/debug/pprof/profile`: records a CPU profile for `ms` milliseconds (default: of this process).
    * `query` is the request's query string (worker mode reads `worker` from it).
@@ -77,6 +79,7 @@ function answer<T>(res: http.ServerResponse, what: string, get: () => T | Promis
 const localProfile = (ms: number): Promise<CpuProfileAnswer> => cpuProfile(ms).then((profile) => ({ profile }));
 
 const ENDPOINTS: ReadonlyArray<[string, string]> = [
+  ['/debug/candidates', 'what each candidate limit would have done since its load (JSON): ?domain=D&rule=R&k=N&offset=O&limit=L, each optional'],
   ['/debug/config-history', 'the last config loads, each with its version and what it changed: ?limit=N&before=SEQ (JSON)'],
   ['/debug/denials', 'the last OVER_LIMIT decisions, newest first: ?limit=N&before=SEQ&domain=D&rule=KEY (JSON)'],
   ['/debug/explain', 'explain a request: ?domain=D&descriptors=k=v,k2=v2 (repeatable), or an RLQS bucket: ?domain=D&bucket=k=v,k2=v2'],
@@ -89,6 +92,14 @@ const ENDPOINTS: ReadonlyArray<[string, string]> = [
 ];
 
 const MAX_PROFILE_SECONDS = 300;
+
+/** The JSON pages: their answer (a refused query throws DebugHttpError 400). */
+const JSON_PAGES: Readonly<Record<string, (o: DebugServerOptions) => ((query: URLSearchParams) => string | Promise<string>) | undefined>> = {
+  '/debug/denials': (o) => o.denials,
+  '/debug/config-history': (o) => o.configHistory,
+  '/debug/hotkeys': (o) => o.hotKeys,
+  '/debug/candidates': (o) => o.candidates,
+};
 
 /** The setting that turned a JSON page off, for its 404. */
 const JSON_PAGE_OFF: Readonly<Record<string, string>> = {
@@ -152,8 +163,9 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
       }
       case '/debug/denials':
       case '/debug/config-history':
-      case '/debug/hotkeys': {
-        const page = path === '/debug/denials' ? opts.denials : path === '/debug/config-history' ? opts.configHistory : opts.hotKeys;
+      case '/debug/hotkeys':
+      case '/debug/candidates': {
+        const page = JSON_PAGES[path]?.(opts);
         if (page === undefined) {
           plainError(res, 404, `${path} is not served here${JSON_PAGE_OFF[path] ? ` (${JSON_PAGE_OFF[path]})` : ''}`);
           return;

@@ -218,4 +218,24 @@ describe('memory store with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', () => {
     expect(await plain.increment(ops(1), 0, { overLimitElsewhere: true })).toEqual([1, 1]);
     expect(await plain.increment(ops(20), 0)).toEqual([21, 21]);
   });
+
+  it('keeps candidate limits in a table of their own: no place, caller budget or STOP_CACHE_KEY_INCREMENT say taken from the enforced keys', async () => {
+    const overCallerBudget = new StatsStore().counter('over');
+    const overflowed = new StatsStore().counter('overflowed');
+    const s = new MemoryStore({ maxKeys: 2, callerNewKeysPerSecond: 2, overCallerBudget, overflowed, stopIncrementWhenOverLimit: true });
+    const caller = new Caller('192.0.2.1');
+    const cand = rule(stats, 'd.k.candidate', 1, Unit.MINUTE);
+    const beside = (enforced: CounterOp, hits = 1): CounterOp => ({ key: enforced.key + '_cand', hits, windowSeconds: 60, rule: cand, follows: enforced });
+    const a = op('a');
+    const b = op('b');
+    // Two enforced keys, each with a candidate over its limit of 1 from the second call: the
+    // enforced keys take both places and the caller's two new keys, and are charged every hit.
+    expect(s.incrementSync([a, beside(a), b, beside(b)], 0, caller.notOverLimitElsewhere)).toEqual([1, 1, 1, 1]);
+    expect(s.incrementSync([a, beside(a), b, beside(b)], 0, caller.notOverLimitElsewhere)).toEqual([2, 2, 2, 2]);
+    expect(s.size).toBe(2);
+    expect(overCallerBudget.value).toBe(0);
+    expect(overflowed.value).toBe(0);
+    // Some key over in the local cache: the enforced keys add nothing, the candidates every hit.
+    expect(s.incrementSync([a, beside(a)], 0, caller.overLimitElsewhere)).toEqual([2, 3]);
+  });
 });

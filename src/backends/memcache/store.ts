@@ -43,6 +43,9 @@
  *   and a TypeScript instance configured with the same list share their counters.
  * - MEMCACHE_TLS=true is refused at start-up: memjs (the client) has no TLS at all, and connecting
  *   in plaintext when TLS was asked for would be unsafe.
+ * - A candidate limit's key (CounterOp.follows) is kept on the node of the enforced key it follows
+ *   (crc32 of that key), so it is read in the same write to the same node; one memcached cannot
+ *   hold (too long with its `_cand`) is not counted (-1) instead of failing the request.
  * - MEMCACHE_MAX_IDLE_CONNS has no equivalent: memjs keeps exactly one connection per node and
  *   pipelines every command on it (no pool, so nothing idles). A non-default value is warned about.
  */
@@ -272,8 +275,32 @@ export class MemcacheStore implements CounterStore {
   }
 
   increment(ops: readonly CounterOp[], nowMs: number): Promise<number[]> {
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      if (op.follows !== undefined && (keyProblem(op.key) !== undefined || (op.prevKey !== undefined && keyProblem(op.prevKey) !== undefined))) {
+        return this.withoutUnfitCandidates(ops, nowMs);
+      }
+    }
     for (let i = 0; i < ops.length; i++) if (ops[i]!.rule.algorithm !== undefined) return this.incrementSliding(ops, nowMs);
     return this.incrementFixed(ops, nowMs);
+  }
+
+  /**
+   * A candidate limit's key memcached cannot hold (its `_cand` made it too long) must not fail
+   * the request its enforced key answers: it is left out and answered -1 (not counted).
+   */
+  private async withoutUnfitCandidates(ops: readonly CounterOp[], nowMs: number): Promise<number[]> {
+    const kept: CounterOp[] = [];
+    const at = new Array<number>(ops.length).fill(-1);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      const unfit = op.follows !== undefined && (keyProblem(op.key) !== undefined || (op.prevKey !== undefined && keyProblem(op.prevKey) !== undefined));
+      if (unfit) continue;
+      at[i] = kept.length;
+      kept.push(op);
+    }
+    const counts = kept.length === 0 ? [] : await this.increment(kept, nowMs);
+    return at.map((j) => (j < 0 ? -1 : counts[j]!));
   }
 
   /**
@@ -311,7 +338,7 @@ export class MemcacheStore implements CounterStore {
       if (count <= op.rule.limit.requestsPerUnit && op.hits > 0 && !this.closed) {
         const nodes = this.pool.nodes;
         if (nodes.length === 0) continue;
-        const node = nodes.length === 1 ? nodes[0]! : nodes[pickNode(op.key, nodes.length)]!;
+        const node = nodes.length === 1 ? nodes[0]! : nodes[pickNode((op.follows ?? op).key, nodes.length)]!;
         if (this.pool.skips(node)) {
           this.stats.incrementError.inc();
           continue;
@@ -391,7 +418,9 @@ export class MemcacheStore implements CounterStore {
     for (let k = 0; k < nodeCount; k++) groups.push([]);
     for (let i = 0; i < n; i++) {
       if (dupOf[i] !== -1) continue;
-      const k = pickNode(ops[i]!.key, nodeCount);
+      // A candidate limit's key lives beside its enforced key: the same node, the same read.
+      const op = ops[i]!;
+      const k = pickNode((op.follows ?? op).key, nodeCount);
       nodeOf[i] = k;
       groups[k]!.push(i);
     }

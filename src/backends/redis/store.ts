@@ -4,7 +4,9 @@
  *
  * - For every op: `INCRBY key hits` then `EXPIRE key window + jitter`, EXPIRE sent on every hit;
  *   jitter is `floor(random · EXPIRATION_JITTER_MAX_SECONDS)` (0..N-1, as Go's `rand.Int63n`).
- * - Ops with a one-second window go to the per-second instance when REDIS_PERSECOND is on.
+ * - Ops with a one-second window go to the per-second instance when REDIS_PERSECOND is on; a
+ *   candidate limit's op goes where the enforced op it follows goes, in the same pipeline. A
+ *   cluster refuses candidates at load (their keys may hash to another node).
  * - Single / sentinel: all the commands of one request in one pipeline (one round trip; with the
  *   per-second instance two pipelines, sent concurrently). Cluster: one pipeline per master node (per
  *   hash slot while a node's connection is not ready, and with REDIS_BATCH_SCRIPT), all sent at
@@ -106,8 +108,17 @@ export class RedisStore implements CounterStore {
     });
     this.mainBatcher = new Batcher(this.main, s.pipelineWindowMs, s.pipelineLimit, s.clusterPipelineParallelism, s.timeoutMs, s.batchScript);
     // The sliding-window script reads two windows' keys, which a cluster may hold in different slots.
+    // A candidate's key may hash to another slot than its enforced key's, so another node: a
+    // second pipeline, and that node's failure would fail requests the enforced keys answer.
     this.restrictions = this.main.isCluster
-      ? [{ store: 'redis cluster', algorithm: 'sliding_window', reason: 'its two window keys may live in different hash slots' }]
+      ? [
+        { store: 'redis cluster', algorithm: 'sliding_window', reason: 'its two window keys may live in different hash slots' },
+        {
+          store: 'redis cluster',
+          algorithm: 'candidate',
+          reason: "a candidate's key may live on another node than its rule's, which would add a round trip and let that node's failure change answers",
+        },
+      ]
       : [];
     this.main.onStateChange(() => this.checkHealth());
     if (s.perSecond.enabled) {
@@ -238,7 +249,7 @@ export class RedisStore implements CounterStore {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i]!;
       if (op.rule.algorithm !== undefined) {
-        if (ps !== undefined && op.windowSeconds === 1) {
+        if (ps !== undefined && (op.follows ?? op).windowSeconds === 1) {
           ps.script(req, i, op);
           usedPs = true;
         } else {
@@ -249,7 +260,7 @@ export class RedisStore implements CounterStore {
       }
       const ttl = jitterMax > 0 ? op.windowSeconds + Math.floor(this.random() * jitterMax) : op.windowSeconds;
       const addend = addends === undefined ? op.hits : addends[i]!;
-      if (ps !== undefined && op.windowSeconds === 1) {
+      if (ps !== undefined && (op.follows ?? op).windowSeconds === 1) {
         ps.incr(req, i, op.key, addend, ttl);
         usedPs = true;
       } else {
@@ -274,7 +285,7 @@ export class RedisStore implements CounterStore {
         req.current[i] = 0; // decided by its script in the next phase
         continue;
       }
-      if (ps !== undefined && op.windowSeconds === 1) {
+      if (ps !== undefined && (op.follows ?? op).windowSeconds === 1) {
         ps.get(req, i, op.key);
         usedPs = true;
       } else {
@@ -295,7 +306,7 @@ export class RedisStore implements CounterStore {
     const ps = this.perSecondBatcher;
     let probes: Circuit[] | undefined;
     for (const op of ops) {
-      const batcher = ps !== undefined && op.windowSeconds === 1 ? ps : this.mainBatcher;
+      const batcher = ps !== undefined && (op.follows ?? op).windowSeconds === 1 ? ps : this.mainBatcher;
       const c = batcher.openCircuitOf(op.key);
       if (c === undefined) continue;
       if (!c.wouldAdmit()) return new StoreError(`${batcher.circuitName(op.key)} circuit open: ${c.reason}`, true);

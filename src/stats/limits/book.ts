@@ -14,9 +14,10 @@
  */
 import type { RateLimitRule } from '../../core/rule';
 import { UNIT_NAMES, unitToDivider } from '../../core/rls';
-import type { Gauge, StatsStore } from '../store';
+import type { Counter, Gauge, StatsStore } from '../store';
 import { replaceTagChars } from '../tags';
 import { HotKeys, type Horizon } from './hot-keys';
+import { CandidateWatch, type CandidateHost } from './candidates';
 import { RuleWindow, type WindowHost } from './headroom';
 import { byCount, type HotEntry } from './space-saving';
 import { describeValue, type ValuePrivacy } from '../../telemetry/value-privacy';
@@ -49,7 +50,11 @@ export interface PageAnswer {
   readonly body: string;
 }
 
-export class LimitsBook implements WindowHost {
+/** Candidates listed per page of /debug/candidates at most, and by default. */
+export const MAX_CANDIDATES_PER_PAGE = 1000;
+const DEFAULT_CANDIDATES_PER_PAGE = 100;
+
+export class LimitsBook implements WindowHost, CandidateHost {
   headroom = DEFAULT_LIMITS_OPTIONS.headroom;
   topK = DEFAULT_LIMITS_OPTIONS.topK;
   sampleOneIn = DEFAULT_LIMITS_OPTIONS.sampleOneIn;
@@ -59,6 +64,9 @@ export class LimitsBook implements WindowHost {
   private readonly gauges = new Map<RuleWindow, Gauge[]>();
   private tracked = 0;
   private untracked = 0;
+  private candidates: CandidateWatch[] = [];
+  private candidatesTracked = 0;
+  private candidatesUntracked = 0;
 
   constructor(
     private readonly stats: StatsStore,
@@ -78,6 +86,32 @@ export class LimitsBook implements WindowHost {
     return new RuleWindow(this, key, domain, limit.name, limit.requestsPerUnit, limit.unit, unitToDivider(limit.unit), algorithm, burst);
   }
 
+  /** The watch of a rule's candidate limit (called as a config is built). */
+  candidate(
+    key: string,
+    domain: string,
+    name: string,
+    limit: { readonly requestsPerUnit: number; readonly unit: number },
+    algorithm: RateLimitRule['algorithm'],
+    burst: number | undefined,
+    enforced: { readonly requestsPerUnit: number; readonly unit: number; readonly algorithm: RateLimitRule['algorithm'] },
+  ): CandidateWatch {
+    return new CandidateWatch(this, key, domain, name, limit.requestsPerUnit, limit.unit, algorithm, burst, enforced);
+  }
+
+  claimCandidate(): boolean {
+    if (this.candidatesTracked >= this.maxRules) {
+      this.candidatesUntracked++;
+      return false;
+    }
+    this.candidatesTracked++;
+    return true;
+  }
+
+  wouldLimitCounter(w: CandidateWatch): Counter {
+    return this.stats.counter(this.prefix + w.key + '.candidate_would_limit');
+  }
+
   claimHotKeys(): HotKeys | undefined {
     if (this.topK === 0) return undefined;
     if (this.tracked >= this.maxRules) {
@@ -94,15 +128,19 @@ export class LimitsBook implements WindowHost {
    * limit that was published before are re-published at once (a changed limit shows at the next
    * flush or scrape); those of removed limits are removed.
    */
-  adopt(rules: Iterable<RateLimitRule>): void {
+  adopt(rules: Iterable<RateLimitRule>, nowS = 0): void {
     const next: RuleWindow[] = [];
     const byKey = new Map<string, RuleWindow>();
+    const nextCandidates: CandidateWatch[] = [];
     for (const r of rules) {
+      const c = r.candidate?.watch;
+      if (c instanceof CandidateWatch) nextCandidates.push(c);
       const w = r.watch;
       if (!(w instanceof RuleWindow) || byKey.has(w.key)) continue;
       byKey.set(w.key, w);
       next.push(w);
     }
+    this.adoptCandidates(nextCandidates, nowS);
     for (const old of this.current) {
       const w = byKey.get(old.key);
       if (w === old) continue;
@@ -113,6 +151,124 @@ export class LimitsBook implements WindowHost {
     this.tracked = 0;
     for (const w of next) if (w.hotKeys() !== undefined) this.tracked++;
     this.current = next;
+  }
+
+  /**
+   * A candidate the reload did not change (same rule, limit, unit and algorithm) keeps its figures
+   * and their start; a new or changed one starts at `nowS`.
+   */
+  private adoptCandidates(next: CandidateWatch[], nowS: number): void {
+    const old = new Map<string, CandidateWatch>();
+    for (const c of this.candidates) old.set(c.key, c);
+    this.candidatesTracked = 0;
+    for (const c of next) {
+      const o = old.get(c.key);
+      if (c.sinceS < 0) {
+        if (o !== undefined && o !== c && c.sameAs(o)) c.inherit(o);
+        else c.sinceS = nowS;
+      }
+      if (c.tracked) this.candidatesTracked++;
+    }
+    this.candidates = next;
+  }
+
+  /** The candidates of the config in use (tests and the debug page). */
+  candidateWatches(): readonly CandidateWatch[] {
+    return this.candidates;
+  }
+
+  /**
+   * `GET /debug/candidates[?domain=D[&rule=R]][&k=N][&offset=O][&limit=L]`: what each candidate
+   * limit would have done since its load, in /rlconfig order, L candidates from the O-th (default
+   * 100, at most 1,000), each with its top N keys (default HOT_KEYS_TOP_K, at most it).
+   */
+  candidatesPage(query: URLSearchParams, nowS: number): PageAnswer {
+    for (const name of query.keys()) {
+      if (!['domain', 'rule', 'k', 'offset', 'limit'].includes(name)) {
+        return bad(`unknown parameter ${JSON.stringify(name)}: candidates takes domain, rule, k, offset and limit`);
+      }
+      if (query.getAll(name).length > 1) return bad(`parameter ${JSON.stringify(name)} is given more than once`);
+    }
+    const int = (name: string, dflt: number, min: number, max: number, why: string): number | string => {
+      const t = query.get(name);
+      if (t === null) return dflt;
+      const v = /^\d{1,9}$/.test(t) ? Number(t) : NaN;
+      return v >= min && v <= max ? v : `${name} must be an integer from ${min} to ${max}${why}, not ${JSON.stringify(t)}`;
+    };
+    if (query.has('k') && this.topK === 0) return bad('top keys are off (HOT_KEYS_TOP_K=0): k cannot be given');
+    const k = int('k', this.topK, 1, this.topK, ' (HOT_KEYS_TOP_K)');
+    if (typeof k === 'string') return bad(k);
+    const limit = int('limit', DEFAULT_CANDIDATES_PER_PAGE, 1, MAX_CANDIDATES_PER_PAGE, '');
+    if (typeof limit === 'string') return bad(limit);
+    const offset = int('offset', 0, 0, 999_999_999, '');
+    if (typeof offset === 'string') return bad(offset);
+    const domain = query.get('domain');
+    const rule = query.get('rule');
+    let chosen: readonly CandidateWatch[] = this.candidates;
+    if (domain !== null) {
+      chosen = chosen.filter((c) => c.domain === domain);
+      if (chosen.length === 0) return bad(`domain ${JSON.stringify(domain)} has no candidate limits`);
+    }
+    if (rule !== null) {
+      if (domain === null) return bad('rule needs domain');
+      chosen = chosen.filter((c) => c.key === rule || c.key === domain + '.' + rule || (c.name !== '' && c.name === rule));
+      if (chosen.length === 0) return bad(`domain ${JSON.stringify(domain)} has no candidate limit on ${JSON.stringify(rule)} (a stats key or a limit's name)`);
+    }
+    const page = chosen.slice(offset, offset + limit);
+    const out: Record<string, unknown> = {
+      values: this.values,
+      k: this.topK === 0 ? 0 : k,
+      sample_one_in: this.sampleOneIn,
+      total: chosen.length,
+      offset,
+      limit,
+      ...(offset + page.length < chosen.length ? { next_offset: offset + page.length } : {}),
+      candidates_tracked: this.candidatesTracked,
+      candidates_not_tracked: this.candidatesUntracked,
+      candidates: page.map((c) => this.candidateInfo(c, this.topK === 0 ? 0 : k, nowS)),
+    };
+    return { status: 200, body: JSON.stringify(out, null, 2) + '\n' };
+  }
+
+  private candidateInfo(c: CandidateWatch, k: number, nowS: number): Record<string, unknown> {
+    const top = c.topKeys();
+    const listed = top === undefined ? [] : [...top.entries.values()].sort(byCount).slice(0, k);
+    const distinct = c.distinctKeys();
+    return {
+      domain: c.domain,
+      rule: c.key,
+      ...(c.name !== '' ? { name: c.name } : {}),
+      enforced: {
+        requests_per_unit: c.enforced.requestsPerUnit,
+        unit: UNIT_NAMES[c.enforced.unit] ?? String(c.enforced.unit),
+        ...(c.enforced.algorithm !== undefined ? { algorithm: c.enforced.algorithm } : {}),
+      },
+      candidate: {
+        requests_per_unit: c.requestsPerUnit,
+        unit: UNIT_NAMES[c.unit] ?? String(c.unit),
+        ...(c.algorithm !== undefined ? { algorithm: c.algorithm } : {}),
+        ...(c.algorithm === 'token_bucket' ? { burst: c.capacity } : {}),
+      },
+      since: new Date(Math.max(0, c.sinceS) * 1000).toISOString(),
+      seconds: Math.max(0, nowS - c.sinceS),
+      calls: c.calls,
+      hits: c.hits,
+      would_deny: c.wouldDeny,
+      would_limit_hits: c.wouldLimitHits,
+      uncounted_hits: c.uncountedHits,
+      ...(distinct !== undefined ? { distinct_keys: distinct } : {}),
+      peak_used: c.peakUsed,
+      peak_utilization: c.capacity > 0 ? c.peakUsed / c.capacity : c.peakUsed > 0 ? null : 0,
+      ...(c.peakAtS >= 0 ? { peak_at: new Date(c.peakAtS * 1000).toISOString() } : {}),
+      top_keys: listed.map((e) => ({
+        ...this.shown(e),
+        hits: Math.round(e.count),
+        error: Math.round(e.error),
+        would_limit_hits: Math.round(e.over),
+        remaining: e.remaining,
+        last_seen: new Date(e.lastSeenS * 1000).toISOString(),
+      })),
+    };
   }
 
   /** Sets the gauges of every published limit (the flusher runs this before each flush). */

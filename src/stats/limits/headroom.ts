@@ -40,7 +40,7 @@ const HLL_REGISTERS = 1 << HLL_BITS;
 const { clz32, imul } = Math;
 
 /** A HyperLogLog of 1,024 registers (1 KiB), over 32-bit hashes. */
-class DistinctEstimate {
+export class DistinctEstimate {
   private readonly registers = new Uint8Array(HLL_REGISTERS);
   private empty = HLL_REGISTERS;
 

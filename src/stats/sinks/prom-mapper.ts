@@ -485,7 +485,8 @@ export class MetricMapper {
   }
 }
 
-const RULE_STATS = ['near_limit', 'over_limit', 'total_hits', 'within_limit', 'shadow_mode'] as const;
+/** Upstream's rule counters, and the candidate limits' (extension, `<key>.candidate_would_limit`). */
+const RULE_STATS = ['near_limit', 'over_limit', 'total_hits', 'within_limit', 'shadow_mode', 'candidate_would_limit'] as const;
 const HEADROOM_STATS = ['limit', 'window_used', 'window_keys', 'window_keys_over_limit', 'utilization'] as const;
 
 /**

@@ -4,7 +4,7 @@
  * hung, and that counting resumes on the same store when they are back.
  */
 import type { MemcacheStore } from '../../../src/backends/memcache/store';
-import { StoreError } from '../../../src/core/store';
+import { type CounterOp, StoreError } from '../../../src/core/store';
 import net from 'node:net';
 import { StatsStore } from '../../../src/stats/store';
 import { type MemcachedServer, rawGet, startMemcachedServers } from '../../support/memcached';
@@ -194,6 +194,33 @@ describe('memcache store: two nodes', () => {
       await s.close();
       for (const sock of sockets) sock.destroy();
       await new Promise((res) => fake.close(res));
+    }
+  });
+
+  it('reads and counts a candidate on the node of the enforced key it follows: a node only its own key would hash to can be down', async () => {
+    const s = await createStore([a.address, b.address], { failureMode: 'deny' });
+    try {
+      // An enforced key on a whose `_cand` key would hash to b.
+      let enforced = '';
+      for (let i = 0; i < 10_000 && enforced === ''; i++) {
+        const k = uniqueKey(`cand${i}`);
+        if (s.serverFor(k) === a.address && s.serverFor(k + '_cand') === b.address) enforced = k;
+      }
+      expect(enforced).not.toBe('');
+      const e = op(enforced, 1);
+      const c: CounterOp = { ...op(enforced + '_cand', 1), follows: e };
+      expect(await s.increment([e, c], Date.now())).toEqual([1, 1]);
+      await s.idle();
+      expect(await holders(c.key)).toEqual([a.address]);
+      // b down: the request reaches only a, as without the candidate.
+      await b.kill();
+      expect(await s.increment([e, c], Date.now())).toEqual([2, 2]);
+      await s.idle();
+      // A candidate key memcached cannot hold is left uncounted (-1), not a failed request.
+      const long: CounterOp = { ...op(enforced + '_'.repeat(250) + '_cand', 1), follows: e };
+      expect(await s.increment([e, long], Date.now())).toEqual([3, -1]);
+    } finally {
+      await s.close();
     }
   });
 });

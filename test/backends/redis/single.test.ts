@@ -6,7 +6,7 @@
 import type { Redis } from 'ioredis';
 import type { RedisStore } from '../../../src/backends/redis/store';
 import { cacheKey } from '../../../src/limiter/cache-key';
-import { StoreError } from '../../../src/core/store';
+import { type CounterOp, StoreError } from '../../../src/core/store';
 import { Unit } from '../../../src/core/rls';
 import { StatsStore } from '../../../src/stats/store';
 import { commandStats, startRedis, type RedisServer } from '../../support/redis';
@@ -260,6 +260,35 @@ describe('redis store: per-second instance', () => {
       expect((await commandStats(redis))['incrby']).toBe(1);
       expect(statsStore.gauge('ratelimit.redis_per_second_pool.cx_active').value).toBe(2);
       expect(statsStore.gauge('ratelimit.redis_pool.cx_active').value).toBe(2);
+    } finally {
+      jest.restoreAllMocks();
+      await store.close();
+    }
+  });
+});
+
+describe('redis store: candidate limits', () => {
+  it('counts a candidate in the pipeline of the enforced key it follows, on that key\'s instance (one round trip)', async () => {
+    const s = redisSettings({ url: redis.address, perSecond: { enabled: true, url: second.address } });
+    const store = await connectStore(s);
+    try {
+      const spy = pipelineSpy();
+      // A per-second limit with a per-minute candidate: both on the per-second instance.
+      const sec = op(uniqueKey('sec'), 1, 1);
+      const cand: CounterOp = { ...op(sec.key + '_cand', 1, 60, ruleOf(1, Unit.MINUTE)), follows: sec };
+      expect(await store.increment([sec, cand], 0)).toEqual([1, 1]);
+      expect(spy).toHaveBeenCalledTimes(1);
+      expect(await second.cli(['GET', cand.key])).toBe('1\n');
+      expect(Number(await second.cli(['TTL', cand.key]))).toBeGreaterThan(1);
+      expect(await redis.cli(['EXISTS', cand.key])).toBe('0\n');
+      // A per-minute limit with a per-second candidate: both on the main instance.
+      spy.mockClear();
+      const min = op(uniqueKey('min'), 2, 60);
+      const cand2: CounterOp = { ...op(min.key + '_cand', 2, 1, ruleOf(1, Unit.SECOND)), follows: min };
+      expect(await store.increment([min, cand2], 0)).toEqual([2, 2]);
+      expect(spy).toHaveBeenCalledTimes(1);
+      expect(await redis.cli(['GET', cand2.key])).toBe('2\n');
+      expect(await second.cli(['EXISTS', cand2.key])).toBe('0\n');
     } finally {
       jest.restoreAllMocks();
       await store.close();
