@@ -430,8 +430,9 @@ export class LoadedConfig implements RateLimitConfig {
       isOverride: false,
       ...(base.algorithm !== undefined ? { algorithm: base.algorithm, burst: base.burst } : {}),
       ...(base.more !== undefined ? { more: this.moreRules(base.more, base.stats, fullKey, stats, patterns) } : {}),
-      // Counted for the config's limit, whatever its stats key.
+      // Counted for the config's limit, whatever its stats key: its group, its window, its candidate.
       group: base.group,
+      ...(base.watch !== undefined ? { watch: base.watch } : {}),
       ...(base.candidate !== undefined ? { candidate: base.candidate } : {}),
     });
   }

@@ -293,3 +293,26 @@ descriptors:
     expect(Object.isFrozen(r.shareThresholdKeyPattern)).toBe(true);
   });
 });
+
+test("a rule made per request (value_to_metric, detailed_metric) counts in its config limit's window: the headroom and hot keys are per limit, not per value", () => {
+  const stats = new StatsStore();
+  const c = load(
+    `domain: d
+descriptors:
+  - key: user
+    value_to_metric: true
+    ${RL}
+  - key: path
+    detailed_metric: true
+    ${RL}
+`,
+    { stats },
+  );
+  for (const key of ['user', 'path']) {
+    const a = c.getLimit('d', desc([key, 'alice']))!;
+    const b = c.getLimit('d', desc([key, 'bob']))!;
+    expect(a.fullKey).not.toBe(b.fullKey);
+    expect(a.watch).toBeDefined();
+    expect(a.watch).toBe(b.watch);
+  }
+});
