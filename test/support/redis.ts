@@ -519,9 +519,10 @@ export interface SentinelSet {
   master(): Promise<RedisServer>;
   /**
    * SIGKILLs the current master and waits until the sentinels agree on the promoted replica;
-   * `beforeKill` runs right before the signal.
+   * `afterKill` runs once the old master has exited and what it had sent before has been read
+   * (an answer already on its way when the signal came is not "after the kill").
    */
-  failover(beforeKill?: () => void): Promise<RedisServer>;
+  failover(afterKill?: () => void): Promise<RedisServer>;
   /**
    * A planned switch-over (`SENTINEL FAILOVER`, the old master stays up): waits until the
    * sentinels agree on the promoted replica and it reports the master role.
@@ -621,10 +622,13 @@ export async function startSentinelSet(options: StartSentinelOptions = {}): Prom
       sentinels,
       url: [name, ...sentinels.map((s) => s.address)].join(','),
       master: async () => byPort(await masterPort()),
-      async failover(beforeKill?: () => void) {
+      async failover(afterKill?: () => void) {
         const old = byPort(await masterPort());
-        beforeKill?.();
         await old.kill();
+        // two loop turns: the poll phase reads what the dead server's sockets still held
+        await new Promise((resolve) => setImmediate(resolve));
+        await new Promise((resolve) => setImmediate(resolve));
+        afterKill?.();
         const next = servers.find((s) => s !== old)!;
         await promoted(next);
         return next;
