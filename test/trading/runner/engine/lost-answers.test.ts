@@ -255,11 +255,12 @@ describe('an order call whose answer is lost', () => {
     const strategy = acting(seen, (ctx) => ctx.openTrade({ symbol: SYM, isBuy: true, amount: 10, limit: 30, isInPips: true }));
     proxy.withhold('/trading/open_trade');
     const jfile = jfileOf();
+    // lost from the start (onStart's call may go out before a fault installed later)
+    sim.faults.dropPushes(Infinity, (event) => event === 'Order' || event === 'OpenPosition');
     const r = await startRun({ sim, proxy, strategy, jfile });
     let result: LiveResult;
     try {
       await waitFor(() => sim.requestCounts()['/trading/get_model:OpenPosition'] === 1, 'the start-up snapshot');
-      sim.faults.dropPushes(Infinity, (event) => event === 'Order' || event === 'OpenPosition');
       await waitFor(() => seen.outcomes.length === 1 && seen.trades.length === 1, 'the call settled and its trade opened');
     } finally {
       result = await r.finish();
@@ -283,11 +284,13 @@ describe('an order call whose answer is lost', () => {
     const jfile = jfileOf();
     // one OpenPosition snapshot an hour: the start-up snapshot takes it
     const limits = tightBrokerLimits({ endpoint: 'get_model', model: 'OpenPosition', unit: 'hour', requestsPerUnit: 1 });
+    // the order's pushes are lost from the start: onStart's call may go out as soon as the start-up
+    // snapshot is answered, before a test could install the fault after it
+    sim.faults.dropPushes(Infinity, (event) => event === 'Order' || event === 'OpenPosition');
     const r = await startRun({ sim, proxy, strategy, jfile, limits, lostSnapshotTtlMs: 300 });
     let first: LiveResult;
     try {
       await waitFor(() => sim.requestCounts()['/trading/get_model:OpenPosition'] === 1, 'the start-up snapshot');
-      sim.faults.dropPushes(Infinity, (event) => event === 'Order' || event === 'OpenPosition');
       await waitFor(() => seen.outcomes.length === 1, 'the call settled');
     } finally {
       first = await r.finish();
