@@ -93,18 +93,16 @@ const ENDPOINTS: ReadonlyArray<[string, string]> = [
 
 const MAX_PROFILE_SECONDS = 300;
 
-/** The JSON pages: their answer (a refused query throws DebugHttpError 400). */
-const JSON_PAGES: Readonly<Record<string, (o: DebugServerOptions) => ((query: URLSearchParams) => string | Promise<string>) | undefined>> = {
-  '/debug/denials': (o) => o.denials,
-  '/debug/config-history': (o) => o.configHistory,
-  '/debug/hotkeys': (o) => o.hotKeys,
-  '/debug/candidates': (o) => o.candidates,
-};
-
-/** The setting that turned a JSON page off, for its 404. */
-const JSON_PAGE_OFF: Readonly<Record<string, string>> = {
-  '/debug/denials': 'DEBUG_DENIALS_SIZE=0',
-  '/debug/config-history': 'DEBUG_CONFIG_HISTORY_SIZE=0',
+/**
+ * The JSON pages: where their answer comes from (a refused query throws DebugHttpError 400), and
+ * the setting that turned one off, for its 404.
+ */
+type JsonPage = (query: URLSearchParams) => string | Promise<string>;
+const JSON_PAGES: Readonly<Record<string, { readonly page: (o: DebugServerOptions) => JsonPage | undefined; readonly off?: string }>> = {
+  '/debug/denials': { page: (o) => o.denials, off: 'DEBUG_DENIALS_SIZE=0' },
+  '/debug/config-history': { page: (o) => o.configHistory, off: 'DEBUG_CONFIG_HISTORY_SIZE=0' },
+  '/debug/hotkeys': { page: (o) => o.hotKeys },
+  '/debug/candidates': { page: (o) => o.candidates },
 };
 
 export function createDebugHandler(opts: DebugServerOptions): http.RequestListener {
@@ -165,9 +163,10 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
       case '/debug/config-history':
       case '/debug/hotkeys':
       case '/debug/candidates': {
-        const page = JSON_PAGES[path]?.(opts);
+        const { page: pageOf, off } = JSON_PAGES[path]!;
+        const page = pageOf(opts);
         if (page === undefined) {
-          plainError(res, 404, `${path} is not served here${JSON_PAGE_OFF[path] ? ` (${JSON_PAGE_OFF[path]})` : ''}`);
+          plainError(res, 404, `${path} is not served here${off !== undefined ? ` (${off})` : ''}`);
           return;
         }
         const query = new URL(req.url ?? '/', 'http://x').searchParams;
