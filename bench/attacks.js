@@ -27,7 +27,6 @@ const os = require('node:os');
 const path = require('node:path');
 const {
   ROOT,
-  SERVICE,
   intEnv,
   sh,
   NPROC,
@@ -43,17 +42,11 @@ const {
   SERVICE_CONFIG,
   startService,
   spawnNode,
+  builtMessages,
 } = require('./processes.js');
 
-const GENERATED = path.join(ROOT, 'dist/generated/envoy/service/ratelimit/v3/rls.js');
 const RESULTS = path.join(__dirname, 'results');
-for (const f of [GENERATED, SERVICE]) {
-  if (!fs.existsSync(f)) {
-    console.error(`missing ${path.relative(ROOT, f)}: build first (make bench-attacks builds, or make build)`);
-    process.exit(2);
-  }
-}
-const { RateLimitRequest } = require(GENERATED);
+const { RateLimitRequest } = builtMessages();
 
 const CFG = {
   seconds: intEnv('BENCH_ATTACK_SECONDS', 10, 1, 600),

@@ -276,7 +276,20 @@ function spawnNode(args, { nice = 0, timeoutMs, env = {} }) {
   return { proc, pid: proc.pid, ready, exited, result };
 }
 
+/** The generated RLS messages of the build, or exit 2 naming what to build when it or the service is missing. */
+function builtMessages() {
+  const generated = path.join(ROOT, 'dist/generated/envoy/service/ratelimit/v3/rls.js');
+  for (const f of [generated, SERVICE]) {
+    if (!fs.existsSync(f)) {
+      console.error(`missing ${path.relative(ROOT, f)}: build first (make bench-attacks builds, or make build)`);
+      process.exit(2);
+    }
+  }
+  return require(generated);
+}
+
 module.exports = {
+  builtMessages,
   spawnNode,
   ROOT,
   SERVICE,

@@ -25,7 +25,7 @@ const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
-const { ROOT, tmpDir, removeTmp, sleep } = require('./processes');
+const { ROOT, tmpDir, removeTmp, sleep, serviceEnv } = require('./processes');
 const { available, startRedis, startCluster, startSentinelSet, commandStats, cli, waitFor } = require('./redis');
 const calculateSlot = require('cluster-key-slot');
 
@@ -49,27 +49,14 @@ async function startService(name, env) {
   const proc = spawn(process.execPath, [SERVICE], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      PATH: process.env['PATH'],
+    env: serviceEnv(root, {
       BACKEND_TYPE: 'redis',
       REDIS_SOCKET_TYPE: 'tcp',
       REDIS_TIMEOUT: `${TIMEOUT_MS}ms`,
       EXPIRATION_JITTER_MAX_SECONDS: '0',
-      RUNTIME_ROOT: root,
-      RUNTIME_SUBDIRECTORY: 'ratelimit',
-      RUNTIME_APPDIRECTORY: 'config',
-      RUNTIME_WATCH_ROOT: 'false',
-      USE_STATSD: 'false',
-      LOG_LEVEL: 'info',
       LOG_FORMAT: 'json',
-      HOST: '127.0.0.1',
-      PORT: '0',
-      GRPC_HOST: '127.0.0.1',
-      GRPC_PORT: '0',
-      DEBUG_HOST: '127.0.0.1',
-      DEBUG_PORT: '0',
       ...env,
-    },
+    }),
   });
   let out = '';
   const collect = (d) => {

@@ -27,17 +27,10 @@ const http2 = require('node:http2');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
-const { ROOT, SERVICE, intEnv, sh, NPROC, PIN, killChildren, cpuSample, cpuPercent, peakRssMiB, rssMiB, sleep, removeTmp, startService, spawnNode } = require('./processes.js');
+const { ROOT, intEnv, sh, NPROC, PIN, killChildren, cpuSample, cpuPercent, peakRssMiB, rssMiB, sleep, removeTmp, startService, spawnNode, builtMessages } = require('./processes.js');
 
-const GENERATED = path.join(ROOT, 'dist/generated/envoy/service/ratelimit/v3/rls.js');
 const RESULTS = path.join(__dirname, 'results');
-for (const f of [GENERATED, SERVICE]) {
-  if (!fs.existsSync(f)) {
-    console.error(`missing ${path.relative(ROOT, f)}: build first (make bench-attacks builds, or make build)`);
-    process.exit(2);
-  }
-}
-const { RateLimitRequest, RateLimitResponse } = require(GENERATED);
+const { RateLimitRequest, RateLimitResponse } = builtMessages();
 
 const CFG = {
   spraySeconds: intEnv('BENCH_SPRAY_SECONDS', 60, 1, 3000),
