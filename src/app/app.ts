@@ -24,6 +24,8 @@ import { FileProvider } from '../providers/file-provider';
 import { XdsProvider } from '../providers/xds/provider';
 import { type GrpcTransport, type Settings, loadReloadableFlags } from '../settings';
 import { StatsStore } from '../stats/store';
+import type { PageAnswer } from '../stats/limits/book';
+import type { CandidatesPart, HotKeysPart } from '../stats/limits/pages';
 import type { Logger } from '../telemetry/logger';
 import {
   ATTR_KEYS_TO_GET_LENGTH,
@@ -578,6 +580,16 @@ export class RateLimitApp {
   /** /debug/candidates of this process (JSON), as hotKeys. */
   candidates(query: URLSearchParams): string {
     return jsonPage(this.stats.limits.candidatesPage(query, Math.floor(this.clock.nowMs() / 1000)));
+  }
+
+  /** Worker mode: this process's part of /debug/hotkeys for the primary to merge, or the query's refusal. */
+  hotKeysPart(query: URLSearchParams): HotKeysPart | PageAnswer {
+    return this.stats.limits.hotKeysPart(query, Math.floor(this.clock.nowMs() / 1000));
+  }
+
+  /** Worker mode: this process's part of /debug/candidates, as hotKeysPart. */
+  candidatesPart(query: URLSearchParams): CandidatesPart | PageAnswer {
+    return this.stats.limits.candidatesPart(query);
   }
 
   /** The loaded config as /rlconfig prints it, in pieces made as they are sent (a big config is never one string). */

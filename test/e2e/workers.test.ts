@@ -23,6 +23,14 @@ descriptors:
   - key: user
     rate_limit: {unit: minute, requests_per_unit: 10}
 `;
+/** A second domain for the merged pages: a candidate of 5 a minute beside the limit of 10. */
+const HOT_CONFIG = `
+domain: hk
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    candidate: {unit: minute, requests_per_unit: 5}
+`;
 const json = (v: string): string => JSON.stringify({ domain: 'wk', descriptors: [{ entries: [{ key: 'user', value: v }] }] });
 
 /** One request on its own connection: cluster hands each new connection to the next worker. */
@@ -86,7 +94,7 @@ describe('worker mode on Redis', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    dir = runtimeDir({ 'wk.yaml': CONFIG });
+    dir = runtimeDir({ 'wk.yaml': CONFIG, 'hk.yaml': HOT_CONFIG });
   });
   afterEach(async () => {
     for (const s of services.splice(0)) await s.stop('SIGKILL');
@@ -172,27 +180,99 @@ describe('worker mode on Redis', () => {
     }
   }, 60_000);
 
-  test('/debug/denials gathers every worker\'s ring; /debug/config-history is a worker\'s; bad queries are a 400 from the primary', async () => {
+  test('/debug/denials merges every worker\'s ring newest first, paged across them; /debug/config-history is a worker\'s; bad queries are a 400 from the primary', async () => {
     await inOneWindow(60_000, 20_000);
     const svc = await startService(env());
     services.push(svc);
-    // 12 calls on fresh connections spread over both workers: the limit of 10 a minute denies 2.
+    // 13 calls on fresh connections spread over both workers: the limit of 10 a minute denies 3.
     const answers = [];
-    for (let i = 0; i < 12; i++) answers.push(await fresh(svc.http, '/json', json('den')));
-    expect(answers.filter((a) => a.status === 429)).toHaveLength(2);
+    for (let i = 0; i < 13; i++) answers.push(await fresh(svc.http, '/json', json('den')));
+    const denied = answers.filter((a) => a.status === 429);
+    expect(denied).toHaveLength(3);
     const res = await httpGet(svc.debug, '/debug/denials');
     expect(res.status).toBe(200);
-    const page = JSON.parse(res.body) as { workers: Array<{ worker: number; page: { recorded: number; denials: Array<{ rule: string; transport: string }> } }> };
-    expect(page.workers.map((w) => w.worker)).toEqual([1, 2]);
-    expect(page.workers.reduce((n, w) => n + w.page.recorded, 0)).toBe(2);
-    for (const w of page.workers) for (const d of w.page.denials) expect(d).toMatchObject({ rule: 'wk.user', transport: 'http' });
+    type Page = { workers: { merged: number[]; unanswered: unknown[] }; recorded: number; denials: Array<{ worker: number; seq: number; time: string; rule: string; transport: string }>; next_before?: string };
+    const page = JSON.parse(res.body) as Page;
+    expect(page.workers).toEqual({ merged: [1, 2], unanswered: [] });
+    expect(page.recorded).toBe(3);
+    // Newest first over both workers (cluster hands new connections round robin), each denial saying whose it is.
+    expect(new Set(page.denials.map((d) => d.worker)).size).toBe(2);
+    const times = page.denials.map((d) => Date.parse(d.time));
+    expect([...times].sort((a, b) => b - a)).toEqual(times);
+    for (const d of page.denials) expect(d).toMatchObject({ rule: 'wk.user', transport: 'http' });
+    expect(page.next_before).toBeUndefined();
+    // One a page: the cursor carries each worker's place; three pages give the same three, then no more.
+    const paged: Page['denials'] = [];
+    let query = '?limit=1';
+    for (let i = 0; i < 3; i++) {
+      const p = JSON.parse((await httpGet(svc.debug, `/debug/denials${query}`)).body) as Page;
+      expect(p.denials).toHaveLength(1);
+      paged.push(...p.denials);
+      if (i < 2) expect(p.next_before).toMatch(/^\d:\d+(,\d:\d+)?$/);
+      else expect(p.next_before).toBeUndefined();
+      query = `?limit=1&before=${p.next_before}`;
+    }
+    expect(paged).toEqual(page.denials);
+
     const history = JSON.parse((await httpGet(svc.debug, '/debug/config-history')).body) as { version: string; history: Array<{ outcome: string }> };
     expect(history.version).toMatch(/^[0-9a-f]{12}$/);
     expect(history.history[0]!.outcome).toBe('loaded');
     const bad = await httpGet(svc.debug, '/debug/denials?limit=0');
     expect(bad.status).toBe(400);
     expect(bad.body).toMatch(/^limit must be a whole number from 1 to 1000, not '0'\n$/);
+    const badCursor = await httpGet(svc.debug, '/debug/denials?before=12');
+    expect(badCursor).toMatchObject({ status: 400, body: expect.stringMatching(/^before must be a merged page's next_before in worker mode/) });
+    expect((await httpGet(svc.debug, '/debug/denials?before=3:5')).status).toBe(400);
     expect((await httpGet(svc.debug, '/debug/config-history?x=1')).status).toBe(400);
+  });
+
+  test('/debug/hotkeys and /debug/candidates merge both workers\' counts as one process would have counted them', async () => {
+    await inOneWindow(60_000, 20_000);
+    // Every counted call sampled, so the lists are exact.
+    const svc = await startService(env({ HOT_KEYS_SAMPLE_ONE_IN: '1' }));
+    services.push(svc);
+    const call = (v: string) => fresh(svc.http, '/json', JSON.stringify({ domain: 'hk', descriptors: [{ entries: [{ key: 'user', value: v }] }] }));
+    // hot: 8 calls (the candidate of 5 would deny 3), warm: 4, cold: 1, on fresh connections that
+    // cluster hands to the workers round robin: each worker saw hot and warm about half the time.
+    for (const [v, n] of [['hot', 8], ['warm', 4], ['cold', 1]] as const) {
+      for (let i = 0; i < n; i++) expect((await call(v)).status).toBe(200);
+    }
+
+    type Hot = { key: string; entries: string; hits: number; error: number; over_limit_hits: number; remaining: number };
+    const res = await httpGet(svc.debug, '/debug/hotkeys?domain=hk&rule=user');
+    expect(res.status).toBe(200);
+    const hot = JSON.parse(res.body) as { workers: unknown; limit: unknown; minute: Hot[]; hour: Hot[] };
+    expect(hot.workers).toEqual({ merged: [1, 2], unanswered: [] });
+    expect(hot.limit).toMatchObject({ domain: 'hk', rule: 'hk.user', requests_per_unit: 10, unit: 'MINUTE' });
+    for (const list of [hot.minute, hot.hour]) {
+      expect(list.map((e) => [e.entries, e.hits, e.error])).toEqual([
+        ['user=hot', 8, 0],
+        ['user=warm', 4, 0],
+        ['user=cold', 1, 0],
+      ]);
+      // The remaining count at the last sight, whichever worker saw it.
+      expect(list[0]!.remaining).toBe(2);
+    }
+    const all = JSON.parse((await httpGet(svc.debug, '/debug/hotkeys?k=1')).body) as { minute: Hot[] };
+    expect(all.minute.map((e) => e.entries)).toEqual(['user=hot']);
+
+    type Cand = { rule: string; calls: number; hits: number; would_deny: number; would_limit_hits: number; distinct_keys: number; peak_used: number; peak_utilization: number; top_keys: Array<{ entries: string; hits: number; would_limit_hits: number }> };
+    const cands = JSON.parse((await httpGet(svc.debug, '/debug/candidates?domain=hk')).body) as { workers: unknown; total: number; candidates: Cand[] };
+    expect(cands.workers).toEqual({ merged: [1, 2], unanswered: [] });
+    expect(cands.total).toBe(1);
+    expect(cands.candidates).toHaveLength(1);
+    const c = cands.candidates[0]!;
+    // Sums of counts, the union of distinct keys (3, not one set per worker), the largest peak.
+    expect(c).toMatchObject({ rule: 'hk.user', calls: 13, hits: 13, would_deny: 3, would_limit_hits: 3, distinct_keys: 3, peak_used: 8, peak_utilization: 8 / 5 });
+    expect(c.top_keys.map((e) => [e.entries, e.hits, e.would_limit_hits])).toEqual([
+      ['user=hot', 8, 3],
+      ['user=warm', 4, 0],
+      ['user=cold', 1, 0],
+    ]);
+
+    // A refused query is the workers' 400, with their reason.
+    expect(await httpGet(svc.debug, '/debug/hotkeys?domain=nope')).toMatchObject({ status: 400, body: 'domain "nope" has no loaded limits\n' });
+    expect(await httpGet(svc.debug, '/debug/candidates?k=999')).toMatchObject({ status: 400, body: expect.stringMatching(/^k must be an integer from 1 to 10/) });
   });
 
   test('RLQS in worker mode: a stream is served by a worker; the primary\'s /debug/rlqs and bucket explanation gather every worker', async () => {
@@ -327,7 +407,7 @@ describe('worker mode on Redis', () => {
 });
 
 test('WORKERS=2 with the memory store is refused with one line', async () => {
-  const dir = runtimeDir({ 'wk.yaml': CONFIG });
+  const dir = runtimeDir({ 'wk.yaml': CONFIG, 'hk.yaml': HOT_CONFIG });
   try {
     const res = await run('ratelimit.js', [], { ...baseEnv(dir.root), WORKERS: '2' });
     expect(res.code).toBe(1);
@@ -341,7 +421,7 @@ test('WORKERS=2 with the memory store is refused with one line', async () => {
 
 test('worker mode on memcached counts each hit once across the workers', async () => {
   const mc = await MemcachedServer.start();
-  const dir = runtimeDir({ 'wk.yaml': CONFIG });
+  const dir = runtimeDir({ 'wk.yaml': CONFIG, 'hk.yaml': HOT_CONFIG });
   // A generous MEMCACHE_TIMEOUT: on a loaded CI machine the default 500 ms can pass while an
   // increment is in flight, which then fails (as it should) and the count this test checks is short.
   const svc = await startService({ ...baseEnv(dir.root), BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: `127.0.0.1:${mc.port}`, MEMCACHE_TIMEOUT: '5s', WORKERS: '2' });

@@ -4,9 +4,11 @@
  * from one worker piece by piece), /debug/explain and CPU profiles answered by one worker over
  * IPC (503 when none answers), and
  * the RLQS pages (/debug/rlqs, /debug/explain?bucket=) gathered from every worker (/debug/rlqs
- * pulled from each in turn, piece by piece, as /rlconfig). /debug/denials is each worker's page
- * (each keeps the denials it answered) under its number; /debug/config-history is one worker's
- * (each loads the same files or xDS responses itself). Their queries are checked here first.
+ * pulled from each in turn, piece by piece, as /rlconfig). /debug/hotkeys and /debug/candidates
+ * merge every worker's part (src/stats/limits/pages.ts) as if one process had counted;
+ * /debug/denials merges the workers' rings newest first, each denial naming its worker;
+ * /debug/config-history is one worker's (each loads the same files or xDS responses itself).
+ * A merged page says which workers it merges and which did not answer.
  */
 import { WORKER_HEADER } from '../app';
 import { DebugHttpError, type DebugServerOptions } from '../../server/debug';
@@ -14,6 +16,7 @@ import type { StatsStore } from '../../stats/store';
 import type { LimitsViewSettings } from '../../settings/settings';
 import { parseDenialsQuery } from '../../telemetry/denials';
 import { parseHistoryQuery } from '../../providers/config-history';
+import { candidatesPage, hotKeysPage, type CandidatesPart, type HotKeysPart, type PageSettings } from '../../stats/limits/pages';
 import type { WorkerQuery } from './messages';
 import { type WorkerPool, WorkerUnavailableError } from './pool';
 
@@ -25,13 +28,46 @@ export const REFRESH_TIMEOUT_MS = 2_000;
 /** What the debug page needs of the workers. */
 export type WorkerQueries = Pick<WorkerPool, 'query' | 'flushAll'>;
 
+/** Each worker's answer to `query` (or why it gave none), by worker number from 1. */
+async function askEveryWorker(pool: WorkerQueries, query: WorkerQuery, workers: number): Promise<Array<{ worker: number; value: string } | { worker: number; error: string }>> {
+  const answers = await Promise.allSettled(Array.from({ length: workers }, (_, i) => pool.query(query, QUERY_TIMEOUT_MS, i + 1)));
+  return answers.map((a, i) => (a.status === 'fulfilled' ? { worker: i + 1, value: a.value.value } : { worker: i + 1, error: (a.reason as Error)?.message ?? String(a.reason) }));
+}
+
 /**
  * Each worker's answer under its number: RLQS streams are spread over the workers, so a page
  * about them is the pages of all of them. A worker that does not answer is said so.
  */
 async function fromEveryWorker(pool: WorkerQueries, query: WorkerQuery, workers: number): Promise<string> {
-  const answers = await Promise.allSettled(Array.from({ length: workers }, (_, i) => pool.query(query, QUERY_TIMEOUT_MS, i + 1)));
-  return answers.map((a, i) => `worker ${i + 1}:\n${a.status === 'fulfilled' ? a.value.value : `  no answer (${(a.reason as Error)?.message ?? String(a.reason)})\n`}`).join('');
+  const answers = await askEveryWorker(pool, query, workers);
+  return answers.map((a) => `worker ${a.worker}:\n${'value' in a ? a.value : `  no answer (${a.error})\n`}`).join('');
+}
+
+/** What a merged page says of the workers: those it merges and those that gave nothing. */
+interface WorkersMerged {
+  merged: number[];
+  unanswered: Array<{ worker: number; error: string }>;
+}
+
+/**
+ * Every worker's part of a merged page (hot keys, candidates): a query a worker refuses is a 400
+ * with its reason; when no worker answers, a 503.
+ */
+async function everyWorkerPart<P>(pool: WorkerQueries, query: WorkerQuery, workers: number): Promise<{ parts: P[]; workers: WorkersMerged }> {
+  const parts: P[] = [];
+  const seen: WorkersMerged = { merged: [], unanswered: [] };
+  for (const a of await askEveryWorker(pool, query, workers)) {
+    if ('error' in a) {
+      seen.unanswered.push(a);
+      continue;
+    }
+    const answer = JSON.parse(a.value) as { part: P } | { refused: string };
+    if ('refused' in answer) throw new DebugHttpError(400, answer.refused);
+    parts.push(answer.part);
+    seen.merged.push(a.worker);
+  }
+  if (parts.length === 0) throw new DebugHttpError(503, `no worker answered: ${seen.unanswered.map((u) => `worker ${u.worker}: ${u.error}`).join('; ')}`);
+  return { parts, workers: seen };
 }
 
 /**
@@ -67,18 +103,96 @@ async function* everyWorkerListing(pool: WorkerQueries, workers: number, nextLis
   }
 }
 
-/** /debug/denials in worker mode: `{"workers":[{"worker":1,"page":{...}},...]}`, a worker that does not answer said so. */
-async function everyWorkerPage(pool: WorkerQueries, query: WorkerQuery, workers: number): Promise<string> {
-  const answers = await Promise.allSettled(Array.from({ length: workers }, (_, i) => pool.query(query, QUERY_TIMEOUT_MS, i + 1)));
-  const parts = answers.map((a, i) =>
-    a.status === 'fulfilled'
-      ? `{"worker":${i + 1},"page":${a.value.value.trimEnd()}}`
-      : `{"worker":${i + 1},"error":${JSON.stringify((a.reason as Error)?.message ?? String(a.reason))}}`,
-  );
-  return `{"workers":[${parts.join(',')}]}\n`;
+/** One denial of a worker's page, as much as the merge reads of it. */
+interface WorkerDenial {
+  seq: number;
+  time: string;
+  [field: string]: unknown;
 }
 
-export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, workers: number, view?: LimitsViewSettings): DebugServerOptions {
+/** A worker's /debug/denials page (src/telemetry/denials.ts). */
+interface WorkerDenialsPage {
+  size: number;
+  recorded: number;
+  kept: number;
+  denials: WorkerDenial[];
+  next_before?: number;
+}
+
+/**
+ * `before` in worker mode: a merged page's `next_before`, each worker's place as `worker:seq`
+ * pairs (`1:520,2:611`): the older denials of the workers it names. Undefined: from the newest.
+ */
+function parseWorkersCursor(text: string | null, workers: number): Map<number, number> | undefined {
+  if (text === null) return undefined;
+  const places = new Map<number, number>();
+  for (const pair of text.split(',')) {
+    const m = /^(\d{1,4}):(\d{1,15})$/.exec(pair);
+    const worker = Number(m?.[1]);
+    const seq = Number(m?.[2]);
+    if (m === null || worker < 1 || worker > workers || seq < 1 || places.has(worker)) {
+      throw new DebugHttpError(400, `before must be a merged page's next_before in worker mode: worker:seq pairs joined by ',' (workers 1 to ${workers}), not '${text.length > 40 ? `${text.slice(0, 40)}...` : text}'`);
+    }
+    places.set(worker, seq);
+  }
+  return places;
+}
+
+/**
+ * /debug/denials in worker mode: the workers' rings merged, newest first, `limit` at most; each
+ * denial says its worker, and `next_before` holds each worker's place for the next page.
+ */
+async function mergedDenials(pool: WorkerQueries, query: URLSearchParams, workers: number): Promise<string> {
+  const own = new URLSearchParams(query);
+  own.delete('before');
+  const q = parseDenialsQuery(own);
+  if (typeof q === 'string') throw new DebugHttpError(400, q);
+  const places = parseWorkersCursor(query.get('before'), workers);
+  // Every worker, for its ring's figures; one the cursor leaves out has nothing older (before=1).
+  const asked = Array.from({ length: workers }, (_, i) => i + 1);
+  const answers = await Promise.allSettled(
+    asked.map((w) => {
+      const before = places === undefined ? undefined : places.get(w) ?? 1;
+      const text = before === undefined ? own.toString() : `${own.toString()}${own.size > 0 ? '&' : ''}before=${before}`;
+      return pool.query({ op: 'denials', query: text }, QUERY_TIMEOUT_MS, w);
+    }),
+  );
+  const seen: WorkersMerged = { merged: [], unanswered: [] };
+  const pages = new Map<number, WorkerDenialsPage>();
+  const all: Array<{ worker: number; at: number; d: WorkerDenial }> = [];
+  answers.forEach((a, i) => {
+    const worker = asked[i]!;
+    if (a.status === 'rejected') {
+      seen.unanswered.push({ worker, error: (a.reason as Error)?.message ?? String(a.reason) });
+      return;
+    }
+    const page = JSON.parse(a.value.value) as WorkerDenialsPage;
+    pages.set(worker, page);
+    seen.merged.push(worker);
+    for (const d of page.denials) all.push({ worker, at: Date.parse(d.time), d });
+  });
+  if (pages.size === 0) throw new DebugHttpError(503, `no worker answered: ${seen.unanswered.map((u) => `worker ${u.worker}: ${u.error}`).join('; ')}`);
+  all.sort((a, b) => b.at - a.at || a.worker - b.worker || b.d.seq - a.d.seq);
+  const shown = all.slice(0, q.limit);
+  // Each worker's place: before its oldest denial shown, or where it was when none of it was shown.
+  const next: string[] = [];
+  for (const [worker, page] of pages) {
+    const mine = shown.filter((x) => x.worker === worker);
+    const more = page.denials.length > mine.length || page.next_before !== undefined;
+    if (!more) continue;
+    const place = mine.length > 0 ? mine[mine.length - 1]!.d.seq : page.denials[0]!.seq + 1;
+    next.push(`${worker}:${place}`);
+  }
+  const sum = (f: 'size' | 'recorded' | 'kept'): number => [...pages.values()].reduce((n, p) => n + p[f], 0);
+  return (
+    `{"workers":${JSON.stringify(seen)},"size":${sum('size')},"recorded":${sum('recorded')},"kept":${sum('kept')},` +
+    `"denials":[${shown.map((x) => JSON.stringify({ worker: x.worker, ...x.d })).join(',')}]` +
+    (next.length > 0 ? `,"next_before":${JSON.stringify(next.join(','))}` : '') +
+    '}\n'
+  );
+}
+
+export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, workers: number, view?: LimitsViewSettings, pages?: PageSettings): DebugServerOptions {
   let nextListing = 1;
   const ask = (query: WorkerQuery, timeoutMs: number, slot?: number): Promise<{ slot: number; value: string }> =>
     pool.query(query, timeoutMs, slot).catch((err: unknown) => {
@@ -97,10 +211,18 @@ export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, work
     explainBucket: (domain, bucket) => fromEveryWorker(pool, { op: 'explain-bucket', domain, bucket }, workers),
     ...(view !== undefined && view.denialsSize > 0
       ? {
-          denials: (query: URLSearchParams) => {
-            const q = parseDenialsQuery(query);
-            if (typeof q === 'string') throw new DebugHttpError(400, q);
-            return everyWorkerPage(pool, { op: 'denials', query: query.toString() }, workers);
+          denials: (query: URLSearchParams) => mergedDenials(pool, query, workers),
+        }
+      : {}),
+    ...(pages !== undefined
+      ? {
+          hotKeys: async (query: URLSearchParams) => {
+            const { parts, workers: seen } = await everyWorkerPart<HotKeysPart>(pool, { op: 'hotkeys', query: query.toString() }, workers);
+            return hotKeysPage(parts, pages, { workers: seen });
+          },
+          candidates: async (query: URLSearchParams) => {
+            const { parts, workers: seen } = await everyWorkerPart<CandidatesPart>(pool, { op: 'candidates', query: query.toString() }, workers);
+            return candidatesPage(parts, pages, Math.floor(Date.now() / 1000), { workers: seen });
           },
         }
       : {}),

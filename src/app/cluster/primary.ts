@@ -101,7 +101,13 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
   });
   const flusher = new StatsFlusher(stats, sink, settings.stats.flushIntervalMs, logger, () => pool.flushAll(REFRESH_TIMEOUT_MS));
   const debugServer = httpListener(
-    createDebugHandler(primaryDebugOptions(pool, stats, count, settings.limitsView)),
+    createDebugHandler(
+      primaryDebugOptions(pool, stats, count, settings.limitsView, {
+        values: settings.limitsView.debugValues,
+        topK: settings.limits.topK,
+        sampleOneIn: settings.limits.sampleOneIn,
+      }),
+    ),
     certs,
     settings.grpc.tls.clientSan,
     logger,

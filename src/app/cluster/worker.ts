@@ -10,6 +10,7 @@ import { RateLimitApp } from '../app';
 import { StartupError } from '../lifecycle';
 import { cpuProfile } from '../../server/debug';
 import type { Settings } from '../../settings';
+import type { PageAnswer } from '../../stats/limits/book';
 import { IpcStatsSink } from '../../stats/sinks/ipc';
 import type { Logger } from '../../telemetry/logger';
 import { Listings } from './listings';
@@ -54,12 +55,21 @@ async function answer(app: RateLimitApp, listings: Listings, query: WorkerQuery)
       return app.explainBucket(query.domain, query.bucket);
     case 'denials':
       return app.denialsPage(new URLSearchParams(query.query));
+    case 'hotkeys':
+      return partAnswer(app.hotKeysPart(new URLSearchParams(query.query)));
+    case 'candidates':
+      return partAnswer(app.candidatesPart(new URLSearchParams(query.query)));
     case 'config-history':
       return app.configHistoryPage(new URLSearchParams(query.query));
     case 'flush':
       app.flushStats();
       return '';
   }
+}
+
+/** A page's part as the primary reads it (messages.ts), or the query's refusal. */
+function partAnswer(part: object | PageAnswer): string {
+  return JSON.stringify('status' in part ? { refused: part.body.trimEnd() } : { part });
 }
 
 /** Waits for the primary's `init` (sent right after the fork). */

@@ -13,14 +13,14 @@
  * at most 2 × k entries.
  */
 import type { RateLimitRule } from '../../core/rule';
-import { UNIT_NAMES, unitToDivider } from '../../core/rls';
+import { unitToDivider } from '../../core/rls';
 import type { Counter, Gauge, StatsStore } from '../store';
 import { replaceTagChars } from '../tags';
-import { HotKeys, type Horizon } from './hot-keys';
+import { HotKeys } from './hot-keys';
 import { CandidateWatch, type CandidateHost } from './candidates';
 import { RuleWindow, type WindowHost } from './headroom';
-import { byCount, type HotEntry } from './space-saving';
-import { describeValue, type ValuePrivacy } from '../../telemetry/value-privacy';
+import { CAPACITY_PER_K, candidatesPage, hotKeysPage, summaryPart, type CandidatePart, type CandidatesPart, type HotKeysPart, type LimitPart, type PageSettings, type SummaryPart } from './pages';
+import type { ValuePrivacy } from '../../telemetry/value-privacy';
 
 export interface LimitsOptions {
   /** HEADROOM_ENABLED: the window gauges (default true). */
@@ -37,8 +37,7 @@ export interface LimitsOptions {
 
 export const DEFAULT_LIMITS_OPTIONS: LimitsOptions = Object.freeze({ headroom: true, topK: 10, sampleOneIn: 16, maxRules: 1000, values: 'plain' });
 
-/** The places a hot keys list has per key shown: three times K, for the Space-Saving bound. */
-export const CAPACITY_PER_K = 3;
+export { CAPACITY_PER_K };
 /** The largest HOT_KEYS_TOP_K. */
 export const MAX_TOP_K = 100;
 
@@ -177,12 +176,23 @@ export class LimitsBook implements WindowHost, CandidateHost {
     return this.candidates;
   }
 
+  /** What the pages need of the settings. */
+  get pageSettings(): PageSettings {
+    return { values: this.values, topK: this.topK, sampleOneIn: this.sampleOneIn };
+  }
+
   /**
    * `GET /debug/candidates[?domain=D[&rule=R]][&k=N][&offset=O][&limit=L]`: what each candidate
    * limit would have done since its load, in /rlconfig order, L candidates from the O-th (default
    * 100, at most 1,000), each with its top N keys (default HOT_KEYS_TOP_K, at most it).
    */
   candidatesPage(query: URLSearchParams, nowS: number): PageAnswer {
+    const part = this.candidatesPart(query);
+    return 'status' in part ? part : { status: 200, body: candidatesPage([part], this.pageSettings, nowS) };
+  }
+
+  /** What this process counted for the candidates the query chose (a page of them), or the query's refusal. */
+  candidatesPart(query: URLSearchParams): CandidatesPart | PageAnswer {
     for (const name of query.keys()) {
       if (!['domain', 'rule', 'k', 'offset', 'limit'].includes(name)) {
         return bad(`unknown parameter ${JSON.stringify(name)}: candidates takes domain, rule, k, offset and limit`);
@@ -214,60 +224,14 @@ export class LimitsBook implements WindowHost, CandidateHost {
       chosen = chosen.filter((c) => c.key === rule || c.key === domain + '.' + rule || (c.name !== '' && c.name === rule));
       if (chosen.length === 0) return bad(`domain ${JSON.stringify(domain)} has no candidate limit on ${JSON.stringify(rule)} (a stats key or a limit's name)`);
     }
-    const page = chosen.slice(offset, offset + limit);
-    const out: Record<string, unknown> = {
-      values: this.values,
+    return {
       k: this.topK === 0 ? 0 : k,
-      sample_one_in: this.sampleOneIn,
       total: chosen.length,
       offset,
       limit,
-      ...(offset + page.length < chosen.length ? { next_offset: offset + page.length } : {}),
-      candidates_tracked: this.candidatesTracked,
-      candidates_not_tracked: this.candidatesUntracked,
-      candidates: page.map((c) => this.candidateInfo(c, this.topK === 0 ? 0 : k, nowS)),
-    };
-    return { status: 200, body: JSON.stringify(out, null, 2) + '\n' };
-  }
-
-  private candidateInfo(c: CandidateWatch, k: number, nowS: number): Record<string, unknown> {
-    const top = c.topKeys();
-    const listed = top === undefined ? [] : [...top.entries.values()].sort(byCount).slice(0, k);
-    const distinct = c.distinctKeys();
-    return {
-      domain: c.domain,
-      rule: c.key,
-      ...(c.name !== '' ? { name: c.name } : {}),
-      enforced: {
-        requests_per_unit: c.enforced.requestsPerUnit,
-        unit: UNIT_NAMES[c.enforced.unit] ?? String(c.enforced.unit),
-        ...(c.enforced.algorithm !== undefined ? { algorithm: c.enforced.algorithm } : {}),
-      },
-      candidate: {
-        requests_per_unit: c.requestsPerUnit,
-        unit: UNIT_NAMES[c.unit] ?? String(c.unit),
-        ...(c.algorithm !== undefined ? { algorithm: c.algorithm } : {}),
-        ...(c.algorithm === 'token_bucket' ? { burst: c.capacity } : {}),
-      },
-      since: new Date(Math.max(0, c.sinceS) * 1000).toISOString(),
-      seconds: Math.max(0, nowS - c.sinceS),
-      calls: c.calls,
-      hits: c.hits,
-      would_deny: c.wouldDeny,
-      would_limit_hits: c.wouldLimitHits,
-      uncounted_hits: c.uncountedHits,
-      ...(distinct !== undefined ? { distinct_keys: distinct } : {}),
-      peak_used: c.peakUsed,
-      peak_utilization: c.capacity > 0 ? c.peakUsed / c.capacity : c.peakUsed > 0 ? null : 0,
-      ...(c.peakAtS >= 0 ? { peak_at: new Date(c.peakAtS * 1000).toISOString() } : {}),
-      top_keys: listed.map((e) => ({
-        ...this.shown(e),
-        hits: Math.round(e.count),
-        error: Math.round(e.error),
-        would_limit_hits: Math.round(e.over),
-        remaining: e.remaining,
-        last_seen: new Date(e.lastSeenS * 1000).toISOString(),
-      })),
+      tracked: this.candidatesTracked,
+      notTracked: this.candidatesUntracked,
+      candidates: chosen.slice(offset, offset + limit).map(candidatePart),
     };
   }
 
@@ -311,6 +275,12 @@ export class LimitsBook implements WindowHost, CandidateHost {
    * `rule` is a limit's stats key (with or without its domain) or its name.
    */
   hotKeysPage(query: URLSearchParams, nowS: number): PageAnswer {
+    const part = this.hotKeysPart(query, nowS);
+    return 'status' in part ? part : { status: 200, body: hotKeysPage([part], this.pageSettings) };
+  }
+
+  /** What this process saw of the limits the query chose (every listed key), or the query's refusal. */
+  hotKeysPart(query: URLSearchParams, nowS: number): HotKeysPart | PageAnswer {
     for (const name of query.keys()) {
       if (name !== 'domain' && name !== 'rule' && name !== 'k') return bad(`unknown parameter ${JSON.stringify(name)}: hotkeys takes domain, rule and k`);
     }
@@ -334,61 +304,60 @@ export class LimitsBook implements WindowHost, CandidateHost {
       if (found.length === 0) return bad(`domain ${JSON.stringify(domain)} has no limit ${JSON.stringify(rule)} (a stats key or a limit's name)`);
       chosen = found;
     }
-    const out: Record<string, unknown> = {
-      values: this.values,
-      k,
-      sample_one_in: this.sampleOneIn,
-      capacity: this.topK * CAPACITY_PER_K,
-      limits_tracked: this.tracked,
-      limits_not_tracked: this.untracked,
-    };
-    if (rule !== null && chosen.length === 1) {
-      const w = chosen[0]!;
-      out['limit'] = limitInfo(w);
-    }
-    for (const h of ['minute', 'hour'] as const) out[h] = this.top(chosen, h, k, nowS);
-    return { status: 200, body: JSON.stringify(out, null, 2) + '\n' };
-  }
-
-  private top(windows: readonly RuleWindow[], horizon: Horizon, k: number, nowS: number): unknown[] {
-    const all: Array<{ w: RuleWindow; e: HotEntry; total: number }> = [];
-    for (const w of windows) {
+    const oneLimit = rule !== null && chosen.length === 1;
+    const limits: Array<HotKeysPart['limits'][number]> = [];
+    for (const w of chosen) {
       const hot = w.hotKeys();
-      if (hot === undefined) continue;
-      const view = hot.view(horizon, nowS);
-      const listed = [...view.entries.values()].sort(byCount);
-      for (let i = 0; i < listed.length && i < k; i++) all.push({ w, e: listed[i]!, total: view.total });
+      // A limit without keys this hour adds nothing to the lists (nor to a merge), unless it is the one asked for.
+      if (hot !== undefined && hot.active(nowS)) limits.push({ limit: limitPart(w), minute: summaryPart(hot.view('minute', nowS)), hour: summaryPart(hot.view('hour', nowS)) });
+      else if (oneLimit) limits.push({ limit: limitPart(w), minute: NO_KEYS, hour: NO_KEYS });
     }
-    all.sort((a, b) => byCount(a.e, b.e));
-    return all.slice(0, k).map(({ w, e, total }) => ({
-      domain: w.domain,
-      rule: w.key,
-      ...(w.name !== '' ? { name: w.name } : {}),
-      ...this.shown(e),
-      hits: Math.round(e.count),
-      error: Math.round(e.error),
-      over_limit_hits: Math.round(e.over),
-      remaining: e.remaining,
-      last_seen: new Date(e.lastSeenS * 1000).toISOString(),
-      limit_hits: Math.round(total),
-    }));
-  }
-
-  private shown(e: HotEntry): Record<string, string> {
-    if (this.values === 'plain') return { key: e.key, entries: e.entries };
-    if (this.values === 'hide') return {};
-    return { key: describeValue('hash', e.key), entries: describeValue('hash', e.entries) };
+    return { k, oneLimit, limitsTracked: this.tracked, limitsNotTracked: this.untracked, limits };
   }
 }
 
-function limitInfo(w: RuleWindow): Record<string, unknown> {
+const NO_KEYS: SummaryPart = { total: 0, entries: [] };
+
+function limitPart(w: RuleWindow): LimitPart {
   return {
     domain: w.domain,
     rule: w.key,
-    ...(w.name !== '' ? { name: w.name } : {}),
-    requests_per_unit: w.requestsPerUnit,
-    unit: UNIT_NAMES[w.unit] ?? String(w.unit),
+    name: w.name,
+    requestsPerUnit: w.requestsPerUnit,
+    unit: w.unit,
     ...(w.algorithm !== undefined ? { algorithm: w.algorithm } : {}),
+  };
+}
+
+function candidatePart(c: CandidateWatch): CandidatePart {
+  const distinct = c.distinctKeysText();
+  const top = c.topKeys();
+  return {
+    domain: c.domain,
+    rule: c.key,
+    name: c.name,
+    enforced: {
+      requestsPerUnit: c.enforced.requestsPerUnit,
+      unit: c.enforced.unit,
+      ...(c.enforced.algorithm !== undefined ? { algorithm: c.enforced.algorithm } : {}),
+    },
+    candidate: {
+      requestsPerUnit: c.requestsPerUnit,
+      unit: c.unit,
+      ...(c.algorithm !== undefined ? { algorithm: c.algorithm } : {}),
+      ...(c.algorithm === 'token_bucket' ? { burst: c.capacity } : {}),
+    },
+    capacity: c.capacity,
+    sinceS: c.sinceS,
+    calls: c.calls,
+    hits: c.hits,
+    wouldDeny: c.wouldDeny,
+    wouldLimitHits: c.wouldLimitHits,
+    uncountedHits: c.uncountedHits,
+    ...(distinct !== undefined ? { distinct } : {}),
+    peakUsed: c.peakUsed,
+    peakAtS: c.peakAtS,
+    ...(top !== undefined ? { top: summaryPart(top) } : {}),
   };
 }
 

@@ -119,6 +119,11 @@ export class CandidateWatch implements RuleWatch {
     return this.distinct?.estimate();
   }
 
+  /** The distinct keys estimate as text (worker mode merges them), or undefined when not kept. */
+  distinctKeysText(): string | undefined {
+    return this.distinct?.toText();
+  }
+
   /** The top keys summary, if any call was sampled into it. */
   topKeys(): SpaceSaving | undefined {
     return this.top;

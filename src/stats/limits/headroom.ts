@@ -70,6 +70,23 @@ export class DistinctEstimate {
     this.registers.fill(0);
     this.empty = HLL_REGISTERS;
   }
+
+  /** The registers as text, to travel to another process (worker mode's merged pages). */
+  toText(): string {
+    return Buffer.from(this.registers.buffer, this.registers.byteOffset, this.registers.byteLength).toString('base64');
+  }
+
+  /** Adds the keys of an estimate made elsewhere (its {@link toText}): the union's estimate, not a sum. */
+  addAll(text: string): void {
+    const other = Buffer.from(text, 'base64');
+    if (other.length !== HLL_REGISTERS) throw new Error(`a distinct-keys estimate has ${HLL_REGISTERS} registers, not ${other.length}`);
+    const r = this.registers;
+    for (let i = 0; i < HLL_REGISTERS; i++) {
+      if (other[i]! <= r[i]!) continue;
+      if (r[i] === 0) this.empty--;
+      r[i] = other[i]!;
+    }
+  }
 }
 
 /** FNV-1a over the UTF-16 code units, then murmur3's finaliser (so every bit depends on every char). */

@@ -109,7 +109,8 @@ export function mergeSummaries(parts: readonly SpaceSaving[], capacity: number):
       const u = union.get(e.key);
       if (u === undefined) {
         union.set(e.key, new HotEntry(e.key, e.entries, 0, 0, 0, e.remaining, e.lastSeenS));
-      } else if (e.lastSeenS > u.lastSeenS) {
+      } else if (e.lastSeenS > u.lastSeenS || (e.lastSeenS === u.lastSeenS && e.remaining < u.remaining)) {
+        // In the same second, the later sight is the one with less left (a window's count only grows).
         u.remaining = e.remaining;
         u.lastSeenS = e.lastSeenS;
       }

@@ -9,10 +9,11 @@ import type { WorkerQuery } from '../../../src/app/cluster/messages';
 import { WorkerUnavailableError } from '../../../src/app/cluster/pool';
 import { createDebugHandler } from '../../../src/server/debug';
 import { StatsStore } from '../../../src/stats/store';
+import type { LimitsViewSettings } from '../../../src/settings/settings';
 import { quietFor, waitFor } from '../../support/wait';
 
-async function serve(pool: WorkerQueries, stats = new StatsStore()): Promise<{ get: (p: string) => Promise<{ status: number; body: string; worker: string | null }>; close: () => void }> {
-  const server = http.createServer(createDebugHandler(primaryDebugOptions(pool, stats, 2)));
+async function serve(pool: WorkerQueries, stats = new StatsStore(), view?: LimitsViewSettings): Promise<{ get: (p: string) => Promise<{ status: number; body: string; worker: string | null }>; close: () => void }> {
+  const server = http.createServer(createDebugHandler(primaryDebugOptions(pool, stats, 2, view)));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
   return {
@@ -182,6 +183,94 @@ describe('/rlconfig is pulled from one worker a piece at a time', () => {
       expect(sent.size).toBe(0);
     } finally {
       await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
+describe('/debug/denials merges the workers\' rings', () => {
+  const VIEW: LimitsViewSettings = { debugValues: 'plain', denialsSize: 100, denialsLogPerSecond: 0, configHistorySize: 0 };
+  const T0 = Date.parse('2026-12-02T06:00:00Z');
+  /** Worker 1 denied at 0, 20 and 40 ms (its seq 1..3), worker 2 at 10 and 30 ms (seq 1..2). */
+  const RINGS = new Map<number, number[]>([
+    [1, [0, 20, 40]],
+    [2, [10, 30]],
+  ]);
+
+  /** A worker's page as its ring answers it: newest first, older than `before`, `limit` at most. */
+  function ringPage(worker: number, query: URLSearchParams): string {
+    const times = RINGS.get(worker)!;
+    const limit = Number(query.get('limit') ?? 100);
+    const before = query.has('before') ? Number(query.get('before')) : times.length + 1;
+    const denials = [];
+    for (let seq = Math.min(times.length, before - 1); seq >= 1 && denials.length < limit; seq--) {
+      denials.push({ seq, time: new Date(T0 + times[seq - 1]!).toISOString(), domain: 'd', rule: 'd.user' });
+    }
+    const last = denials.at(-1)?.seq ?? 0;
+    const next = denials.length === limit && last > 1 ? `,"next_before":${last}` : '';
+    return `{"size":100,"recorded":${times.length},"kept":${times.length},"denials":${JSON.stringify(denials)}${next}}\n`;
+  }
+
+  const pool = (down = new Set<number>()): WorkerQueries & { asked: Array<[string, number | undefined]> } => {
+    const asked: Array<[string, number | undefined]> = [];
+    return {
+      asked,
+      query: async (q, _timeout, slot) => {
+        if (q.op !== 'denials') throw new Error(`unexpected ${q.op}`);
+        asked.push([q.query, slot]);
+        if (down.has(slot!)) throw new WorkerUnavailableError(`worker ${slot} is restarting`);
+        return { slot: slot!, value: ringPage(slot!, new URLSearchParams(q.query)) };
+      },
+      flushAll: async () => undefined,
+    };
+  };
+
+  type Page = { workers: unknown; recorded: number; denials: Array<{ worker: number; seq: number }>; next_before?: string };
+
+  test('newest first over both, paged with a cursor of each worker\'s place, to the end', async () => {
+    const p = pool();
+    const s = await serve(p, new StatsStore(), VIEW);
+    try {
+      const seen: Array<[number, number]> = [];
+      let query = '?limit=2&domain=d';
+      const cursors: Array<string | undefined> = [];
+      for (let i = 0; i < 3; i++) {
+        const res = await s.get(`/debug/denials${query}`);
+        expect(res.status).toBe(200);
+        const page = JSON.parse(res.body) as Page;
+        expect(page.recorded).toBe(5);
+        seen.push(...page.denials.map((d): [number, number] => [d.worker, d.seq]));
+        cursors.push(page.next_before);
+        query = `?limit=2&domain=d&before=${page.next_before}`;
+      }
+      expect(seen).toEqual([[1, 3], [2, 2], [1, 2], [2, 1], [1, 1]]);
+      // After page 2 worker 2 is done: the cursor leaves it out, and it is asked only for its figures.
+      expect(cursors).toEqual(['1:3,2:2', '1:2', undefined]);
+      expect(p.asked.slice(-2)).toEqual([
+        ['limit=2&domain=d&before=2', 1],
+        ['limit=2&domain=d&before=1', 2],
+      ]);
+    } finally {
+      s.close();
+    }
+  });
+
+  test('a worker that does not answer is named and the others\' denials are served; none answering is a 503; a bad cursor a 400', async () => {
+    const s = await serve(pool(new Set([2])), new StatsStore(), VIEW);
+    try {
+      const page = JSON.parse((await s.get('/debug/denials')).body) as Page;
+      expect(page.workers).toEqual({ merged: [1], unanswered: [{ worker: 2, error: 'worker 2 is restarting' }] });
+      expect(page.denials.map((d) => [d.worker, d.seq])).toEqual([[1, 3], [1, 2], [1, 1]]);
+    } finally {
+      s.close();
+    }
+    const none = await serve(pool(new Set([1, 2])), new StatsStore(), VIEW);
+    try {
+      expect(await none.get('/debug/denials')).toMatchObject({ status: 503, body: 'no worker answered: worker 1: worker 1 is restarting; worker 2: worker 2 is restarting\n' });
+      for (const before of ['5', '1:0', '3:4', '1:2,1:3', '1:2,']) {
+        expect(await none.get(`/debug/denials?before=${before}`)).toMatchObject({ status: 400, body: expect.stringMatching(/^before must be a merged page's next_before in worker mode: worker:seq pairs joined by ',' \(workers 1 to 2\)/) });
+      }
+    } finally {
+      none.close();
     }
   });
 });
