@@ -10,6 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../support/ports';
+import { MemcachedServer } from '../support/memcached';
 import { type RedisServer, startRedis } from '../support/redis';
 import { baseEnv, httpGet, runtimeDir, type Service, startService } from './harness';
 import { waitFor } from '../support/wait';
@@ -114,8 +115,9 @@ async function loadAfter(svc: Service, from: string): Promise<Load> {
   return found!;
 }
 
-describe.each(['memory', 'redis'] as const)('config history on the %s store', (store) => {
+describe.each(['memory', 'redis', 'memcache'] as const)('config history on the %s store', (store) => {
   let redis: RedisServer | undefined;
+  let memcached: MemcachedServer | undefined;
   const services: Service[] = [];
   const dirs: Array<ReturnType<typeof runtimeDir>> = [];
 
@@ -124,6 +126,7 @@ describe.each(['memory', 'redis'] as const)('config history on the %s store', (s
     dirs.push(dir);
     const env: NodeJS.ProcessEnv = { ...baseEnv(dir.root), ...extra };
     if (store === 'redis') Object.assign(env, { BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis!.address });
+    if (store === 'memcache') Object.assign(env, { BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: memcached!.address });
     const svc = await startService(env);
     services.push(svc);
     return { svc, dir };
@@ -131,6 +134,7 @@ describe.each(['memory', 'redis'] as const)('config history on the %s store', (s
 
   beforeAll(async () => {
     if (store === 'redis') redis = await startRedis();
+    if (store === 'memcache') memcached = await MemcachedServer.start();
   });
   afterEach(async () => {
     for (const s of services.splice(0)) expect(await s.stop()).toBe(0);
@@ -138,6 +142,7 @@ describe.each(['memory', 'redis'] as const)('config history on the %s store', (s
   });
   afterAll(async () => {
     await redis?.stop();
+    await memcached?.stop();
   });
 
   test('a reload that adds, removes and changes limits: its diff, version, line and info series', async () => {

@@ -1,11 +1,12 @@
 /**
- * End to end, on the memory store and on a real Redis: /debug/denials keeps the last
+ * End to end, on the memory store and on a real Redis (and a known sequence on Memcached): /debug/denials keeps the last
  * DEBUG_DENIALS_SIZE OVER_LIMIT decisions of /json and gRPC calls (newest first, paged, with
  * their rule, values, hits, limit, reset, transport and caller), DEBUG_VALUES hashes or hides the
  * values and addresses, the line per denial is capped at DEBUG_DENIALS_LOG_PER_SECOND with one
  * line telling the number left out, and bad query parameters are a 400 with a one-line reason.
  */
 import fs from 'node:fs';
+import { incrementsProcessed, MemcachedServer } from '../support/memcached';
 import { type RedisServer, startRedis } from '../support/redis';
 import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, httpPost, runtimeDir, type Service, startService } from './harness';
 import { inOneWindow, waitFor } from '../support/wait';
@@ -213,4 +214,31 @@ describe.each(['memory', 'redis'] as const)('denials on the %s store', (store) =
     expect(res.status).toBe(404);
     expect(res.body).toContain('DEBUG_DENIALS_SIZE=0');
   });
+});
+
+test('Memcached: the denials of a known sequence, from the counts Memcached returns', async () => {
+  await inOneWindow(3_600_000, 60_000);
+  const mc = await MemcachedServer.start();
+  const dir = runtimeDir({ 'dn.yaml': CONFIG });
+  const svc = await startService({ ...baseEnv(dir.root), BACKEND_TYPE: 'memcache', MEMCACHE_HOST_PORT: mc.address });
+  try {
+    // Increments are asynchronous (as upstream): each lands before the next call reads.
+    const answers: number[] = [];
+    for (let i = 1; i <= 3; i++) {
+      answers.push((await httpPost(svc.http, '/json', json('mallory'))).status);
+      await waitFor(async () => (await incrementsProcessed(mc.port)) >= i, `increment ${i} to land in memcached`);
+    }
+    expect(answers).toEqual([200, 429, 429]);
+    const all = await page(svc);
+    expect(all).toMatchObject({ recorded: 2, kept: 2 });
+    expect(all.denials.map((d) => [d.seq, d.descriptor?.[0]?.value, d.transport, d.rule, d.hits, d.answered])).toEqual([
+      [2, 'mallory', 'http', 'dn.user', 1, 'OVER_LIMIT'],
+      [1, 'mallory', 'http', 'dn.user', 1, 'OVER_LIMIT'],
+    ]);
+    expect(all.denials[0]!.limit).toEqual({ requests_per_unit: 1, unit: 'HOUR' });
+  } finally {
+    expect(await svc.stop()).toBe(0);
+    await mc.stop();
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  }
 });
