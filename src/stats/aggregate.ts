@@ -7,6 +7,9 @@
  *   gauges that are not counts: `limit`, `window_used` and `utilization` take the largest value
  *   (the workers share the store, so each saw the shared count; `window_keys` and
  *   `window_keys_over_limit` add up, as each worker counts the keys it saw first or go over),
+ *   and the loaded config's gauges (`ratelimit.config.*`: rules, domains, the version's info
+ *   series), which take the largest too: every worker loads the same config, so a sum would
+ *   double it and a worker's restart would look like rules dropped at a reload,
  * - timers add the interval's count and sum, and its samples when the sink keeps them;
  * - a gauge a worker retired leaves the merge, and the store once no worker has it.
  */
@@ -17,7 +20,11 @@ import { RULE_STATS_PREFIX, type StatsStore } from './store';
 /** The headroom gauges merged by their largest value over the workers (src/stats/limits/book.ts). */
 const MAX_OVER_WORKERS = /\.(limit|window_used|utilization)$/;
 
+/** The loaded config's gauges (src/config/, src/providers/config-history.ts), the same in every worker. */
+const CONFIG_PREFIX = 'ratelimit.config.';
+
 function mergedByMax(name: string): boolean {
+  if (name.startsWith(CONFIG_PREFIX)) return true;
   return name.startsWith(RULE_STATS_PREFIX) && MAX_OVER_WORKERS.test(splitTags(name).base);
 }
 

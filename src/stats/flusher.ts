@@ -69,9 +69,10 @@ export class StatsFlusher {
       }
       const sink = this.sink;
       const all = sink.wantsUnchanged === true;
+      const some = typeof sink.wantsUnchanged === 'function' ? sink.wantsUnchanged : undefined;
       for (const c of this.store.counterList()) {
         const d = c.latch();
-        if (d !== 0 || all) sink.counter(c.name, d);
+        if (d !== 0 || all || (some !== undefined && some(c.name))) sink.counter(c.name, d);
       }
       for (const g of this.store.gaugeList()) sink.gauge(g.name, g.value);
       for (const name of this.store.takeRetiredGauges()) sink.retireGauge?.(name);

@@ -289,7 +289,7 @@ describe('deploy/kubernetes: every pod', () => {
     }
   });
 
-  test('the shared pattern runs 2+ replicas behind a PodDisruptionBudget, with the gRPC, HTTP and debug ports', () => {
+  test('the shared pattern runs 2+ replicas behind a PodDisruptionBudget, with the gRPC, HTTP, debug and metrics ports', () => {
     const shared = path.join(K8S_DIR, 'shared');
     const dep = OBJECTS.find((d) => inDir(shared)(d) && d.value.kind === 'Deployment' && (d.value.spec.template.spec.containers ?? []).some(isRatelimitContainer));
     expect(dep?.value.spec.replicas).toBeGreaterThanOrEqual(2);
@@ -298,7 +298,27 @@ describe('deploy/kubernetes: every pod', () => {
     const labels = dep!.value.spec.template.metadata.labels;
     for (const [k, v] of Object.entries(pdb!.value.spec.selector.matchLabels)) expect(labels[k]).toBe(v);
     const svc = OBJECTS.find((d) => inDir(shared)(d) && d.value.kind === 'Service' && d.value.metadata.name === 'ratelimit');
-    expect(svc!.value.spec.ports.map((p: Json) => p.port).sort()).toEqual([6070, 8080, 8081]);
+    expect(svc!.value.spec.ports.map((p: Json) => p.port).sort()).toEqual([6070, 8080, 8081, 9090]);
+  });
+
+  test('Prometheus finds the shared service: pod annotations and the ServiceMonitor name the port PROMETHEUS_ADDR listens on', () => {
+    const shared = path.join(K8S_DIR, 'shared');
+    const dep = OBJECTS.find((d) => inDir(shared)(d) && d.value.kind === 'Deployment' && (d.value.spec.template.spec.containers ?? []).some(isRatelimitContainer))!;
+    const c = dep.value.spec.template.spec.containers.find(isRatelimitContainer);
+    const env = new Map<string, string>(c.env.filter((e: Json) => e.value !== undefined).map((e: Json) => [e.name, e.value]));
+    expect(env.get('USE_PROMETHEUS')).toBe('true');
+    const port = Number(env.get('PROMETHEUS_ADDR')!.split(':').at(-1));
+    const annotations = dep.value.spec.template.metadata.annotations;
+    expect(annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(port), 'prometheus.io/path': '/metrics' });
+    const containerPort = c.ports.find((p: Json) => p.containerPort === port);
+    expect(containerPort?.name).toBe('metrics');
+    const svc = OBJECTS.find((d) => inDir(shared)(d) && d.value.kind === 'Service' && d.value.metadata.name === 'ratelimit')!;
+    const svcPort = svc.value.spec.ports.find((p: Json) => p.name === 'metrics');
+    expect(svcPort.targetPort).toBe('metrics');
+    const [monitor] = loadDocs(path.join(ROOT, 'deploy/observability/servicemonitor.yaml'));
+    expect(monitor!.value.kind).toBe('ServiceMonitor');
+    for (const [k, v] of Object.entries(monitor!.value.spec.selector.matchLabels)) expect(svc.value.metadata.labels[k]).toBe(v);
+    expect(monitor!.value.spec.endpoints).toEqual([expect.objectContaining({ port: 'metrics', path: '/metrics' })]);
   });
 
   test('Redis runs as Deployment + Service `redis` on 6379 where REDIS_URL points', () => {

@@ -351,6 +351,9 @@ describe('worker mode on Redis', () => {
     expect(stat(stats, 'ratelimit.service.rate_limit.wk.user.total_hits')).toBe(8);
     // The dead worker's gauges left the sum: two live pools of 2.
     expect(stat(stats, 'ratelimit.redis_pool.cx_active')).toBe(4);
+    // The primary's own series: one restart, both workers listening again.
+    expect(stat(stats, 'ratelimit.workers.restarts')).toBe(1);
+    expect(stat(stats, 'ratelimit.workers.listening')).toBe(2);
     expect(svc.output().match(/listening: gRPC/g)).toHaveLength(1);
     expect(await svc.stop('SIGTERM')).toBe(0);
   });

@@ -12,7 +12,7 @@ import * as path from 'node:path';
 const SCRIPT = path.resolve(__dirname, '../../scripts/test-servers.sh');
 const SERVERS = ['redis-server', 'redis-sentinel', 'redis-cli', 'memcached', 'openssl'];
 /** The commands of the interop clients (besides Python and the grpc-go sources). */
-const CLIENTS = ['go', 'h2load', 'nghttp', 'curl', 'wrk'];
+const CLIENTS = ['go', 'h2load', 'nghttp', 'curl', 'wrk', 'prometheus', 'promtool'];
 const bash = spawnSync('sh', ['-c', 'command -v bash'], { encoding: 'utf8' }).stdout.trim();
 
 let bin: string;
@@ -77,11 +77,11 @@ describe('the interop clients', () => {
     for (const s of SERVERS) stub(s, 'exit 0');
   });
 
-  test('as root, installs python3-grpcio, golang-go, golang-google-grpc-dev, nghttp2-client (once), curl and wrk', () => {
+  test('as root, installs python3-grpcio, golang-go, golang-google-grpc-dev, nghttp2-client (once), curl, wrk and prometheus (once)', () => {
     fs.rmSync(grpcGoDir, { recursive: true });
     // No python3 at all: the package brings it.
     expect(run(0).code).toBe(0);
-    expect(aptCalls()).toEqual(['update -qq', 'install -y -qq python3-grpcio golang-go golang-google-grpc-dev nghttp2-client curl wrk']);
+    expect(aptCalls()).toEqual(['update -qq', 'install -y -qq python3-grpcio golang-go golang-google-grpc-dev nghttp2-client curl wrk prometheus']);
   });
 
   test('a Python without the grpc module needs python3-grpcio', () => {
@@ -114,6 +114,14 @@ describe('the interop clients', () => {
     const r = run(1000);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('  sudo apt-get install -y wrk\n');
+  });
+
+  test('promtool without prometheus needs the prometheus package', () => {
+    clientsInstalled();
+    fs.rmSync(path.join(bin, 'prometheus'));
+    const r = run(1000);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('  sudo apt-get install -y prometheus\n');
   });
 });
 

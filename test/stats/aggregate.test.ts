@@ -50,6 +50,15 @@ describe('StatsAggregator', () => {
     expect(store.gauge(p + 'window_keys_over_limit.__name=n').value).toBe(1);
   });
 
+  test('the loaded config\'s gauges take the largest: every worker loads the same config, and one restarting drops nothing', () => {
+    const store = new StatsStore();
+    const agg = new StatsAggregator(store);
+    for (const w of [1, 2]) agg.apply(w, batch({ gauges: [['ratelimit.config.rules', 40], ['ratelimit.config.domains', 3], ['ratelimit.config.info.__version=abc', 1]] }));
+    expect([store.gauge('ratelimit.config.rules').value, store.gauge('ratelimit.config.domains').value, store.gauge('ratelimit.config.info.__version=abc').value]).toEqual([40, 3, 1]);
+    agg.removeWorker(2);
+    expect(store.gauge('ratelimit.config.rules').value).toBe(40);
+  });
+
   test('a gauge the workers retire leaves the sum, then the store, and the primary\'s sink retires it once', () => {
     const store = new StatsStore();
     const agg = new StatsAggregator(store);

@@ -91,8 +91,14 @@ describe('Prometheus sink', () => {
     expect(s.get(`ratelimit_service_config_load_success{${env}}`)).toBe(1);
     expect(s.get(`ratelimit_memcache_multiget{code="success",${env}}`)).toBe(2);
     expect(s.get(`ratelimit_localcache_hitCount{${env}}`)).toBe(4);
-    // Counters that did not move are not sent, so they do not appear at all (as upstream).
+    // A rule's counters that did not move are not sent, so they do not appear at all (as upstream);
+    // the service's own are exported at 0 from the start, so that increase() sees their first event.
     expect(s.has(`ratelimit_service_rate_limit_near_limit{domain="mongo_cps",${env},key1="database_users"}`)).toBe(false);
+    store.counter('ratelimit.service.config_load_error');
+    flusher.flush();
+    const again = samples((await get(port, '/metrics')).body);
+    expect(again.get(`ratelimit_service_config_load_error{${env}}`)).toBe(0);
+    expect(again.has(`ratelimit_service_rate_limit_near_limit{domain="mongo_cps",${env},key1="database_users"}`)).toBe(false);
     // statsd_exporter's own counters.
     expect(s.get('statsd_exporter_events_total{type="counter"}')).toBe(10);
     // over_limit_with_local_cache, memcache, and the gauge twice (the scrape flushed gauges again).

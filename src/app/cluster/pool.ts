@@ -10,6 +10,7 @@
  */
 import { Backoff, type BackoffOptions } from '../../platform/backoff';
 import type { StatsBatch } from '../../stats/sinks/ipc';
+import type { Counter, Gauge } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
 import { type FromWorker, isMessage, type ToWorker, type WorkerQuery } from './messages';
 
@@ -49,6 +50,11 @@ export interface WorkerPoolOptions {
   /** A worker's flushed stats (`worker` is cluster's id, unique per process). */
   readonly onStats: (worker: number, batch: StatsBatch) => void;
   readonly onWorkerExit: (worker: number) => void;
+  /**
+   * The primary's own series: `ratelimit.workers.listening` (workers listening now) and
+   * `ratelimit.workers.restarts` (workers that died after the start and were restarted).
+   */
+  readonly stats?: { readonly listening: Gauge; readonly restarts: Counter };
 }
 
 /**
@@ -201,6 +207,7 @@ export class WorkerPool {
     switch (m.type) {
       case 'listening':
         slot.addresses = { grpc: m.grpc, http: m.http };
+        this.opts.stats?.listening.set(this.listeningSlots().length);
         if (this.ready) this.opts.logger.info(`worker ${slot.index} (pid ${worker.pid}) is listening`);
         else if (this.slots.every((s) => s.addresses !== undefined)) {
           this.ready = true;
@@ -235,6 +242,7 @@ export class WorkerPool {
     if (slot.worker !== worker) return;
     slot.worker = undefined;
     slot.addresses = undefined;
+    this.opts.stats?.listening.set(this.listeningSlots().length);
     if (this.stopping) return;
     const how = signal !== null ? `signal ${signal}` : `code ${code}`;
     if (slot.startupError !== undefined) {
@@ -246,6 +254,7 @@ export class WorkerPool {
       return;
     }
     const delay = restartDelay(slot.restartDelays, Date.now() - slot.startedAt);
+    this.opts.stats?.restarts.inc();
     this.opts.logger.error(`worker ${slot.index} (pid ${worker.pid}) exited unexpectedly with ${how}; restarting it in ${delay} ms`);
     slot.restartTimer = setTimeout(() => this.fork(slot), delay);
   }

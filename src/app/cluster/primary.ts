@@ -98,6 +98,7 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
     onFatal: (message) => stop('SIGTERM', message),
     onStats: (worker, batch) => aggregator.apply(worker, batch),
     onWorkerExit: (worker) => aggregator.removeWorker(worker),
+    stats: { listening: stats.gauge('ratelimit.workers.listening'), restarts: stats.counter('ratelimit.workers.restarts') },
   });
   const flusher = new StatsFlusher(stats, sink, settings.stats.flushIntervalMs, logger, () => pool.flushAll(REFRESH_TIMEOUT_MS));
   const debugServer = httpListener(

@@ -35,7 +35,7 @@ import type { AddressInfo } from 'node:net';
 import { Counter as PromCounter, Gauge as PromGauge, Registry, Summary, collectDefaultMetrics } from 'prom-client';
 import type { Logger } from '../../telemetry/logger';
 import { silentLogger } from '../../telemetry/logger';
-import type { TimerSamples } from '../store';
+import { RULE_STATS_PREFIX, type TimerSamples } from '../store';
 import { type Tag, TagNamer } from '../tags';
 import { escapeLabelName, type MappedMetric, MetricMapper, type ObserverOptions, type StatsdMetricType } from './prom-mapper';
 import type { StatsSink } from './types';
@@ -160,6 +160,14 @@ export function parseListenAddr(addr: string): { host: string | undefined; port:
 export class PrometheusSink implements StatsSink {
   readonly kind = 'prometheus' as const;
   readonly wantsTimerSamples = true;
+  /**
+   * The service's own counters are exported from the start, at 0, so that an alert's increase()
+   * sees their first event (a series born at 1 shows no increase); a rule's counters appear when
+   * they first move, so a big config does not export six idle series per rule.
+   */
+  readonly wantsUnchanged = (counter: string): boolean => !counter.startsWith(RULE_STATS_PREFIX);
+  /** Counters exported at 0 already (a delta of 0 is then nothing to do). */
+  private readonly announced = new Set<string>();
   readonly registry = new Registry();
   private readonly families = new Map<string, Family>();
   private readonly namer: TagNamer;
@@ -226,6 +234,10 @@ export class PrometheusSink implements StatsSink {
   }
 
   counter(name: string, delta: number): void {
+    if (delta === 0) {
+      if (this.announced.has(name)) return;
+      this.announced.add(name);
+    }
     this.observe(name, 'counter', (m, labels, scale) => {
       const v = delta * scale;
       if (v < 0) {
@@ -236,8 +248,8 @@ export class PrometheusSink implements StatsSink {
       const f = this.family(m, 'counter');
       if (f === undefined) return;
       f.seriesFor(labels).value += v;
-      this.events.inc({ type: 'counter' });
-    });
+      if (delta !== 0) this.events.inc({ type: 'counter' });
+    }, delta !== 0);
   }
 
   gauge(name: string, value: number): void {
@@ -291,15 +303,18 @@ export class PrometheusSink implements StatsSink {
     });
   }
 
-  private observe(name: string, type: StatsdMetricType, apply: (m: MappedMetric, labels: Labels, scale: number) => void): void {
+  /** Maps one event and applies it; `event: false` (a counter exported at 0) counts no statsd event. */
+  private observe(name: string, type: StatsdMetricType, apply: (m: MappedMetric, labels: Labels, scale: number) => void, event = true): void {
     const tagged = this.namer.resolve(name);
     const m = this.opts.mapper.map(tagged.base, type);
     if (m.drop) {
-      this.actions.inc({ action: 'drop' });
+      if (event) this.actions.inc({ action: 'drop' });
       return;
     }
-    if (m.matched) this.actions.inc({ action: 'map' });
-    else this.unmapped.inc();
+    if (event) {
+      if (m.matched) this.actions.inc({ action: 'map' });
+      else this.unmapped.inc();
+    }
     apply(m, this.labelsOf(m, tagged.tags), m.scale ?? 1);
   }
 

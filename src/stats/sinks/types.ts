@@ -19,9 +19,10 @@ export interface StatsSink {
   readonly wantsTimerSamples: boolean;
   /**
    * Whether the flush also hands over counters and timers that did not move (delta 0, count 0):
-   * the IPC sink announces each new series once, so the primary's /stats lists every series.
+   * `true` for all (the IPC sink announces each new series once, so the primary's /stats lists
+   * every series), or a test of a counter's name for the counters alone (Prometheus).
    */
-  readonly wantsUnchanged?: boolean;
+  readonly wantsUnchanged?: boolean | ((counter: string) => boolean);
   /** Opens what the sink needs (the Prometheus listener; a first statsd connection attempt). */
   start(): Promise<void>;
   counter(name: string, delta: number): void;
