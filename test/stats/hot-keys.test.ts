@@ -9,7 +9,7 @@ import type { RateLimitRule } from '../../src/core/rule';
 import { StatsStore } from '../../src/stats/store';
 import { CAPACITY_PER_K } from '../../src/stats/limits/book';
 import type { RuleWindow } from '../../src/stats/limits/headroom';
-import { prng, type Rng } from '../support/prng';
+import { prng, zipf } from '../support/prng';
 
 const K = 10;
 const CAPACITY = K * CAPACITY_PER_K;
@@ -31,24 +31,6 @@ function limit(opts: { sampleOneIn?: number; requestsPerUnit?: number } = {}): {
     w.counted(stem, [{ key: 'user', value }], 1, after, nowS);
   };
   return { w, hit, stats };
-}
-
-/** Zipf(s) over n ranks by inversion of the cumulative weights. */
-function zipf(rng: Rng, n: number, s: number): () => number {
-  const cum = new Float64Array(n);
-  let total = 0;
-  for (let i = 0; i < n; i++) cum[i] = total += 1 / (i + 1) ** s;
-  return () => {
-    const u = rng() * total;
-    let lo = 0;
-    let hi = n - 1;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (cum[mid]! < u) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  };
 }
 
 function checkAgainstExact(view: ReturnType<NonNullable<ReturnType<RuleWindow['hotKeys']>>['view']>, exact: Map<string, number>, total: number): void {

@@ -9,7 +9,7 @@
 import type { RateLimitRule } from '../../src/core/rule';
 import { candidatesPage, hotKeysPage, CAPACITY_PER_K, type CandidatesPart, type HotKeysPart } from '../../src/stats/limits/pages';
 import { StatsStore } from '../../src/stats/store';
-import { prng } from '../support/prng';
+import { prng, zipf } from '../support/prng';
 
 const K = 10;
 const MINUTE_UNIT = 2; // RLS Unit MINUTE
@@ -41,21 +41,7 @@ const overIpc = <T>(part: T | { status: number }): T => {
 
 test('two processes\' parts merge: hot keys within the bounds of the whole stream, candidate figures as one process would have counted', () => {
   const rng = prng(46);
-  const n = 2000;
-  const cum = new Float64Array(n);
-  let weight = 0;
-  for (let i = 0; i < n; i++) cum[i] = weight += 1 / (i + 1) ** 1.2;
-  const draw = (): number => {
-    const u = rng() * weight;
-    let lo = 0;
-    let hi = n - 1;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (cum[mid]! < u) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  };
+  const draw = zipf(rng, 2000, 1.2);
   const a = processBook(1e9, 50);
   const b = processBook(1e9, 50);
   const whole = processBook(1e9, 50);

@@ -15,3 +15,21 @@ export const int = (rng: Rng, n: number): number => floor(rng() * n);
 
 /** One of `items`. */
 export const pick = <T>(rng: Rng, items: readonly T[]): T => items[int(rng, items.length)]!;
+
+/** Zipf(s) over n ranks by inversion of the cumulative weights. */
+export function zipf(rng: Rng, n: number, s: number): () => number {
+  const cum = new Float64Array(n);
+  let total = 0;
+  for (let i = 0; i < n; i++) cum[i] = total += 1 / (i + 1) ** s;
+  return () => {
+    const u = rng() * total;
+    let lo = 0;
+    let hi = n - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (cum[mid]! < u) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+}
