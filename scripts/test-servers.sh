@@ -5,7 +5,8 @@
 # /usr/bin/python3), golang-go with golang-google-grpc-dev (grpc-go sources under /usr/share/gocode)
 # and nghttp2-client (h2load, nghttp); and the clients of the HTTP/1.1 interop test
 # (test/server/http-interop.test.ts): curl and wrk; and prometheus with promtool (the alert rules
-# and the dashboard's queries, test/deploy/observability.test.ts). Missing ones are installed with apt-get when running as root
+# and the dashboard's queries, test/deploy/observability.test.ts); and chromium (the debug port's
+# console in a real browser, test/server/console.test.ts). Missing ones are installed with apt-get when running as root
 # on Debian/Ubuntu (as CI does); otherwise this stops at once with the exact command to run, since
 # a test that cannot start its server or client would fail anyway.
 #
@@ -30,6 +31,7 @@ declare -A package_of=(
   [wrk]=wrk
   [prometheus]=prometheus
   [promtool]=prometheus
+  [chromium]=chromium
 )
 missing=()
 # Adds a package to the missing ones, once (h2load and nghttp come in the same package).
@@ -42,7 +44,7 @@ done
 "$python" -c 'import grpc' >/dev/null 2>&1 || need python3-grpcio
 command -v go >/dev/null 2>&1 || need "${package_of[go]}"
 [ -d "$grpc_go_dir" ] || need golang-google-grpc-dev
-for cmd in h2load nghttp curl wrk prometheus promtool; do
+for cmd in h2load nghttp curl wrk prometheus promtool chromium; do
   command -v "$cmd" >/dev/null 2>&1 || need "${package_of[$cmd]}"
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
@@ -58,11 +60,11 @@ if command -v apt-get >/dev/null 2>&1; then
   echo "  sudo apt-get install -y ${missing[*]}" >&2
 elif command -v brew >/dev/null 2>&1; then
   echo "The tests need servers and clients that are not installed: ${missing[*]}. Install them with:" >&2
-  echo "  brew install redis memcached openssl go nghttp2 curl wrk prometheus" >&2
+  echo "  brew install redis memcached openssl go nghttp2 curl wrk prometheus chromium" >&2
   echo "  $python -m pip install grpcio" >&2
   echo "The grpc-go interop client builds against Debian's golang-google-grpc-dev sources ($grpc_go_dir): run that test on Debian or Ubuntu." >&2
 else
-  echo "The tests need these commands on the PATH: redis-server, redis-sentinel, redis-cli, memcached, openssl, go, h2load, nghttp, curl, wrk, prometheus, promtool;" \
+  echo "The tests need these commands on the PATH: redis-server, redis-sentinel, redis-cli, memcached, openssl, go, h2load, nghttp, curl, wrk, prometheus, promtool, chromium;" \
     "$python with the grpc module; the grpc-go sources in $grpc_go_dir (missing: ${missing[*]})." >&2
 fi
 exit 1

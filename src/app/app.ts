@@ -25,7 +25,7 @@ import { XdsProvider } from '../providers/xds/provider';
 import { type GrpcTransport, type Settings, loadReloadableFlags } from '../settings';
 import { StatsStore } from '../stats/store';
 import type { PageAnswer } from '../stats/limits/book';
-import type { CandidatesPart, HotKeysPart } from '../stats/limits/pages';
+import type { CandidatesPart, HotKeysPart, LimitsPart } from '../stats/limits/pages';
 import type { Logger } from '../telemetry/logger';
 import {
   ATTR_KEYS_TO_GET_LENGTH,
@@ -551,6 +551,7 @@ export class RateLimitApp {
         refreshGauges: () => this.publishGauges(),
         hotKeys: (query) => this.hotKeys(query),
         candidates: (query) => this.candidates(query),
+        limits: (query) => jsonPage(this.stats.limits.limitsPage(query, Math.floor(this.clock.nowMs() / 1000))),
         explain: (domain, texts) => this.explain(domain, texts),
         explainBucket: (domain, text) => this.explainBucket(domain, text),
         quotaBuckets: () => this.quotaBuckets(),
@@ -585,6 +586,11 @@ export class RateLimitApp {
   /** Worker mode: this process's part of /debug/hotkeys for the primary to merge, or the query's refusal. */
   hotKeysPart(query: URLSearchParams): HotKeysPart | PageAnswer {
     return this.stats.limits.hotKeysPart(query, Math.floor(this.clock.nowMs() / 1000));
+  }
+
+  /** Worker mode: this process's part of /debug/limits, as hotKeysPart. */
+  limitsPart(query: URLSearchParams): LimitsPart | PageAnswer {
+    return this.stats.limits.limitsPart(query, Math.floor(this.clock.nowMs() / 1000));
   }
 
   /** Worker mode: this process's part of /debug/candidates, as hotKeysPart. */

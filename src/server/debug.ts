@@ -1,5 +1,6 @@
 /**
- * The debug listener (upstream port 6070): `/` (and any unknown path) lists the endpoints,
+ * The debug listener (upstream port 6070): `/` (and any unknown path) lists the endpoints (a
+ * browser asking for `/` gets the console instead, src/server/console.ts),
  * `/rlconfig` dumps the loaded config, `/stats` prints every stat — the rate limit counters
  * included, unlike upstream — and `/debug/pprof/profile?seconds=N` records a CPU profile
  * (V8 `.cpuprofile` JSON, open it in Chrome DevTools or speedscope). `/debug/denials` and
@@ -11,6 +12,7 @@
 import http from 'node:http';
 import { Session } from 'node:inspector';
 import type { StatsStore } from '../stats/store';
+import { CONSOLE_CSP, CONSOLE_CSS, CONSOLE_HTML, CONSOLE_JS } from './console';
 import { pathOf, plainError, plainText } from './http-util';
 
 export interface DebugServerOptions {
@@ -33,6 +35,8 @@ export interface DebugServerOptions {
   quotaBuckets?: () => string | Iterable<string> | Promise<string | AsyncIterable<string>>;
   /** `/debug/hotkeys`: the hot keys of the loaded limits for the query (JSON), as `denials`. */
   hotKeys?: (query: URLSearchParams) => string | Promise<string>;
+  /** `/debug/limits`: every loaded limit with its window's figures and recent denials (JSON), as `denials`. */
+  limits?: (query: URLSearchParams) => string | Promise<string>;
   /** `/debug/candidates`: what the candidate limits would have done (JSON), as `denials`. */
   candidates?: (query: URLSearchParams) => string | Promise<string>;
   /**
@@ -83,6 +87,7 @@ const ENDPOINTS: ReadonlyArray<[string, string]> = [
   ['/debug/config-history', 'the last config loads, each with its version and what it changed: ?limit=N&before=SEQ (JSON)'],
   ['/debug/denials', 'the last OVER_LIMIT decisions, newest first: ?limit=N&before=SEQ&domain=D&rule=KEY (JSON)'],
   ['/debug/explain', 'explain a request: ?domain=D&descriptors=k=v,k2=v2 (repeatable), or an RLQS bucket: ?domain=D&bucket=k=v,k2=v2'],
+  ['/debug/limits', 'every loaded limit: its window\'s busiest key, utilisation, keys, and over-limit hits per 30 s over 15 minutes (JSON): ?domain=D&q=TEXT&offset=O&limit=L, each optional'],
   ['/debug/hotkeys', 'the keys with most hits per limit over the last minute and hour (JSON): ?domain=D&rule=R&k=N, each optional'],
   ['/debug/pprof/', 'root of various pprof endpoints. hit for help.'],
   ['/debug/pprof/profile', 'CPU profiling endpoint'],
@@ -102,6 +107,7 @@ const JSON_PAGES: Readonly<Record<string, { readonly page: (o: DebugServerOption
   '/debug/denials': { page: (o) => o.denials, off: 'DEBUG_DENIALS_SIZE=0' },
   '/debug/config-history': { page: (o) => o.configHistory, off: 'DEBUG_CONFIG_HISTORY_SIZE=0' },
   '/debug/hotkeys': { page: (o) => o.hotKeys },
+  '/debug/limits': { page: (o) => o.limits },
   '/debug/candidates': { page: (o) => o.candidates },
 };
 
@@ -162,6 +168,7 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
       case '/debug/denials':
       case '/debug/config-history':
       case '/debug/hotkeys':
+      case '/debug/limits':
       case '/debug/candidates': {
         const { page: pageOf, off } = JSON_PAGES[path]!;
         const page = pageOf(opts);
@@ -212,13 +219,36 @@ export function createDebugHandler(opts: DebugServerOptions): http.RequestListen
         );
         return;
       }
+      case '/console.js':
+        consoleAsset(res, 'text/javascript; charset=utf-8', CONSOLE_JS);
+        return;
+      case '/console.css':
+        consoleAsset(res, 'text/css; charset=utf-8', CONSOLE_CSS);
+        return;
       default: {
+        // A browser asking for the root gets the console; curl and the others the listing.
+        if (path === '/' && /\btext\/html\b/.test(req.headers.accept ?? '')) {
+          consoleAsset(res, 'text/html; charset=utf-8', CONSOLE_HTML);
+          return;
+        }
         let out = '';
         for (const [p, help] of ENDPOINTS) out += `${p}: ${help}\n`;
         plainText(res, 200, out);
       }
     }
   };
+}
+
+/** One of the console's files, with its Content-Security-Policy (src/server/console.ts). */
+function consoleAsset(res: http.ServerResponse, type: string, body: string): void {
+  res.writeHead(200, {
+    'Content-Type': type,
+    'Content-Security-Policy': CONSOLE_CSP,
+    'X-Content-Type-Options': 'nosniff',
+    'Referrer-Policy': 'no-referrer',
+    'Cache-Control': 'no-cache',
+  });
+  res.end(body);
 }
 
 /**

@@ -270,6 +270,14 @@ describe('worker mode on Redis', () => {
       ['user=cold', 1, 0],
     ]);
 
+    // /debug/limits: the busiest key's count is the shared one (the max), each key counted once by
+    // the worker that saw its first hit (the sum), and the page names the workers merged.
+    const limits = JSON.parse((await httpGet(svc.debug, '/debug/limits?domain=hk')).body) as { workers: unknown; total: number; limits: Array<Record<string, unknown>> };
+    expect(limits.workers).toEqual({ merged: [1, 2], unanswered: [] });
+    expect(limits.limits).toEqual([
+      expect.objectContaining({ rule: 'hk.user', requests_per_unit: 10, window_used: 8, utilization: 0.8, window_keys: 3, window_keys_over_limit: 0 }),
+    ]);
+
     // A refused query is the workers' 400, with their reason.
     expect(await httpGet(svc.debug, '/debug/hotkeys?domain=nope')).toMatchObject({ status: 400, body: 'domain "nope" has no loaded limits\n' });
     expect(await httpGet(svc.debug, '/debug/candidates?k=999')).toMatchObject({ status: 400, body: expect.stringMatching(/^k must be an integer from 1 to 10/) });

@@ -12,7 +12,7 @@ import * as path from 'node:path';
 const SCRIPT = path.resolve(__dirname, '../../scripts/test-servers.sh');
 const SERVERS = ['redis-server', 'redis-sentinel', 'redis-cli', 'memcached', 'openssl'];
 /** The commands of the interop clients (besides Python and the grpc-go sources). */
-const CLIENTS = ['go', 'h2load', 'nghttp', 'curl', 'wrk', 'prometheus', 'promtool'];
+const CLIENTS = ['go', 'h2load', 'nghttp', 'curl', 'wrk', 'prometheus', 'promtool', 'chromium'];
 const bash = spawnSync('sh', ['-c', 'command -v bash'], { encoding: 'utf8' }).stdout.trim();
 
 let bin: string;
@@ -77,11 +77,11 @@ describe('the interop clients', () => {
     for (const s of SERVERS) stub(s, 'exit 0');
   });
 
-  test('as root, installs python3-grpcio, golang-go, golang-google-grpc-dev, nghttp2-client (once), curl, wrk and prometheus (once)', () => {
+  test('as root, installs python3-grpcio, golang-go, golang-google-grpc-dev, nghttp2-client (once), curl, wrk, prometheus (once) and chromium', () => {
     fs.rmSync(grpcGoDir, { recursive: true });
     // No python3 at all: the package brings it.
     expect(run(0).code).toBe(0);
-    expect(aptCalls()).toEqual(['update -qq', 'install -y -qq python3-grpcio golang-go golang-google-grpc-dev nghttp2-client curl wrk prometheus']);
+    expect(aptCalls()).toEqual(['update -qq', 'install -y -qq python3-grpcio golang-go golang-google-grpc-dev nghttp2-client curl wrk prometheus chromium']);
   });
 
   test('a Python without the grpc module needs python3-grpcio', () => {

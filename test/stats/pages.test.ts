@@ -7,7 +7,7 @@
  * process fed every key).
  */
 import type { RateLimitRule } from '../../src/core/rule';
-import { candidatesPage, hotKeysPage, CAPACITY_PER_K, type CandidatesPart, type HotKeysPart } from '../../src/stats/limits/pages';
+import { candidatesPage, hotKeysPage, limitsPage, CAPACITY_PER_K, type CandidatesPart, type HotKeysPart, type LimitsPart } from '../../src/stats/limits/pages';
 import { StatsStore } from '../../src/stats/store';
 import { prng, zipf } from '../support/prng';
 
@@ -103,4 +103,29 @@ test('a key seen by one process only: the other\'s floor is added to its count a
     minute: Array<{ entries: string; hits: number; error: number }>;
   };
   expect(page.minute).toEqual([expect.objectContaining({ entries: 'user=only-a', hits: 9, error: 2 })]);
+});
+
+test('/debug/limits: each limit\'s over-limit hits per 30 s over 15 minutes, merged over processes by sum, older periods dropped', () => {
+  const a = processBook(2, 1e9);
+  const b = processBook(2, 1e9);
+  const t0 = 3_000_000_000 - (3_000_000_000 % 60);
+  // a: counts 1..4 at t0 (2 over the limit of 2); b: count 5 at t0 + 30 (1 over), count 7 by 2 hits at t0 + 31 (2 over).
+  for (let n = 1; n <= 4; n++) a.counted('x', n, n, t0);
+  b.counted('x', 5, 5, t0 + 30);
+  b.stats.limits.windows()[0]!.counted('d_user_x_', [{ key: 'user', value: 'x' }], 2, 7, t0 + 31);
+  const page = (nowS: number) =>
+    JSON.parse(limitsPage([a, b].map((p) => overIpc<LimitsPart>(p.stats.limits.limitsPart(new URLSearchParams(), nowS))))) as {
+      denial_period_seconds: number;
+      limits: Array<{ window_used: number; over_limit_hits_per_period: number[] }>;
+    };
+  const now = page(t0 + 40);
+  expect(now.denial_period_seconds).toBe(30);
+  expect(now.limits[0]!.window_used).toBe(7);
+  const series = now.limits[0]!.over_limit_hits_per_period;
+  expect(series).toHaveLength(30);
+  expect(series.slice(-2)).toEqual([2, 3]);
+  expect(series.slice(0, -2).every((n) => n === 0)).toBe(true);
+  // 15 minutes later the t0 period has left the series; the t0 + 30 one is the oldest.
+  expect(page(t0 + 30 + 29 * 30).limits[0]!.over_limit_hits_per_period[0]).toBe(3);
+  expect(page(t0 + 30 + 30 * 30).limits[0]!.over_limit_hits_per_period.every((n) => n === 0)).toBe(true);
 });

@@ -4,7 +4,7 @@
  * from one worker piece by piece), /debug/explain and CPU profiles answered by one worker over
  * IPC (503 when none answers), and
  * the RLQS pages (/debug/rlqs, /debug/explain?bucket=) gathered from every worker (/debug/rlqs
- * pulled from each in turn, piece by piece, as /rlconfig). /debug/hotkeys and /debug/candidates
+ * pulled from each in turn, piece by piece, as /rlconfig). /debug/hotkeys, /debug/candidates and /debug/limits
  * merge every worker's part (src/stats/limits/pages.ts) as if one process had counted;
  * /debug/denials merges the workers' rings newest first, each denial naming its worker;
  * /debug/config-history is one worker's (each loads the same files or xDS responses itself).
@@ -16,7 +16,7 @@ import type { StatsStore } from '../../stats/store';
 import type { LimitsViewSettings } from '../../settings/settings';
 import { parseDenialsQuery } from '../../telemetry/denials';
 import { parseHistoryQuery } from '../../providers/config-history';
-import { candidatesPage, hotKeysPage, type CandidatesPart, type HotKeysPart, type PageSettings } from '../../stats/limits/pages';
+import { candidatesPage, hotKeysPage, limitsPage, type CandidatesPart, type HotKeysPart, type LimitsPart, type PageSettings } from '../../stats/limits/pages';
 import type { WorkerQuery } from './messages';
 import { type WorkerPool, WorkerUnavailableError } from './pool';
 
@@ -219,6 +219,10 @@ export function primaryDebugOptions(pool: WorkerQueries, stats: StatsStore, work
           hotKeys: async (query: URLSearchParams) => {
             const { parts, workers: seen } = await everyWorkerPart<HotKeysPart>(pool, { op: 'hotkeys', query: query.toString() }, workers);
             return hotKeysPage(parts, pages, { workers: seen });
+          },
+          limits: async (query: URLSearchParams) => {
+            const { parts, workers: seen } = await everyWorkerPart<LimitsPart>(pool, { op: 'limits', query: query.toString() }, workers);
+            return limitsPage(parts, { workers: seen });
           },
           candidates: async (query: URLSearchParams) => {
             const { parts, workers: seen } = await everyWorkerPart<CandidatesPart>(pool, { op: 'candidates', query: query.toString() }, workers);

@@ -21,10 +21,10 @@ export type WorkerQuery =
   /** /debug/denials of the worker for a query the primary has checked (its JSON page). */
   | { readonly op: 'denials'; readonly query: string }
   /**
-   * The worker's part of /debug/hotkeys or /debug/candidates for the query (JSON
+   * The worker's part of /debug/hotkeys, /debug/candidates or /debug/limits for the query (JSON
    * `{"part":...}`, merged by the primary), or `{"refused":"<reason>"}` when the query is refused.
    */
-  | { readonly op: 'hotkeys' | 'candidates'; readonly query: string }
+  | { readonly op: 'hotkeys' | 'candidates' | 'limits'; readonly query: string }
   /** /debug/config-history of the worker, as 'denials'. */
   | { readonly op: 'config-history'; readonly query: string }
   /** Flush the stats now; the batch is sent before the reply, on the same ordered channel. */

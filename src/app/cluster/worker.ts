@@ -59,6 +59,8 @@ async function answer(app: RateLimitApp, listings: Listings, query: WorkerQuery)
       return partAnswer(app.hotKeysPart(new URLSearchParams(query.query)));
     case 'candidates':
       return partAnswer(app.candidatesPart(new URLSearchParams(query.query)));
+    case 'limits':
+      return partAnswer(app.limitsPart(new URLSearchParams(query.query)));
     case 'config-history':
       return app.configHistoryPage(new URLSearchParams(query.query));
     case 'flush':

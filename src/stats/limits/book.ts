@@ -18,8 +18,8 @@ import type { Counter, Gauge, StatsStore } from '../store';
 import { replaceTagChars } from '../tags';
 import { HotKeys } from './hot-keys';
 import { CandidateWatch, type CandidateHost } from './candidates';
-import { RuleWindow, type WindowHost } from './headroom';
-import { CAPACITY_PER_K, candidatesPage, hotKeysPage, summaryPart, type CandidatePart, type CandidatesPart, type HotKeysPart, type LimitPart, type PageSettings, type SummaryPart } from './pages';
+import { DENIAL_PERIOD_S, RuleWindow, type WindowHost } from './headroom';
+import { CAPACITY_PER_K, candidatesPage, hotKeysPage, summaryPart, type CandidatePart, type CandidatesPart, type HotKeysPart, type LimitPart, type LimitsPart, limitsPage, type PageSettings, type SummaryPart } from './pages';
 import type { ValuePrivacy } from '../../telemetry/value-privacy';
 
 export interface LimitsOptions {
@@ -279,6 +279,56 @@ export class LimitsBook implements WindowHost, CandidateHost {
     return 'status' in part ? part : { status: 200, body: hotKeysPage([part], this.pageSettings) };
   }
 
+  /**
+   * `GET /debug/limits[?domain=D][&q=TEXT][&offset=O][&limit=L]`: every loaded limit in /rlconfig
+   * order with its window's figures and its denials over the last 15 minutes, L from the O-th
+   * (default 100, at most 1,000); `q` keeps the limits whose stats key or name contains it.
+   */
+  limitsPage(query: URLSearchParams, nowS: number): PageAnswer {
+    const part = this.limitsPart(query, nowS);
+    return 'status' in part ? part : { status: 200, body: limitsPage([part]) };
+  }
+
+  /** This process's part of /debug/limits for the query, or the query's refusal. */
+  limitsPart(query: URLSearchParams, nowS: number): LimitsPart | PageAnswer {
+    for (const name of query.keys()) {
+      if (!['domain', 'q', 'offset', 'limit'].includes(name)) return bad(`unknown parameter ${JSON.stringify(name)}: limits takes domain, q, offset and limit`);
+      if (query.getAll(name).length > 1) return bad(`parameter ${JSON.stringify(name)} is given more than once`);
+    }
+    const int = (name: string, dflt: number, min: number, max: number): number | string => {
+      const t = query.get(name);
+      if (t === null) return dflt;
+      const v = /^\d{1,9}$/.test(t) ? Number(t) : NaN;
+      return v >= min && v <= max ? v : `${name} must be an integer from ${min} to ${max}, not ${JSON.stringify(t.length > 40 ? t.slice(0, 40) + '...' : t)}`;
+    };
+    const limit = int('limit', DEFAULT_LIMITS_PER_PAGE, 1, MAX_LIMITS_PER_PAGE);
+    if (typeof limit === 'string') return bad(limit);
+    const offset = int('offset', 0, 0, 999_999_999);
+    if (typeof offset === 'string') return bad(offset);
+    const domain = query.get('domain');
+    const q = query.get('q');
+    if (q !== null && q.length > 200) return bad('q must be at most 200 characters');
+    let chosen: readonly RuleWindow[] = this.current;
+    if (domain !== null) {
+      chosen = chosen.filter((w) => w.domain === domain);
+      if (chosen.length === 0) return bad(`domain ${JSON.stringify(domain)} has no loaded limits`);
+    }
+    if (q !== null && q !== '') {
+      const needle = q.toLowerCase();
+      chosen = chosen.filter((w) => w.key.toLowerCase().includes(needle) || w.name.toLowerCase().includes(needle));
+    }
+    return {
+      total: chosen.length,
+      offset,
+      limit,
+      periodSeconds: DENIAL_PERIOD_S,
+      limits: chosen.slice(offset, offset + limit).map((w) => {
+        const f = w.figures(nowS);
+        return { ...limitPart(w), capacity: w.capacity, used: f.used, keys: f.keys, keysOverLimit: f.keysOverLimit, denials: w.denialSeries(nowS) };
+      }),
+    };
+  }
+
   /** What this process saw of the limits the query chose (every listed key), or the query's refusal. */
   hotKeysPart(query: URLSearchParams, nowS: number): HotKeysPart | PageAnswer {
     for (const name of query.keys()) {
@@ -317,6 +367,10 @@ export class LimitsBook implements WindowHost, CandidateHost {
 }
 
 const NO_KEYS: SummaryPart = { total: 0, entries: [] };
+
+/** Limits listed per page of /debug/limits at most, and by default. */
+export const MAX_LIMITS_PER_PAGE = 1000;
+const DEFAULT_LIMITS_PER_PAGE = 100;
 
 function limitPart(w: RuleWindow): LimitPart {
   return {

@@ -100,6 +100,41 @@ function hash32(s: string): number {
   return (h ^ (h >>> 16)) >>> 0;
 }
 
+/** The denials of a limit over the last 15 minutes, in 30 periods of 30 seconds (the console's sparkline). */
+export const DENIAL_PERIOD_S = 30;
+export const DENIAL_PERIODS = 30;
+
+/**
+ * Over-limit hits per period, kept from a limit's first denial: 30 counts and their periods' starts
+ * (360 bytes a limit that ever denied). A period's count is reset when its slot is taken again.
+ */
+class DenialRing {
+  readonly counts = new Uint32Array(DENIAL_PERIODS);
+  readonly starts = new Float64Array(DENIAL_PERIODS).fill(-1);
+
+  add(hits: number, nowS: number): void {
+    const start = nowS - (nowS % DENIAL_PERIOD_S);
+    const i = (start / DENIAL_PERIOD_S) % DENIAL_PERIODS;
+    if (this.starts[i] !== start) {
+      this.starts[i] = start;
+      this.counts[i] = 0;
+    }
+    this.counts[i] += hits;
+  }
+
+  /** Oldest first: the over-limit hits of each of the last 30 periods up to the one holding `nowS`. */
+  series(nowS: number): number[] {
+    const last = nowS - (nowS % DENIAL_PERIOD_S);
+    const out = new Array<number>(DENIAL_PERIODS).fill(0);
+    for (let k = 0; k < DENIAL_PERIODS; k++) {
+      const start = last - (DENIAL_PERIODS - 1 - k) * DENIAL_PERIOD_S;
+      const i = (start / DENIAL_PERIOD_S) % DENIAL_PERIODS;
+      if (this.starts[i] === start) out[k] = this.counts[i]!;
+    }
+    return out;
+  }
+}
+
 /** One loaded limit's window and hot keys (core's RuleWatch). */
 export class RuleWindow implements RuleWatch {
   /** The window length in seconds (the unit's divider). */
@@ -117,6 +152,7 @@ export class RuleWindow implements RuleWatch {
   /** Some key was counted since the limit loaded (its gauges are made then). */
   seen = false;
   private hot: HotKeys | undefined;
+  private denials: DenialRing | undefined;
   /** No place for hot keys at HOT_KEYS_MAX_RULES: not asked again. */
   private hotRefused = false;
   private skip = 1;
@@ -158,6 +194,8 @@ export class RuleWindow implements RuleWatch {
         (this.distinct ??= new DistinctEstimate()).add(stem);
         if (after > cap) (this.distinctOver ??= new DistinctEstimate()).add(stem);
       }
+      // As over_limit counts: the hits past the limit (all of them once it was already over).
+      if (after > cap) (this.denials ??= new DenialRing()).add(before >= cap ? hits : after - cap, nowS);
     }
     if (host.topK > 0 && --this.skip <= 0) {
       const over = after > cap ? Math.min(hits, after - cap) : 0;
@@ -171,6 +209,7 @@ export class RuleWindow implements RuleWatch {
     if (host.headroom) {
       this.turn(nowS);
       this.seen = true;
+      (this.denials ??= new DenialRing()).add(hits, nowS);
     }
     if (host.topK > 0 && --this.skip <= 0) this.sample(stem, entries, hits, hits, 0, nowS, true);
   }
@@ -210,6 +249,7 @@ export class RuleWindow implements RuleWatch {
    */
   inherit(old: RuleWindow): void {
     this.hot ??= old.hot;
+    this.denials ??= old.denials;
     this.seen ||= old.seen;
     if (old.windowSeconds !== this.windowSeconds || old.algorithm !== this.algorithm) return;
     this.windowStart = old.windowStart;
@@ -227,6 +267,11 @@ export class RuleWindow implements RuleWatch {
     if (nowS - (nowS % this.windowSeconds) !== this.windowStart) return { used: 0, keys: 0, keysOverLimit: 0 };
     if (this.exactKeys) return { used: this.used, keys: this.keys, keysOverLimit: this.keysOver };
     return { used: this.used, keys: this.distinct?.estimate() ?? 0, keysOverLimit: this.distinctOver?.estimate() ?? 0 };
+  }
+
+  /** Over-limit hits in each of the last 30 periods of 30 s, oldest first (all 0 before a first denial). */
+  denialSeries(nowS: number): number[] {
+    return this.denials?.series(nowS) ?? new Array<number>(DENIAL_PERIODS).fill(0);
   }
 
   /** The hot keys, if any were taken. */

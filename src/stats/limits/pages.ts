@@ -268,3 +268,65 @@ function shown(e: HotEntry, values: ValuePrivacy): Record<string, string> {
   if (values === 'hide') return {};
   return { key: describeValue('hash', e.key), entries: describeValue('hash', e.entries) };
 }
+
+/** One loaded limit's headroom as one process saw it (the console's rules table). */
+export interface LimitRowPart extends LimitPart {
+  /** What counts are compared with (requests_per_unit, or a token bucket's burst). */
+  readonly capacity: number;
+  readonly used: number;
+  readonly keys: number;
+  readonly keysOverLimit: number;
+  /** Over-limit hits in each of the last DENIAL_PERIODS periods of DENIAL_PERIOD_S, oldest first. */
+  readonly denials: readonly number[];
+}
+
+/** What one process saw of the limits a /debug/limits query chose (one page of them). */
+export interface LimitsPart {
+  readonly total: number;
+  readonly offset: number;
+  readonly limit: number;
+  readonly periodSeconds: number;
+  readonly limits: readonly LimitRowPart[];
+}
+
+/**
+ * /debug/limits from one part or every worker's: the largest `used` (the workers share the
+ * store's counts), the sums of the keys (each worker counts the keys it saw) and of the denials.
+ */
+export function limitsPage(parts: readonly LimitsPart[], extra: PageExtra = {}): string {
+  const merged = new Map<string, { first: LimitRowPart; used: number; keys: number; over: number; denials: number[] }>();
+  for (const part of parts) {
+    for (const l of part.limits) {
+      const id = limitId(l);
+      const m = merged.get(id);
+      if (m === undefined) {
+        merged.set(id, { first: l, used: l.used, keys: l.keys, over: l.keysOverLimit, denials: [...l.denials] });
+        continue;
+      }
+      m.used = Math.max(m.used, l.used);
+      m.keys += l.keys;
+      m.over += l.keysOverLimit;
+      for (let i = 0; i < m.denials.length && i < l.denials.length; i++) m.denials[i]! += l.denials[i]!;
+    }
+  }
+  const first = parts[0];
+  const total = Math.max(0, ...parts.map((p) => p.total));
+  const offset = first?.offset ?? 0;
+  const out = {
+    total,
+    offset,
+    limit: first?.limit ?? 0,
+    ...(offset + merged.size < total ? { next_offset: offset + merged.size } : {}),
+    denial_period_seconds: first?.periodSeconds ?? 0,
+    ...extra,
+    limits: [...merged.values()].map((m) => ({
+      ...limitInfo(m.first),
+      window_used: m.used,
+      utilization: m.first.capacity > 0 ? m.used / m.first.capacity : m.used > 0 ? null : 0,
+      window_keys: m.keys,
+      window_keys_over_limit: m.over,
+      over_limit_hits_per_period: m.denials,
+    })),
+  };
+  return JSON.stringify(out) + '\n';
+}
