@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { baseEnv, callGrpc, descriptor, grpcClient, httpGet, httpPost, manyDescriptors, ROOT, runtimeDir, type Service, startService } from '../e2e/harness';
+import { startRedis } from '../support/redis';
 import { inOneWindow, waitFor } from '../support/wait';
 
 const CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
@@ -151,6 +152,36 @@ test('10,000 rules: the first page renders within a second, and the search finds
     }
   } finally {
     expect(await svc.stop()).toBe(0);
+    fs.rmSync(dir.base, { recursive: true, force: true });
+  }
+}, 60_000);
+
+test('in worker mode on Redis the primary\'s console shows the workers\' merged figures', async () => {
+  const redis = await startRedis();
+  const dir = runtimeDir({ 'con.yaml': CONFIG });
+  const svc = await startService({ ...baseEnv(dir.root), BACKEND_TYPE: 'redis', REDIS_SOCKET_TYPE: 'tcp', REDIS_URL: redis.address, WORKERS: '2', HOT_KEYS_SAMPLE_ONE_IN: '1' });
+  try {
+    await inOneWindow(60_000, 10_000);
+    // Fresh connections: node:cluster hands them to the workers in turn, so both count alice.
+    for (let i = 0; i < 4; i++) await httpPost(svc.http, '/json', JSON.stringify({ domain: 'con', descriptors: [{ entries: [{ key: 'user', value: 'alice' }] }] }));
+    const { page, messages } = await open(svc);
+    try {
+      const service = await page.$eval('#service', (dl) => dl.textContent);
+      expect(service).toContain('counter store' + 'redis');
+      expect(service).toContain('workers listening2');
+      expect(await page.$eval('#status', (s) => s.textContent)).toBe('serving');
+      expect((await rows(page, 'limits')).map((r) => r.slice(0, 5))).toEqual([
+        ['con.path', '1000 / minute', '0', '0.0 %', '0 / 0'],
+        ['con.user (per-user)', '3 / minute', '4', '133 %', '1 / 1'],
+      ]);
+      expect((await rows(page, 'denials')).map((r) => r[2])).toEqual(['user=alice']);
+      expect(messages.filter((m) => /Content Security Policy|pageerror|error:/i.test(m))).toEqual([]);
+    } finally {
+      await page.close();
+    }
+  } finally {
+    expect(await svc.stop()).toBe(0);
+    await redis.stop();
     fs.rmSync(dir.base, { recursive: true, force: true });
   }
 }, 60_000);
