@@ -199,12 +199,7 @@ export class LimitsBook implements WindowHost, CandidateHost {
       }
       if (query.getAll(name).length > 1) return bad(`parameter ${JSON.stringify(name)} is given more than once`);
     }
-    const int = (name: string, dflt: number, min: number, max: number, why: string): number | string => {
-      const t = query.get(name);
-      if (t === null) return dflt;
-      const v = /^\d{1,9}$/.test(t) ? Number(t) : NaN;
-      return v >= min && v <= max ? v : `${name} must be an integer from ${min} to ${max}${why}, not ${JSON.stringify(t)}`;
-    };
+    const int = (name: string, dflt: number, min: number, max: number, why: string): number | string => intParam(query, name, dflt, min, max, why);
     if (query.has('k') && this.topK === 0) return bad('top keys are off (HOT_KEYS_TOP_K=0): k cannot be given');
     const k = int('k', this.topK, 1, this.topK, ' (HOT_KEYS_TOP_K)');
     if (typeof k === 'string') return bad(k);
@@ -295,12 +290,7 @@ export class LimitsBook implements WindowHost, CandidateHost {
       if (!['domain', 'q', 'offset', 'limit'].includes(name)) return bad(`unknown parameter ${JSON.stringify(name)}: limits takes domain, q, offset and limit`);
       if (query.getAll(name).length > 1) return bad(`parameter ${JSON.stringify(name)} is given more than once`);
     }
-    const int = (name: string, dflt: number, min: number, max: number): number | string => {
-      const t = query.get(name);
-      if (t === null) return dflt;
-      const v = /^\d{1,9}$/.test(t) ? Number(t) : NaN;
-      return v >= min && v <= max ? v : `${name} must be an integer from ${min} to ${max}, not ${JSON.stringify(t.length > 40 ? t.slice(0, 40) + '...' : t)}`;
-    };
+    const int = (name: string, dflt: number, min: number, max: number): number | string => intParam(query, name, dflt, min, max, '');
     const limit = int('limit', DEFAULT_LIMITS_PER_PAGE, 1, MAX_LIMITS_PER_PAGE);
     if (typeof limit === 'string') return bad(limit);
     const offset = int('offset', 0, 0, 999_999_999);
@@ -413,6 +403,14 @@ function candidatePart(c: CandidateWatch): CandidatePart {
     peakAtS: c.peakAtS,
     ...(top !== undefined ? { top: summaryPart(top) } : {}),
   };
+}
+
+/** An integer parameter of a page's query in [min, max] (`dflt` when absent), or why it is refused (the text cut short). */
+function intParam(query: URLSearchParams, name: string, dflt: number, min: number, max: number, why: string): number | string {
+  const t = query.get(name);
+  if (t === null) return dflt;
+  const v = /^\d{1,9}$/.test(t) ? Number(t) : NaN;
+  return v >= min && v <= max ? v : `${name} must be an integer from ${min} to ${max}${why}, not ${JSON.stringify(t.length > 40 ? t.slice(0, 40) + '...' : t)}`;
 }
 
 function bad(reason: string): PageAnswer {
