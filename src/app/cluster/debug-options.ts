@@ -143,6 +143,7 @@ function parseWorkersCursor(text: string | null, workers: number): Map<number, n
  * denial says its worker, and `next_before` holds each worker's place for the next page.
  */
 async function mergedDenials(pool: WorkerQueries, query: URLSearchParams, workers: number): Promise<string> {
+  if (query.getAll('before').length > 1) throw new DebugHttpError(400, "query parameter 'before' is given more than once");
   const own = new URLSearchParams(query);
   own.delete('before');
   const q = parseDenialsQuery(own);
@@ -176,7 +177,14 @@ async function mergedDenials(pool: WorkerQueries, query: URLSearchParams, worker
   const shown = all.slice(0, q.limit);
   // Each worker's place: before its oldest denial shown, or where it was when none of it was shown.
   const next: string[] = [];
-  for (const [worker, page] of pages) {
+  for (const worker of asked) {
+    const page = pages.get(worker);
+    if (page === undefined) {
+      // It did not answer this time: its place is kept for the next page.
+      const place = places?.get(worker);
+      if (place !== undefined) next.push(`${worker}:${place}`);
+      continue;
+    }
     const mine = shown.filter((x) => x.worker === worker);
     const more = page.denials.length > mine.length || page.next_before !== undefined;
     if (!more) continue;

@@ -260,6 +260,11 @@ describe('/debug/denials merges the workers\' rings', () => {
       const page = JSON.parse((await s.get('/debug/denials')).body) as Page;
       expect(page.workers).toEqual({ merged: [1], unanswered: [{ worker: 2, error: 'worker 2 is restarting' }] });
       expect(page.denials.map((d) => [d.worker, d.seq])).toEqual([[1, 3], [1, 2], [1, 1]]);
+      // A worker that misses a page keeps its place in the cursor.
+      const later = JSON.parse((await s.get('/debug/denials?limit=1&before=1:3,2:2')).body) as Page;
+      expect(later.denials.map((d) => [d.worker, d.seq])).toEqual([[1, 2]]);
+      expect(later.next_before).toBe('1:2,2:2');
+      expect((await s.get('/debug/denials?before=1:3&before=1:2')).status).toBe(400);
     } finally {
       s.close();
     }
