@@ -191,7 +191,7 @@ export const CONSOLE_JS = `'use strict';
   function renderLimits(page) {
     state.total = page.total;
     var period = page.denial_period_seconds || 30;
-    $('page').textContent = page.total === 0 ? 'no limit' : (page.offset + 1) + '–' + (page.offset + page.limits.length) + ' of ' + page.total;
+    $('page').textContent = (page.total === 0 ? 'no limit' : (page.offset + 1) + '–' + (page.offset + page.limits.length) + ' of ' + page.total) + (page.headroom ? ' — headroom ' + page.headroom : '');
     $('prev').disabled = page.offset === 0;
     $('next').disabled = page.next_offset === undefined;
     fill('limits', page.limits.map(function (l) {

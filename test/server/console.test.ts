@@ -186,10 +186,14 @@ test('in worker mode on Redis the primary\'s console shows the workers\' merged 
   }
 }, 60_000);
 
-test('bad input to /debug/limits is a 400 with a reason', async () => {
+test('bad input to /debug/limits is a 400 with a reason; with headroom off the page says so', async () => {
   const dir = runtimeDir({ 'con.yaml': CONFIG });
   const svc = await startService(baseEnv(dir.root));
+  const off = await startService({ ...baseEnv(dir.root), HEADROOM_ENABLED: 'false' });
   try {
+    const page = JSON.parse((await httpGet(off.debug, '/debug/limits')).body) as { headroom?: string; total: number };
+    expect(page).toMatchObject({ total: 2, headroom: 'off (HEADROOM_ENABLED=false): no window figures nor denials' });
+    expect(JSON.parse((await httpGet(svc.debug, '/debug/limits')).body)).not.toHaveProperty('headroom');
     for (const [q, reason] of [
       ['?limit=0', 'limit must be an integer from 1 to 1000, not "0"'],
       ['?offset=-1', 'offset must be an integer from 0 to 999999999, not "-1"'],
@@ -201,6 +205,7 @@ test('bad input to /debug/limits is a 400 with a reason', async () => {
     }
   } finally {
     expect(await svc.stop()).toBe(0);
+    expect(await off.stop()).toBe(0);
     fs.rmSync(dir.base, { recursive: true, force: true });
   }
 });

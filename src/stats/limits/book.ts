@@ -312,6 +312,7 @@ export class LimitsBook implements WindowHost, CandidateHost {
       offset,
       limit,
       periodSeconds: DENIAL_PERIOD_S,
+      headroom: this.headroom,
       limits: chosen.slice(offset, offset + limit).map((w) => {
         const f = w.figures(nowS);
         return { ...limitPart(w), capacity: w.capacity, used: f.used, keys: f.keys, keysOverLimit: f.keysOverLimit, denials: w.denialSeries(nowS) };

@@ -286,6 +286,8 @@ export interface LimitsPart {
   readonly offset: number;
   readonly limit: number;
   readonly periodSeconds: number;
+  /** HEADROOM_ENABLED: false, and the window figures and denials are all 0. */
+  readonly headroom: boolean;
   readonly limits: readonly LimitRowPart[];
 }
 
@@ -318,6 +320,7 @@ export function limitsPage(parts: readonly LimitsPart[], extra: PageExtra = {}):
     limit: first?.limit ?? 0,
     ...(offset + merged.size < total ? { next_offset: offset + merged.size } : {}),
     denial_period_seconds: first?.periodSeconds ?? 0,
+    ...(first !== undefined && !first.headroom ? { headroom: 'off (HEADROOM_ENABLED=false): no window figures nor denials' } : {}),
     ...extra,
     limits: [...merged.values()].map((m) => ({
       ...limitInfo(m.first),
