@@ -28,10 +28,20 @@ export const REFRESH_TIMEOUT_MS = 2_000;
 /** What the debug page needs of the workers. */
 export type WorkerQueries = Pick<WorkerPool, 'query' | 'flushAll'>;
 
-/** Each worker's answer to `query` (or why it gave none), by worker number from 1. */
-async function askEveryWorker(pool: WorkerQueries, query: WorkerQuery, workers: number): Promise<Array<{ worker: number; value: string } | { worker: number; error: string }>> {
-  const answers = await Promise.allSettled(Array.from({ length: workers }, (_, i) => pool.query(query, QUERY_TIMEOUT_MS, i + 1)));
+/** Each worker's answer to `query` (the same for all, or made per worker), or why it gave none, by worker number from 1. */
+async function askEveryWorker(
+  pool: WorkerQueries,
+  query: WorkerQuery | ((worker: number) => WorkerQuery),
+  workers: number,
+): Promise<Array<{ worker: number; value: string } | { worker: number; error: string }>> {
+  const queryOf = typeof query === 'function' ? query : () => query;
+  const answers = await Promise.allSettled(Array.from({ length: workers }, (_, i) => pool.query(queryOf(i + 1), QUERY_TIMEOUT_MS, i + 1)));
   return answers.map((a, i) => (a.status === 'fulfilled' ? { worker: i + 1, value: a.value.value } : { worker: i + 1, error: (a.reason as Error)?.message ?? String(a.reason) }));
+}
+
+/** The 503 of a merged page when no worker answered. */
+function noWorkerAnswered(unanswered: WorkersMerged['unanswered']): DebugHttpError {
+  return new DebugHttpError(503, `no worker answered: ${unanswered.map((u) => `worker ${u.worker}: ${u.error}`).join('; ')}`);
 }
 
 /**
@@ -66,7 +76,7 @@ async function everyWorkerPart<P>(pool: WorkerQueries, query: WorkerQuery, worke
     parts.push(answer.part);
     seen.merged.push(a.worker);
   }
-  if (parts.length === 0) throw new DebugHttpError(503, `no worker answered: ${seen.unanswered.map((u) => `worker ${u.worker}: ${u.error}`).join('; ')}`);
+  if (parts.length === 0) throw noWorkerAnswered(seen.unanswered);
   return { parts, workers: seen };
 }
 
@@ -150,34 +160,33 @@ async function mergedDenials(pool: WorkerQueries, query: URLSearchParams, worker
   if (typeof q === 'string') throw new DebugHttpError(400, q);
   const places = parseWorkersCursor(query.get('before'), workers);
   // Every worker, for its ring's figures; one the cursor leaves out has nothing older (before=1).
-  const asked = Array.from({ length: workers }, (_, i) => i + 1);
-  const answers = await Promise.allSettled(
-    asked.map((w) => {
+  const answers = await askEveryWorker(
+    pool,
+    (w) => {
       const before = places === undefined ? undefined : places.get(w) ?? 1;
-      const text = before === undefined ? own.toString() : `${own.toString()}${own.size > 0 ? '&' : ''}before=${before}`;
-      return pool.query({ op: 'denials', query: text }, QUERY_TIMEOUT_MS, w);
-    }),
+      return { op: 'denials', query: before === undefined ? own.toString() : `${own.toString()}${own.size > 0 ? '&' : ''}before=${before}` };
+    },
+    workers,
   );
   const seen: WorkersMerged = { merged: [], unanswered: [] };
   const pages = new Map<number, WorkerDenialsPage>();
   const all: Array<{ worker: number; at: number; d: WorkerDenial }> = [];
-  answers.forEach((a, i) => {
-    const worker = asked[i]!;
-    if (a.status === 'rejected') {
-      seen.unanswered.push({ worker, error: (a.reason as Error)?.message ?? String(a.reason) });
-      return;
+  for (const a of answers) {
+    if ('error' in a) {
+      seen.unanswered.push(a);
+      continue;
     }
-    const page = JSON.parse(a.value.value) as WorkerDenialsPage;
-    pages.set(worker, page);
-    seen.merged.push(worker);
-    for (const d of page.denials) all.push({ worker, at: Date.parse(d.time), d });
-  });
-  if (pages.size === 0) throw new DebugHttpError(503, `no worker answered: ${seen.unanswered.map((u) => `worker ${u.worker}: ${u.error}`).join('; ')}`);
+    const page = JSON.parse(a.value) as WorkerDenialsPage;
+    pages.set(a.worker, page);
+    seen.merged.push(a.worker);
+    for (const d of page.denials) all.push({ worker: a.worker, at: Date.parse(d.time), d });
+  }
+  if (pages.size === 0) throw noWorkerAnswered(seen.unanswered);
   all.sort((a, b) => b.at - a.at || a.worker - b.worker || b.d.seq - a.d.seq);
   const shown = all.slice(0, q.limit);
   // Each worker's place: before its oldest denial shown, or where it was when none of it was shown.
   const next: string[] = [];
-  for (const worker of asked) {
+  for (let worker = 1; worker <= workers; worker++) {
     const page = pages.get(worker);
     if (page === undefined) {
       // It did not answer this time: its place is kept for the next page.
