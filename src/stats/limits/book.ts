@@ -193,19 +193,14 @@ export class LimitsBook implements WindowHost, CandidateHost {
 
   /** What this process counted for the candidates the query chose (a page of them), or the query's refusal. */
   candidatesPart(query: URLSearchParams): CandidatesPart | PageAnswer {
-    for (const name of query.keys()) {
-      if (!['domain', 'rule', 'k', 'offset', 'limit'].includes(name)) {
-        return bad(`unknown parameter ${JSON.stringify(name)}: candidates takes domain, rule, k, offset and limit`);
-      }
-      if (query.getAll(name).length > 1) return bad(`parameter ${JSON.stringify(name)} is given more than once`);
-    }
-    const int = (name: string, dflt: number, min: number, max: number, why: string): number | string => intParam(query, name, dflt, min, max, why);
+    const refused = paramsRefusal(query, 'candidates', ['domain', 'rule', 'k', 'offset', 'limit']);
+    if (refused !== undefined) return bad(refused);
     if (query.has('k') && this.topK === 0) return bad('top keys are off (HOT_KEYS_TOP_K=0): k cannot be given');
-    const k = int('k', this.topK, 1, this.topK, ' (HOT_KEYS_TOP_K)');
+    const k = intParam(query, 'k', this.topK, 1, this.topK, ' (HOT_KEYS_TOP_K)');
     if (typeof k === 'string') return bad(k);
-    const limit = int('limit', DEFAULT_CANDIDATES_PER_PAGE, 1, MAX_CANDIDATES_PER_PAGE, '');
+    const limit = intParam(query, 'limit', DEFAULT_CANDIDATES_PER_PAGE, 1, MAX_CANDIDATES_PER_PAGE, '');
     if (typeof limit === 'string') return bad(limit);
-    const offset = int('offset', 0, 0, 999_999_999, '');
+    const offset = intParam(query, 'offset', 0, 0, 999_999_999, '');
     if (typeof offset === 'string') return bad(offset);
     const domain = query.get('domain');
     const rule = query.get('rule');
@@ -286,14 +281,11 @@ export class LimitsBook implements WindowHost, CandidateHost {
 
   /** This process's part of /debug/limits for the query, or the query's refusal. */
   limitsPart(query: URLSearchParams, nowS: number): LimitsPart | PageAnswer {
-    for (const name of query.keys()) {
-      if (!['domain', 'q', 'offset', 'limit'].includes(name)) return bad(`unknown parameter ${JSON.stringify(name)}: limits takes domain, q, offset and limit`);
-      if (query.getAll(name).length > 1) return bad(`parameter ${JSON.stringify(name)} is given more than once`);
-    }
-    const int = (name: string, dflt: number, min: number, max: number): number | string => intParam(query, name, dflt, min, max, '');
-    const limit = int('limit', DEFAULT_LIMITS_PER_PAGE, 1, MAX_LIMITS_PER_PAGE);
+    const refused = paramsRefusal(query, 'limits', ['domain', 'q', 'offset', 'limit']);
+    if (refused !== undefined) return bad(refused);
+    const limit = intParam(query, 'limit', DEFAULT_LIMITS_PER_PAGE, 1, MAX_LIMITS_PER_PAGE, '');
     if (typeof limit === 'string') return bad(limit);
-    const offset = int('offset', 0, 0, 999_999_999);
+    const offset = intParam(query, 'offset', 0, 0, 999_999_999, '');
     if (typeof offset === 'string') return bad(offset);
     const domain = query.get('domain');
     const q = query.get('q');
@@ -322,16 +314,11 @@ export class LimitsBook implements WindowHost, CandidateHost {
 
   /** What this process saw of the limits the query chose (every listed key), or the query's refusal. */
   hotKeysPart(query: URLSearchParams, nowS: number): HotKeysPart | PageAnswer {
-    for (const name of query.keys()) {
-      if (name !== 'domain' && name !== 'rule' && name !== 'k') return bad(`unknown parameter ${JSON.stringify(name)}: hotkeys takes domain, rule and k`);
-    }
+    const refused = paramsRefusal(query, 'hotkeys', ['domain', 'rule', 'k']);
+    if (refused !== undefined) return bad(refused);
     if (this.topK === 0) return bad('hot keys are off (HOT_KEYS_TOP_K=0)');
-    let k = this.topK;
-    const kText = query.get('k');
-    if (kText !== null) {
-      k = /^\d{1,6}$/.test(kText) ? Number(kText) : NaN;
-      if (!(k >= 1 && k <= this.topK)) return bad(`k must be an integer from 1 to ${this.topK} (HOT_KEYS_TOP_K), not ${JSON.stringify(kText)}`);
-    }
+    const k = intParam(query, 'k', this.topK, 1, this.topK, ' (HOT_KEYS_TOP_K)');
+    if (typeof k === 'string') return bad(k);
     const domain = query.get('domain');
     const rule = query.get('rule');
     let chosen: RuleWindow[] = this.current;
@@ -404,6 +391,15 @@ function candidatePart(c: CandidateWatch): CandidatePart {
     peakAtS: c.peakAtS,
     ...(top !== undefined ? { top: summaryPart(top) } : {}),
   };
+}
+
+/** Why a page refuses its query's parameters (one it does not take, or one given twice), or undefined. */
+function paramsRefusal(query: URLSearchParams, page: string, takes: readonly string[]): string | undefined {
+  for (const name of query.keys()) {
+    if (!takes.includes(name)) return `unknown parameter ${JSON.stringify(name)}: ${page} takes ${takes.slice(0, -1).join(', ')} and ${takes.at(-1)}`;
+    if (query.getAll(name).length > 1) return `parameter ${JSON.stringify(name)} is given more than once`;
+  }
+  return undefined;
 }
 
 /** An integer parameter of a page's query in [min, max] (`dflt` when absent), or why it is refused (the text cut short). */
