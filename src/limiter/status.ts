@@ -2,7 +2,7 @@
  * Status arithmetic shared by every store (upstream `base_limiter.go`): from the count before and
  * after a request's hits, the descriptor's code, remaining quota and per-rule counters.
  */
-import type { RateLimitRule } from '../core/rule';
+import { hitsPast, type RateLimitRule } from '../core/rule';
 import { Code, type DescriptorStatus } from '../core/rls';
 
 /** Near-limit threshold with Go's float32 arithmetic: floor(float32(limit) * float32(ratio)). */
@@ -46,7 +46,7 @@ export function counterStatus(
   const near = nearLimitThreshold(threshold, nearRatio);
   const before = after - hits;
   if (after > threshold) {
-    const over = before >= threshold ? hits : after - threshold;
+    const over = hitsPast(threshold, hits, after);
     s.overLimit.inc(over);
     if (before < threshold) s.nearLimit.inc(threshold - Math.max(near, before));
     let code = Code.OVER_LIMIT;
@@ -57,7 +57,7 @@ export function counterStatus(
     return { code, currentLimit: rule.limit, limitRemaining: 0, durationUntilReset: resetSeconds };
   }
   s.withinLimit.inc(hits);
-  if (after > near) s.nearLimit.inc(before >= near ? hits : after - near);
+  if (after > near) s.nearLimit.inc(hitsPast(near, hits, after));
   return {
     code: Code.OK,
     currentLimit: rule.limit,

@@ -14,7 +14,7 @@
  * most HOT_KEYS_MAX_RULES candidates, made when one first counts.
  */
 import type { Entry } from '../../core/rls';
-import type { Algorithm, RuleWatch } from '../../core/rule';
+import { hitsPast, type Algorithm, type RuleWatch } from '../../core/rule';
 import type { Counter } from '../store';
 import { DistinctEstimate } from './headroom';
 import { SpaceSaving } from './space-saving';
@@ -74,9 +74,8 @@ export class CandidateWatch implements RuleWatch {
     const cap = this.capacity;
     this.calls++;
     this.hits += hits;
-    // As over_limit counts: the hits past the limit (all of them once it was already over).
     if (after > cap) {
-      const over = after - hits >= cap ? hits : after - cap;
+      const over = hitsPast(cap, hits, after);
       this.wouldDeny++;
       this.wouldLimitHits += over;
       (this.counter ??= this.host.wouldLimitCounter(this)).inc(over);
@@ -100,7 +99,7 @@ export class CandidateWatch implements RuleWatch {
     if (topK > 0 && --this.skip <= 0) {
       const n = this.host.sampleOneIn;
       this.skip = n <= 1 ? 1 : 1 + Math.floor(Math.log(1 - Math.random()) / Math.log(1 - 1 / n));
-      const over = after > cap ? Math.min(hits, after - cap) : 0;
+      const over = hitsPast(cap, hits, after);
       // Admitted into a full list only on a repeat, as the hot keys: the store had counted the key.
       (this.top ??= new SpaceSaving(topK * 3)).offer(stem, entries, hits * n, over * n, after > cap ? 0 : cap - after, nowS, after > hits);
     }

@@ -13,7 +13,7 @@
  * The same object feeds the limit's hot keys (hot-keys.ts), sampled one call in `sampleOneIn`.
  */
 import type { Entry } from '../../core/rls';
-import type { Algorithm, RuleWatch } from '../../core/rule';
+import { hitsPast, type Algorithm, type RuleWatch } from '../../core/rule';
 import { HotKeys } from './hot-keys';
 
 /** What a window needs of the process-wide limits settings (the book). */
@@ -194,11 +194,11 @@ export class RuleWindow implements RuleWatch {
         (this.distinct ??= new DistinctEstimate()).add(stem);
         if (after > cap) (this.distinctOver ??= new DistinctEstimate()).add(stem);
       }
-      // As over_limit counts: the hits past the limit (all of them once it was already over).
-      if (after > cap) (this.denials ??= new DenialRing()).add(before >= cap ? hits : after - cap, nowS);
+      // As over_limit counts: the hits past the limit.
+      if (after > cap) (this.denials ??= new DenialRing()).add(hitsPast(cap, hits, after), nowS);
     }
     if (host.topK > 0 && --this.skip <= 0) {
-      const over = after > cap ? Math.min(hits, after - cap) : 0;
+      const over = hitsPast(cap, hits, after);
       // Admitted into a full list only on a repeat: the store had counted the key in this window.
       this.sample(stem, entries, hits, over, after > cap ? 0 : cap - after, nowS, after > hits);
     }
