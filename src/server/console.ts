@@ -45,7 +45,7 @@ export const CONSOLE_HTML = `<!doctype html>
     </table>
   </section>
   <section id="hot-section">
-    <h2>Hot keys <span class="muted">(hits in the last minute, over all limits)</span></h2>
+    <h2>Hot keys <span class="muted">(hits in the last minute, over all limits<span id="hot-note"></span>)</span></h2>
     <table>
       <thead><tr><th>rule</th><th>key</th><th>hits</th><th>over limit</th><th>remaining</th></tr></thead>
       <tbody id="hotkeys"></tbody>
@@ -104,6 +104,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .bar.over > span { background: #b3261e; }
 svg.spark { vertical-align: middle; }
 svg.spark polyline { fill: none; stroke: #b3261e; stroke-width: 1.5; }
+svg.spark.quiet polyline { stroke: #c4c9d4; }
 dl { display: grid; grid-template-columns: max-content 1fr; gap: .2em 1.2em; margin: 0; }
 dt { color: #4a5266; }
 dd { margin: 0; }
@@ -157,11 +158,11 @@ export const CONSOLE_JS = `'use strict';
     var NS = 'http://www.w3.org/2000/svg';
     var w = 120, h = 22;
     var svg = document.createElementNS(NS, 'svg');
-    svg.setAttribute('class', 'spark');
-    svg.setAttribute('width', String(w));
-    svg.setAttribute('height', String(h));
     var rates = counts.map(function (c) { return c / periodSeconds; });
     var max = Math.max.apply(null, rates.concat([0]));
+    svg.setAttribute('class', max > 0 ? 'spark' : 'spark quiet');
+    svg.setAttribute('width', String(w));
+    svg.setAttribute('height', String(h));
     var pts = rates.map(function (r, i) {
       var x = (i / Math.max(1, rates.length - 1)) * (w - 2) + 1;
       var y = h - 2 - (max > 0 ? (r / max) * (h - 4) : 0);
@@ -209,6 +210,7 @@ export const CONSOLE_JS = `'use strict';
 
   function renderHot(page) {
     hotByRule = {};
+    $('hot-note').textContent = page.sample_one_in > 1 ? '; estimated from 1 counted call in ' + page.sample_one_in + ', weighted ' + page.sample_one_in + ' (HOT_KEYS_SAMPLE_ONE_IN)' : '';
     (page.minute || []).forEach(function (e) { var k = e.domain + ' ' + e.rule; if (!hotByRule[k] && e.entries) hotByRule[k] = e.entries; });
     fill('hotkeys', (page.minute || []).map(function (e) {
       var key = e.entries !== undefined ? e.entries : '(hidden)';
@@ -271,7 +273,7 @@ export const CONSOLE_JS = `'use strict';
     var workers = stat(text, 'ratelimit.workers.listening');
     var items = [
       ['config', rules === undefined || rules === 0 ? 'no rule loaded' : rules + ' limits in ' + stat(text, 'ratelimit.config.domains') + ' domains' + (version ? ', version ' + version[1] : '')],
-      ['counter store', store + (store === 'memory' ? ' (' + stat(text, 'ratelimit.memory.keys') + ' keys)' : '')],
+      ['counter store', store + (store === 'memory' ? ' (' + stat(text, 'ratelimit.memory.keys') + ' live counters)' : '')],
       ['store circuit', store === 'memory' ? 'none (in process)' : circuits > 0 ? circuits + ' open: requests with keys there get BACKEND_FAILURE_MODE' : 'closed'],
       ['decisions failed on the store', String(stat(text, 'ratelimit.service.call.should_rate_limit.redis_error') || 0)],
       ['connections', String(stat(text, 'ratelimit.server.connections.__listener=grpc') || 0) + ' gRPC, ' + String(stat(text, 'ratelimit.server.connections.__listener=http') || 0) + ' HTTP']
