@@ -127,14 +127,16 @@ describe('the dashboard', () => {
   });
 
   describe('against a real Prometheus scraping the service', () => {
+    // Windows of a day: the known traffic's counts and gauges stay in one window for the test's
+    // length (a minute's window rolled over between the calls and the queries, and the gauges read 0).
     const CONFIG = `
 domain: obs
 descriptors:
   - key: user
-    rate_limit: {unit: minute, requests_per_unit: 3}
+    rate_limit: {unit: day, requests_per_unit: 3}
   - key: trial
     shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
+    rate_limit: {unit: day, requests_per_unit: 1}
 `;
     const MORE = `${CONFIG}  - key: path\n    rate_limit: {unit: minute, requests_per_unit: 1000}\n`;
     let redis: RedisServer;

@@ -370,8 +370,9 @@ export class RedisConnection {
    */
   private switchTo(address: string, via: string): void {
     if (this.closed || !this.started) return;
-    const first = this.masterTarget === undefined;
-    if (address === this.masterTarget && this.suspect === undefined) return;
+    const previous = this.masterTarget;
+    const first = previous === undefined;
+    if (address === previous && this.suspect === undefined) return;
     this.masterTarget = address;
     if (this.interim !== undefined && this.interim.address !== address) this.dropInterim();
     const stale = this.pool.filter((c) => !(c.status === 'ready' && remoteAddress(c) === address));
@@ -379,6 +380,14 @@ export class RedisConnection {
     this.suspect = undefined;
     if (stale.length === 0) {
       this.dropInterim();
+      // After a kill the pool reconnects through the sentinels, and the leader names the promoted
+      // node before its +switch-master reaches us: the switch happened all the same.
+      if (!first && address !== previous) {
+        this.switches?.inc();
+        this.options.logger.info(
+          `${this.label}: ${via}: ${this.sentinelMasterName()} is now ${address}; all ${this.pool.length} connections on the new master ${address}, reconnected through the sentinels before the switch was announced`,
+        );
+      }
       return;
     }
     if (!first || sus !== undefined) this.switches?.inc();
