@@ -17,7 +17,9 @@
  * level of the attackers, default 10; 0 runs them at the good client's priority),
  * BENCH_ATTACK_SCENARIOS (comma-separated ids to run, default all), BENCH_ATTACK_IDLE_CONNECTIONS
  * (connections the connection attackers hold, default 10000; the TLS ones hold half), BENCH_ATTACK_FRESH_MS
- * (how often a newcomer opens its own connection and makes one call, default 500). The RLQS bucket
+ * (how often a newcomer opens its own connection and makes one call, default 500),
+ * BENCH_ATTACK_CPU_PROFILE_DIR (a CPU profile of the service's measured window per scenario,
+ * bench/cpu-profile.js). The RLQS bucket
  * floods (issue 40) are measured the same way: the good client's ShouldRateLimit calls beside them.
  *
  * Needs a build (dist/): `make bench-attacks` builds first.
@@ -64,6 +66,7 @@ const CFG = {
   only: (process.env['BENCH_ATTACK_SCENARIOS'] || '').split(',').filter(Boolean),
   idleConnections: intEnv('BENCH_ATTACK_IDLE_CONNECTIONS', 10_000, 1, 15_000),
   freshMs: intEnv('BENCH_ATTACK_FRESH_MS', 500, 0, 60_000),
+  profileDir: process.env['BENCH_ATTACK_CPU_PROFILE_DIR'] || '',
   /** The good client's call timeout. */
   callTimeoutMs: 5000,
   /** The body attack's declared message: REQUEST_MAX_BYTES's default (1 MiB). */
@@ -206,7 +209,8 @@ async function runScenario(s) {
     GRPC_TRANSPORT: 'socket',
     // As the container image runs it (deploy/Dockerfile).
     MALLOC_MMAP_THRESHOLD_: '65536',
-    NODE_OPTIONS: `--require ${path.join(__dirname, 'loop-delay.js')}`,
+    NODE_OPTIONS: `--require ${path.join(__dirname, 'loop-delay.js')}${CFG.profileDir ? ` --require ${path.join(__dirname, 'cpu-profile.js')}` : ''}`,
+    ...(CFG.profileDir ? { BENCH_CPU_PROFILE_DIR: CFG.profileDir, BENCH_CPU_PROFILE_NAME: s.id } : {}),
     BENCH_LOOP_DELAY_FILE: loopDelay.file,
     BENCH_LOOP_DELAY_START: loopDelay.start,
   });

@@ -21,7 +21,11 @@
  *   newcomer instead would let whoever came first keep the slots for ever. A newcomer whose peer
  *   already holds its share of the cap (the cap over the peers holding connections) takes the
  *   place of its own peer's worst, so that peers at their share cannot make the others'
- *   connections churn.
+ *   connections churn; a peer may replace its own so at most OWN_REPLACEMENTS (a burst, then a few
+ *   a second), and past that its newcomers are refused at accept as at its bound.
+ * - Refusals happen before node makes a Socket of the connection where the listening handle allows
+ *   it (refuseBeforeSocket): an attacker that reconnects as fast as it is refused costs an accept
+ *   and a close.
  * - TLS handshakes under way, per process (`maxTlsHandshakes`): past it the oldest is closed.
  *
  * Time is read once per sweep (a timer per listener, not one per connection): a bound is applied
@@ -30,6 +34,7 @@
 import type net from 'node:net';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
+import { TokenBucket } from '../platform/token-bucket';
 import { ThrottledLog } from '../telemetry/throttled-log';
 
 /**
@@ -128,9 +133,49 @@ export class Admission {
 
 /** The peer a socket's connections count against: its address (IPv4-mapped IPv6 as IPv4); '' for a unix socket. */
 export function peerOf(socket: net.Socket): string {
-  const address = socket.remoteAddress;
+  return peerAddress(socket.remoteAddress);
+}
+
+function peerAddress(address: string | undefined): string {
   if (address === undefined) return '';
   return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
+}
+
+/** What node's accept hands its server: libuv's connection before a Socket is made of it. */
+interface AcceptedHandle {
+  getpeername?(out: { address?: string }): number;
+  close(): void;
+}
+type OnConnection = (this: unknown, err: number, handle: AcceptedHandle | undefined) => void;
+
+/**
+ * Refuses a peer over its bound as node accepts its connection, before a Socket, its streams and
+ * the 'connection' event are made of it: a refusal then costs the accept and the close (about half
+ * of what it costs once a Socket exists, measured in bench/README.md), which matters when an
+ * attacker reconnects as fast as it is refused. Node has no public hook there: its listening
+ * handle's `onconnection` is wrapped (node 20 to 26 call it for every accepted connection). Where
+ * it is missing (a server that does not own its listening socket), `accept` refuses the same peers
+ * after node made the Socket.
+ */
+export function refuseBeforeSocket(server: net.Server, admission: ListenerAdmission): void {
+  const wrap = (): void => {
+    const handle = (server as unknown as { _handle?: { onconnection?: OnConnection } | null })._handle;
+    const original = handle?.onconnection;
+    if (handle === undefined || handle === null || typeof original !== 'function') return;
+    handle.onconnection = function (this: unknown, err: number, accepted: AcceptedHandle | undefined) {
+      if (err === 0 && accepted !== undefined && typeof accepted.getpeername === 'function') {
+        const info: { address?: string } = {};
+        accepted.getpeername(info);
+        if (info.address !== undefined && admission.refuses(peerAddress(info.address))) {
+          accepted.close();
+          return;
+        }
+      }
+      original.call(this, err, accepted);
+    };
+  };
+  if (server.listening) wrap();
+  else server.on('listening', wrap);
 }
 
 /** The sweep's interval: a tenth of the shortest phase bound, within 50 ms..1 s. */
@@ -294,6 +339,8 @@ export class ListenerAdmission {
   private readonly open = new Set<Admission>();
   /** Each peer's connections, oldest first. */
   private readonly perPeer = new Map<string, Set<Admission>>();
+  /** What the peers over their share at a cap may still replace of their own (only peers holding connections). */
+  private readonly replacements = new Map<string, TokenBucket>();
   /** TLS connections in their handshake, by remote address and port (the TLS socket is another object than the accepted one). */
   private readonly handshaking = new Map<string, Admission>();
   private readonly victims = new VictimCache();
@@ -372,17 +419,9 @@ export class ListenerAdmission {
    * another connection is closed to make room.
    */
   accept(socket: net.Socket, tlsHandshake = false): Admission | undefined {
-    if (this.draining) {
-      socket.destroy();
-      return undefined;
-    }
-    const { limits } = this;
     const peer = peerOf(socket);
-    const held = this.peerCount(peer);
-    if (limits.maxPerPeer > 0 && peer !== '' && held >= limits.maxPerPeer) {
+    if (this.refuses(peer)) {
       socket.destroy();
-      this.refused?.inc();
-      this.refusedLog.log(`${limits.listener} port: ${peer} holds ${held} connections (${limits.maxPerPeerSetting}=${limits.maxPerPeer}); its new connections are closed`);
       return undefined;
     }
     const now = this.process.now();
@@ -404,6 +443,47 @@ export class ListenerAdmission {
     this.makeRoom(now, admission);
     this.startSweeping();
     return admission;
+  }
+
+  /**
+   * A connection of `peer` is not taken: the listener drains, or the peer holds its bound (counted
+   * and logged). Asked at accept, before node makes a Socket where it can (refuseBeforeSocket).
+   */
+  refuses(peer: string): boolean {
+    if (this.draining) return true;
+    if (peer === '') return false;
+    const { limits } = this;
+    const held = this.peerCount(peer);
+    if (limits.maxPerPeer > 0 && held >= limits.maxPerPeer) {
+      this.refused?.inc();
+      this.refusedLog.log(`${limits.listener} port: ${peer} holds ${held} connections (${limits.maxPerPeerSetting}=${limits.maxPerPeer}); its new connections are closed`);
+      return true;
+    }
+    if (held === 0) return false;
+    const cap = this.capOverShare(held);
+    if (cap === '' || this.replacements.get(peer)?.has(1, this.process.now()) !== false) return false;
+    this.refused?.inc();
+    this.refusedLog.log(
+      `${limits.listener} port at ${cap}: ${peer} holds ${held} connections, more than its share, and replaced ${OWN_REPLACEMENTS.burst} of its own ` +
+        `(at most ${OWN_REPLACEMENTS.perSecond} a second); its new connections are closed`,
+    );
+    return true;
+  }
+
+  /**
+   * The cap a newcomer of a peer already holding `held` connections would find full, with the peer
+   * past its share of it (the cap over the peers holding connections): its newcomer could only take
+   * the place of one of its own. '' when there is room, or the peer is within its share.
+   */
+  private capOverShare(held: number): string {
+    const { limits } = this;
+    if (this.open.size >= limits.maxConnections) {
+      return held + 1 > limits.maxConnections / this.perPeer.size ? `${limits.maxConnectionsSetting}=${limits.maxConnections}` : '';
+    }
+    if (this.process.connections >= this.process.maxConnections) {
+      return held + 1 > this.process.maxConnections / this.process.peers() ? `the process's ${this.process.maxConnections} connections (open-file limit)` : '';
+    }
+    return '';
   }
 
   /** The admission of an accepted TLS socket, now that its handshake is done (undefined when it was closed meanwhile). */
@@ -437,12 +517,20 @@ export class ListenerAdmission {
     let victim: Admission | undefined;
     let cap = '';
     const own = this.perPeer.get(newcomer.peer)!;
+    let overShare = false;
     if (this.open.size > limits.maxConnections) {
       cap = `${limits.maxConnectionsSetting}=${limits.maxConnections}`;
-      victim = own.size > limits.maxConnections / this.perPeer.size ? worstOwn(own, now, newcomer) : this.victims.take(() => this.open.values(), now, newcomer);
+      overShare = own.size > limits.maxConnections / this.perPeer.size;
+      victim = overShare ? worstOwn(own, now, newcomer) : this.victims.take(() => this.open.values(), now, newcomer);
     } else if (this.process.connections > this.process.maxConnections) {
       cap = `the process's ${this.process.maxConnections} connections (open-file limit)`;
-      victim = own.size > this.process.maxConnections / this.process.peers() ? worstOwn(own, now, newcomer) : this.process.victim(now, newcomer);
+      overShare = own.size > this.process.maxConnections / this.process.peers();
+      victim = overShare ? worstOwn(own, now, newcomer) : this.process.victim(now, newcomer);
+    }
+    if (overShare && victim !== undefined && newcomer.peer !== '') {
+      let bucket = this.replacements.get(newcomer.peer);
+      if (bucket === undefined) this.replacements.set(newcomer.peer, (bucket = new TokenBucket(OWN_REPLACEMENTS.burst, OWN_REPLACEMENTS.perSecond, now)));
+      bucket.spend(1, now);
     }
     if (victim === undefined) {
       if (cap !== '') newcomer.shed('no room'); // nothing else to close: the newcomer cannot stay
@@ -466,7 +554,10 @@ export class ListenerAdmission {
     this.process.tlsEnded(admission);
     const own = this.perPeer.get(admission.peer);
     own?.delete(admission);
-    if (own?.size === 0) this.perPeer.delete(admission.peer);
+    if (own?.size === 0) {
+      this.perPeer.delete(admission.peer);
+      this.replacements.delete(admission.peer);
+    }
     this.process.removed();
     this.gauge?.set(this.open.size);
   }
@@ -566,6 +657,15 @@ export class ListenerAdmission {
     this.process.forget(this);
   }
 }
+
+/**
+ * How many of its own connections a peer over its share of a full cap may replace by new ones: a
+ * burst for a fleet behind one address that reconnects at once (a restart), then a few a second.
+ * Past it the peer's newcomers are refused at accept, as at its bound: an attacker reconnecting as
+ * fast as it can then costs an accept and a close each time, not a whole connection made and
+ * another one closed.
+ */
+export const OWN_REPLACEMENTS = { burst: 100, perSecond: 10 } as const;
 
 /** Connections past a bound closed in one loop turn. */
 const CLOSES_PER_TURN = 128;

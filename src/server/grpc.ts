@@ -29,7 +29,7 @@ import { encodeRateLimitResponse } from './proto-codec';
 import { GRPC_PREFIX_BYTES } from './proto-codec';
 import { QuotaCalls, STREAM_RATE_LIMIT_QUOTAS_PATH } from './quota-calls';
 import { enforceClientSanOnGrpc, grpcJsListeners, grpcServerCredentials } from './tls';
-import type { AdmittedConnection, ListenerAdmission } from './admission';
+import { type AdmittedConnection, type ListenerAdmission, refuseBeforeSocket } from './admission';
 import { peerCaller } from './callers';
 
 /**
@@ -220,6 +220,7 @@ class GrpcJsSocket implements AdmittedConnection {
 
 /** Every connection grpc-js's listener accepts goes through `admission` (caps, per-peer bound, TLS handshake bound). */
 function admitGrpcJsConnections(listener: net.Server, admission: ListenerAdmission, tls: boolean): void {
+  refuseBeforeSocket(listener, admission);
   listener.on('connection', (socket: net.Socket) => {
     const admitted = admission.accept(socket, tls);
     if (admitted !== undefined) admitted.connection = new GrpcJsSocket(socket, tls && socket.remotePort !== undefined);

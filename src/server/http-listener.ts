@@ -7,7 +7,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type net from 'node:net';
 import type { Logger } from '../telemetry/logger';
-import type { AdmittedConnection, ListenerAdmission } from './admission';
+import { type AdmittedConnection, type ListenerAdmission, refuseBeforeSocket } from './admission';
 import { type CertificateSource, enforceClientSan, httpsOptions, tlsHandshakeBackstop } from './tls';
 
 /**
@@ -79,6 +79,7 @@ class NodeHttpConnection implements AdmittedConnection {
 /** Takes every connection of `server` through admission and follows its requests. */
 export function admitNodeHttpConnections(server: http.Server, admission: ListenerAdmission, tls: boolean): void {
   const bySocket = new WeakMap<net.Socket, NodeHttpConnection>();
+  refuseBeforeSocket(server, admission);
   server.on('connection', (socket: net.Socket) => {
     // A unix socket has no address to tell its TLS socket by: admitted once secure.
     if (tls && socket.remotePort === undefined) return;

@@ -10,7 +10,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../telemetry/logger';
-import type { Admission, ListenerAdmission } from './admission';
+import { type Admission, type ListenerAdmission, refuseBeforeSocket } from './admission';
 import type { ByteBudget } from './byte-budget';
 import { DirectoryWatcher } from '../platform/directory-watcher';
 
@@ -227,10 +227,12 @@ export function socketServer(
   budget?: ByteBudget,
 ): net.Server {
   if (tlsOptions === undefined) {
-    return net.createServer({ allowHalfOpen }, (socket) => {
+    const plain = net.createServer({ allowHalfOpen }, (socket) => {
       const admitted = admission.accept(socket);
       if (admitted !== undefined) serve(socket, admitted);
     });
+    refuseBeforeSocket(plain, admission);
+    return plain;
   }
   const { certs, protocol, protocolRequired, clientSan, logger } = tlsOptions;
   // Never listens: the plain server below hands it each connection once its ClientHello is in.
@@ -254,6 +256,7 @@ export function socketServer(
       if (!socket.destroyed) secure.emit('connection', socket);
     });
   });
+  refuseBeforeSocket(server, admission);
   // The SAN check runs first: a refused client never gets a connection.
   if (clientSan !== '') enforceClientSan(secure, clientSan, logger);
   secure.on('secureConnection', (socket: tls.TLSSocket) => {

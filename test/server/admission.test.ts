@@ -6,7 +6,7 @@
  */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { type Admission, type AdmittedConnection, ConnectionAdmission, type AdmissionLimits, peerOf, worstConnections } from '../../src/server/admission';
+import { type Admission, type AdmittedConnection, ConnectionAdmission, type AdmissionLimits, OWN_REPLACEMENTS, peerOf, refuseBeforeSocket, worstConnections } from '../../src/server/admission';
 import { StatsStore } from '../../src/stats/store';
 import { type Logger, silentLogger } from '../../src/telemetry/logger';
 import { waitFor } from '../support/wait';
@@ -58,6 +58,8 @@ interface Served {
   readonly warnings: string[];
   /** Moves admission's clock on (ms). */
   advance(ms: number): void;
+  /** Stops admission's clock where it is (advance still moves it). */
+  freeze(): void;
   listener(limits: Partial<AdmissionLimits>, handshaking?: boolean): Promise<Listener>;
 }
 
@@ -75,12 +77,14 @@ async function serve(processCap = Infinity): Promise<Served> {
   const warnings: string[] = [];
   const logger: Logger = { ...silentLogger, warn: (m: string) => warnings.push(m) };
   let ahead = 0;
-  const process = new ConnectionAdmission(processCap, stats, logger, () => performance.now() + ahead);
+  let frozenAt: number | undefined;
+  const process = new ConnectionAdmission(processCap, stats, logger, () => (frozenAt ?? performance.now()) + ahead);
   return {
     process,
     stats,
     warnings,
     advance: (ms) => (ahead += ms),
+    freeze: () => (frozenAt = performance.now()),
     async listener(over, handshaking = false) {
       const admission = process.listener({ ...LIMITS, ...over });
       const stubs: Stub[] = [];
@@ -146,6 +150,28 @@ describe('peers', () => {
     expect(l.stubs).toHaveLength(4);
     expect(s.stats.gauge('ratelimit.server.connections.__listener=grpc').value).toBe(3);
   });
+
+  test('refuseBeforeSocket: a peer past its bound is closed as it is accepted, before node makes a Socket of it (no connection event), counted once', async () => {
+    const s = await serve();
+    const l = await s.listener({ maxPerPeer: 2 });
+    refuseBeforeSocket(l.server, l.admission);
+    let events = 0;
+    l.server.on('connection', () => events++);
+    await l.connect('127.0.0.2');
+    await l.connect('127.0.0.2');
+    const port = (l.server.address() as AddressInfo).port;
+    for (let i = 0; i < 3; i++) {
+      const refused = net.connect({ port, host: '127.0.0.1', localAddress: '127.0.0.2' });
+      refused.on('error', () => undefined);
+      opened.push(refused);
+      await closedSoon(refused);
+    }
+    await l.connect('127.0.0.3');
+    expect(events).toBe(3);
+    expect(l.stubs).toHaveLength(3);
+    expect(s.stats.counter('ratelimit.server.connections_refused.__listener=grpc').value).toBe(3);
+    expect(s.warnings).toEqual(['grpc port: 127.0.0.2 holds 2 connections (GRPC_MAX_CONNECTIONS_PER_PEER=2); its new connections are closed']);
+  });
 });
 
 describe('at the cap a newcomer is taken and the connection that costs most and serves least goes', () => {
@@ -190,6 +216,36 @@ describe('at the cap a newcomer is taken and the connection that costs most and 
     await l.connect('127.0.0.5');
     await closedSoon(l.stubs[0]!.socket);
     expect(l.stubs[0]!.shedFor).toBe('evicted');
+  });
+
+  test('a peer over its share replaces its own at most a burst and then a few a second; past that its newcomers are refused at accept', async () => {
+    const s = await serve();
+    const l = await s.listener({ maxConnections: 4 });
+    await l.connect('127.0.0.3');
+    for (let i = 0; i < 3; i++) await l.connect('127.0.0.2');
+    // The clock stands still: no token comes back while the burst is spent.
+    s.freeze();
+    for (let i = 0; i < OWN_REPLACEMENTS.burst; i++) {
+      const c = await l.connect('127.0.0.2');
+      expect([i, c.closed]).toEqual([i, false]);
+    }
+    expect(s.stats.counter('ratelimit.server.connections_evicted.__listener=grpc').value).toBe(OWN_REPLACEMENTS.burst);
+    const refused = await l.connect('127.0.0.2');
+    await closedSoon(refused);
+    expect(l.stubs).toHaveLength(4 + OWN_REPLACEMENTS.burst);
+    expect(l.admission.peerCount('127.0.0.2')).toBe(3);
+    expect(s.stats.counter('ratelimit.server.connections_refused.__listener=grpc').value).toBe(1);
+    expect(s.warnings).toContain(
+      `grpc port at GRPC_MAX_CONNECTIONS=4: 127.0.0.2 holds 3 connections, more than its share, and replaced ${OWN_REPLACEMENTS.burst} of its own (at most ${OWN_REPLACEMENTS.perSecond} a second); its new connections are closed`,
+    );
+    // A peer within its share is not held to it: its newcomer displaces the worst of all.
+    const other = await l.connect('127.0.0.4');
+    expect(other.closed).toBe(false);
+    // A token back: one more replacement.
+    s.advance(1000 / OWN_REPLACEMENTS.perSecond + 1);
+    const again = await l.connect('127.0.0.2');
+    expect(again.closed).toBe(false);
+    expect(l.admission.peerCount('127.0.0.2')).toBeLessThanOrEqual(3);
   });
 
   test('a busy client that keeps sending requests is not the one closed, whoever came first', async () => {

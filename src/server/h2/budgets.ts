@@ -18,31 +18,3 @@ export const CONTROL_FRAMES = { burst: 5000, perSecond: 500, perStream: 10 } as 
  * tens of thousands of times) spends it at once.
  */
 export const HEADER_WORK = { burst: 200_000, perSecond: 100_000, freePerBlock: 256 } as const;
-
-export class TokenBucket {
-  private tokens: number;
-  private refilledAt: number;
-
-  constructor(
-    private readonly burst: number,
-    private readonly perSecond: number,
-    now = performance.now(),
-  ) {
-    this.tokens = burst;
-    this.refilledAt = now;
-  }
-
-  /** Spends `n` tokens; false when there are not enough (the caller ends the connection). */
-  spend(n = 1, now = performance.now()): boolean {
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.refilledAt) / 1000) * this.perSecond);
-    this.refilledAt = now;
-    if (this.tokens < n) return false;
-    this.tokens -= n;
-    return true;
-  }
-
-  /** Adds `n` tokens (up to the burst). */
-  earn(n: number): void {
-    this.tokens = Math.min(this.burst, this.tokens + n);
-  }
-}

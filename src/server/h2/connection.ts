@@ -25,7 +25,8 @@
 import type { Socket } from 'node:net';
 import type { AdmittedConnection, BudgetName } from '../admission';
 import { PEER_BACKLOG_HIGH, PeerBacklog, type ServerBudgets } from '../byte-budget';
-import { CONTROL_FRAMES, HEADER_WORK, RESETS, TokenBucket } from './budgets';
+import { TokenBucket } from '../../platform/token-bucket';
+import { CONTROL_FRAMES, HEADER_WORK, RESETS } from './budgets';
 import { ConnectionInflow } from './flow';
 import {
   CONNECTION_PREFACE,
