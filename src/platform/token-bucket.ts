@@ -14,7 +14,7 @@ export class TokenBucket {
 
   /** Spends `n` tokens; false when there are not enough (the caller refuses what it was for). */
   spend(n = 1, now = performance.now()): boolean {
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.refilledAt) / 1000) * this.perSecond);
+    this.tokens = this.available(now);
     this.refilledAt = now;
     if (this.tokens < n) return false;
     this.tokens -= n;
@@ -23,7 +23,11 @@ export class TokenBucket {
 
   /** Whether `n` tokens could be spent now (nothing is spent). */
   has(n = 1, now = performance.now()): boolean {
-    return Math.min(this.burst, this.tokens + ((now - this.refilledAt) / 1000) * this.perSecond) >= n;
+    return this.available(now) >= n;
+  }
+
+  private available(now: number): number {
+    return Math.min(this.burst, this.tokens + ((now - this.refilledAt) / 1000) * this.perSecond);
   }
 
   /** Adds `n` tokens (up to the burst). */

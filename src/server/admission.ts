@@ -460,30 +460,30 @@ export class ListenerAdmission {
       return true;
     }
     if (held === 0) return false;
-    const cap = this.capOverShare(held);
-    if (cap === '' || this.replacements.get(peer)?.has(1, this.process.now()) !== false) return false;
+    // As makeRoom would find it once this newcomer is counted.
+    const past = this.capPast(this.open.size + 1, this.process.connections + 1, held + 1);
+    if (past === undefined || !past.overShare || this.replacements.get(peer)?.has(1, this.process.now()) !== false) return false;
     this.refused?.inc();
     this.refusedLog.log(
-      `${limits.listener} port at ${cap}: ${peer} holds ${held} connections, more than its share, and replaced ${OWN_REPLACEMENTS.burst} of its own ` +
+      `${limits.listener} port at ${past.cap}: ${peer} holds ${held} connections, more than its share, and replaced ${OWN_REPLACEMENTS.burst} of its own ` +
         `(at most ${OWN_REPLACEMENTS.perSecond} a second); its new connections are closed`,
     );
     return true;
   }
 
   /**
-   * The cap a newcomer of a peer already holding `held` connections would find full, with the peer
-   * past its share of it (the cap over the peers holding connections): its newcomer could only take
-   * the place of one of its own. '' when there is room, or the peer is within its share.
+   * The cap that `open` connections on this listener and `processOpen` in the process are past
+   * (undefined: none), and whether a peer holding `own` of them is past its share of it (the cap
+   * over the peers holding connections): its newcomer may then only take the place of its own.
    */
-  private capOverShare(held: number): string {
+  private capPast(open: number, processOpen: number, own: number): { cap: string; processWide: boolean; overShare: boolean } | undefined {
     const { limits } = this;
-    if (this.open.size >= limits.maxConnections) {
-      return held + 1 > limits.maxConnections / this.perPeer.size ? `${limits.maxConnectionsSetting}=${limits.maxConnections}` : '';
+    if (open > limits.maxConnections) {
+      return { cap: `${limits.maxConnectionsSetting}=${limits.maxConnections}`, processWide: false, overShare: own > limits.maxConnections / this.perPeer.size };
     }
-    if (this.process.connections >= this.process.maxConnections) {
-      return held + 1 > this.process.maxConnections / this.process.peers() ? `the process's ${this.process.maxConnections} connections (open-file limit)` : '';
-    }
-    return '';
+    const max = this.process.maxConnections;
+    if (processOpen > max) return { cap: `the process's ${max} connections (open-file limit)`, processWide: true, overShare: own > max / this.process.peers() };
+    return undefined;
   }
 
   /** The admission of an accepted TLS socket, now that its handshake is done (undefined when it was closed meanwhile). */
@@ -514,26 +514,18 @@ export class ListenerAdmission {
    */
   private makeRoom(now: number, newcomer: Admission): void {
     const { limits } = this;
-    let victim: Admission | undefined;
-    let cap = '';
     const own = this.perPeer.get(newcomer.peer)!;
-    let overShare = false;
-    if (this.open.size > limits.maxConnections) {
-      cap = `${limits.maxConnectionsSetting}=${limits.maxConnections}`;
-      overShare = own.size > limits.maxConnections / this.perPeer.size;
-      victim = overShare ? worstOwn(own, now, newcomer) : this.victims.take(() => this.open.values(), now, newcomer);
-    } else if (this.process.connections > this.process.maxConnections) {
-      cap = `the process's ${this.process.maxConnections} connections (open-file limit)`;
-      overShare = own.size > this.process.maxConnections / this.process.peers();
-      victim = overShare ? worstOwn(own, now, newcomer) : this.process.victim(now, newcomer);
-    }
+    const past = this.capPast(this.open.size, this.process.connections, own.size);
+    if (past === undefined) return;
+    const { cap, overShare } = past;
+    const victim = overShare ? worstOwn(own, now, newcomer) : past.processWide ? this.process.victim(now, newcomer) : this.victims.take(() => this.open.values(), now, newcomer);
     if (overShare && victim !== undefined && newcomer.peer !== '') {
       let bucket = this.replacements.get(newcomer.peer);
       if (bucket === undefined) this.replacements.set(newcomer.peer, (bucket = new TokenBucket(OWN_REPLACEMENTS.burst, OWN_REPLACEMENTS.perSecond, now)));
       bucket.spend(1, now);
     }
     if (victim === undefined) {
-      if (cap !== '') newcomer.shed('no room'); // nothing else to close: the newcomer cannot stay
+      newcomer.shed('no room'); // nothing else to close: the newcomer cannot stay
       return;
     }
     const idleSeconds = Math.round((now - victim.servedAt) / 1000);
