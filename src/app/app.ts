@@ -54,6 +54,7 @@ import { CertificateSource } from '../server/tls';
 import { FirstUseDemandStore, MemoryDemandStore, type DemandStore } from '../quota/demand';
 import { quotaBudgets } from '../quota/admission';
 import { QuotaService } from '../quota/quota-service';
+import { errorMessage } from '../platform/errors';
 
 /**
  * What closing the store, the stats sink and tracing may take after the drain: the process exits
@@ -66,8 +67,8 @@ export const CLOSE_GRACE_MS = 700;
 export interface AppOptions {
   settings: Settings;
   logger: Logger;
-  /** Environment re-read at each config load for the reloadable flags (upstream behaviour). */
-  env?: NodeJS.ProcessEnv;
+  /** The process's environment (the entry point passes it): re-read at each config load for the reloadable flags (upstream behaviour). */
+  env: NodeJS.ProcessEnv;
   clock?: Clock;
   /** Set in a worker process of worker mode (WORKERS ≠ 1); see src/app/cluster. */
   worker?: WorkerRole;
@@ -238,7 +239,7 @@ export class RateLimitApp {
   constructor(private readonly opts: AppOptions) {
     const { settings, logger } = opts;
     this.stopRequested = new Promise((resolve) => (this.requestStop = resolve));
-    const env = opts.env ?? process.env;
+    const env = opts.env;
     this.stats.setLogger(logger);
     this.stats.limits.configure({ ...settings.limits, values: settings.limitsView.debugValues });
     this.admission = processAdmission(settings, this.stats, logger);
@@ -249,7 +250,7 @@ export class RateLimitApp {
           admitMetricsConnections: (server) => admitNodeHttpConnections(server, this.admission.listener(debugAdmissionLimits(settings, 'metrics')), false),
         });
     } catch (err) {
-      throw new StartupError((err as Error).message);
+      throw new StartupError(errorMessage(err));
     }
     this.tracing = setupTracing(settings.tracing, logger);
     const clock = opts.clock ?? systemClock;
@@ -349,7 +350,7 @@ export class RateLimitApp {
       if (err instanceof StartupError) throw err;
       // Chosen without BACKEND_TYPE: say why, so the way to another store is plain.
       const why = backendSource === 'store-settings' ? ` (${backendReason})` : '';
-      throw new StartupError(`cannot connect the ${kind} store${why}: ${(err as Error).message}`);
+      throw new StartupError(`cannot connect the ${kind} store${why}: ${errorMessage(err)}`);
     }
   }
 
@@ -404,7 +405,7 @@ export class RateLimitApp {
    */
   private async startConfig(store: CounterStore): Promise<void> {
     const { settings, logger } = this.opts;
-    const env = this.opts.env ?? process.env;
+    const env = this.opts.env;
     const mergeDomainConfig = (): boolean => loadReloadableFlags(env).mergeDomainConfig;
     const { maxBytes, maxDescriptors, maxResources } = settings.config;
     if (settings.config.type === 'GRPC_XDS_SOTW') {
@@ -440,7 +441,7 @@ export class RateLimitApp {
     try {
       this.provider.start();
     } catch (err) {
-      throw new StartupError(`cannot start the config provider: ${(err as Error).message}`);
+      throw new StartupError(`cannot start the config provider: ${errorMessage(err)}`);
     }
     if (settings.config.forceStartWithoutInitialConfig) return;
     // The file provider loads at start(): usually there is nothing left to wait for.
@@ -469,7 +470,7 @@ export class RateLimitApp {
     try {
       await this.sink.start();
     } catch (err) {
-      throw new StartupError((err as Error).message);
+      throw new StartupError(errorMessage(err));
     }
     this.flusher = new StatsFlusher(this.stats, this.sink, settings.stats.flushIntervalMs, logger);
     this.flusher.onFlush(() => this.publishGauges());
@@ -484,7 +485,7 @@ export class RateLimitApp {
     try {
       this.certificates = new CertificateSource({ ...tlsFiles, reloadIntervalMs: extra.tlsReloadIntervalMs }, logger);
     } catch (err) {
-      throw new StartupError((err as Error).message);
+      throw new StartupError(errorMessage(err));
     }
     this.certificates.start();
     return this.certificates;
@@ -612,7 +613,7 @@ export class RateLimitApp {
     try {
       descriptors = texts.map(parseDescriptor);
     } catch (err) {
-      return Promise.resolve(`${(err as Error).message}\n`);
+      return Promise.resolve(`${errorMessage(err)}\n`);
     }
     const nowMs = this.clock.nowMs();
     // A 0-hit increment reads a count in every store without changing it.
@@ -654,7 +655,7 @@ export class RateLimitApp {
     try {
       pairs = new Map(parseDescriptor(text).entries.map((e) => [e.key, e.value]));
     } catch (err) {
-      return `${(err as Error).message}\n`;
+      return `${errorMessage(err)}\n`;
     }
     return quota.explainBucket(domain, pairs);
   }

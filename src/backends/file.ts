@@ -18,6 +18,7 @@ import path from 'node:path';
 import { emissionMs, gcra, slidingCount } from '../core/algorithms';
 import { StoreError, type CounterOp, type CounterStore } from '../core/store';
 import { processLives } from '../platform/processes';
+import { errorMessage } from '../platform/errors';
 
 export interface FileStoreOptions {
   /** The state file; its directory is created when missing. */
@@ -78,7 +79,7 @@ export class FileStore implements CounterStore {
       return r;
     } catch (e) {
       this.healthy = false;
-      throw e instanceof StoreError ? e : new StoreError(`budget state ${this.options.path}: ${(e as Error).message}`, true);
+      throw e instanceof StoreError ? e : new StoreError(`budget state ${this.options.path}: ${errorMessage(e)}`, true);
     } finally {
       fs.rmSync(this.lockPath, { force: true });
     }
@@ -97,7 +98,7 @@ export class FileStore implements CounterStore {
         }
         return;
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw new StoreError(`cannot lock ${this.lockPath}: ${(e as Error).message}`, true);
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw new StoreError(`cannot lock ${this.lockPath}: ${errorMessage(e)}`, true);
       }
       const owner = this.lockOwner();
       emptySeen = owner === undefined ? emptySeen + 1 : 0;

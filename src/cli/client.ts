@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import { parseDescriptor } from '../limiter/descriptor-text';
 import { diagnoseTls, speaksTls, type TlsFiles } from '../client/tls-diagnosis';
 import { type FlagSpec, FlagError, type ParsedFlags, parseFlagsOrExit } from './flags';
+import { errorMessage } from '../platform/errors';
 
 const SPECS: FlagSpec[] = [
   { name: 'dial_string', kind: 'string', help: 'url of ratelimit server in <host>:<port> form', default: 'localhost:8081' },
@@ -42,7 +43,7 @@ export function clientCredentials(flags: ParsedFlags): { credentials: grpc.Chann
     try {
       return fs.readFileSync(file);
     } catch (err) {
-      throw new FlagError(`-${flag}: cannot read ${file}: ${(err as Error).message}`);
+      throw new FlagError(`-${flag}: cannot read ${file}: ${errorMessage(err)}`);
     }
   };
   const cert = read('grpc-cert-file');
@@ -94,7 +95,7 @@ function main(argv: string[]): void {
       hitsAddend: hits,
     };
   } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n`);
+    process.stderr.write(`${errorMessage(err)}\n`);
     process.exit(2);
   }
   const dial = flags['dial_string'] as string;
@@ -106,7 +107,7 @@ function main(argv: string[]): void {
   try {
     tls = clientCredentials(flags);
   } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n`);
+    process.stderr.write(`${errorMessage(err)}\n`);
     process.exit(2);
   }
   const client = new RateLimitServiceClient(dial, tls.credentials, tls.options);

@@ -12,6 +12,7 @@ import { parseDescriptor } from '../limiter/descriptor-text';
 import { StatsStore } from '../stats/store';
 import { UNIT_NAMES } from '../core/rls';
 import { type FlagSpec, parseFlagsOrExit, usage } from './flags';
+import { errorMessage } from '../platform/errors';
 
 const SPECS: FlagSpec[] = [
   { name: 'config_dir', kind: 'string', help: 'path to directory containing rate limit configs', default: '' },
@@ -46,7 +47,7 @@ export function checkConfigDir(dir: string, merge: boolean, out: (line: string) 
     }
     return config;
   } catch (err) {
-    const msg = err instanceof ConfigError ? err.message : (err as Error).message;
+    const msg = err instanceof ConfigError ? err.message : errorMessage(err);
     out(`error loading rate limit configs: ${msg}`);
     return undefined;
   }
@@ -66,7 +67,7 @@ function main(argv: string[]): void {
     try {
       descriptors = (flags['descriptors'] as string[]).map(parseDescriptor);
     } catch (err) {
-      process.stderr.write(`${(err as Error).message}\n`);
+      process.stderr.write(`${errorMessage(err)}\n`);
       process.exit(2);
     }
     if (flags['domain'] === '' || descriptors.length === 0) {

@@ -1,3 +1,4 @@
+import { errorMessage } from '../platform/errors';
 /**
  * Go `flag`-style command lines, as upstream's tools take them: `-name value`, `-name=value`,
  * `--name`; boolean flags stand alone or take `=true|false`; string-list flags repeat.
@@ -82,7 +83,7 @@ export function parseFlagsOrExit(program: string, argv: readonly string[], specs
       process.stdout.write(usage(program, specs));
       process.exit(0);
     }
-    process.stderr.write(`${program}: ${(err as Error).message}\n${usage(program, specs)}`);
+    process.stderr.write(`${program}: ${errorMessage(err)}\n${usage(program, specs)}`);
     process.exit(2);
   }
 }

@@ -51,7 +51,7 @@ async function main(): Promise<void> {
     try {
       // Not once: a terminal's Ctrl-C reaches the worker and the primary forwards it too, and a
       // second signal without a listener would kill the worker before it drained.
-      await runWorker(settings, logger, primaryChannel(), (app) => stopOnSignals(app, logger, false));
+      await runWorker(settings, process.env, logger, primaryChannel(), (app) => stopOnSignals(app, logger, false));
     } catch (err) {
       if (!(err instanceof StartupError)) throw err;
       process.exit(1); // the primary says the error
@@ -74,7 +74,7 @@ async function main(): Promise<void> {
 
   let app: RateLimitApp | undefined;
   try {
-    const created = new RateLimitApp({ settings, logger });
+    const created = new RateLimitApp({ settings, env: process.env, logger });
     app = created;
     stopOnSignals(created, logger, true);
     await created.start();

@@ -12,6 +12,7 @@ import { DirectoryPublisher, ManagementServer } from '../xds-server/management-s
 import { createLogger, type Logger } from '../telemetry/logger';
 import { UsageError } from '../platform/argv';
 import { FlagError, type FlagSpec, HelpRequested, parseFlags, usage } from './flags';
+import { errorMessage } from '../platform/errors';
 
 const PROGRAM = 'ratelimit-xds-server';
 
@@ -45,7 +46,7 @@ function readFile(flag: string, file: string): Buffer {
   try {
     return fs.readFileSync(file);
   } catch (err) {
-    throw new UsageError(`-${flag}: cannot read ${file}: ${(err as Error).message}`);
+    throw new UsageError(`-${flag}: cannot read ${file}: ${errorMessage(err)}`);
   }
 }
 
@@ -64,7 +65,7 @@ export async function runXdsServer(argv: readonly string[], io: XdsServerIo): Pr
   try {
     st = fs.statSync(dir);
   } catch (err) {
-    throw new UsageError(`-config_dir: ${(err as Error).message}`);
+    throw new UsageError(`-config_dir: ${errorMessage(err)}`);
   }
   if (!st.isDirectory()) throw new UsageError(`-config_dir: ${dir} is not a directory`);
   const portText = flags['port'] as string;
@@ -98,7 +99,7 @@ export async function runXdsServer(argv: readonly string[], io: XdsServerIo): Pr
     await server.start();
   } catch (err) {
     publisher.stop();
-    throw new UsageError(`cannot listen on ${server.address}: ${(err as Error).message}`);
+    throw new UsageError(`cannot listen on ${server.address}: ${errorMessage(err)}`);
   }
   const address = server.address;
   logger.info(`serving ${tls === undefined ? 'plaintext' : tls.clientCa === undefined ? 'TLS' : 'mTLS (client certificates required)'} on ${address}`);

@@ -355,7 +355,6 @@ export class LoadedConfig implements RateLimitConfig {
     return left.length === 0 ? { entries } : undefined;
   }
 
-  /** share_threshold patterns for the current scratch path (entries matched via a share wildcard). */
   /** The walk of getLimit, step by step, for the explain tool (no stats, no caching). */
   explainMatch(domain: string, descriptor: Descriptor): MatchTrace {
     const dom = this.domains.get(domain);
@@ -399,6 +398,7 @@ export class LoadedConfig implements RateLimitConfig {
     return { domainFound: true, override: false, steps };
   }
 
+  /** share_threshold patterns for the current scratch path (entries matched via a share wildcard). */
   private patterns(entries: readonly Entry[], n: number): readonly (string | undefined)[] | undefined {
     let out: (string | undefined)[] | undefined;
     for (let i = 0; i < n; i++) {

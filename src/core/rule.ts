@@ -94,7 +94,6 @@ export interface RateLimitRule {
   readonly candidate?: RateLimitRule | undefined;
 }
 
-/** A rule's {@link RateLimitRule.group} from the name of what it counts for (FNV-1a, 32 bits). */
 /**
  * Of `hits` that took a count to `after`, those past `threshold`, as upstream counts over_limit and
  * near_limit: all of them when the count was there already, 0 when `after` is not past it.
@@ -104,6 +103,7 @@ export function hitsPast(threshold: number, hits: number, after: number): number
   return after - hits >= threshold ? hits : after - threshold;
 }
 
+/** A rule's {@link RateLimitRule.group} from the name of what it counts for (FNV-1a, 32 bits). */
 export function counterGroup(name: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);

@@ -11,6 +11,7 @@ import { RULE_STATS_PREFIX } from '../stats/store';
 import { cacheKey, keyStem } from './cache-key';
 import { candidateOp } from './service';
 import { type RateLimitRequest, UNIT_NAMES, unitToDivider } from '../core/rls';
+import { errorMessage } from '../platform/errors';
 
 export interface ExplainOptions {
   cacheKeyPrefix: string;
@@ -78,7 +79,7 @@ export async function explainRequest(config: RateLimitConfig, request: RateLimit
       try {
         c = await opts.count({ key, hits: 0, windowSeconds: divider, rule });
       } catch (err) {
-        out += `  count: the store did not answer (${(err as Error).message})\n`;
+        out += `  count: the store did not answer (${errorMessage(err)})\n`;
         continue;
       }
       out += `  count: ${c === undefined ? 'not available' : `${c} of ${rule.limit.requestsPerUnit} in this window`}\n`;
@@ -95,7 +96,7 @@ export async function explainRequest(config: RateLimitConfig, request: RateLimit
       try {
         c = await opts.count(cop);
       } catch (err) {
-        out += `  candidate count: the store did not answer (${(err as Error).message})\n`;
+        out += `  candidate count: the store did not answer (${errorMessage(err)})\n`;
         continue;
       }
       out += `  candidate count: ${c === undefined || c < 0 ? 'not available' : `${c} of ${cand.limit.requestsPerUnit}`}\n`;

@@ -4,6 +4,7 @@
  * (exit 2) instead of being ignored. (Upstream's Go-style `-name value` tools use cli/flags.ts.)
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { errorMessage } from './errors';
 
 /** The command line is wrong: the program says so (and its usage) and exits 2. */
 export class UsageError extends Error {
@@ -43,7 +44,7 @@ export function parseCommandArgs(argv: string[], options: OptionSpecs, shape: Co
     // node's own messages name the flag ("Unknown option '--x'", "Option '--balance <value>' argument missing")
     // (without its hint about positionals that start with '-', which misleads for a mistyped flag)
     if (String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS')) {
-      throw new UsageError((e as Error).message.replace(/\. To specify a positional argument[\s\S]*$/, '.'), shape.usage);
+      throw new UsageError(errorMessage(e).replace(/\. To specify a positional argument[\s\S]*$/, '.'), shape.usage);
     }
     throw e;
   }

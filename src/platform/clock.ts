@@ -68,3 +68,6 @@ export class ManualClock implements Clock {
     this.now = targetMs;
   }
 }
+
+/** The longest delay node's timers take (a longer one fires at once, with a warning). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;

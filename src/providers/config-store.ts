@@ -30,6 +30,7 @@ import type { ConfigSnapshot, RateLimitConfig } from '../config/types';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
 import type { ConfigHistory, LoadSource } from './config-history';
+import { errorMessage } from '../platform/errors';
 
 /** The logger the providers write to (a subset of the service logger). */
 export type ProviderLogger = Pick<Logger, 'info' | 'warn' | 'error'>;
@@ -53,15 +54,6 @@ export const CONFIG_LOAD_ERROR = 'ratelimit.service.config_load_error';
 /** Gauges (not upstream): domains and rules (limits, the lines of /rlconfig) of the current config. */
 export const CONFIG_DOMAINS = 'ratelimit.config.domains';
 export const CONFIG_RULES = 'ratelimit.config.rules';
-
-/** The message of an Error (duck-typed: errors may come from another realm), else String(err). */
-function errorMessage(err: unknown): string {
-  if (typeof err === 'object' && err !== null) {
-    const message = (err as { message?: unknown }).message;
-    if (typeof message === 'string') return message;
-  }
-  return String(err);
-}
 
 export class ConfigStore<F> {
   /** The current snapshot; replaced (never mutated) on each successful load. */

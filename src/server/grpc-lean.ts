@@ -35,6 +35,7 @@ import {
 } from './grpc-common';
 import { encodeRateLimitResponseFrame, GRPC_PREFIX_BYTES } from './proto-codec';
 import { QuotaCalls, STREAM_RATE_LIMIT_QUOTAS_PATH } from './quota-calls';
+import { errorMessage } from '../platform/errors';
 
 /** A call's request headers, names in lower case (node:http2's or our own). */
 export type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
@@ -84,7 +85,7 @@ export class LeanServices<C> {
         try {
           frame = encodeRateLimitResponseFrame(response);
         } catch (err) {
-          reply.status(call, status.INTERNAL, `cannot encode the response: ${(err as Error).message}`);
+          reply.status(call, status.INTERNAL, `cannot encode the response: ${errorMessage(err)}`);
           return;
         }
         reply.message(call, frame);

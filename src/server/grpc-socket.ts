@@ -21,9 +21,8 @@ import type { Admission } from './admission';
 import { socketServer } from './tls';
 import type { Caller } from '../core/store';
 import { socketCaller } from './callers';
+import { MAX_TIMER_MS } from '../platform/clock';
 
-/** Node's timers cannot wait longer: a longer connection age or grace is never reached. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Largest request header list: far above what a gRPC client sends, small enough to bound memory. */
 const MAX_HEADER_LIST_BYTES = 64 * 1024;
 
@@ -267,6 +266,7 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
     // ±10 % jitter, as grpc-js, so connections opened together do not all reconnect together.
     const age = ageMs + (Math.random() * 2 - 1) * (ageMs / 10);
     const ageTimer =
+      // Past node's longest timer a connection age or grace is never reached.
       ageMs > 0 && age < MAX_TIMER_MS
         ? setTimeout(() => {
             // GOAWAY naming the last stream: the calls in flight finish, later ones go elsewhere.

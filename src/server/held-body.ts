@@ -1,7 +1,7 @@
 /** The request bytes a connection holds for a request still arriving (HTTP/2 stream or HTTP/1.1 body). */
 import type { ByteBudget } from './byte-budget';
+import { EMPTY_BUFFER } from '../platform/bytes';
 
-const EMPTY = Buffer.alloc(0);
 /** Owned storage starts at this and doubles, up to what the application accepts. */
 const MIN_CAPACITY = 512;
 
@@ -14,7 +14,7 @@ const MIN_CAPACITY = 512;
  * what must outlive it.
  */
 export class HeldBody {
-  private storage: Buffer = EMPTY;
+  private storage: Buffer = EMPTY_BUFFER;
   private start = 0;
   private lent = false;
   /** Bytes held. */
@@ -24,7 +24,7 @@ export class HeldBody {
 
   /** The bytes held, contiguous. */
   bytes(): Buffer {
-    return this.length === 0 ? EMPTY : this.storage.subarray(this.start, this.start + this.length);
+    return this.length === 0 ? EMPTY_BUFFER : this.storage.subarray(this.start, this.start + this.length);
   }
 
   /** The first `n` bytes, no longer held. */
@@ -79,7 +79,7 @@ export class HeldBody {
   free(): void {
     if (!this.lent) this.budget.give(this.storage.length);
     this.lent = false;
-    this.storage = EMPTY;
+    this.storage = EMPTY_BUFFER;
     this.start = 0;
     this.length = 0;
   }

@@ -37,6 +37,7 @@
  */
 import type { Descriptor, DescriptorStatus, Entry, HeaderValue, JsonObject, LimitOverride, RateLimitRequest, RateLimitResponse } from '../core/rls';
 import { UNIT_NAMES } from '../core/rls';
+import { MAX_UINT32 } from '../limiter/service';
 
 /** Any body protojson.Unmarshal would reject (HTTP 400). The message is one line: where, then what. */
 export class JsonRequestError extends Error {
@@ -53,7 +54,6 @@ export class JsonRequestError extends Error {
 }
 
 /** Largest value of a uint32 field. */
-const MAX_UINT32 = 4294967295;
 const MAX_UINT32_STR = '4294967295';
 const MAX_UINT64_STR = '18446744073709551615';
 const MAX_SAFE_STR = String(Number.MAX_SAFE_INTEGER); // 9007199254740991, 16 digits

@@ -13,6 +13,7 @@ import type { Logger } from '../telemetry/logger';
 import { type Admission, type ListenerAdmission, refuseBeforeSocket } from './admission';
 import type { ByteBudget } from './byte-budget';
 import { DirectoryWatcher } from '../platform/directory-watcher';
+import { errorMessage } from '../platform/errors';
 
 export interface ServerTlsFiles {
   certFile: string;
@@ -86,7 +87,7 @@ export class CertificateSource {
       next = this.read();
     } catch (err) {
       // A half-written rotation: keep serving the previous certificate.
-      this.logger.warn(`certificate reload failed, keeping the current certificate: ${(err as Error).message}`);
+      this.logger.warn(`certificate reload failed, keeping the current certificate: ${errorMessage(err)}`);
       return;
     }
     const cur = this.material;
@@ -134,7 +135,7 @@ function readPem(file: string, variable: string): Buffer {
   try {
     return fs.readFileSync(file);
   } catch (err) {
-    throw new Error(`${variable}: cannot read ${file}: ${(err as Error).message}`);
+    throw new Error(`${variable}: cannot read ${file}: ${errorMessage(err)}`);
   }
 }
 

@@ -19,6 +19,7 @@ import { availableParallelism } from 'node:os';
 import { SettingsError, invalidValue } from './errors';
 import { parseBool, parseDurationMs, parseFloat64, parseInt64, parseList, parseMap } from './parsers';
 import { SETTINGS_TABLE, settingInfo, type SettingInfo } from './table';
+import { errorMessage } from '../platform/errors';
 
 export { SettingsError } from './errors';
 
@@ -722,7 +723,7 @@ function readMogrifier(r: EnvReader, name: string): DogStatsdMogrifier {
   try {
     new RegExp(pattern);
   } catch (err) {
-    throw invalidValue(`${prefix}_PATTERN`, goPattern, `expected a regular expression (${(err as Error).message})`);
+    throw invalidValue(`${prefix}_PATTERN`, goPattern, `expected a regular expression (${errorMessage(err)})`);
   }
   const metricName = required('NAME', 'a stat name');
   const tagsVariable = `${prefix}_TAGS`;

@@ -15,6 +15,7 @@
 import type { Logger } from '../telemetry/logger';
 import type { StatsSink } from './sinks/types';
 import type { StatsStore } from './store';
+import { errorMessage } from '../platform/errors';
 
 /** Counts what a sink could not send (lines or events), so it shows on /stats and in the next flush. */
 export const SINK_DROPPED = 'ratelimit.stats.sink_dropped';
@@ -59,7 +60,7 @@ export class StatsFlusher {
         try {
           g();
         } catch (err) {
-          this.logger.warn(`stats: a flush generator failed: ${(err as Error).message}`);
+          this.logger.warn(`stats: a flush generator failed: ${errorMessage(err)}`);
         }
       }
       const dropped = this.sink.dropped;
@@ -87,7 +88,7 @@ export class StatsFlusher {
     } catch (err) {
       if (!this.failureLogged) {
         this.failureLogged = true;
-        this.logger.error(`stats: flush to the ${this.sink.kind} sink failed: ${(err as Error).message}`);
+        this.logger.error(`stats: flush to the ${this.sink.kind} sink failed: ${errorMessage(err)}`);
       }
     } finally {
       this.flushing = false;
@@ -104,7 +105,7 @@ export class StatsFlusher {
     try {
       await this.sink.close();
     } catch (err) {
-      this.logger.warn(`stats: closing the ${this.sink.kind} sink failed: ${(err as Error).message}`);
+      this.logger.warn(`stats: closing the ${this.sink.kind} sink failed: ${errorMessage(err)}`);
     }
   }
 }

@@ -52,6 +52,7 @@ import { StatsStore } from '../stats/store';
 import { type Logger, silentLogger } from '../telemetry/logger';
 import { DirectoryWatcher } from '../platform/directory-watcher';
 import { RATE_LIMIT_CONFIG_TYPE_URL, rateLimitConfigToObject, yamlToRateLimitConfig } from '../providers/xds/convert';
+import { errorMessage } from '../platform/errors';
 
 export type ManagementServerLogger = Pick<Logger, 'info' | 'warn' | 'error'>;
 
@@ -404,7 +405,7 @@ export function loadConfigDirectory(
       content = fs.readFileSync(full, 'utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
-      fail(name, `${name}: error loading config file: ${(err as Error).message}`);
+      fail(name, `${name}: error loading config file: ${errorMessage(err)}`);
       continue;
     }
     const resourceName = name.replace(YAML_FILE, '');

@@ -19,6 +19,7 @@ import { StatsStore } from '../../stats/store';
 import type { Logger } from '../../telemetry/logger';
 import { primaryDebugOptions, REFRESH_TIMEOUT_MS } from './debug-options';
 import { type Worker, WorkerPool } from './pool';
+import { errorMessage } from '../../platform/errors';
 
 /** Beyond the workers' own bounded stop, how long their exit may take before they are killed. */
 const WORKER_EXIT_MARGIN_MS = 100;
@@ -55,14 +56,14 @@ export async function runPrimary(settings: Settings, logger: Logger, opts: Prima
     });
     await sink.start();
   } catch (err) {
-    throw new StartupError((err as Error).message);
+    throw new StartupError(errorMessage(err));
   }
   let certs: CertificateSource | undefined;
   if (settings.server.debugTls) {
     try {
       certs = new CertificateSource({ ...settings.grpc.tls, reloadIntervalMs: settings.server.tlsReloadIntervalMs }, logger);
     } catch (err) {
-      throw new StartupError((err as Error).message);
+      throw new StartupError(errorMessage(err));
     }
     certs.start();
   }

@@ -89,12 +89,12 @@ function initFromPrimary(channel: PrimaryChannel): Promise<Extract<ToWorker, { t
  * Runs the worker: its app is given to `onApp` as soon as it exists (the entry point stops it on
  * signals), then started. A start-up error for the operator is told to the primary, then thrown.
  */
-export async function runWorker(settings: Settings, baseLogger: Logger, channel: PrimaryChannel, onApp: (app: RateLimitApp) => void): Promise<void> {
+export async function runWorker(settings: Settings, env: NodeJS.ProcessEnv, baseLogger: Logger, channel: PrimaryChannel, onApp: (app: RateLimitApp) => void): Promise<void> {
   const init = await initFromPrimary(channel);
   const logger = prefixed(baseLogger, `worker ${init.slot}: `);
   const sink = new IpcStatsSink((batch) => channel.send({ type: 'stats', batch }));
   sink.forwardTimerSamples = init.forwardTimerSamples;
-  const app = new RateLimitApp({ settings, logger, worker: { slot: init.slot, statsSink: sink } });
+  const app = new RateLimitApp({ settings, env, logger, worker: { slot: init.slot, statsSink: sink } });
 
   const listings = new Listings();
   channel.onMessage((m: unknown) => {

@@ -8,6 +8,7 @@ import type { Logger } from '../../telemetry/logger';
 import { pickNode } from './keys';
 import { MemcacheNode } from './node';
 import type { SrvResolver } from './servers';
+import { errorMessage } from '../../platform/errors';
 
 export interface MemcacheNodeState {
   /** `host:port` */
@@ -125,7 +126,7 @@ export class MemcachePool {
       } catch (err) {
         if (!this.closed) {
           this.opts.logger.warn(
-            `MEMCACHE_SRV=${srv.name}: lookup failed, keeping the ${this.current.length} known servers: ${(err as Error).message}`,
+            `MEMCACHE_SRV=${srv.name}: lookup failed, keeping the ${this.current.length} known servers: ${errorMessage(err)}`,
           );
         }
       } finally {
@@ -193,7 +194,7 @@ export class MemcachePool {
       try {
         l(h, reason);
       } catch (err) {
-        this.opts.logger.error(`memcache store: health listener failed: ${(err as Error).message}`);
+        this.opts.logger.error(`memcache store: health listener failed: ${errorMessage(err)}`);
       }
     }
   }

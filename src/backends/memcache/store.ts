@@ -61,6 +61,7 @@ import { keyProblem, pickNode, showKey } from './keys';
 import { MemcacheNode, type MultiGetSink, Status } from './node';
 import { MemcachePool, type HealthListener, type MemcacheNodeState } from './pool';
 import { MemcacheConfigError, SrvResolver, checkSrvName, distinctNodes, parseHostPort } from './servers';
+import { errorMessage } from '../../platform/errors';
 
 export { MemcacheConfigError } from './servers';
 export type { HealthListener, MemcacheNodeState } from './pool';
@@ -260,7 +261,7 @@ export class MemcacheStore implements CounterStore {
         names = await resolver.resolve(s.srv);
       } catch (err) {
         resolver.cancel();
-        throw new MemcacheConfigError(`MEMCACHE_SRV=${s.srv}: unable to fetch servers from SRV: ${(err as Error).message}`);
+        throw new MemcacheConfigError(`MEMCACHE_SRV=${s.srv}: unable to fetch servers from SRV: ${errorMessage(err)}`);
       }
     } else {
       names = distinctNodes(s.hostPorts.map((h) => parseHostPort(h)));

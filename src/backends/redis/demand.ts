@@ -12,6 +12,7 @@ import { decodeReplicaDemand, encodeReplicaDemand, type BucketDemand, type Deman
 import type { RedisSettings } from '../../settings';
 import type { Logger } from '../../telemetry/logger';
 import { RedisConnection } from './connection';
+import { errorMessage } from '../../platform/errors';
 
 /** How long after its expiry a bucket's hash stays (a replica's clock may run a little behind). */
 const KEY_SLACK_MS = 5_000;
@@ -52,7 +53,7 @@ export class RedisDemandStore implements DemandStore {
     } catch (err) {
       if (!this.failing) {
         this.failing = true;
-        this.logger.warn(`RLQS: Redis does not answer (${(err as Error).message}); dividing limits among this replica's streams until it does`);
+        this.logger.warn(`RLQS: Redis does not answer (${errorMessage(err)}); dividing limits among this replica's streams until it does`);
       }
       return undefined;
     }

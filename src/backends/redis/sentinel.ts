@@ -18,6 +18,7 @@
  */
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from '../../telemetry/logger';
+import { errorMessage } from '../../platform/errors';
 
 const CHANNELS = ['+switch-master', '+failover-state-send-slaveof-noone', '-failover-abort-*'];
 
@@ -81,7 +82,7 @@ export class SentinelWatch {
         return this.subscribedNow(c, s, via);
       })
       .catch((err: unknown) => {
-        if (this.options.logger.enabled('debug')) this.options.logger.debug(`${this.options.label}: sentinel ${via}: ${(err as Error).message}`);
+        if (this.options.logger.enabled('debug')) this.options.logger.debug(`${this.options.label}: sentinel ${via}: ${errorMessage(err)}`);
       });
   }
 

@@ -64,6 +64,7 @@ import type { StatsStore } from '../../stats/store';
 import type { ConfigStore, ProviderLogger } from '../config-store';
 import { RATE_LIMIT_CONFIG_TYPE_URL } from './convert';
 import { isRefused, type RefusedResponse, type ResponseCaps, type ScannedResponse, scanResponse } from './response-scan';
+import { errorMessage } from '../../platform/errors';
 
 export { RATE_LIMIT_CONFIG_TYPE_URL } from './convert';
 
@@ -111,14 +112,6 @@ interface Attempt {
   connected: boolean;
   responses: number;
   ended: boolean;
-}
-
-function errorMessage(err: unknown): string {
-  if (typeof err === 'object' && err !== null) {
-    const message = (err as { message?: unknown }).message;
-    if (typeof message === 'string') return message;
-  }
-  return String(err);
 }
 
 function readTlsFile(variable: string, file: string): Buffer {

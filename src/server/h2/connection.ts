@@ -46,6 +46,8 @@ import { requestHeaders, validTrailers } from './request-headers';
 import { type AbortReason, H2Stream, NO_CALL, ResponseState, type StreamCall, type StreamOwner, StreamState } from './stream';
 import { StreamTable } from './streams';
 import { FrameWriter } from './writer';
+import { MAX_TIMER_MS } from '../../platform/clock';
+import { EMPTY_BUFFER } from '../../platform/bytes';
 
 /** What the application does with the streams of a connection. */
 export interface StreamHandler {
@@ -70,8 +72,6 @@ export interface ConnectionOptions {
   budgets: ServerBudgets;
 }
 
-/** Node's timers cannot wait longer. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
  * Frame bytes one connection may handle in a loop turn before it lets the others run (and one
  * frame more). Smaller turns also answer sooner: h2load with 1000 calls in flight measured 10-40 %
@@ -91,7 +91,6 @@ const HEADERS_TOO_LARGE = encodeHeaderBlock([
   ['grpc-message', 'request header list too large'],
 ]);
 
-const EMPTY = Buffer.alloc(0);
 
 /** Why reading is paused: bits, so that one reason ending does not resume what another paused. */
 const enum Paused {
@@ -124,7 +123,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
   private readonly inflow: ConnectionInflow;
   private readonly backlog: PeerBacklog;
   /** Bytes received and not yet handled (an incomplete frame, or the rest of a turn). */
-  private input: Buffer = EMPTY;
+  private input: Buffer = EMPTY_BUFFER;
   private prefaceSeen = false;
   private settingsSeen = false;
   /** A header block being received in CONTINUATION frames. */
@@ -249,8 +248,10 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     this.carried = 0;
   }
 
-  /** Handles the frames of `input`, up to this turn's share; the rest waits for the next turn. */
-  /** `first`: one whole frame, read before `input`. */
+  /**
+   * Handles the frames of `input`, up to this turn's share; the rest waits for the next turn.
+   * `first`: one whole frame, read before `input`.
+   */
   private readFrames(first?: Buffer): void {
     let buf = this.input;
     let pos = 0;
@@ -299,7 +300,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
       if (this.dead) return;
       pos = payload + length;
     }
-    this.input = pos === end ? EMPTY : buf.subarray(pos);
+    this.input = pos === end ? EMPTY_BUFFER : buf.subarray(pos);
     this.reading = false;
     if (!this.chargeCarried()) return;
     for (const stream of this.waitingForRoom) this.openStreamWindow(stream);
@@ -1034,7 +1035,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
   private end(): void {
     this.dead = true;
     this.flushQueued = true; // nothing more is written
-    this.input = EMPTY;
+    this.input = EMPTY_BUFFER;
     const socket = this.socket;
     this.closeAll();
     if (!socket.destroyed) {
@@ -1049,7 +1050,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
   /** Closes the socket at once. */
   destroy(): void {
     this.dead = true;
-    this.input = EMPTY;
+    this.input = EMPTY_BUFFER;
     this.writer.clear();
     this.socket.destroy();
     this.closeAll();
@@ -1057,7 +1058,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
 
   private onClose(): void {
     this.dead = true;
-    this.input = EMPTY;
+    this.input = EMPTY_BUFFER;
     this.closeAll();
   }
 

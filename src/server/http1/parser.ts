@@ -16,6 +16,7 @@
 import { ByteBudget } from '../byte-budget';
 import { pathOf } from '../http-util';
 import { HeldBody } from '../held-body';
+import { EMPTY_BUFFER } from '../../platform/bytes';
 
 /** A request's head, as read. */
 export interface RequestHead {
@@ -71,7 +72,6 @@ const enum State {
   Failed,
 }
 
-const EMPTY = Buffer.alloc(0);
 const OUT_OF_BUFFER = 'the server holds too many incomplete requests (REQUEST_MAX_BUFFERED_BYTES)';
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Characters a header value may not hold (controls other than HTAB, and DEL). */
@@ -85,7 +85,7 @@ const HEX = /^[0-9a-fA-F]{1,15}$/;
 export class RequestReader {
   private state = State.Head;
   /** Bytes received and not yet consumed. */
-  private pending: Buffer = EMPTY;
+  private pending: Buffer = EMPTY_BUFFER;
   /** Where the search for the end of the head resumes in `pending`. */
   private searchFrom = 0;
   private head: RequestHead | undefined;
@@ -131,7 +131,7 @@ export class RequestReader {
   /** Stops reading: what is buffered and what comes later is ignored. */
   stop(): void {
     this.state = State.Failed;
-    this.pending = EMPTY;
+    this.pending = EMPTY_BUFFER;
     this.budget.give(this.pendingCharged);
     this.pendingCharged = 0;
     this.body.free();
@@ -146,7 +146,7 @@ export class RequestReader {
   release(): void {
     if (!this.holding) return;
     this.holding = false;
-    this.push(EMPTY);
+    this.push(EMPTY_BUFFER);
   }
 
   /** Consumes `chunk`, calling the events for every head, request and error it completes. */
@@ -162,10 +162,10 @@ export class RequestReader {
     if (this.failed) return;
     // Left over: an unfinished head, chunk line or trailer, or requests held back; a copy, so that
     // it does not pin a whole socket read. A body being read is kept as it arrives.
-    this.pending = at === buf.length ? EMPTY : at === 0 && buf !== chunk ? buf : Buffer.from(buf.subarray(at));
+    this.pending = at === buf.length ? EMPTY_BUFFER : at === 0 && buf !== chunk ? buf : Buffer.from(buf.subarray(at));
     const more = this.pending.length - this.pendingCharged;
     if (more > 0 && !this.budget.tryTake(more)) {
-      this.pending = EMPTY;
+      this.pending = EMPTY_BUFFER;
       this.refuse(503, OUT_OF_BUFFER);
       return;
     }

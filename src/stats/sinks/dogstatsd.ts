@@ -20,6 +20,7 @@ import { silentLogger } from '../../telemetry/logger';
 import type { TimerSamples } from '../store';
 import { TagNamer } from '../tags';
 import type { StatsSink } from './types';
+import { errorMessage } from '../../platform/errors';
 
 export interface DogStatsdSinkOptions {
   readonly host: string;
@@ -59,7 +60,7 @@ export function compileMogrifiers(mogrifiers: readonly DogStatsdMogrifier[]): Co
     try {
       re = new RegExp(m.pattern);
     } catch (err) {
-      throw new Error(`DOG_STATSD_MOGRIFIER_${m.name}_PATTERN: invalid regular expression ${JSON.stringify(m.pattern)}: ${(err as Error).message}`);
+      throw new Error(`DOG_STATSD_MOGRIFIER_${m.name}_PATTERN: invalid regular expression ${JSON.stringify(m.pattern)}: ${errorMessage(err)}`);
     }
     const tags = Object.entries(m.tags).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
     return { name: m.name, re, metricName: m.metricName, tags };

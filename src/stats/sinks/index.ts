@@ -13,6 +13,7 @@ import { MapperConfigError, MetricMapper, defaultMapperConfig } from './prom-map
 import { PrometheusSink } from './prometheus';
 import { StatsdSink } from './statsd';
 import type { StatsSink } from './types';
+import { errorMessage } from '../../platform/errors';
 
 export type { StatsSink, StatsSinkKind } from './types';
 export { LoggingSink, NullSink } from './basic';
@@ -29,7 +30,7 @@ export function loadPrometheusMapper(prometheus: StatsSettings['prometheus']): M
   try {
     text = readFileSync(prometheus.mapperYaml, 'utf8');
   } catch (err) {
-    throw new MapperConfigError(`PROMETHEUS_MAPPER_YAML: cannot read ${prometheus.mapperYaml}: ${(err as Error).message}`);
+    throw new MapperConfigError(`PROMETHEUS_MAPPER_YAML: cannot read ${prometheus.mapperYaml}: ${errorMessage(err)}`);
   }
   return MetricMapper.fromYaml(text, `PROMETHEUS_MAPPER_YAML (${prometheus.mapperYaml})`);
 }

@@ -37,6 +37,7 @@
  */
 import { parse as parseYaml } from 'yaml';
 import { goDurationNanos } from '../../settings/parsers';
+import { errorMessage } from '../../platform/errors';
 
 export type StatsdMetricType = 'counter' | 'gauge' | 'observer';
 export type ObserverType = 'histogram' | 'summary';
@@ -168,7 +169,7 @@ function goRegExp(src: string, where: string): RegExp {
   try {
     return new RegExp(body, flags);
   } catch (err) {
-    throw new MapperConfigError(`${where}: invalid regex ${JSON.stringify(src)}: ${(err as Error).message}`);
+    throw new MapperConfigError(`${where}: invalid regex ${JSON.stringify(src)}: ${errorMessage(err)}`);
   }
 }
 
@@ -324,7 +325,7 @@ export class MetricMapper {
     try {
       doc = parseYaml(text);
     } catch (err) {
-      throw new MapperConfigError(`${source}: invalid YAML: ${(err as Error).message.split('\n')[0]}`);
+      throw new MapperConfigError(`${source}: invalid YAML: ${errorMessage(err).split('\n')[0]}`);
     }
     if (doc === null || doc === undefined) doc = {};
     if (!isObj(doc)) throw new MapperConfigError(`${source}: must be a mapping with "mappings"`);

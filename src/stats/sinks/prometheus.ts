@@ -39,6 +39,7 @@ import { RULE_STATS_PREFIX, type TimerSamples } from '../store';
 import { type Tag, TagNamer } from '../tags';
 import { escapeLabelName, type MappedMetric, MetricMapper, type ObserverOptions, type StatsdMetricType } from './prom-mapper';
 import type { StatsSink } from './types';
+import { errorMessage } from '../../platform/errors';
 
 export interface PrometheusSinkOptions {
   /** PROMETHEUS_ADDR: `:9090` (every interface), `host:port`, `[v6]:port`. Port 0 picks a free port. */
@@ -365,7 +366,7 @@ export class PrometheusSink implements StatsSink {
     try {
       await this.flushHook?.();
     } catch (err) {
-      this.logger.error(`prometheus: flush before scrape failed: ${(err as Error).message}`);
+      this.logger.error(`prometheus: flush before scrape failed: ${errorMessage(err)}`);
     }
     try {
       const body = await this.registry.metrics();
@@ -373,7 +374,7 @@ export class PrometheusSink implements StatsSink {
       res.end(req.method === 'HEAD' ? undefined : body);
     } catch (err) {
       res.writeHead(500, { 'Content-Type': 'text/plain; charset=utf-8' });
-      res.end(`error gathering metrics: ${(err as Error).message}\n`);
+      res.end(`error gathering metrics: ${errorMessage(err)}\n`);
     }
   }
 }

@@ -28,12 +28,11 @@ export interface StatsSink {
   counter(name: string, delta: number): void;
   gauge(name: string, value: number): void;
   /**
-   * A gauge removed from the store (it will not be flushed again): a push sink sends it a last 0
-   * (statsd keeps a gauge's last value), a pulled one stops exposing it.
+   * A gauge removed from the store (it will not be flushed again; e.g. a limit a reload removed):
+   * a push sink sends it a last 0 (statsd keeps a gauge's last value), a pulled one stops exposing it.
    */
   retireGauge?(name: string): void;
   timer(name: string, samples: TimerSamples): void;
-  /** A gauge left the store (a limit a reload removed): a sink that keeps series drops its own. */
   /** The end of one flush: send what was buffered. */
   endFlush(): void;
   /** Sends what is left (bounded wait) and releases sockets and listeners. */

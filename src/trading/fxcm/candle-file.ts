@@ -16,6 +16,7 @@ import fs from 'node:fs';
 import { isoUtc } from '../../platform/time-text';
 import { candleToRow, normalizePeriod, rowToCandle } from './candles';
 import type { Candle, Period } from './types';
+import { errorMessage } from '../../platform/errors';
 
 const COLS = ['ts', 'bidopen', 'bidclose', 'bidhigh', 'bidlow', 'askopen', 'askclose', 'askhigh', 'asklow', 'tickqty'];
 const PRICES = ['bidOpen', 'bidClose', 'bidHigh', 'bidLow', 'askOpen', 'askClose', 'askHigh', 'askLow'] as const;
@@ -60,8 +61,7 @@ export interface CandleFileContents {
   problems: CandleProblem[];
 }
 
-/** Epoch seconds as ISO 8601, without the milliseconds: 2024-03-05T09:30:00Z. */
-/** A candle time (epoch seconds) as text. */
+/** A candle time (epoch seconds) as ISO 8601 text, without the milliseconds: 2024-03-05T09:30:00Z. */
 export const isoTime = (ts: number): string => isoUtc(ts * 1000);
 
 /** What is wrong with one candle on its own, or undefined. */
@@ -204,7 +204,7 @@ export function inspectCandleFile(file: string, opts: { symbol?: string; timefra
   try {
     j = JSON.parse(text);
   } catch (err) {
-    throw new CandleFileError(`${file}: not valid JSON (${(err as Error).message})`);
+    throw new CandleFileError(`${file}: not valid JSON (${errorMessage(err)})`);
   }
   const list = Array.isArray(j) ? j : (j as { candles?: unknown }).candles;
   if (!Array.isArray(list)) throw new CandleFileError(`${file}: no "candles" array`);

@@ -16,6 +16,7 @@ import { FxcmAuthError, FxcmOrderRejectedError, FxcmTimeoutError, FxcmNotConnect
 import { RestTransport, type AfterResponseHook, type BeforeRequestHook } from './rest';
 import { FxcmStream, type EngineIOVersion } from './stream';
 import { MODEL_KEY, MODEL_SNAPSHOT_KEY, isModelName, type Envelope, type ModelName, type PriceUpdate, type TableAction, type TableRecord } from './types';
+import { errorMessage } from '../../platform/errors';
 
 /** Stream reconnect delays (src/platform/backoff.ts: doubling from initialMs, capped at maxMs). */
 export interface ReconnectOptions {
@@ -202,7 +203,7 @@ export class FxcmConnection extends EventEmitter {
           this.emit('reconnected', sid);
           return;
         } catch (e) {
-          this.log.warn('fxcm reconnect attempt failed', { attempt, error: (e as Error).message });
+          this.log.warn('fxcm reconnect attempt failed', { attempt, error: errorMessage(e) });
           this.emit('reconnectAttemptFailed', e, attempt);
           this.stream?.close();
           if (this.backoff.maxAttempts !== undefined && attempt >= this.backoff.maxAttempts) {

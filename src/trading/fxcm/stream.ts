@@ -17,6 +17,7 @@ import { EventEmitter } from 'node:events';
 import { type LogWriter, silentLogger } from '../../telemetry/logger';
 import WebSocket from 'ws';
 import { FxcmAuthError, FxcmTimeoutError, FxcmTransportError } from './errors';
+import { errorMessage } from '../../platform/errors';
 
 export type EngineIOVersion = 3 | 4;
 
@@ -133,7 +134,7 @@ export class FxcmStream extends EventEmitter {
     try {
       res = await fetch(this.url('polling', extra), { signal, headers: { Accept: '*/*' } });
     } catch (e) {
-      throw new FxcmTransportError(`handshake failed: ${(e as Error).message}`, undefined, e);
+      throw new FxcmTransportError(`handshake failed: ${errorMessage(e)}`, undefined, e);
     }
     const text = await res.text();
     if (res.status === 403 || res.status === 401) throw new FxcmAuthError(`handshake refused: HTTP ${res.status} ${text}`, res.status);
@@ -298,7 +299,7 @@ export class FxcmStream extends EventEmitter {
       if (!Array.isArray(arr) || typeof arr[0] !== 'string') return;
       this.emit('event', arr[0], arr.slice(1));
     } catch (e) {
-      this.log.warn('fxcm stream: bad event packet', { packet: msg.slice(0, 200), error: (e as Error).message });
+      this.log.warn('fxcm stream: bad event packet', { packet: msg.slice(0, 200), error: errorMessage(e) });
     }
   }
 

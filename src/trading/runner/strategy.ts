@@ -262,8 +262,3 @@ export interface Strategy<P = Record<string, unknown>> {
    */
   restoreState?(ctx: StrategyContext<P>, state: unknown): void;
 }
-
-/** Identity helper that gives a strategy object its types. */
-export function defineStrategy<P = Record<string, unknown>>(s: Strategy<P>): Strategy<P> {
-  return s;
-}

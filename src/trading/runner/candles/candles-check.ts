@@ -14,6 +14,7 @@ import type { Candle, Period } from '../../fxcm/types';
 import { UsageError, flag, parseCommandArgs, wantsHelp, type OptionSpecs } from '../../../platform/argv';
 import { CandleFileError, inspectCandleFile, isoTime, type CandleProblem, type CandleProblemKind, type Coverage } from '../../fxcm/candle-file';
 import { CANDLE_STORE_ENV } from './candles-store';
+import { errorMessage } from '../../../platform/errors';
 
 export const CANDLES_CHECK_USAGE = `Usage: ratelimit-runner candles check [FILE|DIR...] [--symbol SYM] [--timeframe TF]
 
@@ -94,7 +95,7 @@ export function checkCandleFile(file: string, opts: { symbol?: string; timeframe
   try {
     read = inspectCandleFile(file);
   } catch (e) {
-    if (e instanceof CandleFileError || (e as NodeJS.ErrnoException).code !== undefined) return { file, unreadable: (e as Error).message, count: 0, problems: [], gaps: 'the file was not read' };
+    if (e instanceof CandleFileError || (e as NodeJS.ErrnoException).code !== undefined) return { file, unreadable: errorMessage(e), count: 0, problems: [], gaps: 'the file was not read' };
     throw e;
   }
   const timeframe = read.timeframe ?? opts.timeframe;

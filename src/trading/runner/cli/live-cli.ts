@@ -26,6 +26,7 @@ import { lastCheckpoint } from '../engine/checkpoint';
 import { isoUtc } from '../../../platform/time-text';
 import { buildReport, leftOpenText, writeReport } from '../report/report';
 import type { Strategy } from '../strategy';
+import { errorMessage } from '../../../platform/errors';
 
 export const DEFAULT_LIVE_URL = 'https://api-demo.fxcm.com';
 
@@ -317,7 +318,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     result = await engine.run();
   } catch (e) {
     const refused = e instanceof FxcmAuthError || e instanceof FxcmUnauthorizedError;
-    const why = refused ? `the broker refused the token (${(e as Error).message}): check --token or FXCM_TOKEN` : (e as Error).message;
+    const why = refused ? `the broker refused the token (${errorMessage(e)}): check --token or FXCM_TOKEN` : errorMessage(e);
     process.stderr.write(outOfBudget ?? `ratelimit-runner ${mode}: ${stoppedStarting ? 'stopped before the run started' : why}\n`);
     await broker.client.close();
     await broker.limiter.close();
@@ -534,11 +535,11 @@ export async function candlesCommand(argv: string[]): Promise<number> {
           break;
         }
         failed++;
-        process.stderr.write(`ratelimit-runner candles download: ${label}: ${(e as Error).message}${kept}\n`);
+        process.stderr.write(`ratelimit-runner candles download: ${label}: ${errorMessage(e)}${kept}\n`);
       }
     }
   } catch (e) {
-    process.stderr.write(`ratelimit-runner candles download: ${(e as Error).message}\n`);
+    process.stderr.write(`ratelimit-runner candles download: ${errorMessage(e)}\n`);
     return 1;
   } finally {
     process.off('SIGINT', onSignal);

@@ -54,6 +54,7 @@ import type {
   Tick,
   TradeEvent,
 } from '../strategy';
+import { errorMessage } from '../../../platform/errors';
 
 export interface BacktestOptions {
   strategy: Strategy<Record<string, unknown>>;
@@ -366,7 +367,7 @@ export class BacktestEngine {
       this.intents.push({ ts: this.nowMs, op, args, result: 'ok' });
       return Promise.resolve(r);
     } catch (e) {
-      this.intents.push({ ts: this.nowMs, op, args, result: 'rejected', detail: (e as Error).message });
+      this.intents.push({ ts: this.nowMs, op, args, result: 'rejected', detail: errorMessage(e) });
       return Promise.reject(e);
     }
   }

@@ -48,6 +48,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { lockJournal, type JournalLock } from './journal-lock';
+import { errorMessage } from '../../../platform/errors';
 
 export type JournalLine = { k: string; t?: number; id?: number } & Record<string, unknown>;
 
@@ -220,7 +221,7 @@ export function readJournal(file: string): JournalLine[] {
       out.push(JSON.parse(l) as JournalLine);
     } catch (e) {
       if (i >= lines.length - 2) break; // torn tail
-      throw new Error(`${file}:${i + 1}: not a journal line: ${(e as Error).message}`);
+      throw new Error(`${file}:${i + 1}: not a journal line: ${errorMessage(e)}`);
     }
   }
   return out;

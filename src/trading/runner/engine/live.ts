@@ -55,6 +55,7 @@ import { thinEquity } from '../report/equity-thinning';
 import type { BrokerCallBudget } from '../broker/call-budget';
 import { SafetyGuard, type SafetyLimits } from './safety';
 import type { AccountInfo, Bar, CloseReason, OrderEvent, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
+import { errorMessage } from '../../../platform/errors';
 
 export interface LiveIntent {
   id: number;
@@ -562,7 +563,7 @@ export class LiveEngine {
         why = s.notFound;
         ambiguous = s.ambiguous === true;
       } catch (se) {
-        why = `${why ? `${why}; ` : ''}no snapshot could be taken (${(se as Error).message})`;
+        why = `${why ? `${why}; ` : ''}no snapshot could be taken (${errorMessage(se)})`;
       }
     }
     if (!PLACING_OPS.has(op)) {
@@ -892,7 +893,7 @@ export class LiveEngine {
           break;
         } catch (e) {
           const range = `${f.symbol} ${f.timeframe} bars from ${new Date(f.fromTs * 1000).toISOString()} to ${new Date(f.toTs * 1000).toISOString()}`;
-          if (attempt === BAR_FETCH_ATTEMPTS) this.log.error(`${range} could not be fetched (${(e as Error).message}): the series has a gap there`);
+          if (attempt === BAR_FETCH_ATTEMPTS) this.log.error(`${range} could not be fetched (${errorMessage(e)}): the series has a gap there`);
           else await new Promise((r) => setTimeout(r, 1000 * attempt));
         }
       }

@@ -16,6 +16,7 @@ import Module from 'node:module';
 import path from 'node:path';
 import { StrategyError, scriptLocation } from '../errors';
 import type { Strategy } from '../strategy';
+import { errorMessage } from '../../../platform/errors';
 
 function pickStrategy(mod: unknown): unknown {
   if (mod && typeof mod === 'object') {
@@ -47,6 +48,17 @@ export function validateStrategy(s: unknown, file: string): Strategy<Record<stri
  * file afresh for every run (about 11 ms of transpiling each), and an edited file is transpiled again.
  */
 const transpiled = new Map<string, { stamp: string; code: string }>();
+
+/**
+ * Whether this process's own `require` loads TypeScript: a module registry of its own (jest's,
+ * which transforms what it loads, lists none of node's extensions) or a registered `.ts` loader
+ * (ts-node). A .ts strategy is then required like a .js one, in that registry; else it is
+ * transpiled here.
+ */
+function hostLoadsTypeScript(): boolean {
+  const extensions = require.extensions as Record<string, unknown> | undefined;
+  return extensions === undefined || !('.js' in extensions) || '.ts' in extensions;
+}
 
 function loadTs(abs: string): unknown {
   const stat = fs.statSync(abs);
@@ -88,7 +100,7 @@ export function loadStrategy(file: string): Strategy<Record<string, unknown>> {
   if (!fs.existsSync(abs)) throw new StrategyError(`strategy file not found: ${abs}`, 'load', undefined);
   let mod: unknown;
   try {
-    if (/\.(c?ts)$/.test(abs) && !process.env.JEST_WORKER_ID) mod = loadTs(abs);
+    if (/\.(c?ts)$/.test(abs) && !hostLoadsTypeScript()) mod = loadTs(abs);
     else if (/\.mjs$/.test(abs)) throw new StrategyError(`${abs}: ES modules are not supported; use a CommonJS .js/.cjs (or .ts) file`, 'load', undefined);
     else {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -96,7 +108,7 @@ export function loadStrategy(file: string): Strategy<Record<string, unknown>> {
     }
   } catch (e) {
     if (e instanceof StrategyError) throw e;
-    throw new StrategyError(`failed to load ${abs}: ${(e as Error).message}`, 'load', scriptLocation(e, abs), e);
+    throw new StrategyError(`failed to load ${abs}: ${errorMessage(e)}`, 'load', scriptLocation(e, abs), e);
   }
   return validateStrategy(pickStrategy(mod), abs);
 }
