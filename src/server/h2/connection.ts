@@ -869,6 +869,8 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
       const room = Math.min(this.sendWindow, stream.sendWindow, this.peerMaxFrameSize);
       if (room <= 0) {
         this.blocked.add(stream);
+        // What was framed before the window ran out goes now (outside a read nothing else flushes it).
+        this.scheduleFlush();
         return;
       }
       const take = Math.min(room, next.length);

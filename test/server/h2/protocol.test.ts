@@ -304,3 +304,42 @@ describe('frames cut across socket reads', () => {
     expect(server.budgets.requests.held).toBe(0);
   });
 });
+
+describe('answers written outside a socket read (a timer: an RLQS push, a health Watch update)', () => {
+  let server: net.Server | undefined;
+  const sockets: net.Socket[] = [];
+  afterEach(async () => {
+    for (const s of sockets.splice(0)) s.destroy();
+    await new Promise<void>((resolve) => (server === undefined ? resolve() : server.close(() => resolve())));
+    server = undefined;
+  });
+
+  test('DATA framed up to a small stream window goes out at once, not with some later write', async () => {
+    const handler: StreamHandler = {
+      open(stream) {
+        stream.respond(encodeHeaderBlock([[':status', '200'], ['content-type', 'application/grpc']]), false);
+        // From a timer, more than the client's window of 10 bytes: 10 are framed, the rest waits.
+        setTimeout(() => stream.write(Buffer.alloc(100, 1)), 20);
+        return undefined;
+      },
+    };
+    server = net.createServer((socket) => {
+      sockets.push(socket);
+      new H2Connection(socket, handler, {
+        maxConcurrentStreams: 10,
+        maxHeaderListBytes: 64 * 1024,
+        keepaliveTimeMs: 0,
+        keepaliveTimeoutMs: 0,
+        bodyTimeoutMs: 0,
+        maxHeldBodyBytes: 1 << 20,
+        budgets: serverBudgets(1 << 20),
+      });
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const INITIAL_WINDOW_SIZE = 0x4;
+    const client = await RawH2Client.connect((server.address() as net.AddressInfo).port, { settings: [[INITIAL_WINDOW_SIZE, 10]] });
+    client.send(headersFrame(1, requestBlock([]), { endStream: true }));
+    const data = await client.waitForFrame((f) => f.type === FrameType.DATA && f.streamId === 1, 'the first 10 bytes of DATA', 5_000);
+    expect(data.payload.length).toBe(10);
+  });
+});
