@@ -16,7 +16,8 @@
  *
  * Prints one JSON line on stdout:
  *   {"p50","p90","p99","max","mean","calls","ok","failed","failures":{reason:count},"firstError",
- *    "reconnects","maxSendLagMs","fresh":{"n","ok","p50","p99","max","failures"}}
+ *    "reconnects","maxSendLagMs","fresh":{"n","ok","p50","p99","max","failures"},
+ *    "timeline":[[sent at (Date.now()), latency ms], ...] (the measured calls answered OK)}
  *
  *   node bench/attack-client.js <127.0.0.1:port> <calls-per-second> <warmup-s> <seconds> <frame-hex> [timeout-ms]
  */
@@ -109,6 +110,8 @@ function call(done, on = currentSession) {
 }
 
 const latencies = [];
+/** Each measured OK call: [Date.now() of its send, latency ms], to split the window where the attack's phases change. */
+const timeline = [];
 const failures = {};
 let calls = 0;
 let inFlight = 0;
@@ -137,6 +140,7 @@ function finish() {
     lastSessionError: sessionError,
     maxSendLagMs,
     fresh: freshSummary(),
+    timeline,
   };
   process.stdout.write(`${JSON.stringify(out)}\n`, () => process.exit(0));
 }
@@ -162,6 +166,10 @@ function freshSummary() {
   return { n: s.length + failed, ok: s.length, p50: at(0.5), p99: at(0.99), max: s.length ? s[s.length - 1] : null, failures: fresh.failures };
 }
 
+/** Date.now() at performance.now() time `t`. */
+const EPOCH_OFFSET = Date.now() - performance.now();
+const sentEpoch = (t) => EPOCH_OFFSET + t;
+
 function run() {
   const start = performance.now();
   if (FRESH_MS > 0) {
@@ -186,7 +194,10 @@ function run() {
       call((ms, reason) => {
         inFlight--;
         if (measured) {
-          if (reason === null) latencies.push(ms);
+          if (reason === null) {
+            latencies.push(ms);
+            timeline.push([Math.round(sentEpoch(due)), Math.round(ms * 1000) / 1000]);
+          }
           else {
             failures[reason] = (failures[reason] ?? 0) + 1;
             firstError ??= reason;

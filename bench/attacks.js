@@ -294,9 +294,10 @@ async function measure(s, srv, loopDelayStart) {
   if (!cr.out) problems.push(`good client printed no result (exit ${cr.code}): ${cr.text}`);
   if (ar && !ar.out) problems.push(`attacker printed no result (exit ${ar.code}): ${ar.text}`);
   const measured = rssSamples.filter((x) => x.t >= CFG.warmupSeconds * 1000 && x.mib != null).map((x) => x.mib);
+  const good = cr.out ? { ...cr.out, timeline: undefined, held: heldPhase(cr.out.timeline, ar?.out?.filledAt, g0) } : cr.out;
   return {
     ...meta(s),
-    client: cr.out,
+    client: good,
     attacker: ar?.out ?? null,
     service: {
       cpuPercent: cpuPercent(c0, c1, 0),
@@ -317,6 +318,24 @@ async function measure(s, srv, loopDelayStart) {
     attackerCpuPercent: attacker ? cpuPercent(c0, c1, 2) : null,
     problems,
   };
+}
+
+/**
+ * The good client once the attacker's connections are all held (after the fill): its p99 over the
+ * calls sent from then on, and how long into the measured window (from `windowStart`) the fill
+ * lasted. Null when the attacker never filled, or filled too late to leave 100 calls.
+ */
+function heldPhase(timeline, filledAt, windowStart) {
+  if (!Array.isArray(timeline) || typeof filledAt !== 'number') return null;
+  const after = timeline.filter(([at]) => at >= filledAt).map(([, ms]) => ms).sort((a, b) => a - b);
+  if (after.length < 100) return null;
+  return { calls: after.length, p99: after[Math.ceil(0.99 * after.length) - 1], filledAfterMs: Math.max(0, filledAt - windowStart) };
+}
+
+function heldCell(h, control) {
+  if (!h) return '—';
+  const ratio = control?.client?.p99 ? ` (${(h.p99 / control.client.p99).toFixed(1)}x)` : '';
+  return `${fmtMs(h.p99)}${ratio}: ${fmt(h.calls)}, filled ${(h.filledAfterMs / 1000).toFixed(1)} s into the window`;
 }
 
 const meta = (s) => ({ id: s.id, label: s.label, attack: s.attack ?? null, connections: s.attack ? (s.connections ?? 1) : 0 });
@@ -451,8 +470,8 @@ function markdown(results, machine, problems) {
       '',
       'Fresh: from the newcomer\'s connect to its answer (TCP, TLS where the port has it, HTTP/2 set-up, one call). Refused at once: closed by the server within 100 ms of connecting (a bound at accept); closed later: a phase bound or room made for another.',
       '',
-      '| Scenario | Fresh calls ok / made | Fresh p50 / p99 / max | Good client p99 (x control) / failed | Attacker: connects / refused at once / closed later / most open / open at the end | Service RSS MiB before / peak / after | Service CPU |',
-      '|---|---:|---|---|---|---|---:|',
+      '| Scenario | Fresh calls ok / made | Fresh p50 / p99 / max | Good client p99 (x control) / failed | Good client p99 once the attacker holds its connections (x control): calls | Attacker: connects / refused at once / closed later / most open / open at the end | Service RSS MiB before / peak / after | Service CPU |',
+      '|---|---:|---|---|---|---|---|---:|',
     );
     for (const r of held) {
       const f = r.client.fresh;
@@ -461,13 +480,16 @@ function markdown(results, machine, problems) {
       const a = r.attacker;
       lines.push(
         `| \`${r.id}\` | ${fmt(f.ok)} / ${fmt(f.n)}${Object.keys(f.failures).length ? ` (${codes(f.failures)})` : ''} | ${fmtMs(f.p50)} / ${fmtMs(f.p99)} / ${fmtMs(f.max)} | ` +
-          `${fmtMs(r.client.p99)}${ratio} / ${fmt(r.client.failed)} | ` +
+          `${fmtMs(r.client.p99)}${ratio} / ${fmt(r.client.failed)} | ${heldCell(r.client.held, control)} | ` +
           `${a && a.opened !== undefined ? `${fmt(a.opened)} / ${fmt(a.refusedAtOnce)} / ${fmt(a.closedLater)} / ${fmt(a.maxOpen)} / ${fmt(a.openAtEnd)}` : '—'} | ` +
           `${fmtMiB(r.service.rssBeforeMiB)} / ${fmtMiB(r.service.rssPeakMiB)} / ${fmtMiB(r.service.rssAfterMiB)} | ${fmtPct(r.service.cpuPercent)} |`,
       );
     }
   }
   const rlqs = results.filter((r) => r.attack === 'rlqs' && r.attacker);
+  if (held.some((r) => r.client.held)) {
+    lines.push('', 'Once the attacker holds its connections: from when the service had answered as many of its connections as its target (the fill, at most a few seconds into the window) to the end; the fill itself is in the whole-window p99.');
+  }
   if (rlqs.length) {
     lines.push('', '## RLQS bucket floods', '', '| Scenario | Good client p99 / failed | RSS before / peak / after, MiB | Service CPU | Streams opened / ended (grpc-status) | Buckets reported | Why the streams ended |', '|---|---|---|---:|---|---:|---|');
     for (const r of rlqs) {

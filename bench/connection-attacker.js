@@ -11,6 +11,9 @@
  *       "host": "127.0.0.1", "port": 8081, "seconds": 11, "connections": 10000,
  *       "addresses": ["127.0.0.2", ...] }
  *
+ * `filledAt` (Date.now()) is when the server had answered as many connections as the target (its
+ * first bytes, e.g. the HTTP/2 SETTINGS, on each): the end of the fill, null when it never came.
+ *
  * Modes:
  * - idle-h2: the HTTP/2 connection preface and an empty SETTINGS, then nothing (what the server
  *   sends is read and dropped).
@@ -46,7 +49,10 @@ const counters = {
   closedLater: 0,
   maxOpen: 0,
   openAtEnd: 0,
+  /** Date.now() when the server had answered (with its first bytes) as many connections as the target: the fill is over. */
+  filledAt: null,
 };
+let answered = 0;
 const lifetimesMs = [];
 let open = 0;
 let stopping = false;
@@ -66,7 +72,12 @@ function openOne() {
     counters.maxOpen = Math.max(counters.maxOpen, open);
     if (HELLO !== null) s.write(HELLO);
   });
-  s.on('data', () => {});
+  let heard = false;
+  s.on('data', () => {
+    if (heard) return;
+    heard = true;
+    if (++answered === TARGET) counters.filledAt = Date.now();
+  });
   s.on('error', (err) => {
     if (connectedAt === null) {
       counters.connectErrors++;
