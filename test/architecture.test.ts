@@ -66,8 +66,10 @@ const RUNNER_ALLOWED: Readonly<Record<string, readonly string[]>> = {
   broker: ['report'],
   /** Running a strategy: backtest, paper/live, sweeps, and what they share. */
   engine: ['broker', 'report'],
+  /** Watching and steering a paper or live run from outside: its control API and dashboard. */
+  control: ['engine', 'broker', 'report'],
   /** The `ratelimit-runner` commands and their options. */
-  cli: ['engine', 'broker', 'report', 'candles'],
+  cli: ['control', 'engine', 'broker', 'report', 'candles'],
 };
 const RUNNER_API = ['errors.ts', 'results.ts', 'strategy.ts'];
 

@@ -39,7 +39,7 @@ const PAGES = ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f
 const read = (page: string): string => fs.readFileSync(path.join(ROOT, page), 'utf8');
 
 /** The ports the pages' examples listen on (README "Run the tests" names them). */
-const DOC_PORTS = [6070, 6071, 6379, 8080, 8081, 8090, 8091, 8500, 9090, 18000];
+const DOC_PORTS = [6070, 6071, 6379, 8080, 8081, 8090, 8091, 8099, 8500, 9090, 18000];
 
 const FOREGROUND_TIMEOUT_MS = 90_000;
 const READY_TIMEOUT_MS = 90_000;

@@ -136,6 +136,20 @@ interface Item {
   reject: (e: Error) => void;
 }
 
+/** One of the broker's limits as the limiter last answered it (the control API's budget). */
+export interface LimitState {
+  /** The limited descriptor's endpoint and model, e.g. `get_model OpenPosition`, `candles`. */
+  readonly what: string;
+  /** e.g. "45/HOUR". */
+  readonly limit: string;
+  /** Calls it lets go now (a token bucket: the tokens it holds, up to its burst). */
+  readonly remaining: number;
+  /** When it is whole again (its window resets, or its bucket is full; limiter clock, ms); undefined when the limiter did not say. */
+  readonly refillsAt: number | undefined;
+  /** When the limiter answered it (limiter clock, ms). */
+  readonly at: number;
+}
+
 /** A call the limiter holds back. */
 export interface HeldBack {
   /** The limited descriptor's endpoint and model, e.g. `get_model OpenPosition`, `candles`. */
@@ -157,6 +171,7 @@ export class BrokerCallBudget {
   /** 429s in a row per kind of call (a 2xx answer of that kind ends the row). */
   private readonly throttled = new Map<string, number>();
   private readonly use = new Map<string, BudgetUse>();
+  private readonly limitStates = new Map<string, LimitState>();
   private readonly intent = new AsyncLocalStorage<IntentOptions>();
   private seq = 0;
   private pumping = false;
@@ -234,6 +249,28 @@ export class BrokerCallBudget {
     return [...this.use.values()].sort((a, b) => (a.endpoint < b.endpoint ? -1 : 1));
   }
 
+  /** Each limit as the limiter last answered it, by what it limits. */
+  limits(): LimitState[] {
+    return [...this.limitStates.values()].sort((a, b) => (a.what < b.what ? -1 : a.what > b.what ? 1 : 0));
+  }
+
+  private noteLimits(descriptors: readonly Descriptor[], res: RateLimitResponse): void {
+    const at = this.opts.clock.nowMs();
+    res.statuses.forEach((st, i) => {
+      const d = descriptors[i];
+      if (st.currentLimit === undefined || d === undefined) return;
+      const what = d.entries.slice(2).map((e) => e.value).join(' ') || d.entries.map((e) => e.value).join(' ');
+      const limit = st.currentLimit.requestsPerUnit;
+      this.limitStates.set(what, {
+        what,
+        limit: `${limit}/${UNIT_NAMES[st.currentLimit.unit] ?? st.currentLimit.unit}`,
+        remaining: st.limitRemaining,
+        refillsAt: st.durationUntilReset === undefined ? undefined : at + st.durationUntilReset * 1000,
+        at,
+      });
+    });
+  }
+
   /** Resolves when the call may be sent; rejects with IntentExpiredError or a limiter error. */
   acquire(endpoint: string, params: Params = {}, o: IntentOptions = this.intent.getStore() ?? {}): Promise<void> {
     const name = endpointName(endpoint);
@@ -300,6 +337,7 @@ export class BrokerCallBudget {
           item.reject(e as Error);
           continue;
         }
+        this.noteLimits(item.descriptors, res);
         if (res.overallCode !== 2) {
           this.take(item);
           const u = this.usage(item.endpoint);

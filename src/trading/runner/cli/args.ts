@@ -88,6 +88,8 @@ export const RUN_OPTIONS: OptionSpecs = {
   'journal-max-bytes': string,
   duration: string,
   'token-refused-timeout': string,
+  control: string,
+  'control-token-file': string,
 };
 
 export const REPLAY_OPTIONS: OptionSpecs = { param: repeated, quiet: bool, 'log-level': string, journal: string };

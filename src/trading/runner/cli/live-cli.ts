@@ -27,6 +27,7 @@ import { isoUtc } from '../../../platform/time-text';
 import { buildReport, leftOpenText, writeReport } from '../report/report';
 import type { Strategy } from '../strategy';
 import { errorMessage } from '../../../platform/errors';
+import { CONTROL_TOKEN_ENV, type ControlServer, controlToken, notingLogger, startControlServer } from '../control/control-server';
 
 export const DEFAULT_LIVE_URL = 'https://api-demo.fxcm.com';
 
@@ -61,6 +62,13 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
                         every handshake 403: revoked, expired, another session on it) for S
                         seconds without a call going through again, stop with exit 4; the
                         journal resumes the run once the token works (default ${DEFAULT_TOKEN_REFUSED_MS / 1000})
+  --control HOST:PORT   serve the run's control API and dashboard there (JSON under /api/:
+                        status, positions, trades, pnl, budget, protections, journal; the
+                        page at /). Every /api/ call needs Authorization: Bearer TOKEN
+  --control-token-file FILE  the token (its first line, 16 characters or more), else
+                        \$RATELIMIT_RUNNER_CONTROL_TOKEN; on a loopback address without either,
+                        one is made and printed with the page's address; any other address
+                        needs one
   --report PATH         write PATH.json and PATH.html (default ./report)
   --param KEY=VALUE     strategy parameter; repeatable
   --max-position K      safety: maximum position per symbol and side, in K units
@@ -201,6 +209,21 @@ function budgetOf(b: Broker) {
   });
 }
 
+/** --control HOST:PORT and its token (a usage error when it is malformed or needs a token it has not). */
+function controlAddress(p: ParsedArgs): { host: string; port: number; token: string; made: boolean } | undefined {
+  const at = flag(p, 'control');
+  if (at === undefined) return undefined;
+  const m = /^(\[[0-9a-fA-F:]+\]|[^:\s]+):(\d{1,5})$/.exec(at);
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || port > 65535) throw new UsageError(`--control must be HOST:PORT (e.g. 127.0.0.1:8099; port 0 picks a free one), got "${at}"`);
+  const host = m[1]!.replace(/^\[(.*)\]$/, '$1');
+  try {
+    return { host, port, ...controlToken(host, flag(p, 'control-token-file'), process.env) };
+  } catch (e) {
+    throw new UsageError(errorMessage(e));
+  }
+}
+
 function tokenOf(p: ParsedArgs, command: string): string {
   const token = flag(p, 'token') ?? process.env.FXCM_TOKEN;
   if (!token) throw new UsageError(`${command} needs an API token: pass --token TOKEN or set FXCM_TOKEN`);
@@ -218,7 +241,8 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   const token = tokenOf(p, mode);
   const strategy = load(file, mode);
   if (typeof strategy === 'number') return strategy;
-  const log = consoleLogger(logLevelOf(p));
+  const controlAt = controlAddress(p);
+  const { logger: log, notes } = notingLogger(consoleLogger(logLevelOf(p)));
   const ifNoBudget = (flag(p, 'if-no-budget') ?? 'wait') as IfNoBudget;
   if (!IF_NO_BUDGET.includes(ifNoBudget)) throw new UsageError(`--if-no-budget must be wait or exit, got ${ifNoBudget}`);
   // Until the run is going, a call held back by the budget is said with its time (once per limit
@@ -310,7 +334,15 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   let result: LiveResult;
+  let control: ControlServer | undefined;
   try {
+    if (controlAt !== undefined) {
+      control = await startControlServer({
+        ...controlAt,
+        source: { view: () => engine.view(), limits: () => broker.limiter.limits(), budgetUse: () => broker.limiter.budget(), journalFile: () => journal?.file, notes: () => notes },
+      });
+      process.stdout.write(`control: ${controlAt.made ? `${control.url}#token=${controlAt.token}` : `${control.url} (the token of ${flag(p, 'control-token-file') ? '--control-token-file' : CONTROL_TOKEN_ENV})`}\n`);
+    }
     await broker.client.connect();
     if (tookOver) process.stdout.write(`the journal's lock named process ${tookOver.pid} (since ${tookOver.since}), which is no longer running: taken over\n`);
     if (recorded.length) process.stdout.write(`resuming from ${jfile} (${resumedFrom(recorded)})\n`);
@@ -320,6 +352,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     const refused = e instanceof FxcmAuthError || e instanceof FxcmUnauthorizedError;
     const why = refused ? `the broker refused the token (${errorMessage(e)}): check --token or FXCM_TOKEN` : errorMessage(e);
     process.stderr.write(outOfBudget ?? `ratelimit-runner ${mode}: ${stoppedStarting ? 'stopped before the run started' : why}\n`);
+    await control?.close();
     await broker.client.close();
     await broker.limiter.close();
     journal?.close();
@@ -328,6 +361,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
+  await control?.close();
   await broker.client.close();
   journal?.close();
   const budget = budgetOf(broker);

@@ -56,6 +56,7 @@ import type { BrokerCallBudget } from '../broker/call-budget';
 import { SafetyGuard, type SafetyLimits } from './safety';
 import type { AccountInfo, Bar, CloseReason, OrderEvent, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
 import { errorMessage } from '../../../platform/errors';
+import type { RunView } from './run-view';
 
 export interface LiveIntent {
   id: number;
@@ -296,6 +297,11 @@ export class LiveEngine {
   private readonly deletedOrders = new Set<string>();
   /** When the broker stream dropped (reconnects report how long it was away). */
   private disconnectedAt: number | undefined;
+  /** What the run's view shows of its connection: since when it is up, and the last reconnect once reconciled. */
+  private connectedSince: number | undefined;
+  private lastReconnect: RunView['connection']['lastReconnect'];
+  private startedAt: number | undefined;
+  private lastCheckpointAt: number | undefined;
   private equity: EquityPoint[] = [];
   private startBalance: number | undefined;
   private started = false;
@@ -340,6 +346,44 @@ export class LiveEngine {
       usedMargin: numOf(a.usdMr),
       usableMargin: numOf(a.usableMargin),
       dayPL: this.guard.dayPL(this.now, equity),
+    };
+  }
+
+  /** A copy of the run's state as it is now (control API, dashboard); no broker call. */
+  view(): RunView {
+    const account = this.accountInfo();
+    const b = this.broker;
+    const own = b.ownPositions().map((r) => b.position(r));
+    const ownIds = new Set(own.map((p) => p.tradeId));
+    const orders = b.ownEntryOrders().map((r) => b.pending(r));
+    const orderIds = new Set(orders.map((o) => o.orderId));
+    const realised = this.closed.reduce((sum, t) => sum + t.pl, 0);
+    return {
+      mode: this.o.mode,
+      strategy: this.strategyName,
+      now: this.wallNow(),
+      startedAt: this.startedAt,
+      phase: this.finished ? 'ended' : this.stopped || this.error !== undefined ? 'ending' : this.startedAt === undefined ? 'starting' : 'running',
+      resumed: this.resumed,
+      decisions: this.intentSeq,
+      connection: {
+        state: this.startedAt === undefined ? 'connecting' : this.disconnectedAt !== undefined ? 'disconnected' : 'connected',
+        since: this.disconnectedAt ?? this.connectedSince,
+        lastReconnect: this.lastReconnect,
+      },
+      error: this.error === undefined ? undefined : { message: this.error.message, hook: this.error.hook },
+      account,
+      positions: own,
+      orders,
+      foreign: {
+        positions: b.ownPositions(true).filter((r) => !ownIds.has(String(r.tradeId))).map((r) => b.position(r)),
+        orders: b.ownEntryOrders(true).filter((r) => !orderIds.has(String(r.orderId))).map((r) => b.pending(r)),
+      },
+      closed: [...this.closed],
+      equity: [...this.equity],
+      pnl: { realised, unrealised: own.reduce((sum, p) => sum + p.pl, 0), day: account.dayPL, currency: account.currency },
+      protections: { limits: { ...this.guard.limits }, locks: this.guard.locks(this.now) },
+      lastCheckpointAt: this.lastCheckpointAt,
     };
   }
 
@@ -785,6 +829,7 @@ export class LiveEngine {
         ts: this.now,
       };
       const what = `${info.closed} of its trades closed, ${info.opened} opened meanwhile; ${info.positions} positions and ${info.orders} entry orders open`;
+      if (ev.reason === 'reconnect') this.lastReconnect = { at: this.wallNow(), downMs: ev.downMs, closed: info.closed, opened: info.opened };
       if (ev.reason === 'reconnect') this.log.info(`reconciled with the broker after the reconnect${ev.downMs !== undefined ? ` (${(ev.downMs / 1000).toFixed(1)} s away)` : ''}: ${what}`);
       else this.log.info(`reconciled with the broker after the restart: ${what}`);
       if (s.onReconnect) await this.call('onReconnect', () => s.onReconnect!.call(s, this.ctx, info));
@@ -1083,6 +1128,7 @@ export class LiveEngine {
     }
     try {
       j.compact([this.runLine, line]);
+      this.lastCheckpointAt = this.wallNow();
     } catch (e) {
       // the journal is the old one, whole, and still written to: the run loses only its bound
       this.checkpointing = false;
@@ -1311,6 +1357,7 @@ export class LiveEngine {
     // A silent outage (no close, the heartbeat unanswered) began when the stream last heard anything.
     const down = (reason: string, silentMs = 0) => {
       this.disconnectedAt ??= this.wallNow() - silentMs;
+      this.connectedSince = undefined;
       const silent = silentMs >= 1000 ? `, nothing heard from it for ${(silentMs / 1000).toFixed(1)} s` : '';
       this.log.warn(`broker connection lost (${reason}${silent}): reconnecting; trades closed meanwhile are reconciled when it is back`);
       this.journalLine({ k: 'disconnected', t: this.wallNow(), reason, ...(silentMs ? { silentMs } : {}) }, true);
@@ -1337,6 +1384,7 @@ export class LiveEngine {
     const reconciled = (snap: Snapshot) => {
       const downMs = this.disconnectedAt === undefined ? undefined : this.wallNow() - this.disconnectedAt;
       this.disconnectedAt = undefined;
+      this.connectedSince = this.wallNow();
       this.queue.push({ k: 'snapshot', t: this.wallNow(), snap, reason: 'reconnect', ...(downMs !== undefined ? { downMs } : {}) });
       kick();
     };
@@ -1401,6 +1449,7 @@ export class LiveEngine {
     }
     this.holding = false;
     for (const f of this.liveBars.inFlight()) this.fetchBars(f);
+    this.startedAt = this.connectedSince = this.wallNow();
     this.o.onRunning?.();
     if (ending) await this.finishEndingRun(recordedError);
     else {

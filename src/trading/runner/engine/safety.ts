@@ -19,6 +19,13 @@ export interface SafetyLimits {
 
 const DAY_MS = 86400_000;
 
+/** A lock on new entries: the rule that set it, until when (epoch ms), and why. */
+export interface SafetyLock {
+  rule: keyof SafetyLimits;
+  until: number;
+  reason: string;
+}
+
 /** What the guard counts (a checkpoint keeps it): the UTC day, its first equity, the day halted. */
 export interface SafetyCounters {
   day: number;
@@ -73,6 +80,12 @@ export class SafetyGuard {
 
   isHalted(nowMs: number): boolean {
     return this.halted === Math.floor(nowMs / DAY_MS);
+  }
+
+  /** The locks on new entries now, with until when (epoch ms) and why. */
+  locks(nowMs: number): SafetyLock[] {
+    if (!this.isHalted(nowMs)) return [];
+    return [{ rule: 'maxDailyLoss', until: (Math.floor(nowMs / DAY_MS) + 1) * DAY_MS, reason: 'daily loss limit reached: no new positions until the next UTC day' }];
   }
 
   /**

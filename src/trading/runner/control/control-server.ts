@@ -1,0 +1,259 @@
+/**
+ * The control API of a paper or live run (`--control HOST:PORT`): JSON under /api/ and one
+ * self-contained dashboard page at /. It reads the run's state (the engine's view, the broker
+ * budget as the limiter last answered it, the journal's size, the run's recent warnings): a poll
+ * never costs a broker call.
+ *
+ * - Every /api/ answer needs `Authorization: Bearer <token>`; without it, or with another, 401
+ *   and nothing about the account. The page and its script and style carry no account data and
+ *   need no token: the page reads it from the URL's fragment (`/#token=...`, which the browser
+ *   never sends) and sends it with each of its requests.
+ * - GET only for now (405 otherwise); an unknown path is a 404 that names it.
+ * - Bounded as any listener of ours: a few connections at once, short header, request and idle
+ *   timeouts, no request body read.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { BudgetUse } from '../report/report';
+import type { LimitState } from '../broker/call-budget';
+import type { RunView } from '../engine/run-view';
+import type { LogWriter } from '../../../telemetry/logger';
+import { errorMessage } from '../../../platform/errors';
+import { DASHBOARD_CSP, DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from './dashboard';
+
+/** A warning or an error the run logged (its last errors, in the status). */
+export interface RunNote {
+  at: number;
+  level: 'warn' | 'error';
+  message: string;
+}
+
+/** What the control API reads. */
+export interface ControlSource {
+  view(): RunView;
+  /** The broker's limits as the limiter last answered each, and the calls sent per endpoint. */
+  limits(): LimitState[];
+  budgetUse(): BudgetUse[];
+  /** The journal's file, when the run has one. */
+  journalFile(): string | undefined;
+  /** The run's recent warnings and errors, oldest first. */
+  notes(): readonly RunNote[];
+}
+
+export interface ControlOptions {
+  host: string;
+  port: number;
+  token: string;
+  source: ControlSource;
+}
+
+/** Connections the control port holds at once (a dashboard or two, a script polling). */
+const MAX_CONNECTIONS = 16;
+const HEADERS_TIMEOUT_MS = 5_000;
+const REQUEST_TIMEOUT_MS = 10_000;
+const IDLE_TIMEOUT_MS = 5_000;
+
+/** The environment variable a token may come from (else --control-token-file, else one is made on loopback). */
+export const CONTROL_TOKEN_ENV = 'RATELIMIT_RUNNER_CONTROL_TOKEN';
+
+/** Whether `host` is a loopback address or name (a token is then optional: one is made). */
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * The token of a control port: from `file` (its first line), else from the environment, else a
+ * random one (`made`) when the port is on loopback. Throws a message for the operator otherwise.
+ */
+export function controlToken(host: string, file: string | undefined, env: NodeJS.ProcessEnv): { token: string; made: boolean } {
+  if (file !== undefined) {
+    let text: string;
+    try {
+      text = fs.readFileSync(file, 'utf8');
+    } catch (e) {
+      throw new Error(`--control-token-file ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : errorMessage(e)}`);
+    }
+    const token = text.split(/\r?\n/)[0]!.trim();
+    if (token.length < 16) throw new Error(`--control-token-file ${file}: the token on its first line must be at least 16 characters`);
+    return { token, made: false };
+  }
+  const fromEnv = env[CONTROL_TOKEN_ENV]?.trim();
+  if (fromEnv) {
+    if (fromEnv.length < 16) throw new Error(`${CONTROL_TOKEN_ENV} must be at least 16 characters`);
+    return { token: fromEnv, made: false };
+  }
+  if (!isLoopback(host)) throw new Error(`--control ${host}: an address that is not loopback needs a token (--control-token-file FILE or ${CONTROL_TOKEN_ENV})`);
+  return { token: randomBytes(24).toString('base64url'), made: true };
+}
+
+export interface ControlServer {
+  /** http://host:port/ */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
+
+export async function startControlServer(o: ControlOptions): Promise<ControlServer> {
+  const expected = digest(o.token);
+  const authorized = (req: http.IncomingMessage): boolean => {
+    const h = req.headers.authorization;
+    if (h === undefined || !h.startsWith('Bearer ')) return false;
+    return timingSafeEqual(digest(h.slice(7).trim()), expected);
+  };
+  const server = http.createServer((req, res) => {
+    try {
+      answer(req, res);
+    } catch (e) {
+      send(res, 500, { error: `the control API failed: ${errorMessage(e)}` });
+    }
+  });
+  const answer = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    const path = (req.url ?? '/').split('?')[0]!;
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('Allow', 'GET, HEAD');
+      send(res, 405, { error: `${req.method} ${path}: the control API answers GET only` });
+      return;
+    }
+    if (path === '/favicon.ico') {
+      res.writeHead(204, SECURITY_HEADERS);
+      res.end();
+      return;
+    }
+    const asset = ASSETS[path];
+    if (asset !== undefined) {
+      res.writeHead(200, { 'Content-Type': asset.type, 'Cache-Control': 'no-store', ...SECURITY_HEADERS });
+      res.end(req.method === 'HEAD' ? undefined : asset.body);
+      return;
+    }
+    if (!path.startsWith('/api/')) {
+      send(res, 404, { error: `no page ${path}: the dashboard is at /, the API under /api/` });
+      return;
+    }
+    if (!authorized(req)) {
+      res.setHeader('WWW-Authenticate', 'Bearer');
+      send(res, 401, { error: 'a token is needed: Authorization: Bearer <token>' });
+      return;
+    }
+    const endpoint = ENDPOINTS[path.slice(5)];
+    if (endpoint === undefined) {
+      send(res, 404, { error: `unknown endpoint ${path}; there are ${Object.keys(ENDPOINTS).map((e) => `/api/${e}`).join(', ')}` });
+      return;
+    }
+    send(res, 200, endpoint(o.source));
+  };
+  server.maxConnections = MAX_CONNECTIONS;
+  server.headersTimeout = HEADERS_TIMEOUT_MS;
+  server.requestTimeout = REQUEST_TIMEOUT_MS;
+  server.keepAliveTimeout = IDLE_TIMEOUT_MS;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(o.port, o.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  return {
+    url: `http://${host}:${addr.port}/`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+const SECURITY_HEADERS = {
+  'Content-Security-Policy': DASHBOARD_CSP,
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+} as const;
+
+const ASSETS: Readonly<Record<string, { type: string; body: string }>> = {
+  '/': { type: 'text/html; charset=utf-8', body: DASHBOARD_HTML },
+  '/dashboard.js': { type: 'text/javascript; charset=utf-8', body: DASHBOARD_JS },
+  '/dashboard.css': { type: 'text/css; charset=utf-8', body: DASHBOARD_CSS },
+};
+
+function send(res: http.ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', ...SECURITY_HEADERS });
+  res.end(`${JSON.stringify(body)}\n`);
+}
+
+/** The last error the run met: the strategy error that ended it, else its last error line. */
+function lastError(view: RunView, notes: readonly RunNote[]): { at: number | undefined; message: string } | undefined {
+  if (view.error !== undefined) return { at: undefined, message: `${view.error.message} (in ${view.error.hook})` };
+  for (let i = notes.length - 1; i >= 0; i--) if (notes[i]!.level === 'error') return { at: notes[i]!.at, message: notes[i]!.message };
+  return undefined;
+}
+
+const ENDPOINTS: Readonly<Record<string, (s: ControlSource) => unknown>> = {
+  status: (s) => {
+    const v = s.view();
+    const notes = s.notes();
+    return {
+      mode: v.mode,
+      strategy: v.strategy,
+      phase: v.phase,
+      account: v.account.accountId,
+      startedAt: v.startedAt,
+      uptimeS: v.startedAt === undefined ? 0 : Math.round((v.now - v.startedAt) / 1000),
+      resumed: v.resumed,
+      decisions: v.decisions,
+      connection: v.connection,
+      lastError: lastError(v, notes),
+      recent: notes.slice(-20),
+      locks: v.protections.locks,
+    };
+  },
+  positions: (s) => {
+    const v = s.view();
+    return { positions: v.positions, orders: v.orders, foreign: v.foreign };
+  },
+  trades: (s) => ({ closed: s.view().closed }),
+  pnl: (s) => {
+    const v = s.view();
+    return { ...v.pnl, balance: v.account.balance, equity: v.account.equity, usableMargin: v.account.usableMargin, curve: v.equity };
+  },
+  budget: (s) => ({ limits: s.limits(), sent: s.budgetUse() }),
+  protections: (s) => s.view().protections,
+  journal: (s) => {
+    const file = s.journalFile();
+    if (file === undefined) return { file: null };
+    let bytes: number | null = null;
+    try {
+      bytes = fs.statSync(file).size;
+    } catch {
+      // not written yet
+    }
+    return { file, bytes, lastCheckpointAt: s.view().lastCheckpointAt ?? null };
+  },
+};
+
+/** Notes kept for the status (the newest; older ones are dropped). */
+const NOTES_KEPT = 100;
+
+/**
+ * A logger that also keeps the run's warnings and errors (the status's last errors), bounded; the
+ * lines still go to `log`.
+ */
+export function notingLogger(log: LogWriter, clock: () => number = Date.now): { logger: LogWriter; notes: RunNote[] } {
+  const notes: RunNote[] = [];
+  const note = (level: RunNote['level'], message: string): void => {
+    notes.push({ at: clock(), level, message });
+    if (notes.length > NOTES_KEPT) notes.splice(0, notes.length - NOTES_KEPT);
+  };
+  return {
+    notes,
+    logger: {
+      debug: (msg, fields) => log.debug(msg, fields),
+      info: (msg, fields) => log.info(msg, fields),
+      warn: (msg, fields) => (note('warn', msg), log.warn(msg, fields)),
+      error: (msg, fields) => (note('error', msg), log.error(msg, fields)),
+    },
+  };
+}
