@@ -337,9 +337,9 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   let control: ControlServer | undefined;
   try {
     if (controlAt !== undefined) {
-      control = await startControlServer({
-        ...controlAt,
-        source: { view: () => engine.view(), limits: () => broker.limiter.limits(), budgetUse: () => broker.limiter.budget(), journalFile: () => journal?.file, notes: () => notes },
+      const source = { view: () => engine.view(), limits: () => broker.limiter.limits(), budgetUse: () => broker.limiter.budget(), journalFile: () => journal?.file, notes: () => notes };
+      control = await startControlServer({ ...controlAt, source }).catch((e: unknown) => {
+        throw new Error(`--control ${controlAt.host}:${controlAt.port}: ${errorMessage(e)}`);
       });
       process.stdout.write(`control: ${controlAt.made ? `${control.url}#token=${controlAt.token}` : `${control.url} (the token of ${flag(p, 'control-token-file') ? '--control-token-file' : CONTROL_TOKEN_ENV})`}\n`);
     }

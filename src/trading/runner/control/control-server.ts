@@ -191,6 +191,16 @@ function lastError(view: RunView, notes: readonly RunNote[]): { at: number | und
   return undefined;
 }
 
+/** Points of the equity curve an answer carries (a page a second must not carry a whole run's). */
+const CURVE_POINTS = 500;
+
+/** At most `n` of `points`, evenly spaced, the first and the last kept. */
+export function thinned<T>(points: readonly T[], n: number): T[] {
+  if (points.length <= n) return [...points];
+  const step = (points.length - 1) / (n - 1);
+  return Array.from({ length: n }, (_, i) => points[Math.round(i * step)]!);
+}
+
 const ENDPOINTS: Readonly<Record<string, (s: ControlSource) => unknown>> = {
   status: (s) => {
     const v = s.view();
@@ -217,7 +227,7 @@ const ENDPOINTS: Readonly<Record<string, (s: ControlSource) => unknown>> = {
   trades: (s) => ({ closed: s.view().closed }),
   pnl: (s) => {
     const v = s.view();
-    return { ...v.pnl, balance: v.account.balance, equity: v.account.equity, usableMargin: v.account.usableMargin, curve: v.equity };
+    return { ...v.pnl, balance: v.account.balance, equity: v.account.equity, usableMargin: v.account.usableMargin, curve: thinned(v.equity, CURVE_POINTS) };
   },
   budget: (s) => ({ limits: s.limits(), sent: s.budgetUse() }),
   protections: (s) => s.view().protections,

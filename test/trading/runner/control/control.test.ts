@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import { CONTROL_TOKEN_ENV, controlToken, startControlServer, type ControlServer, type ControlSource } from '../../../../src/trading/runner/control/control-server';
+import { CONTROL_TOKEN_ENV, controlToken, startControlServer, thinned, type ControlServer, type ControlSource } from '../../../../src/trading/runner/control/control-server';
 import { DASHBOARD_CSP } from '../../../../src/trading/runner/control/dashboard';
 import type { RunView } from '../../../../src/trading/runner/engine/run-view';
 import { waitFor } from '../../../support/wait';
@@ -114,6 +114,15 @@ describe('the control server', () => {
     }
     expect(DASHBOARD_CSP).toContain("script-src 'self'");
     expect(DASHBOARD_CSP).not.toContain('unsafe');
+  });
+
+  test('the equity curve an answer carries is thinned to at most 500 points, its first and last kept', () => {
+    const points = Array.from({ length: 10_001 }, (_, i) => i);
+    const t = thinned(points, 500);
+    expect(t).toHaveLength(500);
+    expect([t[0], t[499]]).toEqual([0, 10_000]);
+    expect(t.every((x, i) => i === 0 || x > t[i - 1]!)).toBe(true);
+    expect(thinned([1, 2, 3], 500)).toEqual([1, 2, 3]);
   });
 
   test('a token from a file or the environment; made on loopback without one; required anywhere else', () => {
