@@ -19,6 +19,8 @@ import { createGrpcJsListener } from '../../src/server/grpc';
 import type { GrpcListener, GrpcListenerOptions } from '../../src/server/grpc-common';
 import { type ServerBudgets, serverBudgets } from '../../src/server/byte-budget';
 import { createGrpcSocketListener } from '../../src/server/grpc-socket';
+import { type ConnectionOptions, H2Connection, type StreamHandler } from '../../src/server/h2/connection';
+import type { AdmittedConnection } from '../../src/server/admission';
 import { Health } from '../../src/server/health';
 import type { GrpcSettings } from '../../src/settings';
 import { StatsStore } from '../../src/stats/store';
@@ -142,9 +144,51 @@ export async function startSocketServer(over: Partial<GrpcSettings> = {}, option
 }
 
 /** Closes every grpc-js client and listener started here (for afterEach). */
+/** Plain servers of startConnectionServer, with their accepted sockets. */
+const plainServers = new Set<{ server: net.Server; sockets: net.Socket[] }>();
+
+/**
+ * A plain net.Server on 127.0.0.1 whose every connection is an H2Connection with `handler`: no
+ * keepalive, no body timeout, 10 streams, 64 KiB of headers, unless `options` says otherwise.
+ * `admit` takes each socket through admission first (undefined: refused, nothing is made).
+ * Resolves its port; stopSocketServers closes it.
+ */
+export async function startConnectionServer(
+  handler: StreamHandler,
+  { options = {}, admit }: { options?: Partial<ConnectionOptions>; admit?: (socket: net.Socket) => { connection: AdmittedConnection | undefined } | undefined } = {},
+): Promise<number> {
+  const sockets: net.Socket[] = [];
+  const server = net.createServer((socket) => {
+    sockets.push(socket);
+    const admitted = admit === undefined ? undefined : admit(socket);
+    if (admit !== undefined && admitted === undefined) return;
+    const connection = new H2Connection(socket, handler, {
+      maxConcurrentStreams: 10,
+      maxHeaderListBytes: 64 * 1024,
+      keepaliveTimeMs: 0,
+      keepaliveTimeoutMs: 0,
+      bodyTimeoutMs: 0,
+      maxHeldBodyBytes: 1 << 20,
+      budgets: serverBudgets(1 << 20),
+      ...options,
+    });
+    if (admitted !== undefined) admitted.connection = connection;
+  });
+  plainServers.add({ server, sockets });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as net.AddressInfo).port;
+}
+
 export async function stopSocketServers(): Promise<void> {
   for (const c of clients) c.close();
   clients.clear();
+  await Promise.all(
+    [...plainServers].map(({ server, sockets }) => {
+      for (const s of sockets.splice(0)) s.destroy();
+      return new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve()));
+    }),
+  );
+  plainServers.clear();
   await Promise.all(
     [...running].map(async (server) => {
       running.delete(server);

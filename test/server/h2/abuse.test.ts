@@ -5,11 +5,10 @@
  * are for events (a frame, a close, an answer); a PING round trip is how a test knows that nothing
  * more came (the server writes in order).
  */
-import net from 'node:net';
 import { unboundedAdmission } from '../../../src/server/admission';
 import { PEER_BACKLOG_HIGH, serverBudgets } from '../../../src/server/byte-budget';
 import { CONTROL_FRAMES, HEADER_WORK } from '../../../src/server/h2/budgets';
-import { H2Connection, type StreamHandler, TURN_BYTES } from '../../../src/server/h2/connection';
+import { type StreamHandler, TURN_BYTES } from '../../../src/server/h2/connection';
 import { ErrorCode, FrameType, Setting } from '../../../src/server/h2/frames';
 import { encodeHeaderBlock } from '../../../src/server/h2/hpack';
 import { RateLimitResponse, RateLimitResponse_Code } from '../../../generated/envoy/service/ratelimit/v3/rls';
@@ -36,7 +35,7 @@ import {
   settingsFrame,
   windowUpdateFrame,
 } from '../../support/h2-frames';
-import { expectServed, rateLimitClient, startSocketServer, stopSocketServers } from '../../support/h2-server';
+import { expectServed, rateLimitClient, startConnectionServer, startSocketServer, stopSocketServers } from '../../support/h2-server';
 
 /** grpc-socket.ts: the largest header list, and so the largest header block. */
 const MAX_HEADER_LIST_BYTES = 64 * 1024;
@@ -518,32 +517,12 @@ describe('handshake timeout (H2Connection on a plain net.Server, through admissi
       closed: () => undefined,
     }),
   };
-  let server: net.Server | undefined;
-  const serverSockets: net.Socket[] = [];
-
-  afterEach(async () => {
-    closeRawClients();
-    for (const s of serverSockets.splice(0)) s.destroy();
-    await new Promise<void>((resolve) => (server === undefined ? resolve() : server.close(() => resolve())));
-    server = undefined;
-  });
-
   test('a connection without preface and SETTINGS in time is closed; one that completed them is not', async () => {
     const admission = unboundedAdmission({ listener: 'grpc', handshakeTimeoutMs: HANDSHAKE_TIMEOUT_MS });
-    server = net.createServer((socket) => {
-      serverSockets.push(socket);
-      admission.accept(socket)!.connection = new H2Connection(socket, handler, {
-        maxConcurrentStreams: 10,
-        maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
-        keepaliveTimeMs: 0,
-        keepaliveTimeoutMs: 0,
-        bodyTimeoutMs: 0,
-        maxHeldBodyBytes: 1 << 20,
-        budgets: serverBudgets(32 << 20),
-      });
+    const port = await startConnectionServer(handler, {
+      options: { maxHeaderListBytes: MAX_HEADER_LIST_BYTES, budgets: serverBudgets(32 << 20) },
+      admit: (socket) => admission.accept(socket),
     });
-    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as net.AddressInfo).port;
 
     // Opened first, so its handshake bound passes before the others'.
     const completed = await RawH2Client.connect(port);

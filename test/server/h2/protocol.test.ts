@@ -5,9 +5,7 @@
  * are stream errors (RST_STREAM PROTOCOL_ERROR) and the connection goes on; a stream id that goes
  * back is a connection error.
  */
-import net from 'node:net';
-import { serverBudgets } from '../../../src/server/byte-budget';
-import { H2Connection, type StreamHandler } from '../../../src/server/h2/connection';
+import type { StreamHandler } from '../../../src/server/h2/connection';
 import { ErrorCode, Flag, FrameType } from '../../../src/server/h2/frames';
 import { encodeHeaderBlock } from '../../../src/server/h2/hpack';
 import {
@@ -23,7 +21,7 @@ import {
   requestBlock,
   SHOULD_RATE_LIMIT,
 } from '../../support/h2-frames';
-import { startSocketServer, stopSocketServers } from '../../support/h2-server';
+import { startConnectionServer, startSocketServer, stopSocketServers } from '../../support/h2-server';
 
 afterEach(async () => {
   closeRawClients();
@@ -120,14 +118,6 @@ describe('trailers (RFC 9113 8.1): malformed ones reset the stream with PROTOCOL
 });
 
 describe('request headers as the application sees them (H2Connection on a plain net.Server)', () => {
-  let server: net.Server | undefined;
-  const sockets: net.Socket[] = [];
-  afterEach(async () => {
-    for (const s of sockets.splice(0)) s.destroy();
-    await new Promise<void>((resolve) => (server === undefined ? resolve() : server.close(() => resolve())));
-    server = undefined;
-  });
-
   test('a record without a prototype: constructor and __proto__ are ordinary names; repeated fields are joined', async () => {
     const seen: Array<Record<string, string>> = [];
     const handler: StreamHandler = {
@@ -137,20 +127,8 @@ describe('request headers as the application sees them (H2Connection on a plain 
         return undefined;
       },
     };
-    server = net.createServer((socket) => {
-      sockets.push(socket);
-      new H2Connection(socket, handler, {
-        maxConcurrentStreams: 10,
-        maxHeaderListBytes: 64 * 1024,
-        keepaliveTimeMs: 0,
-        keepaliveTimeoutMs: 0,
-        bodyTimeoutMs: 0,
-        maxHeldBodyBytes: 1 << 20,
-        budgets: serverBudgets(1 << 20),
-      });
-    });
-    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
-    const client = await RawH2Client.connect((server.address() as net.AddressInfo).port);
+    const port = await startConnectionServer(handler);
+    const client = await RawH2Client.connect(port);
     client.send(
       headersFrame(
         1,
@@ -306,14 +284,6 @@ describe('frames cut across socket reads', () => {
 });
 
 describe('answers written outside a socket read (a timer: an RLQS push, a health Watch update)', () => {
-  let server: net.Server | undefined;
-  const sockets: net.Socket[] = [];
-  afterEach(async () => {
-    for (const s of sockets.splice(0)) s.destroy();
-    await new Promise<void>((resolve) => (server === undefined ? resolve() : server.close(() => resolve())));
-    server = undefined;
-  });
-
   test('DATA framed up to a small stream window goes out at once, not with some later write', async () => {
     const handler: StreamHandler = {
       open(stream) {
@@ -323,21 +293,9 @@ describe('answers written outside a socket read (a timer: an RLQS push, a health
         return undefined;
       },
     };
-    server = net.createServer((socket) => {
-      sockets.push(socket);
-      new H2Connection(socket, handler, {
-        maxConcurrentStreams: 10,
-        maxHeaderListBytes: 64 * 1024,
-        keepaliveTimeMs: 0,
-        keepaliveTimeoutMs: 0,
-        bodyTimeoutMs: 0,
-        maxHeldBodyBytes: 1 << 20,
-        budgets: serverBudgets(1 << 20),
-      });
-    });
-    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const port = await startConnectionServer(handler);
     const INITIAL_WINDOW_SIZE = 0x4;
-    const client = await RawH2Client.connect((server.address() as net.AddressInfo).port, { settings: [[INITIAL_WINDOW_SIZE, 10]] });
+    const client = await RawH2Client.connect(port, { settings: [[INITIAL_WINDOW_SIZE, 10]] });
     client.send(headersFrame(1, requestBlock([]), { endStream: true }));
     const data = await client.waitForFrame((f) => f.type === FrameType.DATA && f.streamId === 1, 'the first 10 bytes of DATA', 5_000);
     expect(data.payload.length).toBe(10);
