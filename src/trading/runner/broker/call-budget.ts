@@ -150,6 +150,13 @@ export interface LimitState {
   readonly at: number;
 }
 
+/** What a descriptor limits, in words: its endpoint and model (`get_model OpenPosition`), past the broker and account. */
+const limitedWhat = (d: Descriptor): string =>
+  d.entries
+    .slice(2)
+    .map((e) => e.value)
+    .join(' ');
+
 /** A call the limiter holds back. */
 export interface HeldBack {
   /** The limited descriptor's endpoint and model, e.g. `get_model OpenPosition`, `candles`. */
@@ -259,7 +266,7 @@ export class BrokerCallBudget {
     res.statuses.forEach((st, i) => {
       const d = descriptors[i];
       if (st.currentLimit === undefined || d === undefined) return;
-      const what = d.entries.slice(2).map((e) => e.value).join(' ') || d.entries.map((e) => e.value).join(' ');
+      const what = limitedWhat(d);
       const limit = st.currentLimit.requestsPerUnit;
       this.limitStates.set(what, {
         what,
@@ -355,7 +362,7 @@ export class BrokerCallBudget {
         const waitS = retryAfterS(res);
         const untilMs = this.opts.clock.nowMs() + waitS * 1000 + (this.opts.marginMs ?? 5);
         this.blocked.set(item.key, untilMs);
-        const over = res.statuses.flatMap((st, i) => (st.code === 2 && item.descriptors[i] ? [item.descriptors[i]!.entries.slice(2).map((e) => e.value).join(' ')] : []));
+        const over = res.statuses.flatMap((st, i) => (st.code === 2 && item.descriptors[i] ? [limitedWhat(item.descriptors[i]!)] : []));
         this.opts.onWait?.(item.endpoint, waitS, { what: over[over.length - 1] ?? item.endpoint, untilMs });
       }
     } finally {

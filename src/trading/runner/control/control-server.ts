@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { BudgetUse } from '../report/report';
+import { thinEquity } from '../report/equity-thinning';
 import type { LimitState } from '../broker/call-budget';
 import type { RunView } from '../engine/run-view';
 import type { LogWriter } from '../../../telemetry/logger';
@@ -191,15 +192,12 @@ function lastError(view: RunView, notes: readonly RunNote[]): { at: number | und
   return undefined;
 }
 
-/** Points of the equity curve an answer carries (a page a second must not carry a whole run's). */
-const CURVE_POINTS = 500;
-
-/** At most `n` of `points`, evenly spaced, the first and the last kept. */
-export function thinned<T>(points: readonly T[], n: number): T[] {
-  if (points.length <= n) return [...points];
-  const step = (points.length - 1) / (n - 1);
-  return Array.from({ length: n }, (_, i) => points[Math.round(i * step)]!);
-}
+/**
+ * Spans of the equity curve an answer carries, as the report thins it (each span's ends, lowest and
+ * highest point and deepest fall): some 600 points, whatever the run's length (a page polling every
+ * second must not carry a whole run's).
+ */
+export const CURVE_SPANS = 100;
 
 const ENDPOINTS: Readonly<Record<string, (s: ControlSource) => unknown>> = {
   status: (s) => {
@@ -227,7 +225,7 @@ const ENDPOINTS: Readonly<Record<string, (s: ControlSource) => unknown>> = {
   trades: (s) => ({ closed: s.view().closed }),
   pnl: (s) => {
     const v = s.view();
-    return { ...v.pnl, balance: v.account.balance, equity: v.account.equity, usableMargin: v.account.usableMargin, curve: thinned(v.equity, CURVE_POINTS) };
+    return { ...v.pnl, balance: v.account.balance, equity: v.account.equity, usableMargin: v.account.usableMargin, curve: thinEquity(v.equity, CURVE_SPANS) };
   },
   budget: (s) => ({ limits: s.limits(), sent: s.budgetUse() }),
   protections: (s) => s.view().protections,

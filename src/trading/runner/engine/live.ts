@@ -336,6 +336,10 @@ export class LiveEngine {
   // ------------------------------------------------------------ state views
 
   accountInfo(): AccountInfo {
+    return this.account((equity) => this.guard.dayPL(this.now, equity));
+  }
+
+  private account(dayPL: (equity: number) => number): AccountInfo {
     const a = this.broker.account ?? {};
     const equity = numOf(a.equity);
     return {
@@ -345,13 +349,16 @@ export class LiveEngine {
       equity,
       usedMargin: numOf(a.usdMr),
       usableMargin: numOf(a.usableMargin),
-      dayPL: this.guard.dayPL(this.now, equity),
+      dayPL: dayPL(equity),
     };
   }
 
-  /** A copy of the run's state as it is now (control API, dashboard); no broker call. */
+  /**
+   * The run's state as it is now (control API, dashboard): no broker call, and nothing of the run
+   * changes (the day's P/L is peeked, not rolled). Its lists are the run's own, to read at once.
+   */
   view(): RunView {
-    const account = this.accountInfo();
+    const account = this.account((equity) => this.guard.peekDayPL(this.now, equity));
     const b = this.broker;
     const own = b.ownPositions().map((r) => b.position(r));
     const ownIds = new Set(own.map((p) => p.tradeId));
@@ -379,8 +386,8 @@ export class LiveEngine {
         positions: b.ownPositions(true).filter((r) => !ownIds.has(String(r.tradeId))).map((r) => b.position(r)),
         orders: b.ownEntryOrders(true).filter((r) => !orderIds.has(String(r.orderId))).map((r) => b.pending(r)),
       },
-      closed: [...this.closed],
-      equity: [...this.equity],
+      closed: this.closed,
+      equity: this.equity,
       pnl: { realised, unrealised: own.reduce((sum, p) => sum + p.pl, 0), day: account.dayPL, currency: account.currency },
       protections: { limits: { ...this.guard.limits }, locks: this.guard.locks(this.now) },
       lastCheckpointAt: this.lastCheckpointAt,

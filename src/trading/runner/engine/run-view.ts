@@ -1,6 +1,7 @@
 /**
- * What a paper or live run shows while it runs (the control API and its dashboard read it): a
- * plain copy of the engine's state, made on request. Reading it costs no broker call.
+ * What a paper or live run shows while it runs (the control API and its dashboard read it), made
+ * on request from the engine's state. Reading it costs no broker call and changes nothing; its
+ * lists are the engine's own (read them at once, do not keep or change them).
  */
 import type { ClosedTrade, EquityPoint } from '../results';
 import type { AccountInfo, PendingOrder, Position } from '../strategy';
@@ -31,8 +32,8 @@ export interface RunView {
   orders: PendingOrder[];
   /** The account's others, which the run leaves alone. */
   foreign: { positions: Position[]; orders: PendingOrder[] };
-  closed: ClosedTrade[];
-  equity: EquityPoint[];
+  closed: readonly ClosedTrade[];
+  equity: readonly EquityPoint[];
   pnl: { realised: number; unrealised: number; day: number; currency: string };
   /** The safety limits of the run, and the locks on new entries they hold now. */
   protections: { limits: SafetyLimits; locks: SafetyLock[] };

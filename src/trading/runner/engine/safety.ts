@@ -63,6 +63,15 @@ export class SafetyGuard {
     return equity - this.dayStartEquity;
   }
 
+  /**
+   * The day's P/L as dayPL would answer it, without starting the new day: what a view from
+   * outside the run reads (it must not set the baseline the run's own next check would set, or a
+   * replay of the journal would count the day differently).
+   */
+  peekDayPL(nowMs: number, equity: number): number {
+    return Math.floor(nowMs / DAY_MS) === this.day ? equity - this.dayStartEquity : 0;
+  }
+
   /** Realised P/L is part of equity already; kept as a hook for journals. */
   onRealised(_nowMs: number, _pl: number): void {}
 

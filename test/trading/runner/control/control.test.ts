@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import { CONTROL_TOKEN_ENV, controlToken, startControlServer, thinned, type ControlServer, type ControlSource } from '../../../../src/trading/runner/control/control-server';
+import { CONTROL_TOKEN_ENV, controlToken, startControlServer, type ControlServer, type ControlSource } from '../../../../src/trading/runner/control/control-server';
 import { DASHBOARD_CSP } from '../../../../src/trading/runner/control/dashboard';
 import type { RunView } from '../../../../src/trading/runner/engine/run-view';
 import { waitFor } from '../../../support/wait';
@@ -116,13 +116,22 @@ describe('the control server', () => {
     expect(DASHBOARD_CSP).not.toContain('unsafe');
   });
 
-  test('the equity curve an answer carries is thinned to at most 500 points, its first and last kept', () => {
-    const points = Array.from({ length: 10_001 }, (_, i) => i);
-    const t = thinned(points, 500);
-    expect(t).toHaveLength(500);
-    expect([t[0], t[499]]).toEqual([0, 10_000]);
-    expect(t.every((x, i) => i === 0 || x > t[i - 1]!)).toBe(true);
-    expect(thinned([1, 2, 3], 500)).toEqual([1, 2, 3]);
+  test('the equity curve /api/pnl carries is thinned to some 600 points, its first and last kept, in order; a short one is whole', async () => {
+    // A week of a point a minute, equity going up and down.
+    const points = Array.from({ length: 10_001 }, (_, i) => ({ ts: Date.UTC(2026, 10, 16) + i * 60_000, balance: 50_000, equity: 50_000 + 100 * Math.sin(i / 50) }));
+    const long = await startControlServer({ host: '127.0.0.1', port: 0, token: TOKEN_A, source: { ...SOURCE, view: () => ({ ...VIEW, equity: points }) } });
+    const short = await startControlServer({ host: '127.0.0.1', port: 0, token: TOKEN_A, source: { ...SOURCE, view: () => ({ ...VIEW, equity: points.slice(0, 3) }) } });
+    try {
+      const curve = (await request(`${long.url}api/pnl`, { token: TOKEN_A })).json().curve as Array<{ ts: number; equity: number }>;
+      expect(curve.length).toBeLessThanOrEqual(600);
+      expect(curve.length).toBeGreaterThan(100);
+      expect([curve[0], curve[curve.length - 1]]).toEqual([points[0], points[10_000]]);
+      expect(curve.every((p, i) => i === 0 || p.ts > curve[i - 1]!.ts)).toBe(true);
+      expect((await request(`${short.url}api/pnl`, { token: TOKEN_A })).json().curve).toEqual(points.slice(0, 3));
+    } finally {
+      await long.close();
+      await short.close();
+    }
   });
 
   test('a token from a file or the environment; made on loopback without one; required anywhere else', () => {

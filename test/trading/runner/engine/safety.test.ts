@@ -110,6 +110,19 @@ describe('SafetyGuard', () => {
       expect(g.checkDailyLoss(MIDNIGHT + 3, 820)).toBe(true); // -100 from the new day's start
     });
 
+    test('peekDayPL reads the day\'s P/L without starting a new day: the baseline stays for the run\'s own next check', () => {
+      const g = new SafetyGuard({ maxDailyLoss: 100 });
+      expect(g.checkDailyLoss(MIDNIGHT - 60_000, 1000)).toBe(false);
+      expect(g.peekDayPL(MIDNIGHT - 1, 920)).toBe(-80);
+      // after midnight it says 0 (a new day) and leaves the counters as they were
+      const before = g.counters();
+      expect(g.peekDayPL(MIDNIGHT + 1, 900)).toBe(0);
+      expect(g.counters()).toEqual(before);
+      // so the run's own first check of the day sets the baseline (850), not the peek's 900
+      expect(g.checkDailyLoss(MIDNIGHT + 2, 850)).toBe(false);
+      expect(g.dayPL(MIDNIGHT + 3, 800)).toBe(-50);
+    });
+
     test('the day boundary is UTC midnight whatever the hour of the first check', () => {
       const g = new SafetyGuard({ maxDailyLoss: 100 });
       const late = Date.UTC(2024, 2, 5, 23, 59, 59, 999);
