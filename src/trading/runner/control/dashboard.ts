@@ -38,7 +38,7 @@ export const DASHBOARD_HTML = `<!doctype html>
     <div><span class="label">equity</span><span id="equity" class="value"></span></div>
     <div><span class="label">realised P/L</span><span id="realised" class="value"></span></div>
     <div><span class="label">unrealised P/L</span><span id="unrealised" class="value"></span></div>
-    <div><span class="label">today's P/L</span><span id="day" class="value"></span></div>
+    <div><span class="label">today's P/L (UTC day)</span><span id="day" class="value"></span></div>
     <div><span class="label">uptime</span><span id="uptime" class="value"></span></div>
   </section>
   <section>
@@ -59,7 +59,7 @@ export const DASHBOARD_HTML = `<!doctype html>
   </section>
   <section>
     <h2>Broker budget <span class="muted">(as the limiter last answered each limit)</span></h2>
-    <table><thead><tr><th>limit of</th><th>limit</th><th>may go now</th><th>whole again in</th></tr></thead><tbody id="budget"></tbody></table>
+    <table><thead><tr><th>limit of</th><th>limit</th><th>may go (at its answer)</th><th>whole again in</th></tr></thead><tbody id="budget"></tbody></table>
     <h3>Calls sent</h3>
     <table><thead><tr><th>endpoint</th><th>sent</th><th>waited for budget</th><th>expired waiting</th></tr></thead><tbody id="sent"></tbody></table>
   </section>
@@ -121,9 +121,9 @@ export const DASHBOARD_JS = `'use strict';
     var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
     return (h ? h + ' h ' : '') + (h || m ? m + ' min ' : '') + (s % 60) + ' s';
   };
-  function setNumber(id, n, signed) {
+  function setNumber(id, n, signed, currency) {
     var el = $(id);
-    el.textContent = money(n);
+    el.textContent = money(n) + (typeof n === 'number' ? ' ' + currency : '');
     el.className = 'value' + (signed && typeof n === 'number' && n < 0 ? ' bad' : signed && typeof n === 'number' && n > 0 ? ' good' : '');
   }
   function rows(id, list, cells, empty) {
@@ -153,7 +153,7 @@ export const DASHBOARD_JS = `'use strict';
       return r.json();
     });
   }
-  function drawCurve(curve) {
+  function drawCurve(curve, currency) {
     var path = $('curve-path');
     if (curve.length < 2) { path.setAttribute('d', ''); $('curve-note').textContent = curve.length ? 'one point so far' : 'no points yet'; return; }
     var t0 = curve[0].ts, t1 = curve[curve.length - 1].ts, lo = Infinity, hi = -Infinity;
@@ -165,7 +165,7 @@ export const DASHBOARD_JS = `'use strict';
       return (i ? 'L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1);
     }).join(' ');
     path.setAttribute('d', d);
-    $('curve-note').textContent = 'from ' + time(t0) + ' to ' + time(t1) + ' UTC, ' + money(lo) + ' to ' + money(hi);
+    $('curve-note').textContent = 'from ' + time(t0) + ' to ' + time(t1) + ' UTC, ' + money(lo) + ' to ' + money(hi) + ' ' + currency;
   }
   var LIMIT_NAMES = { maxPosition: 'maximum position (K, per symbol and side)', maxDailyLoss: 'daily loss limit', minUsableMarginPct: 'minimum usable margin (% of equity)' };
   function show(status, positions, trades, pnl, budget, protections) {
@@ -175,20 +175,21 @@ export const DASHBOARD_JS = `'use strict';
     $('title').textContent = status.strategy + ' · ' + status.mode + (status.account ? ' · account ' + status.account : '');
     $('phase').textContent = status.phase;
     var c = status.connection, conn = $('connection');
-    conn.textContent = c.state + (c.since ? ' since ' + time(c.since) : '') + (c.lastReconnect ? ' · reconnected ' + time(c.lastReconnect.at) + ' and reconciled' : '');
+    conn.textContent = c.state + (c.since ? ' since ' + time(c.since) + ' UTC' : '') + (c.lastReconnect ? ' · reconnected ' + time(c.lastReconnect.at) + ' UTC and reconciled' : '');
     conn.className = 'badge ' + (c.state === 'connected' ? 'good' : c.state === 'disconnected' ? 'bad' : '');
     $('updated').textContent = 'updated ' + time(Date.now()) + ' UTC';
-    setNumber('balance', pnl.balance, false); setNumber('equity', pnl.equity, false);
-    setNumber('realised', pnl.realised, true); setNumber('unrealised', pnl.unrealised, true); setNumber('day', pnl.day, true);
+    var cur = pnl.currency;
+    setNumber('balance', pnl.balance, false, cur); setNumber('equity', pnl.equity, false, cur);
+    setNumber('realised', pnl.realised, true, cur); setNumber('unrealised', pnl.unrealised, true, cur); setNumber('day', pnl.day, true, cur);
     $('uptime').textContent = span(status.uptimeS);
-    drawCurve(pnl.curve);
+    drawCurve(pnl.curve, cur);
     var side = function (b) { return b ? 'buy' : 'sell'; };
     rows('positions', positions.positions, function (p) { return [p.tradeId, p.symbol, side(p.isBuy), String(p.amount), String(p.openRate), p.stop ? String(p.stop) : '—', p.limit ? String(p.limit) : '—', money(p.pl)]; }, 'none open');
     rows('orders', positions.orders, function (o) { return [o.orderId, o.symbol, side(o.isBuy), String(o.amount), String(o.rate)]; }, 'none');
     var f = positions.foreign;
     $('foreign').textContent = f.positions.length || f.orders.length ? 'The account also holds ' + f.positions.length + ' positions and ' + f.orders.length + ' entry orders of others, which this run leaves alone.' : '';
     rows('closed', trades.closed.slice().reverse().slice(0, 50), function (t) { return [t.tradeId, t.symbol, side(t.isBuy), String(t.amount), String(t.openRate), String(t.closeRate), t.reason || '', money(t.pl)]; }, 'none yet');
-    rows('budget', budget.limits, function (l) { return [l.what, l.limit, String(l.remaining), typeof l.refillsAt === 'number' ? span((l.refillsAt - Date.now()) / 1000) : '—']; }, 'no limited call yet');
+    rows('budget', budget.limits, function (l) { return [l.what, l.limit, String(l.remaining), typeof l.refillsAt !== 'number' ? '—' : l.refillsAt > Date.now() ? span((l.refillsAt - Date.now()) / 1000) : 'whole now']; }, 'no limited call yet');
     rows('sent', budget.sent, function (u) { return [u.endpoint, String(u.sent), String(u.waited), String(u.expired)]; }, 'no broker call yet');
     items('locks', protections.locks, function (l) { return l.rule + ': ' + l.reason + ' (until ' + time(l.until) + ' UTC)'; });
     var set = Object.keys(protections.limits).filter(function (k) { return protections.limits[k] !== undefined; });

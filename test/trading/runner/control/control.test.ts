@@ -230,7 +230,8 @@ describe('a paper run with --control', () => {
     await page.waitForSelector('body[data-refreshed]', { timeout: 10_000 });
     const cells = await page.$$eval('#positions tr td', (tds) => tds.map((td) => (td.textContent ?? '').trim()));
     expect(cells.slice(1, 4)).toEqual(['EUR/USD', 'buy', '10']);
-    expect(await page.textContent('#connection')).toMatch(/^connected since /);
+    expect(await page.textContent('#connection')).toMatch(/^connected since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+    expect(await page.textContent('#balance')).toMatch(/^\d+\.\d\d USD$/);
     expect(await page.textContent('#title')).toContain('one-trade · paper');
     expect(await page.textContent('#protections')).toBe('Limits: maximum position (K, per symbol and side) 50. No lock on new entries.');
     fs.mkdirSync(ARTIFACTS, { recursive: true });
