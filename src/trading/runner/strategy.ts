@@ -51,7 +51,7 @@ export interface OrderEvent {
   ts: number;
 }
 
-export type CloseReason = 'close' | 'stop' | 'limit' | 'trailing' | 'flatten' | 'broker';
+export type CloseReason = 'close' | 'stop' | 'limit' | 'trailing' | 'flatten' | 'operator' | 'broker';
 
 export interface TradeEvent {
   kind: 'opened' | 'closed';

@@ -99,6 +99,11 @@ export interface IntentOptions {
   deadlineMs?: number;
   /** withIntent: the deadline is this long after now on the limiter's clock (not the wall clock: a virtual one may run apart). */
   ttlMs?: number;
+  /**
+   * Aborted, the call is not sent: taken out of the queue at once, rejected with the signal's
+   * reason (the run's kill switch: an entry waiting for budget when entries are locked).
+   */
+  signal?: AbortSignal;
 }
 
 export interface BrokerCallBudgetOptions {
@@ -282,8 +287,10 @@ export class BrokerCallBudget {
   acquire(endpoint: string, params: Params = {}, o: IntentOptions = this.intent.getStore() ?? {}): Promise<void> {
     const name = endpointName(endpoint);
     const descriptors = this.descriptorsFor(endpoint, params);
+    const signal = o.signal;
+    if (signal?.aborted) return Promise.reject(signal.reason as Error);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({
+      const item: Item = {
         seq: ++this.seq,
         endpoint: name,
         key: this.keyOf(descriptors),
@@ -294,7 +301,18 @@ export class BrokerCallBudget {
         waited: false,
         resolve,
         reject,
-      });
+      };
+      if (signal) {
+        const cut = () => {
+          this.take(item);
+          reject(signal.reason as Error);
+          this.wake?.();
+        };
+        signal.addEventListener('abort', cut, { once: true });
+        item.resolve = () => (signal.removeEventListener('abort', cut), resolve());
+        item.reject = (e) => (signal.removeEventListener('abort', cut), reject(e));
+      }
+      this.queue.push(item);
       this.wake?.();
       void this.pump();
     });
@@ -345,6 +363,7 @@ export class BrokerCallBudget {
           continue;
         }
         this.noteLimits(item.descriptors, res);
+        if (!this.queue.includes(item)) continue; // cut while the limiter answered: not sent
         if (res.overallCode !== 2) {
           this.take(item);
           const u = this.usage(item.endpoint);

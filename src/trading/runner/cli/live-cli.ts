@@ -27,6 +27,7 @@ import { isoUtc } from '../../../platform/time-text';
 import { buildReport, leftOpenText, writeReport } from '../report/report';
 import type { Strategy } from '../strategy';
 import { errorMessage } from '../../../platform/errors';
+import type { OperatorAction } from '../engine/run-controls';
 import { CONTROL_TOKEN_ENV, type ControlServer, controlToken, notingLogger, startControlServer } from '../control/control-server';
 
 export const DEFAULT_LIVE_URL = 'https://api-demo.fxcm.com';
@@ -323,12 +324,14 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     onRunning: () => (running = true),
   });
   let stoppedStarting = false;
+  // a start-up call may be waiting for budget: stop waiting too
+  const stoppingStart = () => {
+    if (running) return;
+    stoppedStarting = true;
+    void broker.limiter.close();
+  };
   const onSignal = () => {
-    // a start-up call may be waiting for budget: stop waiting too
-    if (!running) {
-      stoppedStarting = true;
-      void broker.limiter.close();
-    }
+    stoppingStart();
     engine.stop();
   };
   process.once('SIGINT', onSignal);
@@ -337,7 +340,15 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   let control: ControlServer | undefined;
   try {
     if (controlAt !== undefined) {
-      const source = { view: () => engine.view(), limits: () => broker.limiter.limits(), budgetUse: () => broker.limiter.budget(), journalFile: () => journal?.file, notes: () => notes };
+      const source = {
+        view: () => engine.view(),
+        limits: () => broker.limiter.limits(),
+        budgetUse: () => broker.limiter.budget(),
+        journalFile: () => journal?.file,
+        notes: () => notes,
+        // the API's stop is the signal's (the engine journals it first)
+        act: (a: OperatorAction) => engine.act(a).finally(() => a.action === 'stop' && stoppingStart()),
+      };
       control = await startControlServer({ ...controlAt, source }).catch((e: unknown) => {
         throw new Error(`--control ${controlAt.host}:${controlAt.port}: ${errorMessage(e)}`);
       });

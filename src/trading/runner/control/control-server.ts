@@ -8,9 +8,13 @@
  *   and nothing about the account. The page and its script and style carry no account data and
  *   need no token: the page reads it from the URL's fragment (`/#token=...`, which the browser
  *   never sends) and sends it with each of its requests.
- * - GET only for now (405 otherwise); an unknown path is a 404 that names it.
+ * - Reads are GETs; the operator's actions are POSTs (/api/pause, /api/resume, /api/flatten,
+ *   /api/stop, /api/trades/<id>/close with an optional JSON body {"amount": K}), answered once the
+ *   engine has taken them (run-controls.ts): 200 with what was done, 4xx with the reason when the
+ *   action cannot apply (nothing sent to the broker), 502 when the broker refused a close. Another
+ *   method is a 405 naming the one allowed; an unknown path a 404 that names it.
  * - Bounded as any listener of ours: a few connections at once, short header, request and idle
- *   timeouts, no request body read.
+ *   timeouts, a request body of at most MAX_BODY_BYTES.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs';
@@ -20,6 +24,7 @@ import type { BudgetUse } from '../report/report';
 import { thinEquity } from '../report/equity-thinning';
 import type { LimitState } from '../broker/call-budget';
 import type { RunView } from '../engine/run-view';
+import { ActionRefused, type ActionDone, type OperatorAction } from '../engine/run-controls';
 import type { LogWriter } from '../../../telemetry/logger';
 import { errorMessage } from '../../../platform/errors';
 import { DASHBOARD_CSP, DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from './dashboard';
@@ -41,6 +46,8 @@ export interface ControlSource {
   journalFile(): string | undefined;
   /** The run's recent warnings and errors, oldest first. */
   notes(): readonly RunNote[];
+  /** Carries out an operator's action; ActionRefused when it cannot apply. */
+  act(a: OperatorAction): Promise<ActionDone>;
 }
 
 export interface ControlOptions {
@@ -55,6 +62,8 @@ const MAX_CONNECTIONS = 16;
 const HEADERS_TIMEOUT_MS = 5_000;
 const REQUEST_TIMEOUT_MS = 10_000;
 const IDLE_TIMEOUT_MS = 5_000;
+/** An action's body is a small JSON object ({"amount": 20}); more is refused (413). */
+export const MAX_BODY_BYTES = 4096;
 
 /** The environment variable a token may come from (else --control-token-file, else one is made on loopback). */
 export const CONTROL_TOKEN_ENV = 'RATELIMIT_RUNNER_CONTROL_TOKEN';
@@ -113,9 +122,13 @@ export async function startControlServer(o: ControlOptions): Promise<ControlServ
   });
   const answer = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     const path = (req.url ?? '/').split('?')[0]!;
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.setHeader('Allow', 'GET, HEAD');
-      send(res, 405, { error: `${req.method} ${path}: the control API answers GET only` });
+    const action = actionOf(path);
+    // an unknown /api/ path is a 404 (after the token) whatever the method
+    const known = action !== undefined || !path.startsWith('/api/') || ENDPOINTS[path.slice(5)] !== undefined;
+    const allowed = action !== undefined ? ['POST'] : known ? ['GET', 'HEAD'] : ['GET', 'HEAD', 'POST'];
+    if (!allowed.includes(req.method ?? '')) {
+      res.setHeader('Allow', allowed.join(', '));
+      send(res, 405, { error: `${req.method} ${path}: ${action !== undefined ? 'an action is a POST' : 'this is read with GET'}` });
       return;
     }
     if (path === '/favicon.ico') {
@@ -136,14 +149,29 @@ export async function startControlServer(o: ControlOptions): Promise<ControlServ
     if (!authorized(req)) {
       res.setHeader('WWW-Authenticate', 'Bearer');
       send(res, 401, { error: 'a token is needed: Authorization: Bearer <token>' });
+      req.resume();
+      return;
+    }
+    if (action !== undefined) {
+      readBody(req, res, (body) => {
+        const a = action(body);
+        if (typeof a === 'string') send(res, 400, { error: `${path}: ${a}` });
+        else act(a, res);
+      });
       return;
     }
     const endpoint = ENDPOINTS[path.slice(5)];
     if (endpoint === undefined) {
-      send(res, 404, { error: `unknown endpoint ${path}; there are ${Object.keys(ENDPOINTS).map((e) => `/api/${e}`).join(', ')}` });
+      send(res, 404, { error: `unknown endpoint ${path}; there are ${Object.keys(ENDPOINTS).map((e) => `/api/${e}`).join(', ')} (GET) and ${ACTION_PATHS} (POST)` });
       return;
     }
     send(res, 200, endpoint(o.source));
+  };
+  const act = (a: OperatorAction, res: http.ServerResponse): void => {
+    o.source.act(a).then(
+      (done) => send(res, done.failed?.length ? 502 : 200, done),
+      (e: unknown) => send(res, e instanceof ActionRefused ? e.status : 500, { error: e instanceof ActionRefused ? e.message : `the action failed: ${errorMessage(e)}` }),
+    );
   };
   server.maxConnections = MAX_CONNECTIONS;
   server.headersTimeout = HEADERS_TIMEOUT_MS;
@@ -179,6 +207,67 @@ const ASSETS: Readonly<Record<string, { type: string; body: string }>> = {
   '/dashboard.js': { type: 'text/javascript; charset=utf-8', body: DASHBOARD_JS },
   '/dashboard.css': { type: 'text/css; charset=utf-8', body: DASHBOARD_CSS },
 };
+
+/** A POST path's action, made from its body (a reason when the body does not fit it); undefined for other paths. */
+function actionOf(path: string): ((body: Record<string, unknown>) => OperatorAction | string) | undefined {
+  const noFields = (a: OperatorAction) => (body: Record<string, unknown>) => (Object.keys(body).length ? `takes no body fields (got ${Object.keys(body).join(', ')})` : a);
+  switch (path) {
+    case '/api/pause':
+      return noFields({ action: 'pause' });
+    case '/api/resume':
+      return noFields({ action: 'resume' });
+    case '/api/flatten':
+      return noFields({ action: 'flatten' });
+    case '/api/stop':
+      return noFields({ action: 'stop' });
+  }
+  const close = /^\/api\/trades\/([^/]+)\/close$/.exec(path);
+  if (!close) return undefined;
+  const tradeId = decodeURIComponent(close[1]!);
+  return (body) => {
+    const { amount, ...rest } = body;
+    if (Object.keys(rest).length) return `unknown body fields ${Object.keys(rest).join(', ')} (a close takes {"amount": K}, or no body for the whole trade)`;
+    if (amount !== undefined && !(typeof amount === 'number' && Number.isFinite(amount) && amount > 0)) return `"amount" must be a number of K above 0, got ${JSON.stringify(amount)}`;
+    return { action: 'close', tradeId, ...(amount !== undefined ? { amount } : {}) };
+  };
+}
+
+const ACTION_PATHS = '/api/pause, /api/resume, /api/flatten, /api/stop, /api/trades/<id>/close';
+
+/** Reads a request body of at most MAX_BODY_BYTES: an empty one is {}, else a JSON object (400 otherwise, 413 past the bound). */
+function readBody(req: http.IncomingMessage, res: http.ServerResponse, then: (body: Record<string, unknown>) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  req.on('data', (c: Buffer) => {
+    size += c.length;
+    if (size > MAX_BODY_BYTES) {
+      if (!res.headersSent) {
+        res.setHeader('Connection', 'close');
+        send(res, 413, { error: `the body is over ${MAX_BODY_BYTES} bytes` });
+      }
+      req.destroy();
+      return;
+    }
+    chunks.push(c);
+  });
+  req.on('end', () => {
+    if (size > MAX_BODY_BYTES) return;
+    const text = Buffer.concat(chunks).toString('utf8').trim();
+    if (text === '') return then({});
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch (e) {
+      send(res, 400, { error: `the body is not JSON: ${errorMessage(e)}` });
+      return;
+    }
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      send(res, 400, { error: 'the body must be a JSON object' });
+      return;
+    }
+    then(body as Record<string, unknown>);
+  });
+}
 
 function send(res: http.ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', ...SECURITY_HEADERS });

@@ -4,6 +4,8 @@
  * script, style and fetches only; no inline script, no eval, no frames, no forms). The script
  * takes the token from the URL's fragment (or asks for it), reads the JSON API every second, and
  * writes every value with textContent, never as HTML; the equity curve is an SVG path it draws.
+ * Its buttons POST the operator's actions (pause, resume, flatten, stop, close a trade); flatten,
+ * stop and a close take a second click within a few seconds, so one slip of the mouse sends nothing.
  */
 
 export const DASHBOARD_CSP =
@@ -33,6 +35,13 @@ export const DASHBOARD_HTML = `<!doctype html>
   </form>
 </section>
 <main id="run" hidden>
+  <section id="controls">
+    <button type="button" id="pause">Pause entries</button>
+    <button type="button" id="resume">Resume entries</button>
+    <button type="button" id="flatten" class="danger">Flatten</button>
+    <button type="button" id="stop" class="danger">Stop the run</button>
+    <span id="action-result" class="muted"></span>
+  </section>
   <section class="cards">
     <div><span class="label">balance</span><span id="balance" class="value"></span></div>
     <div><span class="label">equity</span><span id="equity" class="value"></span></div>
@@ -48,7 +57,7 @@ export const DASHBOARD_HTML = `<!doctype html>
   </section>
   <section>
     <h2>Open positions <span class="muted">(this run's)</span></h2>
-    <table><thead><tr><th>trade</th><th>symbol</th><th>side</th><th>amount (K)</th><th>open</th><th>stop</th><th>limit</th><th>P/L</th></tr></thead><tbody id="positions"></tbody></table>
+    <table><thead><tr><th>trade</th><th>symbol</th><th>side</th><th>amount (K)</th><th>open</th><th>stop</th><th>limit</th><th>P/L</th><th></th></tr></thead><tbody id="positions"></tbody></table>
     <h3>Entry orders</h3>
     <table><thead><tr><th>order</th><th>symbol</th><th>side</th><th>amount (K)</th><th>rate</th></tr></thead><tbody id="orders"></tbody></table>
     <p id="foreign" class="muted"></p>
@@ -105,6 +114,12 @@ svg { width: 100%; max-width: 900px; height: 140px; background: #fff; border: 1p
 #curve-path { fill: none; stroke: #2563a8; stroke-width: 2; vector-effect: non-scaling-stroke; }
 ul { margin: 0; padding-left: 18px; }
 input { padding: 4px 8px; min-width: 280px; }
+#controls { display: flex; gap: 8px; align-items: center; flex-wrap: wrap; }
+button { padding: 4px 12px; border: 1px solid #aab3bc; border-radius: 4px; background: #fff; cursor: pointer; }
+button:disabled { color: #aab3bc; cursor: default; }
+button.danger { border-color: #a82a2a; color: #a82a2a; }
+button.armed { background: #a82a2a; color: #fff; }
+td button { padding: 1px 8px; font-size: 12px; }
 `;
 
 export const DASHBOARD_JS = `'use strict';
@@ -126,18 +141,19 @@ export const DASHBOARD_JS = `'use strict';
     el.textContent = money(n) + (typeof n === 'number' ? ' ' + currency : '');
     el.className = 'value' + (signed && typeof n === 'number' && n < 0 ? ' bad' : signed && typeof n === 'number' && n > 0 ? ' good' : '');
   }
-  function rows(id, list, cells, empty) {
+  function rows(id, list, cells, empty, extra) {
     var body = $(id);
     body.textContent = '';
     if (!list.length) {
       var tr = document.createElement('tr'), td = document.createElement('td');
-      td.colSpan = 8; td.className = 'empty'; td.textContent = empty;
+      td.colSpan = 9; td.className = 'empty'; td.textContent = empty;
       tr.appendChild(td); body.appendChild(tr);
       return;
     }
     list.forEach(function (item) {
       var tr = document.createElement('tr');
       cells(item).forEach(function (c) { var td = document.createElement('td'); td.textContent = c; tr.appendChild(td); });
+      if (extra) { var td = document.createElement('td'); extra(item, td); tr.appendChild(td); }
       body.appendChild(tr);
     });
   }
@@ -152,6 +168,44 @@ export const DASHBOARD_JS = `'use strict';
       if (!r.ok) throw new Error('/api/' + path + ': HTTP ' + r.status);
       return r.json();
     });
+  }
+  // An action: POSTed with the token; its answer (what was done, or why not) shown beside the buttons.
+  function post(path, label) {
+    $('action-result').textContent = label + '…';
+    return fetch('/api/' + path, { method: 'POST', headers: { Authorization: 'Bearer ' + token }, cache: 'no-store' }).then(function (r) {
+      return r.json().then(function (b) {
+        var failed = b.failed && b.failed.length ? ' (' + b.failed.join('; ') + ')' : '';
+        $('action-result').textContent = label + ': ' + (r.ok ? b.message : (b.message || b.error || 'HTTP ' + r.status)) + failed;
+        $('action-result').className = r.ok ? 'good' : 'bad';
+      });
+    }).catch(function (e) { $('action-result').textContent = label + ': ' + e.message; $('action-result').className = 'bad'; });
+  }
+  // A button that acts on its second click within 4 s (the first arms it and says so).
+  function twoClicks(button, text, act) {
+    var armed;
+    button.addEventListener('click', function () {
+      if (!armed) {
+        button.classList.add('armed');
+        button.textContent = 'Click again to ' + text;
+        armed = setTimeout(function () { armed = undefined; button.classList.remove('armed'); button.textContent = button.getAttribute('data-label'); }, 4000);
+        return;
+      }
+      clearTimeout(armed); armed = undefined;
+      button.classList.remove('armed'); button.textContent = button.getAttribute('data-label');
+      act();
+    });
+    button.setAttribute('data-label', button.textContent);
+  }
+  var locked = [];
+  $('pause').addEventListener('click', function () { post('pause', 'pause'); });
+  $('resume').addEventListener('click', function () { post('resume', 'resume'); });
+  twoClicks($('flatten'), 'flatten', function () { post('flatten', 'flatten'); });
+  twoClicks($('stop'), 'stop the run', function () { post('stop', 'stop'); });
+  function closeButton(p, td) {
+    var b = document.createElement('button');
+    b.type = 'button'; b.textContent = 'Close'; b.setAttribute('data-trade', p.tradeId);
+    twoClicks(b, 'close', function () { post('trades/' + encodeURIComponent(p.tradeId) + '/close', 'close ' + p.tradeId); });
+    td.appendChild(b);
   }
   function drawCurve(curve, currency) {
     var path = $('curve-path');
@@ -184,14 +238,22 @@ export const DASHBOARD_JS = `'use strict';
     $('uptime').textContent = span(status.uptimeS);
     drawCurve(pnl.curve, cur);
     var side = function (b) { return b ? 'buy' : 'sell'; };
-    rows('positions', positions.positions, function (p) { return [p.tradeId, p.symbol, side(p.isBuy), String(p.amount), String(p.openRate), p.stop ? String(p.stop) : '—', p.limit ? String(p.limit) : '—', money(p.pl)]; }, 'none open');
+    // the rows are made again at each refresh: a close button armed by a first click is kept as it is
+    var armedClose = document.querySelector('#positions button.armed');
+    if (!armedClose) rows('positions', positions.positions, function (p) { return [p.tradeId, p.symbol, side(p.isBuy), String(p.amount), String(p.openRate), p.stop ? String(p.stop) : '—', p.limit ? String(p.limit) : '—', money(p.pl)]; }, 'none open', status.phase === 'running' || status.phase === 'ending' ? closeButton : undefined);
     rows('orders', positions.orders, function (o) { return [o.orderId, o.symbol, side(o.isBuy), String(o.amount), String(o.rate)]; }, 'none');
     var f = positions.foreign;
     $('foreign').textContent = f.positions.length || f.orders.length ? 'The account also holds ' + f.positions.length + ' positions and ' + f.orders.length + ' entry orders of others, which this run leaves alone.' : '';
     rows('closed', trades.closed.slice().reverse().slice(0, 50), function (t) { return [t.tradeId, t.symbol, side(t.isBuy), String(t.amount), String(t.openRate), String(t.closeRate), t.reason || '', money(t.pl)]; }, 'none yet');
     rows('budget', budget.limits, function (l) { return [l.what, l.limit, String(l.remaining), typeof l.refillsAt !== 'number' ? '—' : l.refillsAt > Date.now() ? span((l.refillsAt - Date.now()) / 1000) : 'whole now']; }, 'no limited call yet');
     rows('sent', budget.sent, function (u) { return [u.endpoint, String(u.sent), String(u.waited), String(u.expired)]; }, 'no broker call yet');
-    items('locks', protections.locks, function (l) { return l.rule + ': ' + l.reason + ' (until ' + time(l.until) + ' UTC)'; });
+    items('locks', protections.locks, function (l) { return l.rule + ': ' + l.reason + (typeof l.until === 'number' ? ' (until ' + time(l.until) + ' UTC)' : ''); });
+    locked = protections.locks.map(function (l) { return l.rule; });
+    var running = status.phase === 'running';
+    $('pause').disabled = !running || locked.indexOf('paused') >= 0 || locked.indexOf('flattened') >= 0 || locked.indexOf('stopping') >= 0;
+    $('resume').disabled = !running || (locked.indexOf('paused') < 0 && locked.indexOf('flattened') < 0);
+    $('flatten').disabled = !(running || status.phase === 'ending');
+    $('stop').disabled = status.phase === 'ended' || locked.indexOf('stopping') >= 0;
     var set = Object.keys(protections.limits).filter(function (k) { return protections.limits[k] !== undefined; });
     $('protections').textContent = (set.length ? 'Limits: ' + set.map(function (k) { return (LIMIT_NAMES[k] || k) + ' ' + protections.limits[k]; }).join('; ') + '. ' : 'No safety limit set (--max-position, --max-daily-loss, --min-usable-margin-pct). ') +
       (protections.locks.length ? 'New entries are locked:' : 'No lock on new entries.');

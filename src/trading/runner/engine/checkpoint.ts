@@ -16,6 +16,7 @@ import type { SavedBarSeries, SavedLiveBars } from './bars';
 import type { SavedBrokerState } from './broker-state';
 import type { JournalLine } from './journal';
 import type { SafetyCounters } from './safety';
+import type { EntryLock } from './run-controls';
 
 /** The bytes a journal takes after its checkpoint before the next one replaces them. */
 export const DEFAULT_JOURNAL_MAX_BYTES = 8 * 1024 * 1024;
@@ -43,6 +44,8 @@ export interface SavedEngine {
   announcedOrders: string[];
   unclaimedEnds: [string, { model: ModelName; rec: TableRecord }][];
   deletedOrders: string[];
+  /** The operator's lock on new entries (run-controls.ts), when one holds. */
+  entryLock?: EntryLock;
 }
 
 export interface CheckpointLine extends JournalLine {

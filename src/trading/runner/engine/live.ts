@@ -48,7 +48,7 @@ import { liveContext } from './live-context';
 import { errorOf, journaledError, matchPlacedOrder, settleOrphan, type JournaledError, type Orphan } from './orphans';
 import { LOST_SNAPSHOT_TTL_MS, LOST_WATCH_MS, PLACING_OPS, PushLog, SETTLED_OPS, describeCall, settleFromPushes, settleFromSnapshot, snapshotModels, watchMatches, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
 import { answerLost } from '../../fxcm/errors';
-import { AnswerLostError, JournalFinishedError, OrderRejectedError, runErrorOf, runHook, scriptLocation } from '../errors';
+import { AnswerLostError, JournalFinishedError, OrderRejectedError, StrategyError, runErrorOf, runHook, scriptLocation } from '../errors';
 import { finishedRunOf, type Journal, type JournalLine } from './journal';
 import { CHECKPOINT_VERSION, DEFAULT_JOURNAL_MAX_BYTES, hasStateHooks, jsonProblem, lastCheckpoint, type CheckpointLine, type SavedEngine } from './checkpoint';
 import { thinEquity } from '../report/equity-thinning';
@@ -57,6 +57,7 @@ import { SafetyGuard, type SafetyLimits } from './safety';
 import type { AccountInfo, Bar, CloseReason, OrderEvent, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
 import { errorMessage } from '../../../platform/errors';
 import type { RunView } from './run-view';
+import { RunControls, isLockRefusal, type ActionDone, type ControlLine, type OperatorAction } from './run-controls';
 
 export interface LiveIntent {
   id: number;
@@ -146,9 +147,11 @@ type InEvent =
   /** The broker's bars of a range the live bars asked for (empty when it could not be fetched). */
   | { k: 'bars'; t: number; fetch: BarFetch; bars: Bar[] }
   /** The price stream was interrupted (disconnect, restart): ticks were missed. */
-  | { k: 'gap'; t: number };
+  | { k: 'gap'; t: number }
+  /** An operator's action (run-controls.ts): journaled when it is taken, an input of a replay only. */
+  | ControlLine;
 
-const IN_KINDS = new Set(['snapshot', 'own', 'history', 'start', 'price', 'table', 'timer', 'stop', 'bars', 'gap']);
+const IN_KINDS = new Set(['snapshot', 'own', 'history', 'start', 'price', 'table', 'timer', 'stop', 'bars', 'gap', 'control']);
 /**
  * Inputs that change what the strategy sees (table pushes, the claims of answered calls,
  * snapshots): all those queued are handled before the next queued input whose hook would
@@ -254,6 +257,8 @@ export class LiveEngine {
   private readonly o: LiveOptions;
   private readonly log: StrategyLogger;
   private readonly guard: SafetyGuard;
+  /** The operator's actions and the lock on new entries they set (the kill switch). */
+  private readonly controls: RunControls;
   private readonly ctx: StrategyContext<Record<string, unknown>>;
   private readonly timeframes: Period[];
   private now = 0;
@@ -320,6 +325,25 @@ export class LiveEngine {
     this.guard = new SafetyGuard(opts.safety ?? {});
     this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : [LIVE_DEFAULT_TIMEFRAME];
     this.liveBars = new LiveBars(this.timeframes);
+    this.controls = new RunControls({
+      now: () => this.wallNow(),
+      phase: () => this.phase(),
+      replaying: () => this.replaying,
+      journal: (line) => this.journalLine(line, true),
+      info: (message) => this.log.info(message),
+      trade: (id) => {
+        const r = this.broker.positions.get(id);
+        if (r === undefined) return undefined;
+        return this.broker.ownPositions().includes(r) ? { amountK: numOf(r.amountK) } : 'foreign';
+      },
+      ownTradeIds: () => this.broker.ownPositions().map((r) => String(r.tradeId)),
+      closing: (ids) => {
+        for (const id of ids === 'all' ? this.broker.ownPositions().map((r) => String(r.tradeId)) : ids) this.broker.closeReasons.set(id, 'operator');
+      },
+      closeTrade: (id, amountK) => this.first(() => this.o.client!.closeTrade({ tradeId: id, amount: amountK })).then(() => undefined),
+      flatten: () => this.flatten('operator'),
+      stop: () => this.stop(),
+    });
     this.ctx = this.makeContext();
     this.checkpointing = hasStateHooks(opts.strategy);
     this.done = new Promise((r) => (this.finish = r));
@@ -370,7 +394,7 @@ export class LiveEngine {
       strategy: this.strategyName,
       now: this.wallNow(),
       startedAt: this.startedAt,
-      phase: this.finished ? 'ended' : this.stopped || this.error !== undefined ? 'ending' : this.startedAt === undefined ? 'starting' : 'running',
+      phase: this.phase(),
       resumed: this.resumed,
       decisions: this.intentSeq,
       connection: {
@@ -389,9 +413,21 @@ export class LiveEngine {
       closed: this.closed,
       equity: this.equity,
       pnl: { realised, unrealised: own.reduce((sum, p) => sum + p.pl, 0), day: account.dayPL, currency: account.currency },
-      protections: { limits: { ...this.guard.limits }, locks: this.guard.locks(this.now) },
+      protections: { limits: { ...this.guard.limits }, locks: [...this.controls.locks(), ...this.guard.locks(this.now)] },
       lastCheckpointAt: this.lastCheckpointAt,
     };
+  }
+
+  private phase(): RunView['phase'] {
+    return this.finished ? 'ended' : this.stopped || this.error !== undefined ? 'ending' : this.startedAt === undefined ? 'starting' : 'running';
+  }
+
+  /**
+   * An operator's action (the control API): checked, journaled, then carried out; ActionRefused
+   * (nothing sent, nothing journaled) when it cannot apply (run-controls.ts).
+   */
+  act(a: OperatorAction): Promise<ActionDone> {
+    return this.controls.act(a);
   }
 
   // ------------------------------------------------------------ the strategy context
@@ -499,8 +535,13 @@ export class LiveEngine {
       const orderId = ok ? (v as { orderId?: unknown } | undefined)?.orderId : undefined;
       if (orderId !== undefined) this.broker.knownOrderIds.add(String(orderId));
     };
+    const placing = PLACING_OPS.has(name);
     try {
       if (this.stopped && this.finished) throw new OrderRejectedError('the run has stopped');
+      if (placing) {
+        const locked = this.controls.entryRefusal();
+        if (locked) throw locked;
+      }
       check();
     } catch (e) {
       answer(false, e);
@@ -520,7 +561,8 @@ export class LiveEngine {
     };
     const run = () => send(client);
     const l = this.o.limiter;
-    const p = l ? l.withIntent({ ttlMs }, run) : run();
+    // the kill switch: an entry waiting for budget when entries are locked is cut, never sent
+    const p = l ? l.withIntent({ ttlMs, ...(placing ? { signal: this.controls.entrySignal() } : {}) }, run) : run();
     return p.then(
       (v) => {
         done();
@@ -658,11 +700,16 @@ export class LiveEngine {
     return this.pumping;
   }
 
-  /** Handles one input; a strategy error flattens and ends the run. */
+  /** Handles one input; a strategy error flattens and ends the run (an entry refused by the operator's lock does not). */
   private async handle(ev: InEvent): Promise<void> {
     try {
       await this.apply(ev);
     } catch (e) {
+      const refusal = e instanceof StrategyError ? e.cause : e;
+      if (isLockRefusal(refusal)) {
+        if (!this.replaying) this.log.info(`${(e as StrategyError).hook ?? 'a hook'} ended on an entry refused: ${(refusal as Error).message}`);
+        return;
+      }
       await this.fatal(e);
     }
   }
@@ -696,11 +743,9 @@ export class LiveEngine {
   async flatten(reason: CloseReason): Promise<string[]> {
     const c = this.o.client;
     if (!c) return [];
-    const l = this.o.limiter;
-    const hi = <T>(fn: () => Promise<T>) => (l ? l.withIntent({ priority: 0 }, fn) : fn());
     const failed: string[] = [];
     const attempt = (what: string, fn: () => Promise<unknown>) =>
-      hi(fn).catch((e: Error) => {
+      this.first(fn).catch((e: Error) => {
         failed.push(`${what}: ${e.message}`);
         this.log.error(`flatten: ${what} could not be closed: ${e.message}`);
       });
@@ -716,6 +761,12 @@ export class LiveEngine {
     }
     await Promise.all(jobs);
     return failed;
+  }
+
+  /** A runner's own call (a close, a delete), first in the budget's queue. */
+  private first<T>(fn: () => Promise<T>): Promise<T> {
+    const l = this.o.limiter;
+    return l ? l.withIntent({ priority: 0 }, fn) : fn();
   }
 
   private async apply(ev: InEvent): Promise<void> {
@@ -734,6 +785,9 @@ export class LiveEngine {
         return this.deliverBars(this.liveBars.fetched(ev.fetch, ev.bars));
       case 'gap':
         this.liveBars.discontinuity();
+        return;
+      case 'control':
+        this.controls.replayed(ev);
         return;
       case 'start':
         this.started = true;
@@ -990,8 +1044,11 @@ export class LiveEngine {
         const id = String(r.tradeId);
         // A trade the restart's reconciliation already counted can still be pushed once.
         if (action !== 'I' || this.closedIds.has(id)) return;
-        if (!this.broker.ownTrades.has(id)) return this.keepUnclaimed(model, id, r);
-        const trade = this.recordClosed(id, r, this.broker.closeReasons.get(id) ?? 'broker', this.now);
+        // a part of one of the run's trades, closed under a ticket of its own: counted as the backtest counts it, under the trade's id
+        const whole = this.broker.ownTrades.has(id) ? undefined : this.partClosedOf(r);
+        if (!this.broker.ownTrades.has(id) && whole === undefined) return this.keepUnclaimed(model, id, r);
+        const tradeId = whole ?? id;
+        const trade = this.recordClosed(tradeId, r, this.broker.closeReasons.get(tradeId) ?? 'broker', this.now, whole !== undefined ? id : undefined);
         await onTrade(this.closedEvent(trade));
         return;
       }
@@ -1073,8 +1130,17 @@ export class LiveEngine {
     await this.applyTable(end.model, end.model === 'Order' ? 'D' : 'I', end.rec);
   }
 
-  /** A closed trade for the results, from the broker's ClosedPosition record. */
-  private recordClosed(id: string, r: TableRecord, reason: CloseReason, closeTime: number): ClosedTrade {
+  /**
+   * The run's open trade a ClosedPosition of another ticket is a part of (the broker closes part of
+   * a trade under a new trade id): the same symbol, side, open rate and open time.
+   */
+  private partClosedOf(r: TableRecord): string | undefined {
+    const open = this.broker.ownPositions().find((p) => p.currency === r.currency && p.isBuy === r.isBuy && numOf(p.open) === numOf(r.open) && p.time === r.openTime);
+    return open === undefined ? undefined : String(open.tradeId);
+  }
+
+  /** A closed trade (or part of one) for the results, from the broker's ClosedPosition record. */
+  private recordClosed(id: string, r: TableRecord, reason: CloseReason, closeTime: number, partTicket?: string): ClosedTrade {
     const commission = numOf(r.com);
     const gross = numOf(r.grossPL);
     const rollover = numOf(r.roll);
@@ -1095,7 +1161,8 @@ export class LiveEngine {
       reason,
     };
     this.closed.push(trade);
-    this.closedIds.add(id);
+    // a part closed: its ticket is done, the trade is still open
+    this.closedIds.add(partTicket ?? id);
     this.broker.closeReasons.delete(id); // said in the trade; a checkpoint keeps the open trades' only
     return trade;
   }
@@ -1178,6 +1245,7 @@ export class LiveEngine {
       announcedOrders: [...this.announcedOrders],
       unclaimedEnds: [...this.unclaimedEnds],
       deletedOrders: [...this.deletedOrders],
+      ...(this.controls.saved() ? { entryLock: this.controls.saved() } : {}),
     };
   }
 
@@ -1205,6 +1273,7 @@ export class LiveEngine {
     for (const id of e.announcedOrders) this.announcedOrders.add(id);
     for (const [k, end] of e.unclaimedEnds) this.unclaimedEnds.set(k, end);
     for (const id of e.deletedOrders) this.deletedOrders.add(id);
+    this.controls.restore(e.entryLock);
     try {
       await runHook('restoreState', () => s.restoreState!.call(s, this.ctx, c.strategy), this.o.strategyFile);
     } catch (err) {
@@ -1281,7 +1350,9 @@ export class LiveEngine {
 
   /** Stops the run (onStop, then the result): from a signal, a timer or a test. */
   stop(): void {
-    if (this.stopped || this.finished) return;
+    if (this.stopped || this.finished || this.stopQueued) return;
+    this.stopQueued = true;
+    this.controls.stopping();
     this.enqueue({ k: 'stop', t: this.wallNow() });
     void (this.pumping ?? Promise.resolve()).then(() => this.pump()).then(() => this.end());
   }
@@ -1463,6 +1534,7 @@ export class LiveEngine {
       for (const name of this.timers.keys()) this.armTimer(name);
       void this.pump();
       if (this.started) this.armDuration(); // resumed: onStart ran in the first run
+      if (this.controls.stopAsked) this.stop(); // the run resumed was asked to stop and did not get to
       await this.done;
       if (this.durationTimer !== undefined) this.clock.clearTimeout(this.durationTimer);
     }
@@ -1492,6 +1564,8 @@ export class LiveEngine {
   }
 
   private holding = false;
+  /** stop() was called: its input is queued (a second call queues nothing). */
+  private stopQueued = false;
   private durationTimer: unknown;
   /** Armed while the broker refuses the token: halts the run when it fires. */
   private tokenTimer: unknown;

@@ -19,10 +19,10 @@ export interface SafetyLimits {
 
 const DAY_MS = 86400_000;
 
-/** A lock on new entries: the rule that set it, until when (epoch ms), and why. */
+/** A lock on new entries: the rule that set it, until when (epoch ms; none: until it is lifted), and why. */
 export interface SafetyLock {
-  rule: keyof SafetyLimits;
-  until: number;
+  rule: string;
+  until?: number;
   reason: string;
 }
 

@@ -306,6 +306,7 @@ const MARKERS: Record<'buy' | 'sell' | CloseReason, { shape: string; text: strin
   trailing: { shape: '<path d="M-4,-4L4,4M-4,4L4,-4" stroke="#bc4c00" stroke-width="2.5"/>', text: 'exit: trailing stop' },
   limit: { shape: '<rect x="-4" y="-4" width="8" height="8" fill="#1a7f37" stroke="#fff"/>', text: 'exit: limit' },
   flatten: { shape: '<path d="M0,-5L5,0L0,5L-5,0Z" fill="#8250df"/>', text: 'exit: flattened' },
+  operator: { shape: '<path d="M0,-5L5,0L0,5L-5,0Z" fill="#0969da"/>', text: 'exit: by the operator' },
   broker: { shape: '<path d="M0,-5L5,0L0,5L-5,0Z" fill="#6e7781"/>', text: 'exit: by the broker' },
 };
 

@@ -75,6 +75,25 @@ describe('broker-call budget: waiting, priority, expiry', () => {
     expect(new IntentExpiredError('x', 1)).toBeInstanceOf(Error);
   });
 
+  test("an intent's signal: aborted before, it is refused at once; aborted while it waits, it leaves the queue with the reason and is never sent", async () => {
+    const clock = new ManualClock(0);
+    let asked = 0;
+    // every answer over the limit for an hour: a call waits until it is cut
+    const decider: LimitDecider = { shouldRateLimit: async () => (asked++, { overallCode: 2, statuses: [{ code: 2, durationUntilReset: 3600, limitRemaining: 0 }], responseHeadersToAdd: [] }) };
+    const l = new BrokerCallBudget({ decider, account: 'A', clock, sleep: (_ms, stop) => new Promise((r) => stop.addEventListener('abort', () => r(), { once: true })) });
+    const cut = new AbortController();
+    const waiting = l.acquire('/trading/open_trade', {}, { signal: cut.signal });
+    await new Promise((r) => setImmediate(r));
+    expect([asked, l.waiting]).toEqual([1, 1]);
+    cut.abort(new Error('entries are locked'));
+    await expect(waiting).rejects.toThrow('entries are locked');
+    expect(l.waiting).toBe(0);
+    await expect(l.acquire('/trading/open_trade', {}, { signal: cut.signal })).rejects.toThrow('entries are locked');
+    expect(asked).toBe(1);
+    expect(l.budget().find((u) => u.endpoint === 'open_trade')?.sent ?? 0).toBe(0);
+    await l.close();
+  });
+
   test('a limiter error fails the call (never sent unaccounted)', async () => {
     const clock = new ManualClock(0);
     const l = new BrokerCallBudget({ decider: { shouldRateLimit: () => Promise.reject(new Error('down')) }, account: 'A', clock });

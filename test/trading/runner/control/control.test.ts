@@ -17,6 +17,7 @@ import type { BrokerSimulator } from '../../../../src/trading/simulator';
 import { CONTROL_TOKEN_ENV, controlToken, startControlServer, type ControlServer, type ControlSource } from '../../../../src/trading/runner/control/control-server';
 import { DASHBOARD_CSP } from '../../../../src/trading/runner/control/dashboard';
 import type { RunView } from '../../../../src/trading/runner/engine/run-view';
+import { ActionRefused, type OperatorAction } from '../../../../src/trading/runner/engine/run-controls';
 import { waitFor } from '../../../support/wait';
 import { startSim, TOKEN } from '../../helpers';
 import { freshRunnerEnv } from '../helpers';
@@ -34,7 +35,7 @@ interface Answer {
   json: () => Record<string, unknown>;
 }
 
-function request(url: string, opts: { token?: string; method?: string } = {}): Promise<Answer> {
+function request(url: string, opts: { token?: string; method?: string; body?: string } = {}): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method: opts.method ?? 'GET', headers: opts.token ? { Authorization: `Bearer ${opts.token}` } : {} }, (res) => {
       let text = '';
@@ -42,7 +43,7 @@ function request(url: string, opts: { token?: string; method?: string } = {}): P
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: () => JSON.parse(text) as Record<string, unknown> }));
     });
     req.on('error', reject);
-    req.end();
+    req.end(opts.body);
   });
 }
 
@@ -66,7 +67,20 @@ const VIEW: RunView = {
   protections: { limits: {}, locks: [] },
   lastCheckpointAt: undefined,
 };
-const SOURCE: ControlSource = { view: () => VIEW, limits: () => [], budgetUse: () => [], journalFile: () => undefined, notes: () => [] };
+/** The actions the fake source was asked to carry out; trade 7 is not the run's, and 8 is. */
+const acted: OperatorAction[] = [];
+const SOURCE: ControlSource = {
+  view: () => VIEW,
+  limits: () => [],
+  budgetUse: () => [],
+  journalFile: () => undefined,
+  notes: () => [],
+  act: async (a) => {
+    if (a.action === 'close' && a.tradeId === '7') throw new ActionRefused(409, "trade 7 is not this run's");
+    acted.push(a);
+    return a.action === 'close' && a.amount === 99 ? { action: a.action, message: 'trade 8 could not be closed', failed: ['trade 8: refused'] } : { action: a.action, message: `${a.action} done` };
+  },
+};
 
 describe('the control server', () => {
   const TOKEN_A = 'a-token-of-twenty-characters';
@@ -93,14 +107,55 @@ describe('the control server', () => {
     expect(ok.json()).toMatchObject({ strategy: 'still', account: '8123456', phase: 'running', connection: { state: 'connected' } });
   });
 
-  test('an unknown endpoint or page is a 404 that says where things are; any method but GET a 405', async () => {
-    const unknown = await request(`${server.url}api/flaten`, { token: TOKEN_A });
-    expect(unknown.status).toBe(404);
-    expect(unknown.json().error).toBe('unknown endpoint /api/flaten; there are /api/status, /api/positions, /api/trades, /api/pnl, /api/budget, /api/protections, /api/journal');
+  test('an unknown endpoint or page is a 404 that says where things are; a read is a GET, an action a POST (405 otherwise)', async () => {
+    for (const method of ['GET', 'POST']) {
+      const unknown = await request(`${server.url}api/flaten`, { token: TOKEN_A, method });
+      expect(unknown.status).toBe(404);
+      expect(unknown.json().error).toBe(
+        'unknown endpoint /api/flaten; there are /api/status, /api/positions, /api/trades, /api/pnl, /api/budget, /api/protections, /api/journal (GET) and /api/pause, /api/resume, /api/flatten, /api/stop, /api/trades/<id>/close (POST)',
+      );
+    }
     expect((await request(`${server.url}robots.txt`)).status).toBe(404);
     const post = await request(`${server.url}api/status`, { token: TOKEN_A, method: 'POST' });
     expect(post.status).toBe(405);
     expect(post.headers.allow).toBe('GET, HEAD');
+    const get = await request(`${server.url}api/flatten`, { token: TOKEN_A });
+    expect([get.status, get.headers.allow, get.json().error]).toEqual([405, 'POST', 'GET /api/flatten: an action is a POST']);
+    expect(acted).toEqual([]);
+  });
+
+  test('the actions: POSTed with the token, carried out by the run; a bad body or a refused action is a 4xx with its reason and reaches nothing', async () => {
+    acted.length = 0;
+    const post = (p: string, body?: string, token: string | null = TOKEN_A) => request(`${server.url}api/${p}`, { token: token ?? undefined, method: 'POST', body });
+    for (const p of ['pause', 'resume', 'flatten', 'stop', 'trades/8/close']) {
+      const none = await post(p, undefined, null);
+      expect([none.status, none.text.includes('8123456')]).toEqual([401, false]);
+    }
+    expect(acted).toEqual([]);
+    expect((await post('pause')).json()).toEqual({ action: 'pause', message: 'pause done' });
+    expect((await post('resume', '{}')).status).toBe(200);
+    expect((await post('trades/8/close', '{"amount": 20}')).status).toBe(200);
+    expect((await post('trades/8/close')).status).toBe(200);
+    const failed = await post('trades/8/close', '{"amount": 99}');
+    expect([failed.status, failed.json().failed]).toEqual([502, ['trade 8: refused']]);
+    expect(acted).toEqual([{ action: 'pause' }, { action: 'resume' }, { action: 'close', tradeId: '8', amount: 20 }, { action: 'close', tradeId: '8' }, { action: 'close', tradeId: '8', amount: 99 }]);
+    acted.length = 0;
+    const refused = await post('trades/7/close');
+    expect([refused.status, refused.json().error]).toEqual([409, "trade 7 is not this run's"]);
+    const bad: Array<[string, string | undefined, number, string]> = [
+      ['flatten', '{"now": true}', 400, '/api/flatten: takes no body fields (got now)'],
+      ['pause', '{not json', 400, 'the body is not JSON: '],
+      ['pause', '[1]', 400, 'the body must be a JSON object'],
+      ['trades/8/close', '{"amount": -5}', 400, '/api/trades/8/close: "amount" must be a number of K above 0, got -5'],
+      ['trades/8/close', '{"amount": "all"}', 400, '/api/trades/8/close: "amount" must be a number of K above 0, got "all"'],
+      ['trades/8/close', '{"size": 10}', 400, '/api/trades/8/close: unknown body fields size (a close takes {"amount": K}, or no body for the whole trade)'],
+      ['stop', `{"pad": "${'x'.repeat(5000)}"}`, 413, 'the body is over 4096 bytes'],
+    ];
+    for (const [p, body, status, error] of bad) {
+      const r = await post(p, body);
+      expect([p, r.status, String(r.json().error).slice(0, error.length)]).toEqual([p, status, error]);
+    }
+    expect(acted).toEqual([]);
   });
 
   test('the page, its script and its style need no token, carry no account data, and come with a strict CSP', async () => {
@@ -149,12 +204,23 @@ describe('the control server', () => {
   });
 });
 
-/** One trade at the start, then nothing: what the run holds is what the test made it hold. */
+/**
+ * Holds one trade: opens it at the start and again whenever it has none (a timer every 200 ms),
+ * so what stops it re-opening after a flatten is the lock, not the strategy.
+ */
 const STRATEGY = `module.exports = {
   name: 'one-trade',
   symbols: ['EUR/USD'],
   async onStart(ctx) {
-    if (!ctx.positions().length) await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 });
+    ctx.setTimer('keep', 200);
+    await this.keep(ctx);
+  },
+  async onTimer(ctx) {
+    await this.keep(ctx);
+  },
+  async keep(ctx) {
+    if (ctx.positions().length) return;
+    await ctx.openTrade({ symbol: 'EUR/USD', isBuy: true, amount: 10 }).catch((e) => ctx.log.info('not opened: ' + e.name + ' ' + (e.rule || '')));
   },
 };
 `;
@@ -267,9 +333,38 @@ describe('a paper run with --control', () => {
     expect(((await api('positions')).positions as unknown[]).length).toBe(1);
   }, 40_000);
 
-  test('SIGTERM ends the run as always: exit 0, the control port closed', async () => {
-    runner.kill('SIGTERM');
+  test('flatten from the page (a second click): the broker flat, the journal says so, and the strategy cannot open again', async () => {
+    const page = await browser!.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${url}#token=${token}`);
+    await page.waitForSelector('body[data-refreshed]', { timeout: 10_000 });
+    await page.click('#flatten');
+    expect(await page.textContent('#flatten')).toBe('Click again to flatten');
+    expect(sim.engine.snapshot(TOKEN, 'OpenPosition').length).toBe(1); // one click sends nothing
+    await page.click('#flatten');
+    await waitFor(async () => /^flatten: flat/.test((await page.textContent('#action-result')) ?? ''), 'the page to say flat', 10_000);
+    expect(sim.engine.snapshot(TOKEN, 'OpenPosition')).toEqual([]);
+    const journal = path.join(dir, 'journal', 'journal.jsonl');
+    expect(fs.readFileSync(journal, 'utf8').split('\n').filter((l) => l.includes('"k":"control"')).map((l) => JSON.parse(l).action)).toEqual(['flatten']);
+    // The timer keeps trying (its intents count as decisions) and every try is refused before the broker.
+    const opened = sim.requestCounts()['/trading/open_trade'];
+    const decisions = (await api('status')).decisions as number;
+    await waitFor(async () => ((await api('status')).decisions as number) >= decisions + 3, 'the strategy to try again three times', 10_000);
+    expect(sim.requestCounts()['/trading/open_trade']).toBe(opened);
+    expect(((await api('protections')).locks as Array<{ rule: string }>).map((l) => l.rule)).toEqual(['flattened']);
+    await waitFor(async () => ((await page.textContent('#locks')) ?? '').startsWith('flattened: flattened by the operator'), 'the page to show the lock', 5_000);
+    expect(await page.isDisabled('#pause')).toBe(true);
+    expect(await page.isEnabled('#resume')).toBe(true);
+    await page.close();
+  }, 30_000);
+
+  test('stop through the API ends the run as SIGTERM does: onStop, the report, exit 0, the control port closed', async () => {
+    const r = await request(`${url}api/stop`, { token, method: 'POST' });
+    expect([r.status, r.json().message]).toEqual([200, 'the run is stopping (onStop, the report, exit 0)']);
     expect(await exited).toBe(0);
     await expect(request(`${url}api/status`, { token })).rejects.toThrow();
+    const lines = fs.readFileSync(path.join(dir, 'journal', 'journal.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { k: string; action?: string });
+    expect(lines.filter((l) => l.k === 'control').map((l) => l.action)).toEqual(['flatten', 'stop']);
+    expect(lines.some((l) => l.k === 'stop')).toBe(true);
+    expect(fs.existsSync(path.join(dir, 'report.json'))).toBe(true);
   }, 30_000);
 });
