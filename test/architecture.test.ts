@@ -66,10 +66,12 @@ const RUNNER_ALLOWED: Readonly<Record<string, readonly string[]>> = {
   broker: ['report'],
   /** Running a strategy: backtest, paper/live, sweeps, and what they share. */
   engine: ['broker', 'report'],
+  /** Webhook notifications of a paper or live run (the engine's events): queued, bounded, never in the way of trading. */
+  notify: ['engine'],
   /** Watching and steering a paper or live run from outside: its control API and dashboard. */
-  control: ['engine', 'broker', 'report'],
+  control: ['notify', 'engine', 'broker', 'report'],
   /** The `ratelimit-runner` commands and their options. */
-  cli: ['control', 'engine', 'broker', 'report', 'candles'],
+  cli: ['control', 'notify', 'engine', 'broker', 'report', 'candles'],
 };
 const RUNNER_API = ['errors.ts', 'results.ts', 'strategy.ts'];
 

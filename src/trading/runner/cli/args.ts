@@ -90,6 +90,8 @@ export const RUN_OPTIONS: OptionSpecs = {
   'token-refused-timeout': string,
   control: string,
   'control-token-file': string,
+  notify: repeated,
+  'notify-heartbeat': string,
 };
 
 export const REPLAY_OPTIONS: OptionSpecs = { param: repeated, quiet: bool, 'log-level': string, journal: string };

@@ -28,6 +28,8 @@ import { buildReport, leftOpenText, writeReport } from '../report/report';
 import type { Strategy } from '../strategy';
 import { errorMessage } from '../../../platform/errors';
 import type { OperatorAction } from '../engine/run-controls';
+import { Notifier } from '../notify/notifier';
+import type { LogWriter } from '../../../telemetry/logger';
 import { CONTROL_TOKEN_ENV, type ControlServer, controlToken, notingLogger, startControlServer } from '../control/control-server';
 
 export const DEFAULT_LIVE_URL = 'https://api-demo.fxcm.com';
@@ -70,6 +72,12 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
                         \$RATELIMIT_RUNNER_CONTROL_TOKEN; on a loopback address without either,
                         one is made and printed with the page's address; any other address
                         needs one
+  --notify URL          POST each event of the run to URL as JSON (repeatable): run started,
+                        entry sent, filled, exit and its reason, order refused, disconnected,
+                        reconnected, budget exhausted, protection locked, the operator's
+                        actions, strategy error, run ended, and a heartbeat; queued and retried
+                        apart from the run, which never waits for them
+  --notify-heartbeat MIN  a heartbeat event every MIN minutes (default 5; 0: none)
   --report PATH         write PATH.json and PATH.html (default ./report)
   --param KEY=VALUE     strategy parameter; repeatable
   --max-position K      safety: maximum position per symbol and side, in K units
@@ -244,6 +252,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   if (typeof strategy === 'number') return strategy;
   const controlAt = controlAddress(p);
   const { logger: log, notes } = notingLogger(consoleLogger(logLevelOf(p)));
+  const notifier = notifierOf(p, { strategy: strategy.name ?? 'strategy', mode }, log);
   const ifNoBudget = (flag(p, 'if-no-budget') ?? 'wait') as IfNoBudget;
   if (!IF_NO_BUDGET.includes(ifNoBudget)) throw new UsageError(`--if-no-budget must be wait or exit, got ${ifNoBudget}`);
   // Until the run is going, a call held back by the budget is said with its time (once per limit
@@ -251,7 +260,14 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
   let running = false;
   let outOfBudget: string | undefined;
   const said = new Set<string>();
+  // a limit exhausted is told once per limit and time it is whole again
+  const exhausted = new Map<string, number>();
   const { broker, problems } = makeBroker(p, url, token, (_endpoint, _s, held) => {
+    const until = Math.ceil(held.untilMs / 1000);
+    if (notifier && exhausted.get(held.what) !== until) {
+      exhausted.set(held.what, until);
+      notifier.notify('budget_exhausted', { limit: held.what, wholeAgainAt: isoUtc(held.untilMs) });
+    }
     if (running || outOfBudget !== undefined) return;
     const line = heldBackLine(mode, held, broker.stateFile, ifNoBudget, systemClock.nowMs());
     if (ifNoBudget === 'exit') {
@@ -321,7 +337,11 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     recorded,
     durationMs: duration !== undefined ? duration * 1000 : undefined,
     tokenRefusedTimeoutMs: tokenRefused !== undefined ? tokenRefused * 1000 : undefined,
-    onRunning: () => (running = true),
+    onRunning: () => {
+      running = true;
+      notifier?.notify('run_started', { url, resumed: recorded.length > 0, symbols: strategy.symbols });
+    },
+    events: notifier ? (kind, details) => notifier.notify(kind, details) : undefined,
   });
   let stoppedStarting = false;
   // a start-up call may be waiting for budget: stop waiting too
@@ -346,6 +366,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
         budgetUse: () => broker.limiter.budget(),
         journalFile: () => journal?.file,
         notes: () => notes,
+        notifications: () => notifier?.stats() ?? [],
         // the API's stop is the signal's (the engine journals it first)
         act: (a: OperatorAction) => engine.act(a).finally(() => a.action === 'stop' && stoppingStart()),
       };
@@ -367,6 +388,8 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     await broker.client.close();
     await broker.limiter.close();
     journal?.close();
+    notifier?.notify('run_ended', { error: outOfBudget?.trim() ?? (stoppedStarting ? 'stopped before the run started' : why) });
+    await notifier?.close(NOTIFY_CLOSE_MS);
     return outOfBudget ? 3 : refused ? 4 : 1;
   } finally {
     process.off('SIGINT', onSignal);
@@ -386,6 +409,21 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
       `budget: ${budget.map((b) => `${b.endpoint} ${b.sent}${b.limit ? ` (${b.limit})` : ''}${b.waited ? `, ${b.waited} waited` : ''}`).join('; ')}\n` +
       `report: ${out.json} ${out.html}\n`,
   );
+  if (notifier) {
+    notifier.notify('run_ended', {
+      decisions: result.decisions,
+      trades: m.trades,
+      netPL: m.netPL,
+      currency: report.currency,
+      resumed: result.resumed,
+      leftOpen: result.leftOpen ? { positions: result.leftOpen.positions.length, orders: result.leftOpen.orders.length } : undefined,
+      ...(result.error ? { error: result.error } : {}),
+      ...(result.halted ? { halted: result.halted.message } : {}),
+      ...(result.unsettled?.length ? { unsettled: result.unsettled } : {}),
+      report: out.json,
+    });
+    await notifier.close(NOTIFY_CLOSE_MS);
+  }
   if (result.unsettled?.length) {
     process.stderr.write(
       `ratelimit-runner ${mode}: ${result.unsettled.join(', ')} got no answer from the broker and no snapshot could settle ${result.unsettled.length > 1 ? 'them' : 'it'}: ` +
@@ -401,6 +439,24 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     return 4;
   }
   return 0;
+}
+
+/** --notify-heartbeat's default: a watchdog that misses two heartbeats knows within ten minutes. */
+const DEFAULT_HEARTBEAT_MIN = 5;
+/** How long the end of a run waits for its last notifications (run_ended) to be delivered. */
+const NOTIFY_CLOSE_MS = 5000;
+
+/** --notify URL (repeatable) and --notify-heartbeat MIN: the run's notifier, or none. */
+function notifierOf(p: ParsedArgs, run: { strategy: string; mode: string }, log: LogWriter): Notifier | undefined {
+  const urls = list(p, 'notify');
+  const beat = num(p, 'notify-heartbeat');
+  if (beat !== undefined && !(beat >= 0)) throw new UsageError(`--notify-heartbeat must be a number of minutes (0: none), got "${flag(p, 'notify-heartbeat')}"`);
+  if (!urls.length) return undefined;
+  try {
+    return new Notifier({ urls, run, heartbeatMs: (beat ?? DEFAULT_HEARTBEAT_MIN) * 60_000, log });
+  } catch (e) {
+    throw new UsageError(errorMessage(e));
+  }
 }
 
 /** What a resume starts from: "its checkpoint of <time> and the 120 journal lines after it", or "3400 journal lines". */

@@ -24,6 +24,7 @@ import type { BudgetUse } from '../report/report';
 import { thinEquity } from '../report/equity-thinning';
 import type { LimitState } from '../broker/call-budget';
 import type { RunView } from '../engine/run-view';
+import type { SinkStats } from '../notify/notifier';
 import { ActionRefused, type ActionDone, type OperatorAction } from '../engine/run-controls';
 import type { LogWriter } from '../../../telemetry/logger';
 import { errorMessage } from '../../../platform/errors';
@@ -48,6 +49,8 @@ export interface ControlSource {
   notes(): readonly RunNote[];
   /** Carries out an operator's action; ActionRefused when it cannot apply. */
   act(a: OperatorAction): Promise<ActionDone>;
+  /** Each notification sink's counts (--notify): sent, failed, dropped, queued. */
+  notifications(): readonly SinkStats[];
 }
 
 export interface ControlOptions {
@@ -305,6 +308,7 @@ const ENDPOINTS: Readonly<Record<string, (s: ControlSource) => unknown>> = {
       lastError: lastError(v, notes),
       recent: notes.slice(-20),
       locks: v.protections.locks,
+      notifications: s.notifications(),
     };
   },
   positions: (s) => {

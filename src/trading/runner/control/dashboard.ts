@@ -78,6 +78,10 @@ export const DASHBOARD_HTML = `<!doctype html>
     <ul id="locks"></ul>
   </section>
   <section>
+    <h2>Notifications</h2>
+    <ul id="notifications"></ul>
+  </section>
+  <section>
     <h2>Recent warnings and errors</h2>
     <ul id="notes"></ul>
   </section>
@@ -257,6 +261,9 @@ export const DASHBOARD_JS = `'use strict';
     var set = Object.keys(protections.limits).filter(function (k) { return protections.limits[k] !== undefined; });
     $('protections').textContent = (set.length ? 'Limits: ' + set.map(function (k) { return (LIMIT_NAMES[k] || k) + ' ' + protections.limits[k]; }).join('; ') + '. ' : 'No safety limit set (--max-position, --max-daily-loss, --min-usable-margin-pct). ') +
       (protections.locks.length ? 'New entries are locked:' : 'No lock on new entries.');
+    items('notifications', status.notifications.length ? status.notifications : ['none (--notify URL sends the run\\'s events as webhooks)'], function (n) {
+      return typeof n === 'string' ? n : n.url + ': ' + n.sent + ' sent, ' + n.failed + ' failed, ' + n.dropped + ' dropped, ' + n.queued + ' waiting' + (n.lastError ? ' · last error ' + time(Date.parse(n.lastError.at)) + ' UTC: ' + n.lastError.message : '');
+    });
     items('notes', status.recent.slice().reverse(), function (n) { return time(n.at) + ' ' + n.level + ': ' + n.message; });
     if (!status.recent.length) items('notes', ['none'], function (x) { return x; });
     document.body.setAttribute('data-refreshed', String(++refreshes));

@@ -57,6 +57,7 @@ import { SafetyGuard, type SafetyLimits } from './safety';
 import type { AccountInfo, Bar, CloseReason, OrderEvent, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
 import { errorMessage } from '../../../platform/errors';
 import type { RunView } from './run-view';
+import type { RunEventKind, RunEvents } from './run-events';
 import { RunControls, isLockRefusal, type ActionDone, type ControlLine, type OperatorAction } from './run-controls';
 
 export interface LiveIntent {
@@ -104,6 +105,8 @@ export interface LiveOptions {
   lostSnapshotTtlMs?: number;
   /** Called once the start-up calls (snapshot, subscriptions, history) are done. */
   onRunning?: () => void;
+  /** Told what happens as it happens (webhooks), never in a replay; must return at once. */
+  events?: RunEvents;
 }
 
 export interface LiveResult extends RunResult {
@@ -418,6 +421,16 @@ export class LiveEngine {
     };
   }
 
+  /** An event for the outside (run-events.ts): not in a replay, and nothing it does reaches the run. */
+  private tell(kind: RunEventKind, details: Record<string, unknown>): void {
+    if (this.replaying || !this.o.events) return;
+    try {
+      this.o.events(kind, details);
+    } catch {
+      // a listener's failure is its own
+    }
+  }
+
   private phase(): RunView['phase'] {
     return this.finished ? 'ended' : this.stopped || this.error !== undefined ? 'ending' : this.startedAt === undefined ? 'starting' : 'running';
   }
@@ -426,8 +439,10 @@ export class LiveEngine {
    * An operator's action (the control API): checked, journaled, then carried out; ActionRefused
    * (nothing sent, nothing journaled) when it cannot apply (run-controls.ts).
    */
-  act(a: OperatorAction): Promise<ActionDone> {
-    return this.controls.act(a);
+  async act(a: OperatorAction): Promise<ActionDone> {
+    const done = await this.controls.act(a);
+    this.tell('operator', { ...a, ...done });
+    return done;
   }
 
   // ------------------------------------------------------------ the strategy context
@@ -534,6 +549,13 @@ export class LiveEngine {
       // known from its answer, as a replay knows it from the answer line (before the order's push)
       const orderId = ok ? (v as { orderId?: unknown } | undefined)?.orderId : undefined;
       if (orderId !== undefined) this.broker.knownOrderIds.add(String(orderId));
+      if (PLACING_OPS.has(name)) {
+        if (ok) this.tell('entry_sent', { intent: id, op: name, request: intent.args, ...(orderId !== undefined ? { orderId: String(orderId) } : {}), ...(settled ? { settled: settled.how } : {}) });
+        else {
+          const err = v as Error & { rule?: string; code?: number };
+          this.tell('order_refused', { intent: id, op: name, request: intent.args, error: { name: err.name, message: err.message, ...(err.rule !== undefined ? { rule: err.rule } : {}), ...(err.code !== undefined ? { code: err.code } : {}) } });
+        }
+      }
     };
     const placing = PLACING_OPS.has(name);
     try {
@@ -728,6 +750,7 @@ export class LiveEngine {
       this.log.error(`the journal ends with a ${what}`);
     } else {
       this.log.error(`${what}; flattening the run's positions and entry orders`);
+      this.tell('strategy_error', { ...error, flattening: true });
       this.journalLine({ k: 'fatal', t: this.now, error: this.error }, true);
       const left = await this.flatten('flatten');
       if (left.length) error.notFlattened = left;
@@ -890,7 +913,10 @@ export class LiveEngine {
         ts: this.now,
       };
       const what = `${info.closed} of its trades closed, ${info.opened} opened meanwhile; ${info.positions} positions and ${info.orders} entry orders open`;
-      if (ev.reason === 'reconnect') this.lastReconnect = { at: this.wallNow(), downMs: ev.downMs, closed: info.closed, opened: info.opened };
+      if (ev.reason === 'reconnect') {
+        this.lastReconnect = { at: this.wallNow(), downMs: ev.downMs, closed: info.closed, opened: info.opened };
+        this.tell('reconnected', { ...info, ts: undefined });
+      }
       if (ev.reason === 'reconnect') this.log.info(`reconciled with the broker after the reconnect${ev.downMs !== undefined ? ` (${(ev.downMs / 1000).toFixed(1)} s away)` : ''}: ${what}`);
       else this.log.info(`reconciled with the broker after the restart: ${what}`);
       if (s.onReconnect) await this.call('onReconnect', () => s.onReconnect!.call(s, this.ctx, info));
@@ -903,7 +929,9 @@ export class LiveEngine {
     if (!r || this.announcedTrades.has(id) || !this.broker.ownTrades.has(id)) return;
     this.announcedTrades.add(id);
     const s = this.o.strategy;
-    if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, this.openedEvent(id, r)));
+    const opened = this.openedEvent(id, r);
+    this.tell('filled', { tradeId: id, ...(opened.orderId !== undefined ? { orderId: opened.orderId } : {}), symbol: opened.symbol, isBuy: opened.isBuy, amount: opened.amount, openRate: opened.openRate });
+    if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, opened));
   }
 
   /** onOrder accepted for an own resting entry order the strategy has not heard of (once). */
@@ -1017,6 +1045,7 @@ export class LiveEngine {
         this.setAccount(r);
         if (this.guard.checkDailyLoss(this.now, numOf(this.broker.account?.equity))) {
           this.log.warn('daily loss limit reached: flattening; no new positions until the next UTC day');
+          this.tell('protection_locked', { ...this.guard.locks(this.now)[0], dayPL: this.guard.peekDayPL(this.now, numOf(this.broker.account?.equity)) });
           if (!this.replaying) {
             const left = await this.flatten('flatten');
             if (left.length) this.log.error(`daily loss flatten FAILED, still open at the broker: ${left.join('; ')}`);
@@ -1161,6 +1190,7 @@ export class LiveEngine {
       reason,
     };
     this.closed.push(trade);
+    this.tell('exit', { ...trade });
     // a part closed: its ticket is done, the trade is still open
     this.closedIds.add(partTicket ?? id);
     this.broker.closeReasons.delete(id); // said in the trade; a checkpoint keeps the open trades' only
@@ -1439,6 +1469,7 @@ export class LiveEngine {
       const silent = silentMs >= 1000 ? `, nothing heard from it for ${(silentMs / 1000).toFixed(1)} s` : '';
       this.log.warn(`broker connection lost (${reason}${silent}): reconnecting; trades closed meanwhile are reconciled when it is back`);
       this.journalLine({ k: 'disconnected', t: this.wallNow(), reason, ...(silentMs ? { silentMs } : {}) }, true);
+      this.tell('disconnected', { reason, ...(silentMs ? { silentMs } : {}) });
     };
     // A refused token is said as such; refused for tokenRefusedTimeoutMs, the run halts (resumable).
     const refusedFor = this.o.tokenRefusedTimeoutMs ?? DEFAULT_TOKEN_REFUSED_MS;

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
 import { CONTROL_TOKEN_ENV, controlToken, startControlServer, type ControlServer, type ControlSource } from '../../../../src/trading/runner/control/control-server';
-import { DASHBOARD_CSP } from '../../../../src/trading/runner/control/dashboard';
+import { DASHBOARD_CSP, DASHBOARD_JS } from '../../../../src/trading/runner/control/dashboard';
 import type { RunView } from '../../../../src/trading/runner/engine/run-view';
 import { ActionRefused, type OperatorAction } from '../../../../src/trading/runner/engine/run-controls';
 import { waitFor } from '../../../support/wait';
@@ -75,6 +75,7 @@ const SOURCE: ControlSource = {
   budgetUse: () => [],
   journalFile: () => undefined,
   notes: () => [],
+  notifications: () => [],
   act: async (a) => {
     if (a.action === 'close' && a.tradeId === '7') throw new ActionRefused(409, "trade 7 is not this run's");
     acted.push(a);
@@ -167,6 +168,8 @@ describe('the control server', () => {
       expect(r.text).not.toContain('8123456');
       expect(r.text).not.toMatch(/https?:\/\//);
     }
+    // the script as the browser gets it parses (an escape lost in its template literal would not)
+    expect(() => new Function(DASHBOARD_JS)).not.toThrow();
     expect(DASHBOARD_CSP).toContain("script-src 'self'");
     expect(DASHBOARD_CSP).not.toContain('unsafe');
   });
