@@ -58,8 +58,14 @@ export class IntentExpiredError extends Error {
  */
 export class AnswerLostError extends Error {
   override readonly name = 'AnswerLostError';
-  constructor(readonly op: string, message: string) {
+  /** The HTTP status of the answer that was no answer (a gateway's 5xx), and its Retry-After. */
+  readonly httpStatus?: number;
+  readonly retryAfterMs?: number;
+  constructor(readonly op: string, message: string, override readonly cause?: unknown) {
     super(message);
+    const c = cause as { httpStatus?: unknown; retryAfterMs?: unknown } | undefined;
+    if (typeof c?.httpStatus === 'number' && c.httpStatus >= 500) this.httpStatus = c.httpStatus;
+    if (typeof c?.retryAfterMs === 'number') this.retryAfterMs = c.retryAfterMs;
   }
 }
 

@@ -642,7 +642,7 @@ export class LiveEngine {
     const args = (intent.args ?? {}) as Record<string, unknown>;
     const noAnswer = `${describeCall(op, args)} got no answer from the broker (${e.message})`;
     const fail = (message: string, watch?: Settlement['watch']) => {
-      const error = new AnswerLostError(op, message);
+      const error = new AnswerLostError(op, message, e);
       this.log.error(`intent ${intent.id}: ${message}`);
       return { error, claims: [], ...(watch ? { watch } : {}) };
     };

@@ -31,12 +31,17 @@ export interface JournaledError {
   /** SafetyError, OrderRejectedError: the rule, and the broker's code. */
   rule?: string;
   code?: number;
+  /** An HTTP error's status and Retry-After (a 429, a 5xx), which the strategy reads too. */
+  httpStatus?: number;
+  retryAfterMs?: number;
 }
 
 /** How an answer line records an error: enough for errorOf to rebuild the class the strategy caught. */
-export function journaledError(e: Error & { endpoint?: string }): JournaledError {
+export function journaledError(e: Error & { endpoint?: string; httpStatus?: unknown; retryAfterMs?: unknown }): JournaledError {
   const endpoint = e instanceof AnswerLostError ? e.op : e.endpoint;
   return {
+    ...(typeof e.httpStatus === 'number' && e.httpStatus >= 400 ? { httpStatus: e.httpStatus } : {}),
+    ...(typeof e.retryAfterMs === 'number' ? { retryAfterMs: e.retryAfterMs } : {}),
     name: e.name,
     message: e.message,
     endpoint,
@@ -53,13 +58,14 @@ export function errorOf(e: JournaledError | undefined): Error {
   if (e?.name === 'SafetyError') err = new SafetyError(e.rule ?? 'recorded', msg);
   else if (e?.name === 'OrderRejectedError') err = new OrderRejectedError(msg, e.rule, e.code);
   else if (e?.name === 'OrderGoneError') err = new OrderGoneError(e.what === 'trade' ? 'trade' : 'order', e.id ?? '');
-  else if (e?.name === 'AnswerLostError') err = new AnswerLostError(e.endpoint ?? '', msg);
+  else if (e?.name === 'AnswerLostError') err = new AnswerLostError(e.endpoint ?? '', msg, { httpStatus: e.httpStatus, retryAfterMs: e.retryAfterMs });
   else if (e?.name === 'IntentExpiredError') {
     err = new IntentExpiredError(e.endpoint ?? '', 0);
     err.message = msg;
   } else {
     err = new Error(msg);
     if (e?.name) err.name = e.name;
+    if (e?.httpStatus !== undefined) Object.assign(err, { httpStatus: e.httpStatus, ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {}) });
   }
   return err;
 }

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
 import { readJournal, type JournalLine } from '../../../../src/trading/runner/engine/journal';
-import { type LiveResult } from '../../../../src/trading/runner/engine/live';
+import { LiveEngine, type LiveResult } from '../../../../src/trading/runner/engine/live';
 import { replayJournal } from '../../../../src/trading/runner/cli/live-cli';
 import type { ConfigFile } from '../../../../src/config/types';
 import type { OrderEvent, ReconnectEvent, Strategy, StrategyContext, TradeEvent } from '../../../../src/trading/runner/strategy';
@@ -365,7 +365,8 @@ describe('an order call whose answer is lost', () => {
     const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
     const strategy = acting(seen, (ctx) => ctx.openTrade({ symbol: SYM, isBuy: true, amount: 10 }));
     proxy.inject('/trading/open_trade', { status: 502, body: 'Bad Gateway', headers: { 'content-type': 'text/plain' } });
-    const r = await startRun({ sim, proxy, strategy, jfile: jfileOf() });
+    const jfile = jfileOf();
+    const r = await startRun({ sim, proxy, strategy, jfile });
     let result: LiveResult;
     try {
       await waitFor(() => seen.outcomes.length === 1, 'the call settled');
@@ -376,7 +377,12 @@ describe('an order call whose answer is lost', () => {
     expect(seen.outcomes[0]!.error?.message).toBe(
       "openTrade buy 10 EUR/USD got no answer from the broker (POST /trading/open_trade: HTTP 502: Bad Gateway) and may have executed: neither the broker's pushes since nor a snapshot show it (no order at the broker matches it); it is not resent, and an order matching it that shows up later is claimed by this run (onOrder / onTrade)",
     );
+    // the gateway's status reaches the strategy, and a replay gives it back the same
+    expect(seen.outcomes[0]!.error).toMatchObject({ name: 'AnswerLostError', httpStatus: 502 });
     expect(result.leftOpen).toEqual({ positions: [], orders: [] });
     expect(sim.requestCounts()['/trading/open_trade']).toBeUndefined();
+    const replayedSeen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
+    await new LiveEngine({ mode: 'replay', strategy: acting(replayedSeen, (ctx) => ctx.openTrade({ symbol: SYM, isBuy: true, amount: 10 })), recorded: readJournal(jfile) }).replay();
+    expect(replayedSeen.outcomes[0]!.error).toMatchObject({ name: 'AnswerLostError', httpStatus: 502 });
   });
 });

@@ -61,6 +61,7 @@ export async function startProxiedRun(o: ProxiedRunOptions): Promise<ProxiedRun>
   const client = newClient(o.sim, {
     baseUrl: o.proxy.url,
     beforeRequest: limiter.beforeRequest,
+    afterResponse: limiter.afterResponse, // as the CLI wires it: a 429 holds its kind of call
     timeouts: { connectMs: o.connectMs ?? 5000, requestMs: o.requestMs ?? 5000, tradeIdsMs: 5000 },
   });
   const recorded = o.jfile ? readJournal(o.jfile) : [];
