@@ -14,8 +14,18 @@
  *   half of REDIS_TIMEOUT.
  * - `memory`: one Redis, 100,000 new counters through the service; used_memory per counter, for
  *   values of 12 and 40 characters (sizes the manifests' maxmemory).
+ * - `password`: one Redis with a password, one service (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true)
+ *   at 500 calls/s over 500 counters; after 3 s Redis is restarted on its port with a new
+ *   password, 10 s later again with the old one, 5 s more. Calls failed; when the log named the
+ *   refusal (and how many times), when /healthcheck stopped answering 200; after the second
+ *   restart, when calls succeed and health is 200 again.
+ * - `evictions`: one Redis with `maxmemory 2mb`, `allkeys-lru` then `noeviction`, one service
+ *   (REDIS_EVICTION_CHECK_INTERVAL=1s); its start-up warning; 20 counters spent to their limit
+ *   (3 an hour), then distinct counters sprayed until Redis evicts (or refuses) and as many again;
+ *   how many of the 20 were reset (their next call OK), what the spray's calls got, and the
+ *   service's `ratelimit.redis.evicted_keys` / `may_evict` / `oom` (its /stats).
  *
- *   flock /work/bench.lock node bench/redis-failover.js [planned|kill|cluster|memory ...]   (default: all)
+ *   flock /work/bench.lock node bench/redis-failover.js [planned|kill|cluster|memory|password|evictions ...]   (default: all)
  *   BENCH_SERVICE=/path/to/dist/src/cli/ratelimit.js …   another build (e.g. the one before a change)
  *
  * Needs a build (`make build`), redis-server, redis-sentinel and redis-cli. Prints one JSON line
@@ -24,8 +34,9 @@
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
+const net = require('node:net');
 const path = require('node:path');
-const { ROOT, tmpDir, removeTmp, sleep, serviceEnv } = require('./processes');
+const { ROOT, tmpDir, removeTmp, sleep, serviceEnv, startProcess } = require('./processes');
 const { available, startRedis, startCluster, startSentinelSet, commandStats, cli, waitFor } = require('./redis');
 const calculateSlot = require('cluster-key-slot');
 
@@ -37,15 +48,20 @@ descriptors:
   - key: user
     rate_limit: {unit: hour, requests_per_unit: 1000000000}
 `;
+/** `evictions`: the counters to spend (3 an hour) beside the spray's `user`. */
+const SPENT_LIMIT = 3;
+const EVICTION_CONFIG = `${CONFIG}  - key: spent
+    rate_limit: {unit: hour, requests_per_unit: ${SPENT_LIMIT}}
+`;
 
 // ---------------------------------------------------------------------------------------------
 // The service
 
 /** Starts the built service on Redis (`env` on top), waits for its listening line; keeps all its output. */
-async function startService(name, env) {
+async function startService(name, env, config = CONFIG) {
   const root = path.join(tmpDir(), `runtime-${name}-${Date.now()}`, 'current');
   fs.mkdirSync(path.join(root, 'ratelimit', 'config'), { recursive: true });
-  fs.writeFileSync(path.join(root, 'ratelimit', 'config', 'bench.yaml'), CONFIG);
+  fs.writeFileSync(path.join(root, 'ratelimit', 'config', 'bench.yaml'), config);
   const proc = spawn(process.execPath, [SERVICE], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -74,6 +90,14 @@ async function startService(name, env) {
     http: httpAddr.replace(/,$/, ''),
     debug: debugAddr,
     output: () => out,
+    /** Its JSON log lines matching `re`, each with `at` (ms) from its @timestamp. */
+    lines: (re) =>
+      out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l))
+        .filter((l) => re.test(l['@message']))
+        .map((l) => ({ at: Date.parse(l['@timestamp']), message: l['@message'] })),
     async stop() {
       proc.kill('SIGTERM');
       const t = setTimeout(() => proc.kill('SIGKILL'), 10_000);
@@ -85,18 +109,61 @@ async function startService(name, env) {
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
 
-/** POST /json for user `value`: 'ok', 'failed' (the service answered an error) or 'error' (no answer). */
-function call(address, value) {
+/** POST /json for `key` = `value`: { status (0: no answer), body }. */
+function post(address, value, key = 'user') {
   const [host, port] = address.split(':');
-  const body = JSON.stringify({ domain: DOMAIN, descriptors: [{ entries: [{ key: 'user', value }] }] });
+  const body = JSON.stringify({ domain: DOMAIN, descriptors: [{ entries: [{ key, value }] }] });
   return new Promise((resolve) => {
     const req = http.request({ host, port: Number(port), path: '/json', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode === 200 ? 'ok' : 'failed'));
+      let b = '';
+      res.on('data', (d) => (b += d));
+      res.on('end', () => resolve({ status: res.statusCode, body: b }));
     });
-    req.on('error', () => resolve('error'));
+    req.on('error', (err) => resolve({ status: 0, body: err.message }));
     req.end(body);
   });
+}
+
+/** POST /json for `key` = `value`: 'ok', 'over' (429), 'failed' (the service answered an error) or 'error' (no answer). */
+async function call(address, value, key = 'user') {
+  const { status } = await post(address, value, key);
+  return status === 200 ? 'ok' : status === 429 ? 'over' : status === 0 ? 'error' : 'failed';
+}
+
+/** GET /healthcheck on the HTTP port: its status, 0 without an answer. */
+function healthStatus(address) {
+  const [host, port] = address.split(':');
+  return new Promise((resolve) => {
+    const req = http.get({ host, port: Number(port), path: '/healthcheck', agent, timeout: 2000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(0));
+  });
+}
+
+/** Polls /healthcheck every 20 ms; `changes` is [{ at, status }] each time the status changed. */
+function watchHealth(svc) {
+  const changes = [];
+  let stopped = false;
+  const done = (async () => {
+    while (!stopped) {
+      const at = Date.now();
+      const status = await healthStatus(svc.http);
+      if (changes.length === 0 || changes[changes.length - 1].status !== status) changes.push({ at, status });
+      await sleep(20);
+    }
+  })();
+  return {
+    changes,
+    /** The first change after `from` to a status that `ok` (200) is or is not. */
+    first: (from, ok) => changes.find((c) => c.at >= from && (c.status === 200) === ok),
+    stop: async () => {
+      stopped = true;
+      await done;
+    },
+  };
 }
 
 /** The service's /stats as name → value. */
@@ -153,10 +220,10 @@ function load(services, values, rate) {
   };
 }
 
-/** The Redis key of `value` now (hour window, no prefix): upstream's format. */
-function keyOf(value) {
+/** The Redis key of `key` = `value` now (hour window, no prefix): upstream's format. */
+function keyOf(value, key = 'user') {
   const now = Math.floor(Date.now() / 1000);
-  return `${DOMAIN}_user_${value}_${now - (now % 3600)}`;
+  return `${DOMAIN}_${key}_${value}_${now - (now % 3600)}`;
 }
 
 /** Σ over values of max(0, calls answered OK − the count `address` holds). */
@@ -350,17 +417,187 @@ async function memoryRun() {
   return { scenario: 'memory', results };
 }
 
+/** A free port on 127.0.0.1. */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** A redis-server on `port` (a fixed one: a restart keeps the address) with `password`; resolves once it accepts connections. */
+async function redisOn(port, password) {
+  const dir = fs.mkdtempSync(path.join(tmpDir(), 'redis-'));
+  const args = ['--bind', '127.0.0.1', '--port', String(port), '--dir', dir, '--save', '', '--appendonly', 'no', '--requirepass', password];
+  return startProcess(`redis-server :${port}`, 'redis-server', args, { PATH: process.env['PATH'] }, /Ready to accept connections/, 10_000, '0-1');
+}
+
+async function passwordRun() {
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  let redis = await redisOn(port, 'old-secret');
+  const svc = await startService('password', { REDIS_URL: address, REDIS_AUTH: 'old-secret', REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true' });
+  try {
+    const health = watchHealth(svc);
+    const calls = load([svc], values(500), 500);
+    await sleep(3000);
+    // Restarted with a new password: down from stopAt, refusing from upAt.
+    const stopAt = Date.now();
+    await redis.stop();
+    redis = await redisOn(port, 'new-secret');
+    const upAt = Date.now();
+    await sleep(2000);
+    const sample = await post(svc.http, 'sample');
+    await sleep(8000);
+    // Restarted with the old password again: accepting from backAt.
+    const restoreAt = Date.now();
+    await redis.stop();
+    redis = await redisOn(port, 'old-secret');
+    const backAt = Date.now();
+    await sleep(5000);
+    await calls.stop();
+    await health.stop();
+    const o = calls.outcomes;
+    const refusals = svc.lines(/refuses our credentials/);
+    const accepted = svc.lines(/accepts our credentials again/);
+    const failed = o.filter((c) => c.r !== 'ok');
+    const firstOkAfter = o.filter((c) => c.r === 'ok' && c.at >= backAt).sort((a, b) => a.at - b.at)[0];
+    const lastFailed = failed.length === 0 ? undefined : failed.reduce((a, b) => (b.at > a.at ? b : a));
+    const down = health.first(stopAt, false);
+    const upAgain = health.first(backAt, true);
+    const refusing = o.filter((c) => c.at >= upAt && c.at < restoreAt);
+    return {
+      scenario: 'password',
+      service: SERVICE,
+      restartMs: upAt - stopAt,
+      wrongPasswordSeconds: (restoreAt - upAt) / 1000,
+      calls: o.length,
+      callsFailed: failed.length,
+      callsFailedWhileRefused: refusing.filter((c) => c.r !== 'ok').length,
+      callsWhileRefused: refusing.length,
+      failedCallsFromStopSeconds: lastFailed === undefined ? 0 : (lastFailed.at - stopAt) / 1000,
+      slowWhileRefused: refusing.filter((c) => c.ms >= TIMEOUT_MS / 2).length,
+      sampleAnswer: `${sample.status} ${sample.body.trim().slice(0, 160)}`,
+      refusalLines: refusals.length,
+      refusalLineAfterNewRedisMs: refusals.length === 0 ? null : refusals[0].at - upAt,
+      refusalLine: refusals[0]?.message ?? null,
+      healthNot200AfterStopMs: down === undefined ? null : down.at - stopAt,
+      healthNot200Status: down?.status ?? null,
+      // /healthcheck back to 200 between going down and the old password's return (should be none).
+      health200WhileRefused: health.changes.filter((c) => down !== undefined && c.at > down.at && c.at < backAt && c.status === 200).length,
+      healthChanges: health.changes.map((c) => [c.at - stopAt, c.status]),
+      acceptedLines: accepted.length,
+      acceptedLineAfterOldRedisMs: accepted.length === 0 ? null : accepted[0].at - backAt,
+      firstOkCallAfterOldRedisMs: firstOkAfter === undefined ? null : firstOkAfter.at - backAt,
+      lastFailedCallAfterOldRedisMs: lastFailed === undefined || lastFailed.at < backAt ? null : lastFailed.at - backAt,
+      health200AfterOldRedisMs: upAgain === undefined ? null : upAgain.at - backAt,
+    };
+  } finally {
+    await svc.stop();
+    await redis.stop();
+  }
+}
+
+/** One Redis with maxmemory 2mb and `policy`: the start-up warning, 20 spent counters, a spray, what was reset. */
+async function evictionRun(policy) {
+  const redis = await startRedis({ extraArgs: ['--maxmemory', '2mb', '--maxmemory-policy', policy] });
+  const spawnedAt = Date.now();
+  const svc = await startService(`evictions-${policy}`, { REDIS_URL: redis.address, REDIS_EVICTION_CHECK_INTERVAL: '1s' }, EVICTION_CONFIG);
+  try {
+    const evictedInRedis = async () => Number(/evicted_keys:(\d+)/.exec(await cli(redis.address, ['INFO', 'stats']))[1]);
+    const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await cli(redis.address, ['INFO', 'memory']))[1]);
+    await sleep(1500); // the start-up check, and one periodic check
+    const listening = svc.lines(/listening: gRPC/)[0];
+    const warning = svc.lines(/may evict counters/)[0];
+    const memoryAtStart = await usedMemory();
+    // 20 counters spent to their limit: SPENT_LIMIT calls OK, the next over the limit; then left idle.
+    const spent = values(20).map((v) => `s${v}`);
+    const spending = { ok: 0, over: 0, other: 0 };
+    for (const v of spent) {
+      for (let i = 0; i <= SPENT_LIMIT; i++) {
+        const r = await call(svc.http, v, 'spent');
+        spending[r === 'ok' || r === 'over' ? r : 'other']++;
+      }
+    }
+    // The spray: distinct counters, 200 at a time, until Redis evicts (or a call fails), then as many again.
+    const sprayed = { ok: 0, over: 0, failed: 0, error: 0 };
+    const statuses = {};
+    let n = 0;
+    let untilFull;
+    let sample;
+    const cap = 200_000;
+    while (n < cap && (untilFull === undefined || n < 2 * untilFull)) {
+      const batch = Array.from({ length: 200 }, (_, i) => `x${String(n + i).padStart(11, '0')}`);
+      n += batch.length;
+      const answers = await Promise.all(batch.map((v) => post(svc.http, v)));
+      let failedHere = 0;
+      for (const a of answers) {
+        const r = a.status === 200 ? 'ok' : a.status === 429 ? 'over' : a.status === 0 ? 'error' : 'failed';
+        sprayed[r]++;
+        statuses[a.status] = (statuses[a.status] ?? 0) + 1;
+        if (r === 'failed' || r === 'error') {
+          failedHere++;
+          sample ??= `${a.status} ${a.body.trim().slice(0, 160)}`;
+        }
+      }
+      if (untilFull === undefined && (failedHere > 0 || (await evictedInRedis()) > 0)) untilFull = n;
+    }
+    await sleep(2500); // two eviction checks
+    const evictedAfterSpray = await evictedInRedis();
+    const held = (await cli(redis.address, ['MGET', ...spent.map((v) => keyOf(v, 'spent'))])).split('\n').slice(0, spent.length);
+    const kept = held.filter((x) => Number(x) > SPENT_LIMIT).length;
+    const after = { ok: 0, over: 0, failed: 0, error: 0 };
+    for (const v of spent) after[await call(svc.http, v, 'spent')]++;
+    await sleep(1500); // one more check
+    // Read together: redis-cli's own connection costs Redis memory, so under allkeys-lru each read evicts keys too.
+    const [st, evictedAtEnd] = await Promise.all([stats(svc), evictedInRedis()]);
+    return {
+      policy,
+      usedMemoryAtStart: memoryAtStart,
+      mayEvictWarningAfterListeningMs: warning === undefined ? null : warning.at - listening.at,
+      mayEvictWarningAfterSpawnMs: warning === undefined ? null : warning.at - spawnedAt,
+      mayEvictWarnings: svc.lines(/may evict counters/).length,
+      spending,
+      sprayCalls: n,
+      sprayCallsUntilFull: untilFull ?? null,
+      sprayed,
+      sprayStatuses: statuses,
+      sprayFailedSample: sample ?? null,
+      redisEvictedKeysAfterSpray: evictedAfterSpray,
+      spentCountersStillHeld: kept,
+      spentCallsAfter: after,
+      spentCountersReset: after.ok,
+      redisEvictedKeys: evictedAtEnd,
+      evictedKeysStat: st['ratelimit.redis.evicted_keys'] ?? null,
+      mayEvictStat: st['ratelimit.redis.may_evict'] ?? null,
+      oomStat: st['ratelimit.redis.oom'] ?? null,
+      evictionWarnings: svc.lines(/evicted \d+ keys? since the last check/).map((l) => l.message),
+      fullLines: svc.lines(/is full and refuses new counters/).length,
+      roomAgainLines: svc.lines(/has room for new counters again/).length,
+    };
+  } finally {
+    await svc.stop();
+    await redis.stop();
+  }
+}
+
 async function main() {
   const problem = available();
   if (problem !== null) throw new Error(problem);
   const wanted = process.argv.slice(2);
-  const run = wanted.length === 0 ? ['planned', 'kill', 'cluster', 'memory'] : wanted;
+  const run = wanted.length === 0 ? ['planned', 'kill', 'cluster', 'memory', 'password', 'evictions'] : wanted;
   for (const s of run) {
     let r;
     if (s === 'planned' || s === 'kill') r = await sentinelRun(s);
     else if (s === 'cluster') r = await clusterRun();
     else if (s === 'memory') r = await memoryRun();
-    else throw new Error(`unknown scenario ${s}: planned, kill, cluster or memory`);
+    else if (s === 'password') r = await passwordRun();
+    else if (s === 'evictions') r = { scenario: 'evictions', service: SERVICE, results: [await evictionRun('allkeys-lru'), await evictionRun('noeviction')] };
+    else throw new Error(`unknown scenario ${s}: planned, kill, cluster, memory, password or evictions`);
     console.log(JSON.stringify(r));
   }
 }

@@ -64,14 +64,16 @@ const RUNNER_ALLOWED: Readonly<Record<string, readonly string[]>> = {
   candles: [],
   /** The broker-call budget: every broker call through the rate limiter, its state and limits. */
   broker: ['report'],
+  /** What locks new entries, the same in every mode: the safety limits and the protections. */
+  protections: [],
   /** Running a strategy: backtest, paper/live, sweeps, and what they share. */
-  engine: ['broker', 'report'],
+  engine: ['protections', 'broker', 'report'],
   /** Webhook notifications of a paper or live run (the engine's events): queued, bounded, never in the way of trading. */
-  notify: ['engine'],
+  notify: ['engine', 'protections'],
   /** Watching and steering a paper or live run from outside: its control API and dashboard. */
-  control: ['notify', 'engine', 'broker', 'report'],
+  control: ['notify', 'engine', 'protections', 'broker', 'report'],
   /** The `ratelimit-runner` commands and their options. */
-  cli: ['control', 'notify', 'engine', 'broker', 'report', 'candles'],
+  cli: ['control', 'notify', 'engine', 'protections', 'broker', 'report', 'candles'],
 };
 const RUNNER_API = ['errors.ts', 'results.ts', 'strategy.ts'];
 

@@ -11,6 +11,20 @@ export class SafetyError extends Error {
 }
 
 /**
+ * The rules of the locks on new entries: the operator's (pause, flatten, stop) and the
+ * protections' (the daily loss limit among them). An entry refused by one is a SafetyError with
+ * that rule; a hook that does not catch it is no strategy error (which would flatten and end the
+ * run): the hook ends there and the run goes on, in every mode.
+ */
+export const ENTRY_LOCK_RULES: ReadonlySet<string> = new Set(['paused', 'flattened', 'stopping', 'stopLossGuard', 'maxDrawdown', 'cooldown', 'maxDailyLoss']);
+
+/** Whether a hook's error (a StrategyError's cause, or the error itself) is an entry refused by a lock. */
+export function isEntryLock(e: unknown): boolean {
+  const cause = e instanceof StrategyError ? e.cause : e;
+  return cause instanceof SafetyError && ENTRY_LOCK_RULES.has(cause.rule);
+}
+
+/**
  * The broker refused an order or a close, or the runner did before sending, by the broker's rule
  * (the same in every mode: engine/pre-trade.ts). `rule` names it: `amount` (not a multiple of 10,
  * above the broker's maximum, more than the trade holds), `trailing_step`, `margin` (not enough

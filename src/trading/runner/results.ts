@@ -54,4 +54,15 @@ export interface RunResult {
   error?: RunError;
   /** Paper/live: the run's own positions and entry orders still open at the broker when it ended. */
   leftOpen?: { positions: Position[]; orders: PendingOrder[] };
+  /** The locks its protections set, in order (the first 1,000). */
+  locks?: ProtectionLock[];
+}
+
+/** A lock a protection set: by which rule, on which symbol (none: every symbol), from when until when (epoch ms), and why. */
+export interface ProtectionLock {
+  rule: 'stopLossGuard' | 'maxDrawdown' | 'cooldown';
+  symbol?: string;
+  from: number;
+  until: number;
+  reason: string;
 }

@@ -51,6 +51,18 @@ export interface OrderEvent {
   ts: number;
 }
 
+/** Protections (protections/protections.ts): each locks new entries for a while. */
+export interface ProtectionRules {
+  /** `stops` stop-outs within `withinMin` minutes lock new entries for `lockMin` minutes (every symbol, or `perSymbol`: that one). */
+  stopLossGuard?: { stops: number; withinMin: number; lockMin: number; perSymbol?: boolean };
+  /** Equity `pct` % below its highest point locks new entries for `lockMin` minutes. */
+  maxDrawdown?: { pct: number; lockMin: number };
+  /** After a trade of a symbol closes, no new entry on it for `minutes`. */
+  cooldown?: { minutes: number };
+  /** The daily loss limit, as --max-daily-loss. */
+  dailyLoss?: number;
+}
+
 export type CloseReason = 'close' | 'stop' | 'limit' | 'trailing' | 'flatten' | 'operator' | 'broker';
 
 export interface TradeEvent {
@@ -232,6 +244,11 @@ export interface Strategy<P = Record<string, unknown>> {
    * sweep is warmed up the same way from the candles before it (default 0).
    */
   warmup?: number;
+  /**
+   * Rules that lock new entries after stop-outs, a drawdown or a close, the same in every mode
+   * (docs/strategy-guide.md, "Protections"); `--protections FILE` replaces them.
+   */
+  protections?: ProtectionRules;
   onStart?(ctx: StrategyContext<P>): Awaitable;
   onTick?(ctx: StrategyContext<P>, tick: Tick): Awaitable;
   onBar?(ctx: StrategyContext<P>, bar: Bar): Awaitable;

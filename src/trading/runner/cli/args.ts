@@ -5,7 +5,11 @@
 import { flag, isSet, list, type OptionSpecs, type ParsedArgs, UsageError } from '../../../platform/argv';
 import type { Slippage } from '../../execution/fills';
 import { DEFAULT_ROLLOVER, type RolloverRates } from '../../execution/financing';
-import type { SafetyLimits } from '../engine/safety';
+import fs from 'node:fs';
+import type { SafetyLimits } from '../protections/safety';
+import { checkProtectionRules } from '../protections/protections';
+import type { ProtectionRules } from '../strategy';
+import { errorMessage } from '../../../platform/errors';
 import { paramValue } from '../engine/sweep';
 
 const string = { type: 'string' } as const;
@@ -18,6 +22,7 @@ export const STRATEGY_OPTIONS: OptionSpecs = {
   'max-position': string,
   'max-daily-loss': string,
   'min-usable-margin-pct': string,
+  protections: string,
   report: string,
   quiet: bool,
   'log-level': string,
@@ -174,8 +179,25 @@ export function safetyOf(p: ParsedArgs): SafetyLimits {
   return { maxPosition: num(p, 'max-position'), maxDailyLoss: num(p, 'max-daily-loss'), minUsableMarginPct: num(p, 'min-usable-margin-pct') };
 }
 
+/** `--protections FILE`: a JSON file of protections, instead of the strategy's (a usage error naming what is wrong). */
+export function protectionsOf(p: ParsedArgs): ProtectionRules | undefined {
+  const file = flag(p, 'protections');
+  if (file === undefined) return undefined;
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`--protections ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : errorMessage(e)}`);
+  }
+  try {
+    return checkProtectionRules(JSON.parse(text), `--protections ${file}`);
+  } catch (e) {
+    throw new UsageError(e instanceof SyntaxError ? `--protections ${file}: not JSON (${e.message})` : errorMessage(e));
+  }
+}
+
 /** What a backtest's command line sets of its run (backtest and lookahead read it alike). */
-export function backtestRunOf(p: ParsedArgs): { params: Record<string, unknown>; balance?: number; currency?: string; commissionPerK?: number; leverage?: number; safety: SafetyLimits } & Realism {
+export function backtestRunOf(p: ParsedArgs): { params: Record<string, unknown>; balance?: number; currency?: string; commissionPerK?: number; leverage?: number; safety: SafetyLimits; protections?: ProtectionRules } & Realism {
   return {
     params: parseParams(p),
     balance: num(p, 'balance'),
@@ -184,6 +206,7 @@ export function backtestRunOf(p: ParsedArgs): { params: Record<string, unknown>;
     leverage: num(p, 'leverage'),
     ...realismOf(p),
     safety: safetyOf(p),
+    protections: protectionsOf(p),
   };
 }
 

@@ -42,6 +42,8 @@ ${REALISM_USAGE}
   --max-daily-loss N    safety: flatten and stop opening when the UTC day's loss reaches N
   --min-usable-margin-pct P  safety: refuse to open when the usable margin left after the order
                         would be below P% of equity
+  --protections FILE    protections (stop-loss guard, max drawdown, cooldown, daily loss) from
+                        a JSON file, instead of the strategy's \`protections\`
   --report PATH         write PATH.json and PATH.html (default ./report)
   --log-level LEVEL     strategy log output from LEVEL up: debug, info (default), warn, error
   --quiet               no strategy log output and no progress bar

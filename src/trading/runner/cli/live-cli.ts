@@ -13,7 +13,7 @@ import { bundledLimitsFile } from '../broker/limits-file';
 import { DownloadProgress } from '../candles/candles-progress';
 import { CANDLE_STORE_ENV, downloadIntoStore, type StoreDownload } from '../candles/candles-store';
 import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../../platform/argv';
-import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, byteSize, logLevelOf, num, parseParams, safetyOf, type StrategyLogLevel } from './args';
+import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, byteSize, logLevelOf, num, parseParams, protectionsOf, safetyOf, type StrategyLogLevel } from './args';
 import { consoleLogger, loadForCommand } from './cli';
 import { JournalFinishedError, strategyErrorLine } from '../errors';
 import { Journal, finishedRunOf, journalPath, readJournal, type JournalLine } from '../engine/journal';
@@ -84,6 +84,8 @@ const COMMON = `  --limits FILE         rate limit config (the 'ratelimit' YAML 
   --max-daily-loss N    safety: flatten and stop opening when the UTC day's loss reaches N
   --min-usable-margin-pct P  safety: refuse to open when the usable margin left after the order
                         would be below P% of equity
+  --protections FILE    protections (stop-loss guard, max drawdown, cooldown, daily loss) from
+                        a JSON file, instead of the strategy's \`protections\`
   --leverage N          the account's leverage, for the pre-trade margin check that mirrors the
                         broker's (an order needs its notional / N of usable margin; default 50,
                         the simulator's); the broker's own refusal is the last word
@@ -328,6 +330,7 @@ async function runMode(argv: string[], mode: 'paper' | 'live'): Promise<number> 
     strategyFile: file,
     params: parseParams(p),
     safety: safetyOf(p),
+    protections: protectionsOf(p),
     leverage: num(p, 'leverage'),
     logger: log,
     client: broker.client,

@@ -43,6 +43,7 @@ Options:
   --balance N, --currency CCY, --commission N, --leverage N   as for backtest
 ${REALISM_USAGE}
   --max-position K, --max-daily-loss N, --min-usable-margin-pct P   safety limits, as for backtest
+  --protections FILE    protections from a JSON file, as for backtest
   --cuts N              cut points (default ${DEFAULT_CUTS})
   --no-warmup-check     only the lookahead check
   --workers N           worker threads (default: the CPUs node may use, os.availableParallelism())

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type ParsedArgs } from '../../../platform/argv';
-import { SWEEP_OPTIONS, num, parseParams, realismOf, safetyOf } from './args';
+import { SWEEP_OPTIONS, num, parseParams, protectionsOf, realismOf, safetyOf } from './args';
 import { readCandleFile } from '../../fxcm/candle-file';
 import { REALISM_USAGE, loadForCommand, progressBar, strategyAndCandles } from './cli';
 import { MIN_DAILY_RETURNS, writeReport } from '../report/report';
@@ -69,6 +69,7 @@ Backtests:
   --balance N, --currency CCY, --commission N, --leverage N   as for backtest
 ${REALISM_USAGE}
   --max-position K, --max-daily-loss N, --min-usable-margin-pct P   safety limits, as for backtest
+  --protections FILE        protections from a JSON file, as for backtest
   --workers N               worker threads (default: the CPUs node may use, os.availableParallelism())
 Output:
   --report PATH             PATH.json (every result) and PATH-oos.json + PATH-oos.html, the report of
@@ -280,7 +281,7 @@ export async function sweepCommand(argv: string[]): Promise<number> {
   checkDeclared(axes, fixed, Object.keys(strategy.params ?? {}));
   const plan = {
     strategy: strategy.name ?? path.basename(file),
-    setup: { strategyFile: file, data, balance, currency: flag(p, 'currency'), commissionPerK, leverage, realism: realismOf(p), safety },
+    setup: { strategyFile: file, data, balance, currency: flag(p, 'currency'), commissionPerK, leverage, realism: realismOf(p), safety, protections: protectionsOf(p) },
     axes,
     fixed,
     folds: splitTimeline(data, folds, inSamplePct, strategy.symbols),

@@ -225,6 +225,7 @@ export const DASHBOARD_JS = `'use strict';
     path.setAttribute('d', d);
     $('curve-note').textContent = 'from ' + time(t0) + ' to ' + time(t1) + ' UTC, ' + money(lo) + ' to ' + money(hi) + ' ' + currency;
   }
+  var RULE_NAMES = { stopLossGuard: 'stop-loss guard', maxDrawdown: 'maximum drawdown', cooldown: 'cooldown per symbol', dailyLoss: 'daily loss limit' };
   var LIMIT_NAMES = { maxPosition: 'maximum position (K, per symbol and side)', maxDailyLoss: 'daily loss limit', minUsableMarginPct: 'minimum usable margin (% of equity)' };
   function show(status, positions, trades, pnl, budget, protections) {
     $('login').hidden = true;
@@ -259,7 +260,9 @@ export const DASHBOARD_JS = `'use strict';
     $('flatten').disabled = !(running || status.phase === 'ending');
     $('stop').disabled = status.phase === 'ended' || locked.indexOf('stopping') >= 0;
     var set = Object.keys(protections.limits).filter(function (k) { return protections.limits[k] !== undefined; });
+    var rules = Object.keys(protections.rules || {}).map(function (k) { return (RULE_NAMES[k] || k) + ' ' + JSON.stringify(protections.rules[k]); });
     $('protections').textContent = (set.length ? 'Limits: ' + set.map(function (k) { return (LIMIT_NAMES[k] || k) + ' ' + protections.limits[k]; }).join('; ') + '. ' : 'No safety limit set (--max-position, --max-daily-loss, --min-usable-margin-pct). ') +
+      (rules.length ? 'Protections: ' + rules.join('; ') + '. ' : '') +
       (protections.locks.length ? 'New entries are locked:' : 'No lock on new entries.');
     items('notifications', status.notifications.length ? status.notifications : ['none (--notify URL sends the run\\'s events as webhooks)'], function (n) {
       return typeof n === 'string' ? n : n.url + ': ' + n.sent + ' sent, ' + n.failed + ' failed, ' + n.dropped + ' dropped, ' + n.queued + ' waiting' + (n.lastError ? ' · last error ' + time(Date.parse(n.lastError.at)) + ' UTC: ' + n.lastError.message : '');

@@ -30,14 +30,16 @@ import { PERIOD_SECONDS } from '../../fxcm/candles';
 import type { CandleSeries } from '../../fxcm/candle-file';
 import type { Candle, Period } from '../../fxcm/types';
 import { PreTradeCheck } from './pre-trade';
-import { OrderGoneError, OrderRejectedError, runErrorOf, runHook } from '../errors';
+import { OrderGoneError, OrderRejectedError, isEntryLock, runErrorOf, runHook, type StrategyError } from '../errors';
 import { DEFAULT_LEVERAGE, clean, exactConversion, marginOf, pipOf, positionPL } from '../../execution/instruments';
 import { closeSide, entryFill, entryKind, exitFill, levelFromPips, marketFill, trailStop, type EntryKind, type Slippage } from '../../execution/fills';
 import { rolloverOf, type RolloverRates } from '../../execution/financing';
 import { rolloversBetween } from '../../fxcm/market-hours';
 import { BarHistory, bucketStart, extendBar, openBar } from './bars';
 import type { ClosedTrade, EquityPoint, RunResult } from '../results';
-import { SafetyGuard, type SafetyLimits } from './safety';
+import { SafetyGuard, type SafetyLimits } from '../protections/safety';
+import { Protections, runProtections } from '../protections/protections';
+import type { ProtectionRules } from '../strategy';
 import type {
   AccountInfo,
   Bar,
@@ -75,6 +77,8 @@ export interface BacktestOptions {
   /** Rollover rates per symbol (execution/financing.ts); absent: no rollover (the default). */
   rollover?: Readonly<Record<string, RolloverRates>>;
   safety?: SafetyLimits;
+  /** The protections (a --protections file), instead of the strategy's. */
+  protections?: ProtectionRules;
   logger?: StrategyLogger;
   /** Called every `progressEvery` candles and at the end (`final`: also when an error stopped the run early). */
   onProgress?: (done: number, total: number, final?: boolean) => void;
@@ -154,6 +158,7 @@ export class BacktestEngine {
   private readonly building = new Map<string, Bar>();
   private readonly timers = new Map<string, StrategyTimer>();
   private readonly guard: SafetyGuard;
+  private readonly protections: Protections;
   private readonly events: (() => Promise<void>)[] = [];
   private readonly ctx: StrategyContext<Record<string, unknown>>;
   private readonly log: StrategyLogger;
@@ -168,7 +173,9 @@ export class BacktestEngine {
     this.leverage = opts.leverage ?? DEFAULT_LEVERAGE;
     this.balance = opts.balance ?? 10000;
     this.log = opts.logger ?? silentLogger;
-    this.guard = new SafetyGuard(opts.safety ?? {});
+    const run = runProtections(opts.strategy.protections, opts.protections, opts.safety);
+    this.guard = new SafetyGuard(run.safety);
+    this.protections = new Protections(run.rules, (l) => this.log.warn(`protection ${l.rule} locks new entries${l.symbol ? ` on ${l.symbol}` : ''} until ${new Date(l.until).toISOString()}: ${l.reason}`));
     this.history = new BarHistory(opts.historyLimit ?? 5000);
     this.ctx = this.makeContext();
   }
@@ -334,6 +341,7 @@ export class BacktestEngine {
     };
     this.closed.push(rec);
     this.guard.onRealised(this.nowMs, rec.pl);
+    this.protections.closed(t.symbol, reason, this.nowMs);
     if (amount >= t.amount) this.open.delete(t.tradeId);
     else {
       t.commission -= openCommission;
@@ -345,16 +353,20 @@ export class BacktestEngine {
 
   /** What the pre-trade check reads: this run's account, quotes, trades and entry orders. */
   private preTradeCheck(): PreTradeCheck {
-    return new PreTradeCheck(this.guard, {
-      symbols: this.opts.strategy.symbols,
-      currency: this.currency,
-      leverage: this.leverage,
-      now: () => this.nowMs,
-      quote: (symbol) => this.quotes.get(symbol),
-      margin: () => this.accountInfo(),
-      positions: (symbol) => [...this.open.values()].filter((t) => t.symbol === symbol),
-      entries: (symbol) => [...this.entries.values()].filter((o) => o.symbol === symbol),
-    });
+    return new PreTradeCheck(
+      this.guard,
+      {
+        symbols: this.opts.strategy.symbols,
+        currency: this.currency,
+        leverage: this.leverage,
+        now: () => this.nowMs,
+        quote: (symbol) => this.quotes.get(symbol),
+        margin: () => this.accountInfo(),
+        positions: (symbol) => [...this.open.values()].filter((t) => t.symbol === symbol),
+        entries: (symbol) => [...this.entries.values()].filter((o) => o.symbol === symbol),
+      },
+      this.protections,
+    );
   }
 
   /**
@@ -545,8 +557,14 @@ export class BacktestEngine {
     this.rolledTo = toMs;
   }
 
-  private call(hook: string, fn: () => void | Promise<void>): Promise<void> {
-    return runHook(hook, fn, this.opts.strategyFile);
+  /** Runs a hook; an entry refused by a lock ends the hook, not the run (errors.ts). */
+  private async call(hook: string, fn: () => void | Promise<void>): Promise<void> {
+    try {
+      await runHook(hook, fn, this.opts.strategyFile);
+    } catch (e) {
+      if (!isEntryLock(e)) throw e;
+      this.log.info(`${hook} ended on an entry refused: ${((e as StrategyError).cause as Error).message}`);
+    }
   }
 
   private async drain(): Promise<void> {
@@ -712,6 +730,7 @@ export class BacktestEngine {
         if (this.timers.size) await this.fireTimers();
         const acc = this.balance + this.unrealised();
         this.equity.push({ ts: this.nowMs, balance: clean(this.balance), equity: clean(acc) });
+        this.protections.equity(this.nowMs, acc);
         i = j;
         if (this.opts.onProgress && (i % every === 0 || i === total)) this.opts.onProgress(i, total);
         else if (this.opts.onProgress && Math.floor(i / every) !== Math.floor((i - group.length) / every)) this.opts.onProgress(i, total);
@@ -742,6 +761,7 @@ export class BacktestEngine {
       leftOpen: { positions: this.positions(), orders: this.orders() },
       approximateCurrency: [...this.approx].sort(),
       error,
+      ...(this.protections.history.length ? { locks: this.protections.history } : {}),
     };
   }
 }

@@ -15,8 +15,9 @@ import type { Strategy, Tick } from '../strategy';
 import type { SavedBarSeries, SavedLiveBars } from './bars';
 import type { SavedBrokerState } from './broker-state';
 import type { JournalLine } from './journal';
-import type { SafetyCounters } from './safety';
+import type { SafetyCounters } from '../protections/safety';
 import type { EntryLock } from './run-controls';
+import type { SavedProtections } from '../protections/protections';
 
 /** The bytes a journal takes after its checkpoint before the next one replaces them. */
 export const DEFAULT_JOURNAL_MAX_BYTES = 8 * 1024 * 1024;
@@ -46,6 +47,8 @@ export interface SavedEngine {
   deletedOrders: string[];
   /** The operator's lock on new entries (run-controls.ts), when one holds. */
   entryLock?: EntryLock;
+  /** The protections' recent stops, equity peak and locks (absent in a checkpoint of an older runner). */
+  protections?: SavedProtections;
 }
 
 export interface CheckpointLine extends JournalLine {

@@ -48,17 +48,18 @@ import { liveContext } from './live-context';
 import { errorOf, journaledError, matchPlacedOrder, settleOrphan, type JournaledError, type Orphan } from './orphans';
 import { LOST_SNAPSHOT_TTL_MS, LOST_WATCH_MS, PLACING_OPS, PushLog, SETTLED_OPS, describeCall, settleFromPushes, settleFromSnapshot, snapshotModels, watchMatches, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
 import { answerLost } from '../../fxcm/errors';
-import { AnswerLostError, JournalFinishedError, OrderRejectedError, StrategyError, runErrorOf, runHook, scriptLocation } from '../errors';
+import { AnswerLostError, JournalFinishedError, OrderRejectedError, isEntryLock, runErrorOf, runHook, scriptLocation, type StrategyError } from '../errors';
 import { finishedRunOf, type Journal, type JournalLine } from './journal';
 import { CHECKPOINT_VERSION, DEFAULT_JOURNAL_MAX_BYTES, hasStateHooks, jsonProblem, lastCheckpoint, type CheckpointLine, type SavedEngine } from './checkpoint';
 import { thinEquity } from '../report/equity-thinning';
 import type { BrokerCallBudget } from '../broker/call-budget';
-import { SafetyGuard, type SafetyLimits } from './safety';
-import type { AccountInfo, Bar, CloseReason, OrderEvent, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
+import { SafetyGuard, type SafetyLimits } from '../protections/safety';
+import { Protections, runProtections } from '../protections/protections';
+import type { AccountInfo, Bar, CloseReason, OrderEvent, ProtectionRules, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
 import { errorMessage } from '../../../platform/errors';
 import type { RunView } from './run-view';
 import type { RunEventKind, RunEvents } from './run-events';
-import { RunControls, isLockRefusal, type ActionDone, type ControlLine, type OperatorAction } from './run-controls';
+import { RunControls, type ActionDone, type ControlLine, type OperatorAction } from './run-controls';
 
 export interface LiveIntent {
   id: number;
@@ -73,6 +74,8 @@ export interface LiveOptions {
   strategyFile?: string;
   params?: Record<string, unknown>;
   safety?: SafetyLimits;
+  /** The protections (a --protections file), instead of the strategy's. */
+  protections?: ProtectionRules;
   /** The account's leverage for the pre-trade margin check (default DEFAULT_LEVERAGE, the simulator's). */
   leverage?: number;
   logger?: StrategyLogger;
@@ -260,6 +263,7 @@ export class LiveEngine {
   private readonly o: LiveOptions;
   private readonly log: StrategyLogger;
   private readonly guard: SafetyGuard;
+  private readonly protections: Protections;
   /** The operator's actions and the lock on new entries they set (the kill switch). */
   private readonly controls: RunControls;
   private readonly ctx: StrategyContext<Record<string, unknown>>;
@@ -325,7 +329,13 @@ export class LiveEngine {
     this.o = opts;
     this.clock = opts.clock ?? systemClock;
     this.log = opts.logger ?? silentLogger;
-    this.guard = new SafetyGuard(opts.safety ?? {});
+    const run = runProtections(opts.strategy.protections, opts.protections, opts.safety);
+    this.guard = new SafetyGuard(run.safety);
+    this.protections = new Protections(run.rules, (l) => {
+      if (this.replaying) return;
+      this.log.warn(`protection ${l.rule} locks new entries${l.symbol ? ` on ${l.symbol}` : ''} until ${new Date(l.until).toISOString()}: ${l.reason}`);
+      this.tell('protection_locked', { ...l, from: new Date(l.from).toISOString(), until: new Date(l.until).toISOString() });
+    });
     this.timeframes = opts.strategy.timeframes?.length ? [...opts.strategy.timeframes] : [LIVE_DEFAULT_TIMEFRAME];
     this.liveBars = new LiveBars(this.timeframes);
     this.controls = new RunControls({
@@ -416,7 +426,7 @@ export class LiveEngine {
       closed: this.closed,
       equity: this.equity,
       pnl: { realised, unrealised: own.reduce((sum, p) => sum + p.pl, 0), day: account.dayPL, currency: account.currency },
-      protections: { limits: { ...this.guard.limits }, locks: [...this.controls.locks(), ...this.guard.locks(this.now)] },
+      protections: { limits: { ...this.guard.limits }, rules: this.protections.rules, locks: [...this.controls.locks(), ...this.guard.locks(this.now), ...this.protections.locks(this.wallNow())] },
       lastCheckpointAt: this.lastCheckpointAt,
     };
   }
@@ -503,16 +513,20 @@ export class LiveEngine {
   /** The pre-trade check of every mode, on what the runner knows of the account (every trade and entry order of it). */
   private preTradeCheck(): PreTradeCheck {
     const b = this.broker;
-    return new PreTradeCheck(this.guard, {
-      symbols: this.o.strategy.symbols,
-      currency: this.o.currency ?? 'USD',
-      leverage: this.o.leverage ?? DEFAULT_LEVERAGE,
-      now: () => this.now,
-      quote: (symbol) => this.quotes.get(symbol),
-      margin: () => (b.account ? this.accountInfo() : undefined),
-      positions: (symbol) => [...b.positions.values()].filter((r) => r.currency === symbol).map((r) => ({ isBuy: r.isBuy === true, amount: numOf(r.amountK) })),
-      entries: (symbol) => b.ownEntryOrders(true).map((r) => b.pending(r)).filter((o) => o.symbol === symbol),
-    });
+    return new PreTradeCheck(
+      this.guard,
+      {
+        symbols: this.o.strategy.symbols,
+        currency: this.o.currency ?? 'USD',
+        leverage: this.o.leverage ?? DEFAULT_LEVERAGE,
+        now: () => this.now,
+        quote: (symbol) => this.quotes.get(symbol),
+        margin: () => (b.account ? this.accountInfo() : undefined),
+        positions: (symbol) => [...b.positions.values()].filter((r) => r.currency === symbol).map((r) => ({ isBuy: r.isBuy === true, amount: numOf(r.amountK) })),
+        entries: (symbol) => b.ownEntryOrders(true).map((r) => b.pending(r)).filter((o) => o.symbol === symbol),
+      },
+      this.protections,
+    );
   }
 
   // ------------------------------------------------------------ intents and answers
@@ -722,14 +736,13 @@ export class LiveEngine {
     return this.pumping;
   }
 
-  /** Handles one input; a strategy error flattens and ends the run (an entry refused by the operator's lock does not). */
+  /** Handles one input; a strategy error flattens and ends the run (an entry refused by a lock does not: errors.ts). */
   private async handle(ev: InEvent): Promise<void> {
     try {
       await this.apply(ev);
     } catch (e) {
-      const refusal = e instanceof StrategyError ? e.cause : e;
-      if (isLockRefusal(refusal)) {
-        if (!this.replaying) this.log.info(`${(e as StrategyError).hook ?? 'a hook'} ended on an entry refused: ${(refusal as Error).message}`);
+      if (isEntryLock(e)) {
+        if (!this.replaying) this.log.info(`${(e as StrategyError).hook} ended on an entry refused: ${((e as StrategyError).cause as Error).message}`);
         return;
       }
       await this.fatal(e);
@@ -986,6 +999,7 @@ export class LiveEngine {
       if (last && last.ts === this.now) this.equity.pop();
       this.equity.push({ ts: this.now, balance: bal, equity: eq });
     }
+    this.protections.equity(this.now, eq);
   }
 
   private async applyPrice(p: PriceUpdate, t: number): Promise<void> {
@@ -1191,6 +1205,7 @@ export class LiveEngine {
     };
     this.closed.push(trade);
     this.tell('exit', { ...trade });
+    this.protections.closed(trade.symbol, reason, closeTime);
     // a part closed: its ticket is done, the trade is still open
     this.closedIds.add(partTicket ?? id);
     this.broker.closeReasons.delete(id); // said in the trade; a checkpoint keeps the open trades' only
@@ -1276,6 +1291,7 @@ export class LiveEngine {
       unclaimedEnds: [...this.unclaimedEnds],
       deletedOrders: [...this.deletedOrders],
       ...(this.controls.saved() ? { entryLock: this.controls.saved() } : {}),
+      protections: this.protections.saved(),
     };
   }
 
@@ -1304,6 +1320,7 @@ export class LiveEngine {
     for (const [k, end] of e.unclaimedEnds) this.unclaimedEnds.set(k, end);
     for (const id of e.deletedOrders) this.deletedOrders.add(id);
     this.controls.restore(e.entryLock);
+    this.protections.restore(e.protections);
     try {
       await runHook('restoreState', () => s.restoreState!.call(s, this.ctx, c.strategy), this.o.strategyFile);
     } catch (err) {
@@ -1407,6 +1424,7 @@ export class LiveEngine {
       resumed: this.resumed,
       error: this.error,
       ...(this.halted ? { halted: this.halted } : {}),
+      ...(this.protections.history.length ? { locks: this.protections.history } : {}),
       ...(this.unsettled().length ? { unsettled: this.unsettled() } : {}),
       leftOpen: this.o.mode === 'replay' ? undefined : { positions: this.broker.ownPositions().map((r) => this.broker.position(r)), orders: this.broker.ownEntryOrders().map((r) => this.broker.pending(r)) },
     };

@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import Module from 'node:module';
 import path from 'node:path';
 import { StrategyError, scriptLocation } from '../errors';
+import { checkProtectionRules } from '../protections/protections';
 import type { Strategy } from '../strategy';
 import { errorMessage } from '../../../platform/errors';
 
@@ -39,6 +40,11 @@ export function validateStrategy(s: unknown, file: string): Strategy<Record<stri
   // one without the other would save a state nothing restores, or restore one never saved
   if ((st.saveState === undefined) !== (st.restoreState === undefined)) {
     throw new StrategyError(`${file}: the strategy has ${st.saveState ? 'saveState but no restoreState' : 'restoreState but no saveState'}: define both, or neither`, 'load', undefined);
+  }
+  try {
+    checkProtectionRules(st.protections, file);
+  } catch (e) {
+    throw new StrategyError(errorMessage(e), 'load', undefined);
   }
   return s as Strategy<Record<string, unknown>>;
 }

@@ -40,7 +40,7 @@ import { runBacktest, type BacktestOptions, type Intent } from './backtest';
 import { freshStrategy, windowOf } from './sweep-job';
 
 /** What a run of the check is given besides its candles: the backtest's options, serialisable. */
-export type LookaheadOptions = Pick<BacktestOptions, 'params' | 'balance' | 'currency' | 'commissionPerK' | 'leverage' | 'slippage' | 'rollover' | 'safety' | 'tradeFromTs'>;
+export type LookaheadOptions = Pick<BacktestOptions, 'params' | 'balance' | 'currency' | 'commissionPerK' | 'leverage' | 'slippage' | 'rollover' | 'safety' | 'protections' | 'tradeFromTs'>;
 
 /** One backtest of the check. */
 export interface LookaheadJob {

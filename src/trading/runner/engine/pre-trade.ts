@@ -11,7 +11,8 @@
  *     OrderRejectedError with the rule and the broker's code;
  *  4. the runner's safety limits (safety.ts): the daily loss halt, the position per symbol and
  *     side (open trades and pending entry orders, an OCO group's legs of one side once), the
- *     usable margin left after the order: SafetyError with the limit's name.
+ *     usable margin left after the order: SafetyError with the limit's name;
+ *  5. the protections' locks (protections.ts): SafetyError with the protection's name.
  *
  * An entry order is checked as if it filled now at its rate. In paper and live the broker's own
  * refusal stays the last word (live-context.ts maps it to OrderRejectedError too); this check
@@ -23,7 +24,8 @@ import { openSide } from '../../execution/fills';
 import { marginOf } from '../../execution/instruments';
 import { OrderRejectedError, SafetyError } from '../errors';
 import { checkChangeOrder, checkCloseAmount, checkEntryOrder, checkOco, checkOpenTrade, checkTradeLevel, type BidAsk } from './order-requests';
-import type { SafetyGuard } from './safety';
+import type { SafetyGuard } from '../protections/safety';
+import type { Protections } from '../protections/protections';
 import type { EntryOrderRequest, OcoRequest, OpenTradeRequest, StopLimitOptions } from '../strategy';
 
 /** An open trade or a pending entry order, as position limits count it. */
@@ -74,6 +76,7 @@ export class PreTradeCheck {
   constructor(
     private readonly guard: SafetyGuard,
     private readonly view: PreTradeView,
+    private readonly protections?: Protections,
   ) {}
 
   private symbol(symbol: string): void {
@@ -105,6 +108,7 @@ export class PreTradeCheck {
     if (short) throw new OrderRejectedError(`not enough usable margin for ${amount}K ${symbol}: need ${short.parameters[0]}, have ${short.parameters[1]}`, 'margin', short.code);
     const exposure = [...this.view.positions(symbol), ...pendingOf(this.view.entries(symbol), isBuy, except)];
     this.guard.checkOpen(symbol, isBuy, amount, exposure, this.view.now(), m?.equity ?? 0, m && need !== undefined ? m.usableMargin - need : undefined);
+    this.protections?.check(symbol, this.view.now());
   }
 
   /** A market order: the checked request, rates rounded. */

@@ -16,7 +16,7 @@
  *   good.
  */
 import { SafetyError } from '../errors';
-import type { SafetyLock } from './safety';
+import type { SafetyLock } from '../protections/safety';
 
 export type OperatorAction =
   | { action: 'pause' }
@@ -84,13 +84,7 @@ export interface ControlledRun {
 }
 
 const LOCK_RULE: Record<EntryLock['by'], string> = { pause: 'paused', flatten: 'flattened', stop: 'stopping' };
-const LOCK_RULES: ReadonlySet<string> = new Set(Object.values(LOCK_RULE));
 
-/**
- * An entry refused because the operator locked entries. A hook that does not catch it is not a
- * strategy error (which would flatten and end the run): the operator's pause or stop must not.
- */
-export const isLockRefusal = (e: unknown): boolean => e instanceof SafetyError && LOCK_RULES.has(e.rule);
 
 export class RunControls {
   private lock: EntryLock | undefined;

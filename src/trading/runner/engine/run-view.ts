@@ -4,8 +4,8 @@
  * lists are the engine's own (read them at once, do not keep or change them).
  */
 import type { ClosedTrade, EquityPoint } from '../results';
-import type { AccountInfo, PendingOrder, Position } from '../strategy';
-import type { SafetyLimits, SafetyLock } from './safety';
+import type { AccountInfo, PendingOrder, Position, ProtectionRules } from '../strategy';
+import type { SafetyLimits, SafetyLock } from '../protections/safety';
 
 export interface RunView {
   mode: 'paper' | 'live' | 'replay';
@@ -36,7 +36,7 @@ export interface RunView {
   equity: readonly EquityPoint[];
   pnl: { realised: number; unrealised: number; day: number; currency: string };
   /** The safety limits of the run, and the locks on new entries they hold now. */
-  protections: { limits: SafetyLimits; locks: SafetyLock[] };
+  protections: { limits: SafetyLimits; rules: ProtectionRules; locks: SafetyLock[] };
   /** When the journal was last cut to a checkpoint (epoch ms). */
   lastCheckpointAt: number | undefined;
 }

@@ -14,7 +14,8 @@ import { loadStrategy } from './loader';
 import { periodPL } from '../report/luck';
 import { computeMetrics, type Metrics } from '../report/report';
 import type { RunError, RunResult } from '../results';
-import type { SafetyLimits } from './safety';
+import type { SafetyLimits } from '../protections/safety';
+import type { ProtectionRules } from '../strategy';
 
 /** What every backtest of a sweep shares (sent once to each worker thread). */
 export interface SweepSetup {
@@ -27,6 +28,8 @@ export interface SweepSetup {
   /** Slippage and rollover (absent: none). */
   realism?: Pick<BacktestOptions, 'slippage' | 'rollover'>;
   safety: SafetyLimits;
+  /** A --protections file's, instead of the strategy's. */
+  protections?: ProtectionRules;
 }
 
 export interface SweepJob {
@@ -99,6 +102,7 @@ export async function runSweepJob(setup: SweepSetup, job: SweepJob): Promise<Job
       leverage: setup.leverage,
       ...setup.realism,
       safety: setup.safety,
+      protections: setup.protections,
     });
     const { strategy, mode, currency, startBalance, startTime, trades, equity, approximateCurrency, error } = result;
     return {

@@ -90,6 +90,8 @@ export interface RunReport {
   error?: RunError;
   /** Positions and entry orders open when the run ended (paper/live: at the broker). */
   leftOpen?: RunResult['leftOpen'];
+  /** The locks the run's protections set, in order. */
+  locks?: RunResult['locks'];
   /**
    * The spans the run covers when it joins separate windows (a sweep's out-of-sample runs);
    * what lies between them is not part of it. Absent: one span.
@@ -223,6 +225,7 @@ export function buildReport(
     approximateCurrency: r.approximateCurrency ?? [],
     error: r.error,
     ...(r.leftOpen ? { leftOpen: r.leftOpen } : {}),
+    ...(r.locks?.length ? { locks: r.locks } : {}),
     ...(r.windows ? { windows: r.windows } : {}),
     ...(benchmark ? { buyAndHold: benchmark } : {}),
   };
@@ -249,6 +252,16 @@ function leftOpenSection(r: RunReport): string {
 ${backtest ? `<p class="note">Their unrealised P/L is in the end equity, not in the trades below.</p>` : `<p class="err">This run ended with ${open.positions.length} positions and ${open.orders.length} entry orders open: ${esc(leftOpenText(open))}.</p>`}
 ${open.positions.length ? table(['Trade', 'Symbol', 'Side', 'Amount (K)', 'Open time', 'Open', 'Pips', `P/L (${esc(r.currency)})`], positions) : ''}
 ${open.orders.length ? table(['Entry order', 'Symbol', 'Side', 'Amount (K)', 'Rate'], orders) : ''}`;
+}
+
+/** The locks the protections set: when, how long, on what, why (the first 50; the JSON has them all). */
+function locksSection(r: RunReport): string {
+  const locks = r.locks ?? [];
+  if (!locks.length) return '';
+  const rows = locks.slice(0, 50).map((l) => [esc(l.rule), esc(l.symbol ?? 'every symbol'), esc(utc(l.from)), esc(utc(l.until)), esc(l.reason)]);
+  return `<h2>Protections</h2>
+<p class="note">${locks.length} lock${locks.length > 1 ? 's' : ''} on new entries${locks.length > 50 ? ' (the first 50 here)' : ''}.</p>
+${table(['Protection', 'On', 'From', 'Until', 'Why'], rows)}`;
 }
 
 const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : String(n));
@@ -390,6 +403,7 @@ ${drawdownSvg(r.equity, time)}
 <h2>Prices, entries and exits</h2>
 ${priceSection(r, time)}
 ${leftOpenSection(r)}
+${locksSection(r)}
 ${budgetSection(r)}
 <h2>Trades</h2>
 ${table(['Id', 'Symbol', 'Side', 'Amount (K)', 'Open time', 'Open', 'Close time', 'Close', 'Pips', 'P/L', 'Reason'], trades)}

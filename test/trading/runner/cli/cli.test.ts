@@ -33,6 +33,27 @@ describe('ratelimit-runner backtest (CLI)', () => {
     expect(fs.readFileSync(`${out}.html`, 'utf8')).toContain('<svg');
   });
 
+  test('--protections FILE replaces the strategy\'s: a cooldown after every close shows in the report; a bad file is a usage error; a bad declaration in the module fails its load', () => {
+    const file = path.join(dir, 'protections.json');
+    fs.writeFileSync(file, JSON.stringify({ cooldown: { minutes: 30 } }));
+    const out = path.join(dir, 'rep-protected');
+    const r = run(['backtest', EX, '--candles', candles, '--report', out, '--quiet', '--param', 'slow=15', '--protections', file]);
+    expect([r.status, r.stderr]).toEqual([0, '']);
+    const rep = JSON.parse(fs.readFileSync(`${out}.json`, 'utf8')) as { locks: Array<{ rule: string }>; metrics: { trades: number } };
+    expect(rep.locks.length).toBeGreaterThan(0);
+    expect(new Set(rep.locks.map((l) => l.rule))).toEqual(new Set(['cooldown']));
+    fs.writeFileSync(file, '{"cooldown": {"minutes": 0}}');
+    const bad = run(['backtest', EX, '--candles', candles, '--quiet', '--protections', file]);
+    expect([bad.status, bad.stderr]).toEqual([2, expect.stringContaining(`--protections ${file}: cooldown.minutes must be a number above 0, got 0`)]);
+    fs.writeFileSync(file, '{cooldown');
+    expect(run(['backtest', EX, '--candles', candles, '--quiet', '--protections', file]).stderr).toContain(`--protections ${file}: not JSON`);
+    const declared = path.join(dir, 'declared.js');
+    fs.writeFileSync(declared, "module.exports = { symbols: ['EUR/USD'], protections: { maxDrawdown: { pct: 5 } } };\n");
+    const load = run(['backtest', declared, '--candles', candles, '--quiet']);
+    expect(load.status).toBe(1);
+    expect(load.stderr).toContain(`${declared}: maxDrawdown.lockMin must be a number above 0, got undefined`);
+  });
+
   test('usage errors exit 2; a strategy that fails to load exits 1 with its line', () => {
     expect(run(['backtest', EX]).status).toBe(2);
     const unknown = run(['backtest', EX, '--candles', candles, '--ballance', '5']);

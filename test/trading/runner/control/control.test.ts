@@ -64,7 +64,7 @@ const VIEW: RunView = {
   closed: [],
   equity: [],
   pnl: { realised: 0, unrealised: 0, day: 0, currency: 'USD' },
-  protections: { limits: {}, locks: [] },
+  protections: { limits: {}, rules: {}, locks: [] },
   lastCheckpointAt: undefined,
 };
 /** The actions the fake source was asked to carry out; trade 7 is not the run's, and 8 is. */
@@ -282,7 +282,7 @@ describe('a paper run with --control', () => {
     const journal = await api('journal');
     expect(journal.file).toBe(path.join(dir, 'journal', 'journal.jsonl'));
     expect(journal.bytes).toBe(fs.statSync(path.join(dir, 'journal', 'journal.jsonl')).size);
-    expect(await api('protections')).toEqual({ limits: { maxPosition: 50 }, locks: [] });
+    expect(await api('protections')).toEqual({ limits: { maxPosition: 50 }, rules: {}, locks: [] });
     const pnl = await api('pnl');
     expect(pnl).toMatchObject({ currency: 'USD', realised: 0 });
   }, 30_000);

@@ -8,7 +8,7 @@ import { systemClock } from '../../../../src/platform/clock';
 import { runBacktest } from '../../../../src/trading/runner/engine/backtest';
 import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
-import type { SafetyLimits } from '../../../../src/trading/runner/engine/safety';
+import type { SafetyLimits } from '../../../../src/trading/runner/protections/safety';
 import type { Strategy, StrategyContext, Tick } from '../../../../src/trading/runner/strategy';
 import { waitFor } from '../../../support/wait';
 import { newClient, startSim, TOKEN } from '../../helpers';

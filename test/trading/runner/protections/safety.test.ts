@@ -1,5 +1,5 @@
 import { SafetyError } from '../../../../src/trading/runner/errors';
-import { SafetyGuard } from '../../../../src/trading/runner/engine/safety';
+import { SafetyGuard } from '../../../../src/trading/runner/protections/safety';
 
 const T0 = Date.UTC(2024, 2, 5, 9, 30); // a Tuesday morning, UTC
 const MIDNIGHT = Date.UTC(2024, 2, 6); // the next UTC day starts here
