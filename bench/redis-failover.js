@@ -525,6 +525,7 @@ async function evictionRun(policy) {
     }
     // The spray: distinct counters, 200 at a time, until Redis evicts (or a call fails), then as many again.
     const sprayed = { ok: 0, over: 0, failed: 0, error: 0 };
+    const afterFull = { ok: 0, over: 0, failed: 0, error: 0 };
     const statuses = {};
     let n = 0;
     let untilFull;
@@ -538,6 +539,7 @@ async function evictionRun(policy) {
       for (const a of answers) {
         const r = a.status === 200 ? 'ok' : a.status === 429 ? 'over' : a.status === 0 ? 'error' : 'failed';
         sprayed[r]++;
+        if (untilFull !== undefined) afterFull[r]++;
         statuses[a.status] = (statuses[a.status] ?? 0) + 1;
         if (r === 'failed' || r === 'error') {
           failedHere++;
@@ -553,8 +555,10 @@ async function evictionRun(policy) {
     const after = { ok: 0, over: 0, failed: 0, error: 0 };
     for (const v of spent) after[await call(svc.http, v, 'spent')]++;
     await sleep(1500); // one more check
-    // Read together: redis-cli's own connection costs Redis memory, so under allkeys-lru each read evicts keys too.
-    const [st, evictedAtEnd] = await Promise.all([stats(svc), evictedInRedis()]);
+    // redis-cli's own connection costs Redis memory, so under allkeys-lru each read evicts keys too: the service's count is read a check later.
+    const evictedAtEnd = await evictedInRedis();
+    await sleep(1500);
+    const st = await stats(svc);
     return {
       policy,
       usedMemoryAtStart: memoryAtStart,
@@ -565,6 +569,7 @@ async function evictionRun(policy) {
       sprayCalls: n,
       sprayCallsUntilFull: untilFull ?? null,
       sprayed,
+      sprayAfterFull: afterFull,
       sprayStatuses: statuses,
       sprayFailedSample: sample ?? null,
       redisEvictedKeysAfterSpray: evictedAfterSpray,

@@ -66,14 +66,18 @@ const RUNNER_ALLOWED: Readonly<Record<string, readonly string[]>> = {
   broker: ['report'],
   /** What locks new entries, the same in every mode: the safety limits and the protections. */
   protections: [],
-  /** Running a strategy: backtest, paper/live, sweeps, and what they share. */
-  engine: ['protections', 'broker', 'report'],
+  /** A paper or live run's journal on disk and its one-writer lock. */
+  journal: [],
+  /** Running a strategy: backtest, paper/live/replay, and what they share. */
+  engine: ['journal', 'protections', 'broker', 'report'],
+  /** Many backtests of one strategy: sweeps over parameters and windows, the lookahead and warm-up checks, their worker threads. */
+  sweep: ['engine', 'protections', 'report'],
   /** Webhook notifications of a paper or live run (the engine's events): queued, bounded, never in the way of trading. */
   notify: ['engine', 'protections'],
   /** Watching and steering a paper or live run from outside: its control API and dashboard. */
-  control: ['notify', 'engine', 'protections', 'broker', 'report'],
+  control: ['notify', 'engine', 'journal', 'protections', 'broker', 'report'],
   /** The `ratelimit-runner` commands and their options. */
-  cli: ['control', 'notify', 'engine', 'protections', 'broker', 'report', 'candles'],
+  cli: ['control', 'notify', 'sweep', 'engine', 'journal', 'protections', 'broker', 'report', 'candles'],
 };
 const RUNNER_API = ['errors.ts', 'results.ts', 'strategy.ts'];
 

@@ -8,5 +8,5 @@ export * from '../fxcm/candle-file';
 export * from './engine/loader';
 export * from './report/report';
 export * from './broker/call-budget';
-export * from './engine/journal';
+export * from './journal/journal';
 export * from './engine/live';

@@ -10,7 +10,7 @@ import type { SafetyLimits } from '../protections/safety';
 import { checkProtectionRules } from '../protections/protections';
 import type { ProtectionRules } from '../strategy';
 import { errorMessage } from '../../../platform/errors';
-import { paramValue } from '../engine/sweep';
+import { paramValue } from '../sweep/sweep';
 
 const string = { type: 'string' } as const;
 const repeated = { type: 'string', multiple: true } as const;

@@ -16,8 +16,8 @@ import { UsageError, flag, isSet, list, parseCommandArgs, wantsHelp, type Parsed
 import { CANDLES_OPTIONS, REPLAY_OPTIONS, RUN_OPTIONS, byteSize, logLevelOf, num, parseParams, protectionsOf, safetyOf, type StrategyLogLevel } from './args';
 import { consoleLogger, loadForCommand } from './cli';
 import { JournalFinishedError, strategyErrorLine } from '../errors';
-import { Journal, finishedRunOf, journalPath, readJournal, type JournalLine } from '../engine/journal';
-import { JournalLockedError } from '../engine/journal-lock';
+import { Journal, finishedRunOf, journalPath, readJournal, type JournalLine } from '../journal/journal';
+import { JournalLockedError } from '../journal/journal-lock';
 import { BrokerCallBudget, accountKey, checkBudget, describeLimit, inProcessDecider, remoteDecider, type HeldBack } from '../broker/call-budget';
 import { IF_NO_BUDGET, budgetStateDir, budgetStateFile, heldBackLine, type IfNoBudget } from '../broker/budget-state';
 import { DEFAULT_TOKEN_REFUSED_MS, LiveEngine, type LiveIntent, type LiveResult } from '../engine/live';

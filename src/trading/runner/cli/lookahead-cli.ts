@@ -1,5 +1,5 @@
 /**
- * `ratelimit-runner lookahead`: the lookahead and warm-up checks of engine/lookahead.ts on a
+ * `ratelimit-runner lookahead`: the lookahead and warm-up checks of sweep/lookahead.ts on a
  * strategy and its candle files, each run a backtest on a worker thread whose command line names
  * the check's copies of the candle files; the findings on stdout (and PATH.json with --report).
  */
@@ -11,8 +11,8 @@ import { readCandleFile } from '../../fxcm/candle-file';
 import { isoUtc } from '../../../platform/time-text';
 import { LOOKAHEAD_OPTIONS, LOOKAHEAD_OWN_OPTIONS, LOOKAHEAD_RUN_OPTIONS, backtestRunOf, num } from './args';
 import { REALISM_USAGE, loadForCommand, strategyAndCandles } from './cli';
-import { DEFAULT_CUTS, renameArgs, runLookahead, type Comparison, type DecisionChange, type LookaheadJob, type LookaheadResult } from '../engine/lookahead';
-import { LookaheadPool } from '../engine/lookahead-pool';
+import { DEFAULT_CUTS, renameArgs, runLookahead, type Comparison, type DecisionChange, type LookaheadJob, type LookaheadResult } from '../sweep/lookahead';
+import { LookaheadPool } from '../sweep/lookahead-pool';
 import type { Intent } from '../engine/backtest';
 import type { RunError } from '../results';
 

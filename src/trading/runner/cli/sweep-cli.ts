@@ -12,7 +12,7 @@ import { REALISM_USAGE, loadForCommand, progressBar, strategyAndCandles } from '
 import { MIN_DAILY_RETURNS, writeReport } from '../report/report';
 import type { RunError } from '../results';
 import { LUCK_ALPHA } from '../report/luck';
-import { BacktestPool } from '../engine/sweep-pool';
+import { BacktestPool } from '../sweep/sweep-pool';
 import {
   MAX_PARAMETER_SETS,
   MIN_EFFICIENCY,
@@ -30,7 +30,7 @@ import {
   type SetResult,
   type SweepResult,
   type Totals,
-} from '../engine/sweep';
+} from '../sweep/sweep';
 
 export const SWEEP_USAGE = `Usage: ratelimit-runner sweep <strategy.js|strategy.ts> --candles FILE
          (--grid KEY=V1,V2,... | --range KEY=FROM:TO:STEP)... [options]

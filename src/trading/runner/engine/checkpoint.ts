@@ -14,7 +14,7 @@ import type { ClosedTrade, EquityPoint } from '../results';
 import type { Strategy, Tick } from '../strategy';
 import type { SavedBarSeries, SavedLiveBars } from './bars';
 import type { SavedBrokerState } from './broker-state';
-import type { JournalLine } from './journal';
+import type { JournalLine } from '../journal/journal';
 import type { SafetyCounters } from '../protections/safety';
 import type { EntryLock } from './run-controls';
 import type { SavedProtections } from '../protections/protections';

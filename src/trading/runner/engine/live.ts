@@ -49,7 +49,7 @@ import { errorOf, journaledError, matchPlacedOrder, settleOrphan, type Journaled
 import { LOST_SNAPSHOT_TTL_MS, LOST_WATCH_MS, PLACING_OPS, PushLog, SETTLED_OPS, describeCall, settleFromPushes, settleFromSnapshot, snapshotModels, watchMatches, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
 import { answerLost } from '../../fxcm/errors';
 import { AnswerLostError, JournalFinishedError, OrderRejectedError, isEntryLock, runErrorOf, runHook, scriptLocation, type StrategyError } from '../errors';
-import { finishedRunOf, type Journal, type JournalLine } from './journal';
+import { finishedRunOf, type Journal, type JournalLine } from '../journal/journal';
 import { CHECKPOINT_VERSION, DEFAULT_JOURNAL_MAX_BYTES, hasStateHooks, jsonProblem, lastCheckpoint, type CheckpointLine, type SavedEngine } from './checkpoint';
 import { thinEquity } from '../report/equity-thinning';
 import type { BrokerCallBudget } from '../broker/call-budget';

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import { readJournal } from '../../../../src/trading/runner/engine/journal';
+import { readJournal } from '../../../../src/trading/runner/journal/journal';
 import { startSim, TOKEN } from '../../helpers';
 import { waitFor } from '../../../support/wait';
 import { freshRunnerEnv } from '../helpers';

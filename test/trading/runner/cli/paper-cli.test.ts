@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
 import { waitFor } from '../../../support/wait';
-import { readJournal } from '../../../../src/trading/runner/engine/journal';
+import { readJournal } from '../../../../src/trading/runner/journal/journal';
 import { startSim, TOKEN } from '../../helpers';
 import { freshRunnerEnv } from '../helpers';
 

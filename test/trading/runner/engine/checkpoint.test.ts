@@ -12,7 +12,7 @@ import path from 'node:path';
 import { ManualClock, systemClock } from '../../../../src/platform/clock';
 import type { LogWriter } from '../../../../src/telemetry/logger';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import { Journal, previousJournalPath, readJournal, type JournalLine } from '../../../../src/trading/runner/engine/journal';
+import { Journal, previousJournalPath, readJournal, type JournalLine } from '../../../../src/trading/runner/journal/journal';
 import { jsonProblem, lastCheckpoint, type CheckpointLine } from '../../../../src/trading/runner/engine/checkpoint';
 import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine, type LiveResult } from '../../../../src/trading/runner/engine/live';

@@ -12,7 +12,7 @@ import { ManualClock, systemClock } from '../../../../src/platform/clock';
 import type { CandleRow, Period } from '../../../../src/trading/fxcm/types';
 import { PERIOD_SECONDS } from '../../../../src/trading/fxcm/candles';
 import type { FxcmClient } from '../../../../src/trading/fxcm';
-import { Journal, readJournal } from '../../../../src/trading/runner/engine/journal';
+import { Journal, readJournal } from '../../../../src/trading/runner/journal/journal';
 import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
 import type { Bar, Strategy } from '../../../../src/trading/runner/strategy';

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import { readJournal, type JournalLine } from '../../../../src/trading/runner/engine/journal';
+import { readJournal, type JournalLine } from '../../../../src/trading/runner/journal/journal';
 import { LiveEngine, type LiveResult } from '../../../../src/trading/runner/engine/live';
 import { replayJournal } from '../../../../src/trading/runner/cli/live-cli';
 import type { ConfigFile } from '../../../../src/config/types';

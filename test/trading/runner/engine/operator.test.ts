@@ -12,7 +12,7 @@ import path from 'node:path';
 import { systemClock } from '../../../../src/platform/clock';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
 import { FxcmNotConnectedError } from '../../../../src/trading/fxcm/errors';
-import { finishedRunOf, readJournal } from '../../../../src/trading/runner/engine/journal';
+import { finishedRunOf, readJournal } from '../../../../src/trading/runner/journal/journal';
 import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { type LiveResult } from '../../../../src/trading/runner/engine/live';
 import { replayJournal } from '../../../../src/trading/runner/cli/live-cli';

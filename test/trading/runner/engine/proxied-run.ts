@@ -9,7 +9,7 @@ import type { ConfigFile } from '../../../../src/config/types';
 import type { LogWriter } from '../../../../src/telemetry/logger';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
 import type { FxcmClient } from '../../../../src/trading/fxcm';
-import { Journal, readJournal } from '../../../../src/trading/runner/engine/journal';
+import { Journal, readJournal } from '../../../../src/trading/runner/journal/journal';
 import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine, type LiveOptions, type LiveResult } from '../../../../src/trading/runner/engine/live';
 import type { Strategy } from '../../../../src/trading/runner/strategy';

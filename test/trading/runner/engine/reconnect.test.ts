@@ -10,7 +10,7 @@ import path from 'node:path';
 import { systemClock } from '../../../../src/platform/clock';
 import type { LogWriter } from '../../../../src/telemetry/logger';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import { Journal, readJournal } from '../../../../src/trading/runner/engine/journal';
+import { Journal, readJournal } from '../../../../src/trading/runner/journal/journal';
 import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine, type LiveResult } from '../../../../src/trading/runner/engine/live';
 import { replayJournal } from '../../../../src/trading/runner/cli/live-cli';

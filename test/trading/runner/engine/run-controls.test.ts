@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { BrokerSimulator } from '../../../../src/trading/simulator';
-import { readJournal } from '../../../../src/trading/runner/engine/journal';
+import { readJournal } from '../../../../src/trading/runner/journal/journal';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
 import { ActionRefused } from '../../../../src/trading/runner/engine/run-controls';
 import type { Strategy, StrategyContext } from '../../../../src/trading/runner/strategy';

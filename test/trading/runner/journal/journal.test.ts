@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { JOURNAL_FILE, Journal, journalPath, previousJournalPath, readJournal, type JournalLine } from '../../../../src/trading/runner/engine/journal';
+import { JOURNAL_FILE, Journal, journalPath, previousJournalPath, readJournal, type JournalLine } from '../../../../src/trading/runner/journal/journal';
 
 describe('run journal', () => {
   let dir: string;

@@ -1,5 +1,5 @@
 /**
- * The lookahead and warm-up checks (engine/lookahead.ts), their runs in this thread (the CLI's
+ * The lookahead and warm-up checks (sweep/lookahead.ts), their runs in this thread (the CLI's
  * worker threads are tested in test/trading/runner/cli/lookahead-cli.test.ts): planted peeks are
  * caught, through --candles in process.argv and through a --param; the bundled examples pass; a
  * strategy that needs more history than its warmup fails the warm-up check only; one that is not
@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { candleProblems, readCandleFile, writeCandleFile, type CandleSeries } from '../../../../src/trading/fxcm/candle-file';
-import { changedAfter, compareDecisions, cutPoints, renameArgs, runLookahead, runLookaheadJob, type LookaheadJob, type LookaheadPlan, type LookaheadRunner } from '../../../../src/trading/runner/engine/lookahead';
+import { changedAfter, compareDecisions, cutPoints, renameArgs, runLookahead, runLookaheadJob, type LookaheadJob, type LookaheadPlan, type LookaheadRunner } from '../../../../src/trading/runner/sweep/lookahead';
 import type { Intent } from '../../../../src/trading/runner/engine/backtest';
 import { loadStrategy } from '../../../../src/trading/runner/engine/loader';
 import { candle } from '../helpers';

@@ -11,7 +11,7 @@ import { Worker } from 'node:worker_threads';
 import type { JobRunner } from './sweep';
 import type { JobOutcome, SweepJob, SweepSetup } from './sweep-job';
 
-/** The compiled worker beside this file (dist/src/trading/runner/engine/sweep-worker.js). */
+/** The compiled worker beside this file (dist/src/trading/runner/sweep/sweep-worker.js). */
 const WORKER_FILE = path.join(__dirname, 'sweep-worker.js');
 
 export class BacktestPool implements JobRunner {

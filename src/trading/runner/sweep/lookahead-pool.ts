@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { LookaheadJob, LookaheadOutcome, LookaheadRunner } from './lookahead';
 
-/** The compiled worker beside this file (dist/src/trading/runner/engine/lookahead-worker.js). */
+/** The compiled worker beside this file (dist/src/trading/runner/sweep/lookahead-worker.js). */
 const WORKER_FILE = path.join(__dirname, 'lookahead-worker.js');
 
 export class LookaheadPool implements LookaheadRunner {

@@ -25,8 +25,8 @@ import {
   type JobRunner,
   type Objective,
   type SweepPlan,
-} from '../../../../src/trading/runner/engine/sweep';
-import { runSweepJob, windowOf, type SweepJob, type SweepSetup } from '../../../../src/trading/runner/engine/sweep-job';
+} from '../../../../src/trading/runner/sweep/sweep';
+import { runSweepJob, windowOf, type SweepJob, type SweepSetup } from '../../../../src/trading/runner/sweep/sweep-job';
 import { flat, wave } from '../helpers';
 import { prng } from '../../../support/prng';
 import { fisherCombined, realityCheck } from '../../../../src/trading/runner/report/luck';

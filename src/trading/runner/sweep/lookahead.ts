@@ -36,7 +36,7 @@ import { readCandleFile, writeCandleFile, type CandleSeries } from '../../fxcm/c
 import type { Candle, Period } from '../../fxcm/types';
 import { runErrorOf } from '../errors';
 import type { RunError } from '../results';
-import { runBacktest, type BacktestOptions, type Intent } from './backtest';
+import { runBacktest, type BacktestOptions, type Intent } from '../engine/backtest';
 import { freshStrategy, windowOf } from './sweep-job';
 
 /** What a run of the check is given besides its candles: the backtest's options, serialisable. */

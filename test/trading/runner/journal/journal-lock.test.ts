@@ -8,8 +8,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Journal } from '../../../../src/trading/runner/engine/journal';
-import { JournalLockedError, lockJournal, lockPath, type LockOwner } from '../../../../src/trading/runner/engine/journal-lock';
+import { Journal } from '../../../../src/trading/runner/journal/journal';
+import { JournalLockedError, lockJournal, lockPath, type LockOwner } from '../../../../src/trading/runner/journal/journal-lock';
 import { processIdentity } from '../../../../src/platform/processes';
 import { waitFor } from '../../../support/wait';
 
@@ -47,7 +47,7 @@ describe('the journal lock', () => {
 
   test('a lock left by a process killed with kill -9 is taken over', async () => {
     const file = path.join(dir, 'journal.jsonl');
-    const lockModule = path.join(__dirname, '../../../../dist/src/trading/runner/engine/journal-lock.js');
+    const lockModule = path.join(__dirname, '../../../../dist/src/trading/runner/journal/journal-lock.js');
     const child = spawn(process.execPath, ['-e', `require(${JSON.stringify(lockModule)}).lockJournal(${JSON.stringify(file)}); console.log('locked'); setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] });
     const exited = new Promise((r) => child.once('exit', r));
     let out = '';
