@@ -895,10 +895,10 @@ export class RedisConnection {
     this.oomGauge?.set(full ? 1 : 0);
     if (full) {
       this.options.logger.warn(
-        `${this.label}: ${this.maskedUrl} is full and refuses new counters (${message}): those calls fail, as BACKEND_FAILURE_MODE decides, until counters expire or maxmemory is raised`,
+        `${this.label}: ${this.maskedUrl} is full and refuses every increment, of existing counters too (${message}): those calls fail, as BACKEND_FAILURE_MODE decides, until counters expire or maxmemory is raised`,
       );
     } else {
-      this.options.logger.info(`${this.label}: ${this.maskedUrl} has room for new counters again`);
+      this.options.logger.info(`${this.label}: ${this.maskedUrl} has room for counters again`);
     }
   }
 

@@ -110,7 +110,7 @@ describe('redis store: evictions', () => {
     expect(said(/is full/)).toEqual([
       {
         level: 'warn',
-        msg: `redis: ${server.address} is full and refuses new counters (OOM command not allowed when used memory > 'maxmemory'.): those calls fail, as BACKEND_FAILURE_MODE decides, until counters expire or maxmemory is raised`,
+        msg: `redis: ${server.address} is full and refuses every increment, of existing counters too (OOM command not allowed when used memory > 'maxmemory'.): those calls fail, as BACKEND_FAILURE_MODE decides, until counters expire or maxmemory is raised`,
       },
     ]);
     expect(stats.gauge('ratelimit.redis.oom').value).toBe(1);
@@ -121,7 +121,7 @@ describe('redis store: evictions', () => {
     await server.cli(['CONFIG', 'SET', 'maxmemory', '2mb']);
     await server.cli(['FLUSHALL']);
     expect(await store.increment([op(kept)], 0)).toEqual([1]);
-    expect(said(/has room/)).toEqual([{ level: 'info', msg: `redis: ${server.address} has room for new counters again` }]);
+    expect(said(/has room/)).toEqual([{ level: 'info', msg: `redis: ${server.address} has room for counters again` }]);
     expect(stats.gauge('ratelimit.redis.oom').value).toBe(0);
     expect(said(/may evict|evicted/)).toEqual([]);
   }, 60_000);
