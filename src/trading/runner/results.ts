@@ -60,7 +60,7 @@ export interface RunResult {
 
 /** A lock a protection set: by which rule, on which symbol (none: every symbol), from when until when (epoch ms), and why. */
 export interface ProtectionLock {
-  rule: 'stopLossGuard' | 'maxDrawdown' | 'cooldown';
+  rule: 'stopLossGuard' | 'maxDrawdown' | 'cooldown' | 'maxDailyLoss';
   symbol?: string;
   from: number;
   until: number;

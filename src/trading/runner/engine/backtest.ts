@@ -708,6 +708,8 @@ export class BacktestEngine {
         const eq = this.balance + this.unrealised();
         if (this.guard.checkDailyLoss(this.nowMs, eq)) {
           this.log.warn('daily loss limit reached: flattening', { dayPL: this.guard.dayPL(this.nowMs, eq) });
+          const halt = this.guard.locks(this.nowMs)[0]!;
+          this.protections.noteHalt({ rule: 'maxDailyLoss', from: this.nowMs, until: halt.until!, reason: halt.reason });
           this.flattenAll('flatten');
           await this.drain();
         }

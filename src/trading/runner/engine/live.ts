@@ -1059,7 +1059,8 @@ export class LiveEngine {
         this.setAccount(r);
         if (this.guard.checkDailyLoss(this.now, numOf(this.broker.account?.equity))) {
           this.log.warn('daily loss limit reached: flattening; no new positions until the next UTC day');
-          this.tell('protection_locked', { ...this.guard.locks(this.now)[0], dayPL: this.guard.peekDayPL(this.now, numOf(this.broker.account?.equity)) });
+          const halt = this.guard.locks(this.now)[0]!;
+          this.protections.noteHalt({ rule: 'maxDailyLoss', from: this.now, until: halt.until!, reason: halt.reason });
           if (!this.replaying) {
             const left = await this.flatten('flatten');
             if (left.length) this.log.error(`daily loss flatten FAILED, still open at the broker: ${left.join('; ')}`);

@@ -162,6 +162,12 @@ export class Protections {
     if (this.active.some((l) => l.until <= at)) this.active = this.active.filter((l) => l.until > at);
   }
 
+  /** A lock the safety limits set (the daily loss halt): told and kept like the protections' own. */
+  noteHalt(l: ProtectionLock): void {
+    if (this.history.length < HISTORY_KEPT) this.history.push(l);
+    this.onLock(l);
+  }
+
   private lock(l: ProtectionLock): void {
     this.expire(l.from);
     // a lock already holding that covers it (same rule and symbol, ending later) is the same lock

@@ -164,6 +164,8 @@ describe('backtest engine: known answers', () => {
     expect(r.trades.every((t) => t.reason === 'flatten')).toBe(true);
     expect(errors.slice(1).every((e) => e.endsWith('SafetyError'))).toBe(true);
     expect(r.account.balance).toBeCloseTo(10000 + 2 * (1.09 - 1.1002) * 10000, 6);
+    // the halt is one of the run's locks, for the report
+    expect(r.locks).toEqual([{ rule: 'maxDailyLoss', from: (T0 + 120) * 1000, until: expect.any(Number), reason: 'daily loss limit reached: no new positions until the next UTC day' }]);
   });
 
   test('a strategy symbol without candles is an error before the run, not 0 trades', async () => {
