@@ -46,9 +46,10 @@ import { DEFAULT_LEVERAGE, pipOf } from '../../execution/instruments';
 import { PreTradeCheck } from './pre-trade';
 import { liveContext } from './live-context';
 import { errorOf, journaledError, matchPlacedOrder, settleOrphan, type JournaledError, type Orphan } from './orphans';
-import { LOST_SNAPSHOT_TTL_MS, LOST_WATCH_MS, PLACING_OPS, PushLog, SETTLED_OPS, describeCall, settleFromPushes, settleFromSnapshot, snapshotModels, watchMatches, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
+import { LOST_SNAPSHOT_TTL_MS, LOST_WATCH_MS, PLACING_OPS, PushLog, SETTLED_OPS, describeCall, watchMatches, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
+import { ocoClaimOf, settleLostCall, type LostCallRun, type Settlement } from './lost-settlement';
 import { answerLost } from '../../fxcm/errors';
-import { AnswerLostError, JournalFinishedError, OrderRejectedError, isEntryLock, runErrorOf, runHook, scriptLocation, type StrategyError } from '../errors';
+import { JournalFinishedError, OrderRejectedError, isEntryLock, runErrorOf, runHook, scriptLocation, type StrategyError } from '../errors';
 import { finishedRunOf, type Journal, type JournalLine } from '../journal/journal';
 import { CHECKPOINT_VERSION, DEFAULT_JOURNAL_MAX_BYTES, hasStateHooks, jsonProblem, lastCheckpoint, type CheckpointLine, type SavedEngine } from './checkpoint';
 import { thinEquity } from '../report/equity-thinning';
@@ -130,14 +131,6 @@ export interface LiveResult extends RunResult {
 /** Why a snapshot was taken: the run's start, a restart's resume, or a reconnect after the stream dropped. */
 export type SnapshotReason = 'start' | 'resume' | 'reconnect';
 
-/** How a lost answer was settled: the orders found (claims), or the watch it leaves. */
-interface Settlement {
-  claims: string[];
-  how?: 'pushes' | 'snapshot';
-  watch?: { lost: LostCall } | { oco: OcoClaim };
-  /** Settled from a snapshot: its records of what the call did, handled as the pushes that did not come. */
-  records?: SnapshotRecord[];
-}
 
 type InEvent =
   | { k: 'snapshot'; t: number; snap: Snapshot; reason?: SnapshotReason; downMs?: number }
@@ -220,9 +213,7 @@ export const LIVE_DEFAULT_TIMEFRAME: Period = 'm1';
 function claimOf(op: string, args: unknown, value: unknown, t: number): Extract<InEvent, { k: 'own' }> | undefined {
   const orderId = (value as { orderId?: unknown } | undefined)?.orderId;
   if ((op === 'openTrade' || op === 'createEntryOrder') && orderId !== undefined) return { k: 'own', t, orderId: String(orderId) };
-  if (op !== 'createOco') return undefined;
-  const r = args as { symbol: string; amount: number; first: { isBuy: boolean; rate: number }; second: { isBuy: boolean; rate: number } };
-  return { k: 'own', t, oco: { symbol: r.symbol, amount: r.amount, legs: [r.first, r.second].map((l) => ({ isBuy: l.isBuy, rate: l.rate })) } };
+  return op === 'createOco' ? { k: 'own', t, oco: ocoClaimOf(args) } : undefined;
 }
 
 /**
@@ -290,6 +281,8 @@ export class LiveEngine {
   private readonly pushLog = new PushLog();
   /** Orders this run's calls created whose claim is not handled yet: never another lost call's. */
   private readonly answeredOrderIds = new Set<string>();
+  /** What settling a lost call reads of this run (lost-settlement.ts). */
+  private readonly lostCallRun: LostCallRun;
   private readonly broker = new BrokerState();
   private readonly history = new BarHistory();
   private readonly liveBars: LiveBars;
@@ -329,6 +322,18 @@ export class LiveEngine {
     this.o = opts;
     this.clock = opts.clock ?? systemClock;
     this.log = opts.logger ?? silentLogger;
+    this.lostCallRun = {
+      log: this.log,
+      pushLog: this.pushLog,
+      broker: this.broker,
+      answeredOrderIds: this.answeredOrderIds,
+      snapshot: (models) => {
+        const get = () => this.o.client!.getModel(models);
+        const l = this.o.limiter;
+        return l ? l.withIntent({ ttlMs: this.o.lostSnapshotTtlMs ?? LOST_SNAPSHOT_TTL_MS, priority: 1 }, get) : get();
+      },
+      now: () => this.now,
+    };
     const run = runProtections(opts.strategy.protections, opts.protections, opts.safety);
     this.guard = new SafetyGuard(run.safety);
     this.protections = new Protections(run.rules, (l) => {
@@ -611,7 +616,7 @@ export class LiveEngine {
           answer(false, e);
           throw e;
         }
-        const settled = await this.settleLost(intent, e, mark, lostCtx).finally(done);
+        const settled = await settleLostCall(this.lostCallRun, intent, e, mark, lostCtx).finally(done);
         if ('error' in settled) {
           answer(false, settled.error, settled);
           throw settled.error;
@@ -644,66 +649,7 @@ export class LiveEngine {
     return {};
   }
 
-  /**
-   * A call whose answer was lost (answerLost): settled from the broker's pushes since it was sent
-   * (`mark`), else from one snapshot within the call budget (LOST_SNAPSHOT_TTL_MS of waiting at
-   * most); found, it is answered as the broker would have answered it (its `settled` says so) and
-   * what it placed is claimed; not found, it is rejected with AnswerLostError, and an order call
-   * leaves a watch. Never resent; the log says what was found.
-   */
-  private async settleLost(intent: LiveIntent, e: Error, mark: number | undefined, ctx: LostContext): Promise<Settlement & ({ value: unknown } | { error: Error })> {
-    const op = intent.op;
-    const args = (intent.args ?? {}) as Record<string, unknown>;
-    const noAnswer = `${describeCall(op, args)} got no answer from the broker (${e.message})`;
-    const fail = (message: string, watch?: Settlement['watch']) => {
-      const error = new AnswerLostError(op, message, e);
-      this.log.error(`intent ${intent.id}: ${message}`);
-      return { error, claims: [], ...(watch ? { watch } : {}) };
-    };
-    if (mark === undefined) return fail(`${noAnswer} and may have been applied: it is not resent; the broker's pushes show what it holds (ctx.positions(), ctx.orders())`);
-    const taken = (id: string) => this.broker.ownOrders.has(id) || this.answeredOrderIds.has(id);
-    const settled = (f: { value: unknown; orderIds: string[]; what: string }, how: 'pushes' | 'snapshot') => {
-      const said = `${noAnswer}; the broker's ${how === 'pushes' ? 'pushes since the call show' : 'snapshot shows'} ${f.what}`;
-      this.log.warn(`intent ${intent.id}: ${said}${f.orderIds.length ? ': claimed by this run' : ''}`);
-      const value = f.value !== null && typeof f.value === 'object' ? { ...(f.value as object), settled: said } : f.value;
-      return { value, claims: f.orderIds, how };
-    };
-    let found = settleFromPushes(op, args, this.pushLog.since(mark), taken, ctx);
-    if (found && 'value' in found) return settled(found, 'pushes');
-    let why = found?.notFound;
-    let ambiguous = found?.ambiguous === true;
-    let checked = false;
-    if (!ambiguous) {
-      try {
-        const c = this.o.client!;
-        const get = () => c.getModel(snapshotModels(op));
-        const l = this.o.limiter;
-        const snap = await (l ? l.withIntent({ ttlMs: this.o.lostSnapshotTtlMs ?? LOST_SNAPSHOT_TTL_MS, priority: 1 }, get) : get());
-        checked = true;
-        // what was pushed meanwhile first, then the snapshot: an order the run did not know before the call
-        const pushed = this.pushLog.since(mark);
-        found = settleFromPushes(op, args, pushed, taken, ctx);
-        if (found && 'value' in found) return settled(found, 'pushes');
-        const known = new Set(this.broker.knownOrderIds);
-        for (const id of pushed.orders.keys()) known.delete(id);
-        for (const id of [...this.broker.ownOrders, ...this.answeredOrderIds]) known.add(id);
-        const s = settleFromSnapshot(op, args, snap, known, ctx);
-        if ('value' in s) return { ...settled(s, 'snapshot'), records: s.records };
-        why = s.notFound;
-        ambiguous = s.ambiguous === true;
-      } catch (se) {
-        why = `${why ? `${why}; ` : ''}no snapshot could be taken (${errorMessage(se)})`;
-      }
-    }
-    if (!PLACING_OPS.has(op)) {
-      return fail(checked ? `${noAnswer}: ${why}; it is not resent` : `${noAnswer} and may have executed: its pushes since show nothing, and ${why}; it is not resent: the broker's pushes and the next reconciliation show what it did`);
-    }
-    if (ambiguous) return fail(`${noAnswer} and may have executed: ${why}; it is not resent, and none of them is claimed by this run (they are the account's: ctx.positions(undefined, { accountWide: true }))`);
-    const watch: Settlement['watch'] =
-      op === 'createOco' ? { oco: claimOf(op, args, {}, this.now)!.oco! } : { lost: { id: intent.id, op, args, since: this.now, awaitsSnapshot: !checked } };
-    if (checked) return fail(`${noAnswer} and may have executed: neither the broker's pushes since nor a snapshot show it (${why}); it is not resent, and an order matching it that shows up later is claimed by this run (onOrder / onTrade)`, watch);
-    return fail(`${noAnswer} and may have executed: its pushes since show nothing, and ${why}; it is not resent: the next reconciliation with the broker (after a reconnect or a restart) claims what it placed, if anything`, watch);
-  }
+
 
   private journalLine(line: JournalLine, sync = false, skipWhenReplaying = false): void {
     if (skipWhenReplaying && this.replaying) return;
