@@ -1016,6 +1016,9 @@ export class LiveEngine {
       case 'OpenPosition': {
         const id = String(r.tradeId);
         if (action === 'D') {
+          // gone, closed for a reason its close order told: the protections count it now, not at its close record
+          const reason = this.broker.ownTrades.has(id) ? this.broker.closeReasons.get(id) : undefined;
+          if (reason !== undefined) this.protections.closed(String(this.broker.positions.get(id)?.currency ?? r.currency ?? ''), reason, this.now, id, true);
           this.broker.positions.delete(id);
           return;
         }
@@ -1152,7 +1155,7 @@ export class LiveEngine {
     };
     this.closed.push(trade);
     this.tell('exit', { ...trade });
-    this.protections.closed(trade.symbol, reason, closeTime);
+    this.protections.closed(trade.symbol, reason, closeTime, partTicket === undefined ? id : undefined);
     // a part closed: its ticket is done, the trade is still open
     this.closedIds.add(partTicket ?? id);
     this.broker.closeReasons.delete(id); // said in the trade; a checkpoint keeps the open trades' only

@@ -31,6 +31,8 @@ export interface SavedProtections {
   stops: Array<{ symbol: string; at: number }>;
   peak: number | null;
   locks: ProtectionLock[];
+  /** Trades told closed before their close record came (paper/live), not to be counted again. */
+  counted?: string[];
 }
 
 const MIN = 60_000;
@@ -88,6 +90,8 @@ export class Protections {
   private peak: number | undefined;
   /** Locks not yet over (a lock ends at `until`). */
   private active: ProtectionLock[] = [];
+  /** Trades told closed (by their key) whose close record is still to come. */
+  private counted = new Set<string>();
   /** Every lock the run had, for its result (bounded: the report shows the first HISTORY_KEPT). */
   readonly history: ProtectionLock[] = [];
 
@@ -100,8 +104,17 @@ export class Protections {
     return this.rules.stopLossGuard !== undefined || this.rules.maxDrawdown !== undefined || this.rules.cooldown !== undefined;
   }
 
-  /** A trade (or part of one) of the run closed at `at` (epoch ms, the run's clock), for `reason`. */
-  closed(symbol: string, reason: string, at: number): void {
+  /**
+   * A trade (or part of one) of the run closed at `at` (epoch ms, the run's clock), for `reason`.
+   * `key`: paper and live tell a trade when the broker deletes it (its reason known from its stop
+   * order), before its close record, so that an entry between the two is already locked; the
+   * record's own call with the same key then counts nothing.
+   */
+  closed(symbol: string, reason: string, at: number, key?: string, early = false): void {
+    if (key !== undefined) {
+      if (early) this.counted.add(key);
+      else if (this.counted.delete(key)) return;
+    }
     const c = this.rules.cooldown;
     if (c) this.lock({ rule: 'cooldown', symbol, from: at, until: at + c.minutes * MIN, reason: `${symbol} closed a trade: no new entry on it for ${c.minutes} min` });
     const g = this.rules.stopLossGuard;
@@ -148,7 +161,7 @@ export class Protections {
   }
 
   saved(): SavedProtections {
-    return { stops: [...this.stops], peak: this.peak ?? null, locks: [...this.active] };
+    return { stops: [...this.stops], peak: this.peak ?? null, locks: [...this.active], ...(this.counted.size ? { counted: [...this.counted] } : {}) };
   }
 
   restore(s: SavedProtections | undefined): void {
@@ -156,6 +169,7 @@ export class Protections {
     this.stops = [...s.stops];
     this.peak = s.peak ?? undefined;
     this.active = [...s.locks];
+    this.counted = new Set(s.counted ?? []);
   }
 
   private expire(at: number): void {

@@ -24,16 +24,20 @@ const bidAt = (k: number) => Math.round((START - k * 0.001) * 1e5) / 1e5;
 
 /** What the strategy did, in order: `open`, `stop` (a trade closed by its stop), `refused <rule>`. */
 function stoppedOut(said: string[]): Strategy<Record<string, unknown>> {
+  // what it holds by its own account: in paper a tick can come between an entry's answer and the
+  // broker's push of its trade, when ctx.positions() does not list it yet
   let opening = false;
+  let holding = false;
   return {
     name: 'stopped-out',
     symbols: [SYM],
     protections: { stopLossGuard: { stops: 3, withinMin: 600, lockMin: 600 } },
     async onTick(ctx: StrategyContext<Record<string, unknown>>, _t: Tick) {
-      if (opening || ctx.positions().length) return;
+      if (opening || holding || ctx.positions().length) return;
       opening = true;
       try {
         await ctx.openTrade({ symbol: SYM, isBuy: true, amount: 10, stop: -5, isInPips: true });
+        holding = true;
         said.push('open');
       } catch (e) {
         said.push(`refused ${(e as { rule?: string }).rule ?? (e as Error).name}`);
@@ -42,12 +46,23 @@ function stoppedOut(said: string[]): Strategy<Record<string, unknown>> {
       }
     },
     onTrade(_ctx, e) {
-      if (e.kind === 'closed') said.push(e.reason ?? 'closed');
+      if (e.kind !== 'closed') return;
+      holding = false;
+      said.push(e.reason ?? 'closed');
     },
   };
 }
 
-const upToLock = ['open', 'stop', 'open', 'stop', 'open', 'stop'];
+/**
+ * Where the lock fell: the entries and stop-outs before the first refusal, and what came after it.
+ * (In paper a trade's stop-out and the next entry's answer may be told in either order.)
+ */
+function lockPoint(said: readonly string[]): { opens: number; stops: number; after: string[] } {
+  const first = said.findIndex((x) => x.startsWith('refused'));
+  const before = first < 0 ? said : said.slice(0, first);
+  return { opens: before.filter((x) => x === 'open').length, stops: before.filter((x) => x === 'stop').length, after: first < 0 ? [] : [...new Set(said.slice(first))] };
+}
+const AT_THE_LOCK = { opens: 3, stops: 3, after: ['refused stopLossGuard'] };
 
 describe('protections: the same path locks at the same point in backtest and paper', () => {
   let sim: BrokerSimulator;
@@ -71,9 +86,8 @@ describe('protections: the same path locks at the same point in backtest and pap
     const said: string[] = [];
     const r = await runBacktest({ strategy: stoppedOut(said), data: [{ symbol: SYM, timeframe: 'm1', candles }] });
     expect(r.error).toBeUndefined();
-    expect(said.slice(0, 6)).toEqual(upToLock);
-    expect(said.slice(6).length).toBeGreaterThanOrEqual(3);
-    expect(new Set(said.slice(6))).toEqual(new Set(['refused stopLossGuard']));
+    expect(lockPoint(said)).toEqual(AT_THE_LOCK);
+    expect(said.filter((x) => x.startsWith('refused')).length).toBeGreaterThanOrEqual(3);
     expect(r.trades.map((t) => t.reason)).toEqual(['stop', 'stop', 'stop']);
     expect(r.locks).toEqual([expect.objectContaining({ rule: 'stopLossGuard', from: r.trades[2]!.closeTime, until: r.trades[2]!.closeTime + 600 * 60_000 })]);
     const html = renderHtml(buildReport(r));
@@ -94,11 +108,16 @@ describe('protections: the same path locks at the same point in backtest and pap
       sim.market.setPrice(SYM, bidAt(k));
       // the step is done when the run's view agrees with the broker's and the strategy has acted on it
       await waitFor(() => run.engine.view().positions.length === sim.engine.snapshot(TOKEN, 'OpenPosition').length && (said.length > before || run.engine.view().positions.length > 0), `step ${k} handled`, 10_000);
-      // a tick after a stop-out, as a backtest's hook runs after the candle's triggers
+      // a tick after a stop-out, as a backtest's hook runs after the candle's triggers; pushed again
+      // until the strategy acts on it (a tick may come before the close it follows, or the
+      // simulator may send two quick quotes as one)
       if (said[said.length - 1] === 'stop') {
         const again = said.length;
-        sim.market.setPrice(SYM, bidAt(k));
-        await waitFor(() => said.length > again, `the tick after the stop at step ${k}`, 10_000);
+        for (let nudge = 0; nudge < 40 && said.length === again; nudge++) {
+          sim.market.setPrice(SYM, bidAt(k));
+          await waitFor(() => said.length > again, `the tick after the stop at step ${k}`, 500).catch(() => undefined);
+        }
+        expect(said.length).toBeGreaterThan(again);
       }
       if (sentAtLock === undefined && run.engine.view().protections.locks.length) sentAtLock = sim.requestCounts()['/trading/open_trade'];
     }
@@ -106,10 +125,9 @@ describe('protections: the same path locks at the same point in backtest and pap
     expect(view.protections.locks).toEqual([expect.objectContaining({ rule: 'stopLossGuard', reason: '3 stop-outs within 600 min: no new entries for 600 min' })]);
     expect(told.filter((t) => t.kind === 'protection_locked')).toEqual([{ kind: 'protection_locked', rule: 'stopLossGuard' }]);
     const result = await run.finish();
-    expect(said.slice(0, 6)).toEqual(upToLock);
-    expect(new Set(said.slice(6))).toEqual(new Set(['refused stopLossGuard']));
-    expect(said.slice(6).length).toBeGreaterThanOrEqual(3);
-    expect(said.slice(0, 6)).toEqual(backtestSaid.slice(0, 6));
+    expect(lockPoint(said)).toEqual(AT_THE_LOCK);
+    expect(lockPoint(said)).toEqual(lockPoint(backtestSaid));
+    expect(said.filter((x) => x.startsWith('refused')).length).toBeGreaterThanOrEqual(3);
     expect(result.trades.map((t) => t.reason)).toEqual(['stop', 'stop', 'stop']);
     expect(result.locks).toHaveLength(1);
     expect(sentAtLock).toBe(3);
