@@ -17,9 +17,9 @@ import type { ConfigFile } from '../../../../src/config/types';
 import type { OrderEvent, ReconnectEvent, Strategy, StrategyContext, TradeEvent } from '../../../../src/trading/runner/strategy';
 import { BrokerProxy } from '../../../support/broker-proxy';
 import { waitFor } from '../../../support/wait';
-import { once, startSim, TOKEN } from '../../helpers';
+import { once, TOKEN } from '../../helpers';
 import { tightBrokerLimits } from '../helpers';
-import { closeOpenRuns, startProxiedRun } from './proxied-run';
+import { simBehindProxy, startProxiedRun } from './proxied-run';
 
 const SYM = 'EUR/USD';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-lost-'));
@@ -75,22 +75,12 @@ async function expectReplays(strategy: Strategy<Record<string, unknown>>, jfile:
 }
 
 describe('an order call whose answer is lost', () => {
-  let sim: BrokerSimulator;
-  let proxy: BrokerProxy;
+  const env = simBehindProxy();
   let runs = 0;
-  beforeEach(async () => {
-    sim = await startSim();
-    proxy = new BrokerProxy();
-    await proxy.start(sim.url);
-  });
-  afterEach(async () => {
-    await closeOpenRuns();
-    await proxy.stop();
-    await sim.stop();
-  });
   const jfileOf = () => path.join(dir, `run-${++runs}`, 'journal.jsonl');
 
   test('openTrade: settled from the pushes that came, the trade claimed, the strategy told; nothing resent; the journal replays', async () => {
+    const { sim, proxy } = env;
     const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
     const strategy = acting(seen, (ctx) => ctx.openTrade({ symbol: SYM, isBuy: true, amount: 10, stop: -20, isInPips: true }));
     proxy.withhold('/trading/open_trade');
@@ -122,6 +112,7 @@ describe('an order call whose answer is lost', () => {
   });
 
   test('openTrade answered HTTP 500 after the broker ran it: settled the same way', async () => {
+    const { sim, proxy } = env;
     const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
     const strategy = acting(seen, (ctx) => ctx.openTrade({ symbol: SYM, isBuy: false, amount: 20 }));
     proxy.inject('/trading/open_trade', { status: 500, body: 'Internal Server Error', headers: { 'content-type': 'text/plain' }, afterBroker: true });
@@ -139,6 +130,7 @@ describe('an order call whose answer is lost', () => {
   });
 
   test("openTrade requoted by the broker, its answer lost: the order is the run's, and onOrder says it was rejected (requoted)", async () => {
+    const { sim, proxy } = env;
     const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
     const strategy = acting(seen, (ctx) => ctx.openTrade({ symbol: SYM, isBuy: true, amount: 10 }));
     sim.faults.requoteNext();
@@ -156,6 +148,7 @@ describe('an order call whose answer is lost', () => {
   });
 
   test('createEntryOrder and createOco: the orders their pushes show are claimed (onOrder accepted, ctx.orders())', async () => {
+    const { sim, proxy } = env;
     const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
     let listed: string[] = [];
     const rates = { entry: entryRate(sim, 100), up: entryRate(sim, 150), down: entryRate(sim, -150) };
@@ -196,6 +189,7 @@ describe('an order call whose answer is lost', () => {
   });
 
   test('closeTrade and deleteOrder: settled from their pushes (the trade closed for the run, the order gone)', async () => {
+    const { sim, proxy } = env;
     const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
     const rate = entryRate(sim, 100);
     let step = 0;
@@ -251,6 +245,7 @@ describe('an order call whose answer is lost', () => {
   });
 
   test('the pushes dropped as well: settled from one snapshot (within the budget), the trade claimed from its record', async () => {
+    const { sim, proxy } = env;
     const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
     const strategy = acting(seen, (ctx) => ctx.openTrade({ symbol: SYM, isBuy: true, amount: 10, limit: 30, isInPips: true }));
     proxy.withhold('/trading/open_trade');
@@ -277,6 +272,7 @@ describe('an order call whose answer is lost', () => {
   });
 
   test('no pushes and no budget for a snapshot: the strategy hears it may have executed; the budget is kept; the resume claims the trade', async () => {
+    const { sim, proxy } = env;
     const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
     const act = (ctx: Ctx) => ctx.openTrade({ symbol: SYM, isBuy: true, amount: 10 });
     const strategy = acting(seen, act);
@@ -328,6 +324,7 @@ describe('an order call whose answer is lost', () => {
   });
 
   test('killed while the answer is withheld (kill -9): the resume settles the call from its snapshot, claims the trade, sends nothing again', async () => {
+    const { sim, proxy } = env;
     const act = (ctx: Ctx) => ctx.openTrade({ symbol: SYM, isBuy: false, amount: 30, stop: -25, isInPips: true });
     const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
     proxy.withhold('/trading/open_trade');
@@ -362,6 +359,7 @@ describe('an order call whose answer is lost', () => {
   });
 
   test('a call that never reached the broker (HTTP 500 before it): not found, said, and nothing is claimed', async () => {
+    const { sim, proxy } = env;
     const seen: Seen = { outcomes: [], trades: [], orders: [], reconnects: [] };
     const strategy = acting(seen, (ctx) => ctx.openTrade({ symbol: SYM, isBuy: true, amount: 10 }));
     proxy.inject('/trading/open_trade', { status: 502, body: 'Bad Gateway', headers: { 'content-type': 'text/plain' } });

@@ -19,9 +19,9 @@ import { replayJournal } from '../../../../src/trading/runner/cli/live-cli';
 import type { ReconnectEvent, Strategy } from '../../../../src/trading/runner/strategy';
 import { BrokerProxy, REFUSED_TOKEN_BODY } from '../../../support/broker-proxy';
 import { waitFor } from '../../../support/wait';
-import { newClient, once, startSim, TOKEN } from '../../helpers';
+import { newClient, once, TOKEN } from '../../helpers';
 import { tightBrokerLimits } from '../helpers';
-import { closeOpenRuns, startProxiedRun } from './proxied-run';
+import { simBehindProxy, startProxiedRun } from './proxied-run';
 
 const SYM = 'EUR/USD';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-operator-'));
@@ -38,23 +38,13 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 describe('the operator is told the truth', () => {
-  let sim: BrokerSimulator;
-  let proxy: BrokerProxy;
+  // the broker's documented 60 s pingTimeout, scaled down: far longer than its ping interval
+  const env = simBehindProxy({ pingIntervalMs: PING_MS, pingTimeoutMs: 20 * PING_MS });
   let runs = 0;
-  beforeEach(async () => {
-    // the broker's documented 60 s pingTimeout, scaled down: far longer than its ping interval
-    sim = await startSim({ pingIntervalMs: PING_MS, pingTimeoutMs: 20 * PING_MS });
-    proxy = new BrokerProxy();
-    await proxy.start(sim.url);
-  });
-  afterEach(async () => {
-    await closeOpenRuns();
-    await proxy.stop();
-    await sim.stop();
-  });
   const jfileOf = () => path.join(dir, `run-${++runs}`, 'journal.jsonl');
 
   test('a revoked token: said as refused, not as a lost connection; the run halts after the setting, resumable; a call refused with 401 is said too', async () => {
+    const { sim, proxy } = env;
     let started = false;
     const strategy: Strategy<Record<string, unknown>> = { name: 'quiet', symbols: [SYM], onStart: () => void (started = true) };
     const jfile = jfileOf();
@@ -103,6 +93,7 @@ describe('the operator is told the truth', () => {
   }, 30_000);
 
   test('a frozen connection is seen within a few ping intervals, and the outage reported from when the broker went silent', async () => {
+    const { sim, proxy } = env;
     const reconnects: ReconnectEvent[] = [];
     let started = false;
     const strategy: Strategy<Record<string, unknown>> = {
@@ -142,6 +133,7 @@ describe('the operator is told the truth', () => {
   }, 30_000);
 
   test('a resume whose claims the kill left unjournaled: onReconnect counts the position and the order the run holds', async () => {
+    const { sim, proxy } = env;
     const jfile = jfileOf();
     let placed = false;
     const rate = Math.round((sim.market.quote(SYM)!.ask + 0.01) * 1e5) / 1e5;
@@ -188,6 +180,7 @@ describe('the operator is told the truth', () => {
   }, 30_000);
 
   test('a call refused while the connection is down is not budget spent', async () => {
+    const { sim, proxy } = env;
     const { decider } = inProcessDecider(tightBrokerLimits({ endpoint: 'get_model', unit: 'hour', requestsPerUnit: 10 }), systemClock);
     const limiter = new BrokerCallBudget({ decider, account: accountKey(TOKEN), clock: systemClock });
     const client = newClient(sim, { baseUrl: proxy.url, beforeRequest: limiter.beforeRequest, reconnect: false });

@@ -7,14 +7,14 @@
 import { systemClock } from '../../../../src/platform/clock';
 import type { ConfigFile } from '../../../../src/config/types';
 import type { LogWriter } from '../../../../src/telemetry/logger';
-import type { BrokerSimulator } from '../../../../src/trading/simulator';
+import type { BrokerSimulator, SimulatorStartOptions } from '../../../../src/trading/simulator';
 import type { FxcmClient } from '../../../../src/trading/fxcm';
 import { Journal, readJournal } from '../../../../src/trading/runner/journal/journal';
 import { BrokerCallBudget, accountKey, inProcessDecider } from '../../../../src/trading/runner/broker/call-budget';
 import { LiveEngine, type LiveOptions, type LiveResult } from '../../../../src/trading/runner/engine/live';
 import type { Strategy } from '../../../../src/trading/runner/strategy';
-import type { BrokerProxy } from '../../../support/broker-proxy';
-import { newClient, TOKEN } from '../../helpers';
+import { BrokerProxy } from '../../../support/broker-proxy';
+import { newClient, startSim, TOKEN } from '../../helpers';
 import { tightBrokerLimits } from '../helpers';
 
 export interface ProxiedRun {
@@ -87,6 +87,25 @@ export async function startProxiedRun(o: ProxiedRunOptions): Promise<ProxiedRun>
   const run: ProxiedRun = { engine, client, limiter, journal, lines, running, close, finish };
   open.add(run);
   return run;
+}
+
+/**
+ * A simulator behind a BrokerProxy for each test of the calling `describe` (made before each,
+ * stopped after it with the runs it left open); read them from the object returned.
+ */
+export function simBehindProxy(options: Partial<SimulatorStartOptions> = {}): { readonly sim: BrokerSimulator; readonly proxy: BrokerProxy } {
+  const made = {} as { sim: BrokerSimulator; proxy: BrokerProxy };
+  beforeEach(async () => {
+    made.sim = await startSim(options);
+    made.proxy = new BrokerProxy();
+    await made.proxy.start(made.sim.url);
+  });
+  afterEach(async () => {
+    await closeOpenRuns();
+    await made.proxy.stop();
+    await made.sim.stop();
+  });
+  return made;
 }
 
 /** Stops and closes every run still open (for afterEach). */

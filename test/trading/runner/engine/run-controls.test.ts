@@ -9,16 +9,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { BrokerSimulator } from '../../../../src/trading/simulator';
 import { readJournal } from '../../../../src/trading/runner/journal/journal';
 import { LiveEngine } from '../../../../src/trading/runner/engine/live';
 import { ActionRefused } from '../../../../src/trading/runner/engine/run-controls';
 import type { Strategy, StrategyContext } from '../../../../src/trading/runner/strategy';
-import { BrokerProxy } from '../../../support/broker-proxy';
 import { waitFor } from '../../../support/wait';
-import { startSim, TOKEN } from '../../helpers';
+import { TOKEN } from '../../helpers';
 import { tightBrokerLimits } from '../helpers';
-import { closeOpenRuns, startProxiedRun } from './proxied-run';
+import { simBehindProxy, startProxiedRun } from './proxied-run';
 
 const SYM = 'EUR/USD';
 type Ctx = StrategyContext<Record<string, unknown>>;
@@ -28,18 +26,7 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rr-controls-'));
 const ONE_A_MINUTE = tightBrokerLimits({ endpoint: 'open_trade', unit: 'hour', requestsPerUnit: 1 });
 
 describe("the operator's actions", () => {
-  let sim: BrokerSimulator;
-  let proxy: BrokerProxy;
-  beforeEach(async () => {
-    sim = await startSim({ tickIntervalMs: 50 });
-    proxy = new BrokerProxy();
-    await proxy.start(sim.url);
-  });
-  afterEach(async () => {
-    await closeOpenRuns();
-    await proxy.stop();
-    await sim.stop();
-  });
+  const env = simBehindProxy({ tickIntervalMs: 50 });
 
   /** Opens one trade, then a second that waits for budget; what the second got. */
   const twoEntries = (outcome: { error?: Error; waiting?: boolean }): Strategy<Record<string, unknown>> => ({
@@ -56,6 +43,7 @@ describe("the operator's actions", () => {
     ['pause', 'paused'],
     ['stop', 'stopping'],
   ] as const)('%s while an entry waits for budget: it never leaves, and the strategy is told why (SafetyError %s)', async (action, rule) => {
+    const { sim, proxy } = env;
     const outcome: { error?: Error; waiting?: boolean } = {};
     const jfile = path.join(dir, `waiting-${action}.jsonl`);
     const run = await startProxiedRun({ sim, proxy, strategy: twoEntries(outcome), limits: ONE_A_MINUTE, jfile });
@@ -76,6 +64,7 @@ describe("the operator's actions", () => {
   }, 30_000);
 
   test("close: one of the run's trades closes for the reason 'operator'; another's, an unknown one or more than it holds is refused, nothing sent", async () => {
+    const { sim, proxy } = env;
     const { accountId } = sim.engine.account(TOKEN);
     sim.engine.openTrade(TOKEN, { account_id: accountId, symbol: SYM, is_buy: 'false', amount: '20', order_type: 'AtMarket', time_in_force: 'GTC' });
     await waitFor(() => sim.engine.snapshot(TOKEN, 'OpenPosition').length === 1, "the other client's trade");
@@ -109,6 +98,7 @@ describe("the operator's actions", () => {
   }, 30_000);
 
   test('flatten: the broker flat and entries locked; a resume after a kill keeps the lock and re-opens nothing, until resume', async () => {
+    const { sim, proxy } = env;
     const jfile = path.join(dir, 'flatten.jsonl');
     const attempts: string[] = [];
     /** Holds one trade: at every timer firing, opens one when it has none. */
@@ -158,6 +148,7 @@ describe("the operator's actions", () => {
   }, 40_000);
 
   test('a hook that does not catch the refusal of a locked entry is no strategy error: the run goes on, nothing flattened', async () => {
+    const { sim, proxy } = env;
     let tries = 0;
     const strategy: Strategy<Record<string, unknown>> = {
       name: 'uncaught',
@@ -186,6 +177,7 @@ describe("the operator's actions", () => {
   }, 30_000);
 
   test('while starting only pause and stop apply; after the end nothing does', async () => {
+    const { sim, proxy } = env;
     const run = await startProxiedRun({ sim, proxy, strategy: { name: 'idle', symbols: [SYM] } });
     await waitFor(() => run.engine.view().phase === 'running', 'the run to start', 10_000);
     await run.finish();

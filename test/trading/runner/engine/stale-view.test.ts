@@ -13,8 +13,8 @@ import { type LiveResult } from '../../../../src/trading/runner/engine/live';
 import type { Strategy, StrategyContext } from '../../../../src/trading/runner/strategy';
 import { BrokerProxy } from '../../../support/broker-proxy';
 import { waitFor } from '../../../support/wait';
-import { once, startSim, TOKEN } from '../../helpers';
-import { closeOpenRuns, startProxiedRun } from './proxied-run';
+import { once, TOKEN } from '../../helpers';
+import { simBehindProxy, startProxiedRun } from './proxied-run';
 
 const SYM = 'EUR/USD';
 type Ctx = StrategyContext<Record<string, unknown>>;
@@ -38,22 +38,14 @@ async function advance(clock: ManualClock, ms: number): Promise<void> {
 }
 
 describe('hooks never run on a stale view', () => {
-  let sim: BrokerSimulator;
-  let proxy: BrokerProxy;
+  const env = simBehindProxy();
   let clock: ManualClock;
-  beforeEach(async () => {
-    sim = await startSim();
-    proxy = new BrokerProxy();
-    await proxy.start(sim.url);
+  beforeEach(() => {
     clock = new ManualClock(Date.now());
-  });
-  afterEach(async () => {
-    await closeOpenRuns();
-    await proxy.stop();
-    await sim.stop();
   });
 
   test('an answer withheld while the timer falls due four times: one firing with count 4, after the claim and the pushes; one trade', async () => {
+    const { sim, proxy } = env;
     const firings: Firing[] = [];
     const heard: string[] = [];
     let opening: Promise<unknown> | undefined;
@@ -104,6 +96,7 @@ describe('hooks never run on a stale view', () => {
   });
 
   test('a frozen connection: the firings queued during the outage run once, after the reconciliation, and see the trade stopped out meanwhile as closed', async () => {
+    const { sim, proxy } = env;
     const firings: Firing[] = [];
     const heard: string[] = [];
     const strategy: Strategy<Record<string, unknown>> = {

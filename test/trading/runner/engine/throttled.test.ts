@@ -4,30 +4,17 @@
  * with FxcmRateLimitError carrying the status and the wait, and the next call of that kind is held
  * by the broker-call budget until then (that only its kind waits: call-budget.test.ts).
  */
-import type { BrokerSimulator } from '../../../../src/trading/simulator';
 import type { Strategy, StrategyContext } from '../../../../src/trading/runner/strategy';
-import { BrokerProxy } from '../../../support/broker-proxy';
 import { waitFor } from '../../../support/wait';
-import { startSim } from '../../helpers';
-import { closeOpenRuns, startProxiedRun } from './proxied-run';
+import { simBehindProxy, startProxiedRun } from './proxied-run';
 
 const SYM = 'EUR/USD';
 
 describe("the broker's 429 in a paper run", () => {
-  let sim: BrokerSimulator;
-  let proxy: BrokerProxy;
-  beforeEach(async () => {
-    sim = await startSim({ tickIntervalMs: 50 });
-    proxy = new BrokerProxy();
-    await proxy.start(sim.url);
-  });
-  afterEach(async () => {
-    await closeOpenRuns();
-    await proxy.stop();
-    await sim.stop();
-  });
+  const env = simBehindProxy({ tickIntervalMs: 50 });
 
   test('the strategy gets FxcmRateLimitError with status 429 and Retry-After; its next open_trade waits that long', async () => {
+    const { sim, proxy } = env;
     const seen: { error?: Error & { httpStatus?: number; retryAfterMs?: number }; refusedAt?: number; openedAt?: number } = {};
     const strategy: Strategy<Record<string, unknown>> = {
       name: 'throttled',
