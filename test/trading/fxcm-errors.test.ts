@@ -1,5 +1,6 @@
 /** The broker's error envelopes to typed errors: Unauthorized whatever its cause's wording or status. */
-import { FxcmApiError, FxcmNotFoundError, FxcmRateLimitError, FxcmUnauthorizedError, retryAfterMsOf, toApiError } from '../../src/trading/fxcm/errors';
+import { FxcmApiError, FxcmNotFoundError, FxcmRateLimitError, FxcmUnauthorizedError, toApiError } from '../../src/trading/fxcm/errors';
+import { retryAfterMsOf } from '../../src/platform/retry-after';
 
 test("'Unauthorized', with or without its cause, and any 401 are FxcmUnauthorizedError", () => {
   expect(toApiError('/trading/get_model', 'Unauthorized')).toBeInstanceOf(FxcmUnauthorizedError);

@@ -5,7 +5,8 @@
  * Retry-After it asked for; `afterResponse` hears every answer's status (the runner's call budget
  * holds calls of a kind the broker answered 429).
  */
-import { FxcmNotConnectedError, FxcmServerError, FxcmTimeoutError, FxcmTransportError, parseBrokerError, retryAfterMsOf, toApiError } from './errors';
+import { FxcmNotConnectedError, FxcmServerError, FxcmTimeoutError, FxcmTransportError, parseBrokerError, toApiError } from './errors';
+import { retryAfterMsOf } from '../../platform/retry-after';
 import { type LogWriter, silentLogger } from '../../telemetry/logger';
 import type { Envelope, Params } from './types';
 

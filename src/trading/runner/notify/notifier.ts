@@ -35,7 +35,9 @@ import { Backoff } from '../../../platform/backoff';
 import { MAX_TIMER_MS, systemClock, type Clock } from '../../../platform/clock';
 import { errorMessage } from '../../../platform/errors';
 import { isoUtc } from '../../../platform/time-text';
+import { retryAfterMsOf } from '../../../platform/retry-after';
 import type { LogWriter } from '../../../telemetry/logger';
+import { ThrottledLog } from '../../../telemetry/throttled-log';
 import type { RunEventKind } from '../engine/run-events';
 
 /** The run's events (engine/run-events.ts), one webhook each. */
@@ -126,7 +128,7 @@ export class Notifier {
   private readonly clock: Clock;
   private readonly log: LogWriter | undefined;
   private readonly heartbeatMs: number;
-  private readonly refusals: Throttle;
+  private readonly refusals: ThrottledLog;
   private heartbeatTimer: unknown;
   private seq = 0;
   private closed = false;
@@ -137,7 +139,7 @@ export class Notifier {
     this.clock = o.clock ?? systemClock;
     this.log = o.log;
     this.heartbeatMs = atLeast('heartbeatMs', o.heartbeatMs ?? 0, 0);
-    this.refusals = new Throttle(this.clock);
+    this.refusals = new ThrottledLog((line) => this.log?.warn(line), LOG_EVERY_MS, this.clock);
     const settings: SinkSettings = {
       queueMax: Math.floor(atLeast('queueMax', o.queueMax ?? DEFAULT_QUEUE_MAX, 1)),
       timeoutMs: atLeast('timeoutMs', o.timeoutMs ?? DEFAULT_TIMEOUT_MS, 1),
@@ -205,10 +207,7 @@ export class Notifier {
 
   private refuse(kind: NotifyKind, seq: number, why: string): void {
     for (const s of this.sinks) s.refused(why);
-    const before = this.refusals.due();
-    if (before !== undefined) {
-      this.log?.warn(`notification ${seq} (${kind}) not sent: ${why}${before > 0 ? ` (${before} more refused since the last such line)` : ''}`);
-    }
+    this.refusals.log(`notification ${seq} (${kind}) not sent: ${why}`);
   }
 
   private scheduleHeartbeat(): void {
@@ -233,7 +232,7 @@ interface SinkSettings {
 class Sink {
   private readonly queue: Ring<Queued>;
   private readonly backoff: Backoff;
-  private readonly warnings: Throttle;
+  private readonly warnings: ThrottledLog;
   private heartbeatEvent: Queued | undefined;
   private current: Queued | undefined;
   private attempts = 0;
@@ -255,7 +254,14 @@ class Sink {
   ) {
     this.queue = new Ring(s.queueMax);
     this.backoff = new Backoff({ initialMs: s.backoffMs, maxMs: MAX_BACKOFF_MS });
-    this.warnings = new Throttle(s.clock);
+    this.warnings = new ThrottledLog(
+      (line) => {
+        this.warnedSinceOk = true;
+        s.log?.warn(line);
+      },
+      LOG_EVERY_MS,
+      s.clock,
+    );
   }
 
   push(e: Queued): void {
@@ -371,10 +377,7 @@ class Sink {
 
   private failedAttempt(message: string): void {
     this.lastError = { at: isoUtc(this.s.clock.nowMs()), message };
-    const before = this.warnings.due();
-    if (before === undefined) return;
-    this.warnedSinceOk = true;
-    this.s.log?.warn(`notification sink ${this.target.shown} failing: ${message}${before > 0 ? ` (${before} more failures since the last such line)` : ''}`);
+    this.warnings.log(`notification sink ${this.target.shown} failing: ${message}`);
   }
 
   private finish(): void {
@@ -415,7 +418,7 @@ function post(target: Target, body: Buffer, timeoutMs: number, clock: Clock, don
   const deadline = clock.setTimeout(() => settle({ ok: false, retry: true, message: `no answer within ${timeoutMs} ms` }), timeoutMs);
   try {
     req = send(target.href, { method: 'POST', headers, agent: false }, (res) => {
-      const outcome = classify(res, clock);
+      const outcome = classify(res);
       let read = 0;
       res.on('data', (chunk: Buffer) => {
         read += chunk.length;
@@ -432,24 +435,15 @@ function post(target: Target, body: Buffer, timeoutMs: number, clock: Clock, don
   return () => settle(undefined);
 }
 
-function classify(res: http.IncomingMessage, clock: Clock): Outcome {
+function classify(res: http.IncomingMessage): Outcome {
   const status = res.statusCode ?? 0;
   if (status >= 200 && status < 300) return { ok: true };
   const message = `answered ${status}${res.statusMessage ? ` ${res.statusMessage}` : ''}`;
   if (status === 429 || status >= 500) {
-    const retryAfterMs = status === 429 || status === 503 ? retryAfter(res.headers['retry-after'], clock) : undefined;
+    const retryAfterMs = status === 429 || status === 503 ? retryAfterMsOf(res.headers['retry-after'], res.headers.date) : undefined;
     return retryAfterMs === undefined ? { ok: false, retry: true, message } : { ok: false, retry: true, message, retryAfterMs };
   }
   return { ok: false, retry: false, message: status >= 300 && status < 400 ? `${message} (redirects are not followed)` : message };
-}
-
-/** A Retry-After in ms: delay-seconds, or an HTTP date from now (RFC 9110 §10.2.3). */
-function retryAfter(value: string | undefined, clock: Clock): number | undefined {
-  if (value === undefined) return undefined;
-  const text = value.trim();
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const when = Date.parse(text);
-  return Number.isFinite(when) ? Math.max(0, when - clock.nowMs()) : undefined;
 }
 
 function parseTarget(raw: string): Target {
@@ -480,27 +474,6 @@ function withoutCredentials(raw: string): string {
 function atLeast(name: string, v: number, min: number): number {
   if (!Number.isFinite(v) || v < min) throw new Error(`notifier: ${name} must be a number of at least ${min}, not ${String(v)}`);
   return v;
-}
-
-/** Lets a line through at most once per LOG_EVERY_MS, and counts the ones it held back. */
-class Throttle {
-  private lastAt: number | undefined;
-  private held = 0;
-
-  constructor(private readonly clock: Clock) {}
-
-  /** The count held back since the last line when one may be written now, else undefined. */
-  due(): number | undefined {
-    const now = this.clock.nowMs();
-    if (this.lastAt !== undefined && now - this.lastAt < LOG_EVERY_MS) {
-      this.held++;
-      return undefined;
-    }
-    this.lastAt = now;
-    const held = this.held;
-    this.held = 0;
-    return held;
-  }
 }
 
 /** A fixed-size FIFO; pushing onto a full one drops the oldest. Every operation O(1). */
