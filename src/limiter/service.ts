@@ -67,6 +67,25 @@ export const MAX_UINT32 = 4294967295;
 const OVER_ELSEWHERE: IncrementContext = { overLimitElsewhere: true };
 const NOT_OVER_ELSEWHERE: IncrementContext = { overLimitElsewhere: false };
 
+/**
+ * How a caller takes one decision: `decided` or `failed` is called once. `ctx` is the caller's
+ * handle of the call, so one answer object serves every call instead of closures per call.
+ */
+export interface DecisionAnswer<C> {
+  decided(ctx: C, response: RateLimitResponse): void;
+  failed(ctx: C, err: unknown): void;
+}
+
+interface PromiseSettlers {
+  resolve(response: RateLimitResponse): void;
+  reject(err: unknown): void;
+}
+
+const SETTLE_PROMISE: DecisionAnswer<PromiseSettlers> = {
+  decided: (p, response) => p.resolve(response),
+  failed: (p, err) => p.reject(err),
+};
+
 export class RateLimitService {
   private readonly store: CounterStore;
   private readonly stats: StatsStore;
@@ -87,32 +106,56 @@ export class RateLimitService {
   }
 
   /**
-   * Decides one request. Rejects with ServiceError or StoreError, each counted as upstream does.
-   * `caller`: the client it comes from, as its transport knows it (none for in-process callers);
-   * `transport`: the listener it came through ('' in process), as the denials page tells it.
+   * Decides one request as a promise: for in-process callers (the runner), which do not count the
+   * microtask. Rejects with ServiceError or StoreError, each counted as upstream does. The
+   * arguments are decideInto's.
    */
   shouldRateLimit(request: RateLimitRequest, span?: Span, caller?: Caller, transport: Transport = ''): Promise<RateLimitResponse> {
-    try {
-      const res = this.decideNow(request, span, caller, transport);
-      return res instanceof Promise ? res : Promise.resolve(res);
-    } catch (err) {
-      return Promise.reject(err);
-    }
+    return new Promise((resolve, reject) => this.decideInto(request, span, caller, transport, { resolve, reject }, SETTLE_PROMISE));
   }
 
   /**
-   * As shouldRateLimit, but a store that counts in process answers in the same turn: the listeners
-   * skip a promise and a microtask per call. A remote store gives a promise. A failure found
-   * synchronously is thrown; either way it is counted as upstream does.
+   * Decides one request and hands the outcome to `answer`: the one place that tells a decision
+   * made now from one a remote store makes later. A store that counts in process answers in this
+   * turn (no promise, no microtask per call); a remote one later. Every failure, thrown at once
+   * or rejected later, is counted as upstream does and goes to `answer.failed`. `span` (the
+   * caller's) ends when the outcome is known. `caller`: the client it comes from, as its transport
+   * knows it; `transport`: the listener it came through ('' in process), as the denials page tells it.
    */
-  decideNow(request: RateLimitRequest, span?: Span, caller?: Caller, transport: Transport = ''): RateLimitResponse | Promise<RateLimitResponse> {
+  decideInto<C>(
+    request: RateLimitRequest,
+    span: Span | undefined,
+    caller: Caller | undefined,
+    transport: Transport,
+    ctx: C,
+    answer: DecisionAnswer<C>,
+  ): void {
+    let outcome: RateLimitResponse | Promise<RateLimitResponse>;
     try {
-      const res = this.decide(request, span, caller, transport);
-      return res instanceof Promise ? res.catch(this.failed) : res;
+      outcome = this.decide(request, span, caller, transport);
     } catch (err) {
-      this.count(err);
-      throw err;
+      this.failed(err, span, ctx, answer);
+      return;
     }
+    if (outcome instanceof Promise) {
+      outcome.then(
+        (response) => {
+          span?.end();
+          answer.decided(ctx, response);
+        },
+        (err: unknown) => this.failed(err, span, ctx, answer),
+      );
+    } else {
+      span?.end();
+      answer.decided(ctx, outcome);
+    }
+  }
+
+  private failed<C>(err: unknown, span: Span | undefined, ctx: C, answer: DecisionAnswer<C>): void {
+    if (err instanceof StoreError) this.storeError.inc();
+    else this.serviceError.inc();
+    span?.end();
+    answer.failed(ctx, err);
   }
 
   private domainNotFound(domain: string): Counter {
@@ -121,17 +164,6 @@ export class RateLimitService {
       RULE_STATS_PREFIX + 'overflow.domain_not_found',
     );
   }
-
-  private count(err: unknown): void {
-    if (err instanceof StoreError) this.storeError.inc();
-    else this.serviceError.inc();
-  }
-
-  /** Counts a failed decision and passes the error on. */
-  private readonly failed = (err: unknown): Promise<never> => {
-    this.count(err);
-    return Promise.reject(err);
-  };
 
   private decide(
     request: RateLimitRequest,

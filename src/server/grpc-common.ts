@@ -1,5 +1,5 @@
 /**
- * What both gRPC transports share (grpc-js in grpc.ts; ours, socket, through grpc-lean.ts): the ShouldRateLimit call (stats, span, decision, error codes), the health
+ * What both gRPC transports share (grpc-js in grpc.ts; ours, socket, through grpc-unary.ts): the ShouldRateLimit call (stats, span, decision, error codes), the health
  * service's answers, the gRPC wire helpers, and the listener contract app.ts starts and stops.
  */
 import type { AddressInfo, Server } from 'node:net';
@@ -11,7 +11,9 @@ import type { Caller } from '../core/store';
 import type { GrpcSettings } from '../settings';
 import type { Counter, StatsStore, Timer } from '../stats/store';
 import type { Logger } from '../telemetry/logger';
-import { NOOP_TRACING, type Span, type TraceCarrier, type Tracing } from '../telemetry/tracing';
+import { NOOP_TRACING, type TraceCarrier, type Tracing } from '../telemetry/tracing';
+import type { DecisionAnswer } from '../limiter/service';
+import { errorMessage } from '../platform/errors';
 import type { QuotaService } from '../quota/quota-service';
 import type { Health } from './health';
 import type { Decider } from './http';
@@ -106,17 +108,18 @@ export function decodeRequest(buf: Buffer, start = 0, end = buf.length): RateLim
   }
 }
 
-/**
- * How a transport answers one call. `ctx` is the transport's handle of the call, so the answer
- * functions can be shared module-level functions instead of closures per call.
- */
-export interface CallAnswer<C> {
-  ok(ctx: C, response: RateLimitResponse): void;
-  fail(ctx: C, code: status, details: string): void;
+/** One ShouldRateLimit call as both transports carry it: what the shared code answers. */
+export interface RateLimitCall {
+  /** When its message arrived (performance.now()), for response_time; set by RateLimitCalls. */
+  startedAt: number;
+  /** The decision, encoded and sent by the transport. */
+  answer(response: RateLimitResponse): void;
+  /** A gRPC status instead of a response. */
+  fail(code: status, details: string): void;
 }
 
 /** ShouldRateLimit once its message has arrived: counted, traced, decided, timed, answered. */
-export class RateLimitCalls {
+export class RateLimitCalls implements DecisionAnswer<RateLimitCall> {
   private readonly stats: MethodStats;
   private readonly tracing: Tracing;
 
@@ -129,46 +132,35 @@ export class RateLimitCalls {
    * `carrier` holds the caller's trace headers (grpc-js metadata or HTTP/2 headers); `caller` is
    * the client as its connection knows it.
    */
-  handle<C>(request: RateLimitRequest | Undecodable, carrier: TraceCarrier, ctx: C, answer: CallAnswer<C>, caller: Caller | undefined): void {
-    const start = performance.now();
+  handle(request: RateLimitRequest | Undecodable, carrier: TraceCarrier, call: RateLimitCall, caller: Caller | undefined): void {
+    call.startedAt = performance.now();
     this.stats.total.inc();
     if (request instanceof Undecodable) {
-      this.stats.time.record(Math.trunc(performance.now() - start));
-      answer.fail(ctx, status.INVALID_ARGUMENT, request.reason);
+      this.timed(call);
+      call.fail(status.INVALID_ARGUMENT, request.reason);
       return;
     }
     const tracing = this.tracing;
     const span = tracing.enabled ? tracing.startCallSpan(carrier, request.domain, () => requestText(request)) : undefined;
-    let decided: RateLimitResponse | Promise<RateLimitResponse>;
-    try {
-      decided = this.opts.service.decideNow(request, span, caller, 'grpc');
-    } catch (err) {
-      this.failed(ctx, answer, err, span, start);
-      return;
-    }
-    // An in-process store answers in this turn: no promise, no callbacks.
-    if (decided instanceof Promise) {
-      decided.then(
-        (res) => this.decided(ctx, answer, res, span, start),
-        (err: unknown) => this.failed(ctx, answer, err, span, start),
-      );
-    } else this.decided(ctx, answer, decided, span, start);
+    this.opts.service.decideInto(request, span, caller, 'grpc', call, this);
   }
 
-  private decided<C>(ctx: C, answer: CallAnswer<C>, res: RateLimitResponse, span: Span | undefined, start: number): void {
-    span?.end();
-    this.stats.time.record(Math.trunc(performance.now() - start));
-    answer.ok(ctx, res);
+  decided(call: RateLimitCall, response: RateLimitResponse): void {
+    this.timed(call);
+    call.answer(response);
   }
 
-  private failed<C>(ctx: C, answer: CallAnswer<C>, err: unknown, span: Span | undefined, start: number): void {
-    span?.end();
-    this.stats.time.record(Math.trunc(performance.now() - start));
-    const details = err instanceof Error ? err.message : String(err);
+  failed(call: RateLimitCall, err: unknown): void {
+    this.timed(call);
+    const details = errorMessage(err);
     const logger = this.opts.logger;
     if (logger.enabled('debug')) logger.debug(`ShouldRateLimit error: ${details}`);
     // Upstream answers every decision error UNKNOWN; requests beyond our own limits are INVALID_ARGUMENT.
-    answer.fail(ctx, err instanceof InvalidRateLimitRequestError ? status.INVALID_ARGUMENT : status.UNKNOWN, details);
+    call.fail(err instanceof InvalidRateLimitRequestError ? status.INVALID_ARGUMENT : status.UNKNOWN, details);
+  }
+
+  private timed(call: RateLimitCall): void {
+    this.stats.time.record(Math.trunc(performance.now() - call.startedAt));
   }
 }
 

@@ -2,16 +2,15 @@
  * The default gRPC listener (GRPC_TRANSPORT=socket): ShouldRateLimit, StreamRateLimitQuotas and
  * grpc.health.v1.Health served by our own HTTP/2 connection handler (h2/) straight on each socket,
  * so a socket read holding many calls costs one pass over its frames and one write of all their
- * answers. Same status codes, texts and stats as the grpc-js transport (grpc-common.ts). Each
- * stream's call is one of three kinds: a call with one request message, an RLQS stream, and a
- * health Watch once its request has arrived.
+ * answers. Same status codes, texts and stats as the grpc-js transport (grpc-common.ts). A new
+ * stream is routed by grpc-unary.ts; its call is a unary call (grpc-unary.ts, which a health Watch
+ * turns into a stream once its request has arrived) or an RLQS stream (here).
  */
 import type net from 'node:net';
 import { status } from '@grpc/grpc-js';
-import { HealthCheckResponse } from '../../generated/grpc/health/v1/health';
-import { checkQuotaLength, quotaFrameError, type QuotaCalls, type QuotaStreamHandle } from './quota-calls';
-import { grpcMessage, type GrpcListener, type GrpcListenerOptions, listenOn, percentEncode } from './grpc-common';
-import { type LeanReply, LeanServices, type MessageHandler } from './grpc-lean';
+import { checkQuotaLength, QuotaCalls, quotaFrameError, type QuotaStreamHandle } from './quota-calls';
+import { type GrpcListener, type GrpcListenerOptions, HealthAnswers, listenOn, percentEncode } from './grpc-common';
+import { abortStatus, grpcRoutes, OK_HEADERS, OK_TRAILERS, respondStatus, routeOf, UnaryCall, type UnaryLimits } from './grpc-unary';
 import { type ConnectionOptions, H2Connection, type StreamHandler } from './h2/connection';
 import { STREAM_WINDOW } from './h2/frames';
 import type { AbortReason, H2Stream, StreamCall } from './h2/stream';
@@ -25,70 +24,6 @@ import { MAX_TIMER_MS } from '../platform/clock';
 
 /** Largest request header list: far above what a gRPC client sends, small enough to bound memory. */
 const MAX_HEADER_LIST_BYTES = 64 * 1024;
-
-const OK_HEADERS = encodeHeaderBlock([
-  [':status', '200'],
-  ['content-type', 'application/grpc'],
-  ['grpc-accept-encoding', 'identity,deflate,gzip'],
-]);
-const OK_TRAILERS = encodeHeaderBlock([['grpc-status', '0']]);
-
-/** How a stream that must end unanswered is answered (see StreamCall.abort). */
-function abortStatus(reason: AbortReason, bodyTimeoutMs: number): { code: status; details: string } {
-  if (reason === 'deadline') return { code: status.DEADLINE_EXCEEDED, details: 'Deadline exceeded' };
-  if (reason === 'body-timeout') {
-    return { code: status.DEADLINE_EXCEEDED, details: `the request message did not arrive whole within ${bodyTimeoutMs / 1000}s (GRPC_REQUEST_BODY_TIMEOUT)` };
-  }
-  return { code: status.RESOURCE_EXHAUSTED, details: 'the server holds too many incomplete requests (REQUEST_MAX_BUFFERED_BYTES); retry' };
-}
-
-/** A call with one request message (ShouldRateLimit, health Check, List and Watch). */
-class UnaryCall implements StreamCall {
-  private declared = -1;
-
-  constructor(
-    private readonly stream: H2Stream,
-    private readonly handle: MessageHandler<H2Stream>,
-    private readonly services: LeanServices<H2Stream>,
-    private readonly bodyTimeoutMs: number,
-    /** The client, from its connection. */
-    readonly caller: Caller | undefined,
-  ) {}
-
-  data(): void {
-    const s = this.stream;
-    if (!s.open || s.received < GRPC_PREFIX_BYTES) return;
-    const declared = this.declared >= 0 ? this.declared : s.body.bytes().readUInt32BE(1);
-    if (!this.services.bodySoFar(s, s.headers, s.received, declared) || this.declared >= 0) return;
-    // The stream's window opens as far as the message it declared, and no further.
-    this.declared = declared;
-    s.acceptBody(GRPC_PREFIX_BYTES + declared);
-  }
-
-  ended(): void {
-    const s = this.stream;
-    if (!s.open) return;
-    this.services.bodyEnded(s, s.headers, s.received === 0 ? undefined : s.body.bytes(), this.handle);
-  }
-
-  abort(reason: AbortReason): void {
-    const { code, details } = abortStatus(reason, this.bodyTimeoutMs);
-    REPLY.status(this.stream, code, details);
-  }
-
-  closed(): void {}
-}
-
-/** A health Watch stream once its request has arrived: how to stop following the health. */
-class Watching implements StreamCall {
-  constructor(private readonly stop: () => void) {}
-  data(): void {}
-  ended(): void {}
-  abort(): void {}
-  closed(): void {
-    this.stop();
-  }
-}
 
 /**
  * An RLQS stream (StreamRateLimitQuotas): each request message goes to the quota calls as soon as
@@ -177,69 +112,28 @@ class QuotaStreaming implements StreamCall {
     const s = this.stream;
     if (s.closed) return;
     if (!this.headersSent) {
-      REPLY.status(s, code, details);
+      respondStatus(s, code, details);
       return;
     }
     s.end(code === status.OK ? OK_TRAILERS : encodeHeaderBlock([['grpc-status', String(code)], ['grpc-message', percentEncode(details)]]));
   }
 }
 
-/** How this transport answers: header blocks and frames through the stream's connection. */
-const REPLY: LeanReply<H2Stream> = {
-  message(stream, frame) {
-    if (stream.open) stream.answer(OK_HEADERS, frame, OK_TRAILERS);
-  },
-  status(stream, code, details) {
-    if (!stream.open) return;
-    const block = encodeHeaderBlock([
-      [':status', '200'],
-      ['content-type', 'application/grpc'],
-      ['grpc-status', String(code)],
-      ['grpc-message', percentEncode(details)],
-    ]);
-    stream.respond(block, true);
-  },
-  httpError(stream, httpStatus, details) {
-    const block = encodeHeaderBlock([
-      [':status', String(httpStatus)],
-      ['grpc-status', String(status.INTERNAL)],
-      ['grpc-message', percentEncode(details)],
-    ]);
-    stream.respond(block, true);
-  },
-  deadline(stream, ms) {
-    // Armed by the connection only if the call is still unanswered at the end of the read.
-    stream.deadlineAt = performance.now() + ms;
-  },
-  caller(stream) {
-    const call = stream.call;
-    return call instanceof UnaryCall ? call.caller : undefined;
-  },
-};
-
 /** The socket gRPC server with the services, GRPC_MAX_CONNECTION_AGE(_GRACE), REQUEST_MAX_BYTES and TLS. */
 export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListener {
   const { grpc: settings, certificates, logger } = opts;
-  const services = new LeanServices<H2Stream>(opts, REPLY, (stream, service) => {
-    if (!stream.open) return;
-    stream.respond(OK_HEADERS, false);
-    const stop = services.health.watch(
-      service,
-      (s) => stream.write(grpcMessage(HealthCheckResponse.encode({ status: s }).finish())),
-      () => stream.end(OK_TRAILERS),
-    );
-    if (stream.closed) stop();
-    else stream.call = new Watching(stop);
-  });
-
+  const health = new HealthAnswers(opts.health, opts.stats);
+  const quota = opts.quota === undefined ? undefined : new QuotaCalls(opts.quota, opts.stats, opts.logger);
+  const routes = grpcRoutes(opts, health, quota !== undefined);
   const bodyTimeoutMs = settings.requestBodyTimeoutMs;
+  const limits: UnaryLimits = { maxRequestBytes: opts.maxRequestBytes, bodyTimeoutMs };
   /** The streams of one connection, whose calls come from `caller`. */
   const handlerFor = (caller: Caller | undefined): StreamHandler => ({
     open(stream) {
-      const handle = services.route(stream, stream.headers);
-      if (handle === undefined) return undefined;
-      if (handle === services.onQuotaStream) return new QuotaStreaming(stream, services.quota!, opts.maxRequestBytes, bodyTimeoutMs);
-      return new UnaryCall(stream, handle, services, bodyTimeoutMs, caller);
+      const route = routeOf(stream, routes);
+      if (route === undefined) return undefined;
+      if (route.unary === undefined) return new QuotaStreaming(stream, quota!, opts.maxRequestBytes, bodyTimeoutMs);
+      return new UnaryCall(stream, route.unary, limits, caller);
     },
   });
 
@@ -296,7 +190,7 @@ export function createGrpcSocketListener(opts: GrpcListenerOptions): GrpcListene
 
   return {
     listen: () => listenOn(server, settings),
-    endWatches: () => services.health.endWatches(),
+    endWatches: () => health.endWatches(),
     // GOAWAY: each closes when its last call has finished.
     drain: () => admission.drain(server, (c) => c.close('')),
     forceClose: () => admission.forceClose(),

@@ -15,12 +15,12 @@ import {
 } from '../../generated/grpc/health/v1/health';
 import type { RateLimitRequest, RateLimitResponse } from '../core/rls';
 import {
-  type CallAnswer,
   decodeRequest,
   type GrpcListener,
   type GrpcListenerOptions,
   type GrpcServicesOptions,
   HealthAnswers,
+  type RateLimitCall,
   RateLimitCalls,
   SHOULD_RATE_LIMIT_PATH,
   type Undecodable,
@@ -81,10 +81,17 @@ function connectionOf(call: grpc.ServerDuplexStream<Buffer, Buffer>): string {
   return `peer ${call.getPeer()}`;
 }
 
-const ANSWER: CallAnswer<grpc.sendUnaryData<RateLimitResponse>> = {
-  ok: (callback, response) => callback(null, response),
-  fail: (callback, code, details) => callback({ code, details }),
-};
+/** A grpc-js ShouldRateLimit call: answered through its callback (grpc-js encodes the response). */
+class GrpcJsRateLimitCall implements RateLimitCall {
+  startedAt = 0;
+  constructor(private readonly callback: grpc.sendUnaryData<RateLimitResponse>) {}
+  answer(response: RateLimitResponse): void {
+    this.callback(null, response);
+  }
+  fail(code: grpc.status, details: string): void {
+    this.callback({ code, details });
+  }
+}
 
 /**
  * Adds the rate limit and health services to `server`. Returns a function that ends the open
@@ -97,7 +104,7 @@ export function addGrpcServices(server: grpc.Server, opts: GrpcServicesOptions):
       call: grpc.ServerUnaryCall<RateLimitRequest | Undecodable, RateLimitResponse>,
       callback: grpc.sendUnaryData<RateLimitResponse>,
     ): void {
-      calls.handle(call.request, call.metadata, callback, ANSWER, peerCaller(call.getPeer()));
+      calls.handle(call.request, call.metadata, new GrpcJsRateLimitCall(callback), peerCaller(call.getPeer()));
     },
   });
 

@@ -8,21 +8,23 @@ import type { Logger } from '../telemetry/logger';
 import { NOOP_TRACING, type Span, type Tracing } from '../telemetry/tracing';
 import type { Transport } from '../telemetry/denials';
 import { requestText } from './request-text';
-import type { RateLimitRequest, RateLimitResponse } from '../core/rls';
+import type { RateLimitRequest } from '../core/rls';
 import type { Caller } from '../core/store';
 import { socketCaller } from './callers';
 import { Code } from '../core/rls';
+import type { DecisionAnswer } from '../limiter/service';
 import type { Health } from './health';
-import { JsonRequestError, parseRateLimitRequestBytes, serializeRateLimitResponse } from './json-codec';
+import { errorMessage } from '../platform/errors';
+import { parseRateLimitRequestBytes, serializeRateLimitResponse } from './json-codec';
 import { errorAnswer, type Exchange, type ExchangeHandler } from './http1/connection';
 import type { BodyPlan, RequestHead } from './http1/parser';
 
 /**
- * What the listeners ask: RateLimitService.decideNow (a response now, or a promise of one), with
- * the client the request comes from.
+ * What the listeners ask of the limiter: RateLimitService.decideInto, which hands the outcome to
+ * the listener's answer, in the same turn when the store counts in process.
  */
 export interface Decider {
-  decideNow(request: RateLimitRequest, span?: Span, caller?: Caller, transport?: Transport): RateLimitResponse | Promise<RateLimitResponse>;
+  decideInto<C>(request: RateLimitRequest, span: Span | undefined, caller: Caller | undefined, transport: Transport, ctx: C, answer: DecisionAnswer<C>): void;
 }
 
 export interface HttpServerOptions {
@@ -47,59 +49,40 @@ export function createHttpHandler(opts: HttpServerOptions): ExchangeHandler {
   const workerHeader = opts.worker === undefined ? '' : `${opts.worker.header}: ${opts.worker.slot}\r\n`;
   const healthHeaders = TEXT_HEADERS + workerHeader;
 
-  /** Writes a decision: 200 OK, 429 over limit (500 for an UNKNOWN overall code, as upstream). */
-  const answer = (exchange: Exchange, response: RateLimitResponse): void => {
-    let body: string;
-    try {
-      body = serializeRateLimitResponse(response);
-    } catch (err) {
-      logger.error(`cannot encode /json response: ${String(err)}`);
-      errorAnswer(exchange, 500);
-      return;
-    }
-    const code = response.overallCode === Code.OVER_LIMIT ? 429 : response.overallCode === Code.OK ? 200 : 500;
-    exchange.answer(code, JSON_HEADERS, body);
+  /** A decision, 200 OK or 429 over limit (500 for an UNKNOWN overall code, as upstream); a failed one, 400. */
+  const answer: DecisionAnswer<Exchange> = {
+    decided(exchange, response) {
+      let body: string;
+      try {
+        body = serializeRateLimitResponse(response);
+      } catch (err) {
+        logger.error(`cannot encode /json response: ${String(err)}`);
+        errorAnswer(exchange, 500);
+        return;
+      }
+      const code = response.overallCode === Code.OVER_LIMIT ? 429 : response.overallCode === Code.OK ? 200 : 500;
+      exchange.answer(code, JSON_HEADERS, body);
+    },
+    failed(exchange, err) {
+      const msg = errorMessage(err);
+      logger.debug(`error answering /json request: ${msg}`);
+      // Upstream answers every decision error on /json with 400, including store errors.
+      errorAnswer(exchange, 400, msg);
+    },
   };
 
-  const failed = (exchange: Exchange, err: unknown, span: Span | undefined): void => {
-    span?.end();
-    const msg = (err as Error)?.message ?? String(err);
-    logger.debug(`error answering /json request: ${msg}`);
-    // Upstream answers every decision error on /json with 400, including store errors.
-    errorAnswer(exchange, 400, msg);
-  };
-
-  // Callbacks rather than async functions: no promise at all when the store counts in process.
   const handleJson = (head: RequestHead, body: Buffer, exchange: Exchange): void => {
     let request: RateLimitRequest;
     try {
       request = parseRateLimitRequestBytes(body);
     } catch (err) {
-      const msg = err instanceof JsonRequestError ? err.message : String((err as Error)?.message ?? err);
+      const msg = errorMessage(err);
       logger.debug(`error parsing /json request: ${msg}`);
       errorAnswer(exchange, 400, msg);
       return;
     }
     const span = tracing.enabled ? tracing.startCallSpan(headerRecord(head.rawHeaders), request.domain, () => requestText(request)) : undefined;
-    let decided: RateLimitResponse | Promise<RateLimitResponse>;
-    try {
-      decided = service.decideNow(request, span, socketCaller(exchange.socket), 'http');
-    } catch (err) {
-      failed(exchange, err, span);
-      return;
-    }
-    if (decided instanceof Promise) {
-      decided.then(
-        (response) => {
-          span?.end();
-          answer(exchange, response);
-        },
-        (err: unknown) => failed(exchange, err, span),
-      );
-    } else {
-      span?.end();
-      answer(exchange, decided);
-    }
+    service.decideInto(request, span, socketCaller(exchange.socket), 'http', exchange, answer);
   };
 
   return {

@@ -7,7 +7,7 @@ import { MemoryStore } from '../../src/backends/memory';
 import { loadConfig } from '../../src/config/load';
 import { ManualClock } from '../../src/platform/clock';
 import { LocalCache } from '../../src/limiter/local-cache';
-import { RateLimitService, type ServiceFlags } from '../../src/limiter/service';
+import { type DecisionAnswer, RateLimitService, type ServiceFlags } from '../../src/limiter/service';
 import { Code, type Descriptor, ServiceError, Unit } from '../../src/core/rls';
 import { Caller, StoreError } from '../../src/core/store';
 import type { CounterStore } from '../../src/core/store';
@@ -95,12 +95,17 @@ describe('RateLimitService', () => {
     expect(counter(stats, 'ratelimit.service.call.should_rate_limit.service_error')).toBe(2);
   });
 
-  test('decideNow answers in the same turn on the memory store, a promise on a remote one, and counts a thrown error', async () => {
+  test('decideInto answers in the same turn on the memory store, later on a remote one, and counts a thrown error', async () => {
     const { service, stats } = setup();
-    const now = service.decideNow({ domain: 'd', descriptors: [d('k', 'v')], hitsAddend: 0 });
-    expect(now).not.toBeInstanceOf(Promise);
-    expect((now as Awaited<typeof now>).overallCode).toBe(Code.OK);
-    expect(() => service.decideNow({ domain: '', descriptors: [], hitsAddend: 0 })).toThrow('rate limit domain must not be empty');
+    const outcomes: string[] = [];
+    const answer: DecisionAnswer<string> = {
+      decided: (ctx, response) => outcomes.push(`${ctx} ${response.overallCode}`),
+      failed: (ctx, err) => outcomes.push(`${ctx} failed: ${(err as Error).message}`),
+    };
+    service.decideInto({ domain: 'd', descriptors: [d('k', 'v')], hitsAddend: 0 }, undefined, undefined, '', 'now', answer);
+    expect(outcomes).toEqual([`now ${Code.OK}`]);
+    service.decideInto({ domain: '', descriptors: [], hitsAddend: 0 }, undefined, undefined, '', 'bad', answer);
+    expect(outcomes[1]).toBe('bad failed: rate limit domain must not be empty');
     expect(counter(stats, 'ratelimit.service.call.should_rate_limit.service_error')).toBe(1);
 
     const remote: CounterStore = {
@@ -109,9 +114,15 @@ describe('RateLimitService', () => {
       isHealthy: () => true,
       close: () => Promise.resolve(),
     };
-    const later = setup({}, { store: remote }).service.decideNow({ domain: 'd', descriptors: [d('k', 'v')], hitsAddend: 0 });
-    expect(later).toBeInstanceOf(Promise);
-    expect((await later).overallCode).toBe(Code.OK);
+    const later = new Promise<void>((resolve) =>
+      setup({}, { store: remote }).service.decideInto({ domain: 'd', descriptors: [d('k', 'v')], hitsAddend: 0 }, undefined, undefined, '', 'later', {
+        decided: (ctx, response) => resolve(void outcomes.push(`${ctx} ${response.overallCode}`)),
+        failed: answer.failed,
+      }),
+    );
+    expect(outcomes).toHaveLength(2);
+    await later;
+    expect(outcomes[2]).toBe(`later ${Code.OK}`);
   });
 
   test('no config loaded', async () => {

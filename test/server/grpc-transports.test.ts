@@ -36,7 +36,7 @@ import { StatsStore } from '../../src/stats/store';
 import { silentLogger } from '../../src/telemetry/logger';
 import { setupTracing } from '../../src/telemetry/tracing';
 import { CLIENT_SAN, type CertPair, testCerts } from '../support/certs';
-import { memoryRateLimitService } from '../support/grpc-service';
+import { deciderOf, memoryRateLimitService } from '../support/grpc-service';
 import { type GrpcTransport, type TestListener, type TestListenerOptions, rateLimitRequest as request, startFrameCountingProxy, startGrpcListener } from '../support/h2-server';
 import { waitFor } from '../support/wait';
 
@@ -328,11 +328,9 @@ describe('GRPC_TRANSPORT=socket', () => {
       expect(percentEncode('plain text: ok')).toBe('plain text: ok');
       expect(percentEncode('100% é\n')).toBe('100%25 %C3%A9%0A');
       expect(decodeURIComponent(percentEncode('100% é\n'))).toBe('100% é\n');
-      const failing: Decider = {
-        decideNow() {
-          throw new Error('100% é\n');
-        },
-      };
+      const failing = deciderOf(() => {
+        throw new Error('100% é\n');
+      });
       const [h2, js] = await Promise.all([start(lean, { service: failing }), start('grpc-js', { service: failing })]);
       const frame = framed(encodeRequest(request({ user: 'x' })));
       const [a, b] = await Promise.all([rawCall(h2.address, [frame]), rawCall(js.address, [frame])]);
@@ -456,7 +454,7 @@ describe('GRPC_TRANSPORT=socket', () => {
         waiting.push(() => resolve(response));
         if (Number.isFinite(ms)) setTimeout(() => resolve(response), ms);
       });
-    return { decideNow: decide, started, release: () => waiting.splice(0).forEach((answer) => answer()) };
+    return { ...deciderOf(decide), started, release: () => waiting.splice(0).forEach((answer) => answer()) };
   }
 
   describe('connections', () => {
@@ -714,12 +712,10 @@ describe('GRPC_TRANSPORT=socket', () => {
 describe('the caller, on both transports', () => {
   test.each([lean, 'grpc-js'] as const)('%s: the service is told the peer address, one Caller object for the calls of a connection', async (transport) => {
     const seen: Array<Caller | undefined> = [];
-    const recording: Decider = {
-      decideNow(_request: RateLimitRequest, _span, caller): RateLimitResponse {
-        seen.push(caller);
-        return { overallCode: 1, statuses: [], responseHeadersToAdd: [], dynamicMetadata: undefined };
-      },
-    };
+    const recording = deciderOf((_request, caller) => {
+      seen.push(caller);
+      return { overallCode: 1, statuses: [], responseHeadersToAdd: [], dynamicMetadata: undefined };
+    });
     const server = await start(transport, { service: recording });
     const session = http2.connect(`http://${server.address}`, {
       createConnection: () => net.connect({ host: '127.0.0.1', port: server.port, localAddress: '127.0.0.4' }),

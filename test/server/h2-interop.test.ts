@@ -69,10 +69,12 @@ function slowUserDecider(stats: StatsStore): Decider & { started: Promise<void> 
   cleanups.push(() => held.splice(0).forEach((answer) => answer()));
   return {
     started,
-    decideNow(req: RateLimitRequest) {
-      if (req.descriptors[0]?.entries[0]?.value !== 'slow') return real.decideNow(req);
-      reached();
-      return new Promise((resolve) => held.push(() => resolve(response)));
+    decideInto(req, span, caller, transport, ctx, answer) {
+      if (req.descriptors[0]?.entries[0]?.value !== 'slow') real.decideInto(req, span, caller, transport, ctx, answer);
+      else {
+        reached();
+        held.push(() => answer.decided(ctx, response));
+      }
     },
   };
 }
@@ -86,11 +88,10 @@ function gatheringDecider(stats: StatsStore, count: number): Decider {
   const waiting: Array<() => void> = [];
   cleanups.push(() => waiting.splice(0).forEach((go) => go()));
   return {
-    decideNow: (req) =>
-      new Promise<void>((resolve) => {
-        waiting.push(resolve);
-        if (waiting.length === count) waiting.splice(0).forEach((go) => go());
-      }).then(() => real.decideNow(req)),
+    decideInto(req, span, caller, transport, ctx, answer) {
+      waiting.push(() => real.decideInto(req, span, caller, transport, ctx, answer));
+      if (waiting.length === count) waiting.splice(0).forEach((go) => go());
+    },
   };
 }
 

@@ -10,7 +10,8 @@ import { loadConfig } from '../../src/config/load';
 import { ManualClock } from '../../src/platform/clock';
 import { RateLimitService } from '../../src/limiter/service';
 import { Health } from '../../src/server/health';
-import { createHttpHandler, type Decider } from '../../src/server/http';
+import { createHttpHandler } from '../../src/server/http';
+import { deciderOf } from '../support/grpc-service';
 import type { Caller } from '../../src/core/store';
 import { Code, type RateLimitResponse } from '../../src/core/rls';
 import { type HttpSocketServer, httpSocketServer } from '../../src/server/http-socket';
@@ -140,12 +141,10 @@ describe('POST /json', () => {
 describe('the caller of /json', () => {
   test('the service is told the peer address, one Caller object for the requests of a connection', async () => {
     const seen: Array<Caller | undefined> = [];
-    const recording: Decider = {
-      decideNow(_request, _span, caller): RateLimitResponse {
-        seen.push(caller);
-        return { overallCode: Code.OK, statuses: [], responseHeadersToAdd: [], dynamicMetadata: undefined };
-      },
-    };
+    const recording = deciderOf((_request, caller) => {
+      seen.push(caller);
+      return { overallCode: Code.OK, statuses: [], responseHeadersToAdd: [], dynamicMetadata: undefined };
+    });
     const own = httpSocketServer(createHttpHandler({ service: recording, health: new Health(), logger: quiet, maxBodyBytes: 1024 }), { logger: quiet });
     await new Promise<void>((resolve) => own.server.listen(0, '127.0.0.1', resolve));
     const ownPort = (own.server.address() as AddressInfo).port;

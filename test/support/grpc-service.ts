@@ -12,6 +12,9 @@ import { ConnectionAdmission, type ListenerAdmission } from '../../src/server/ad
 import { grpcAdmissionLimits } from '../../src/app/admission-limits';
 import type { StatsStore } from '../../src/stats/store';
 import type { Tracing } from '../../src/telemetry/tracing';
+import type { RateLimitRequest, RateLimitResponse } from '../../src/core/rls';
+import type { Caller } from '../../src/core/store';
+import type { Decider } from '../../src/server/http';
 
 /** Flags with response headers and dynamic metadata on, so answers carry everything. */
 export const FULL_ANSWER_FLAGS: ServiceFlags = {
@@ -72,4 +75,25 @@ export function grpcTestSettings(over: Partial<GrpcSettings> = {}): GrpcSettings
 /** The gRPC port's admission as the program makes it from `settings` (a process of its own, no open-file cap). */
 export function grpcTestAdmission(settings: GrpcSettings, stats?: StatsStore, handshakeTimeoutMs = 10_000): ListenerAdmission {
   return new ConnectionAdmission(Infinity, stats, undefined).listener(grpcAdmissionLimits(settings, handshakeTimeoutMs));
+}
+
+/**
+ * A listener's service from a function that answers now, later (a promise) or throws: how the
+ * tests' fakes decide, handed to the listener's answer as the real service hands it.
+ */
+export function deciderOf(decide: (request: RateLimitRequest, caller: Caller | undefined) => RateLimitResponse | Promise<RateLimitResponse>): Decider {
+  return {
+    decideInto(request, span, caller, _transport, ctx, answer) {
+      let outcome: RateLimitResponse | Promise<RateLimitResponse>;
+      try {
+        outcome = decide(request, caller);
+      } catch (err) {
+        span?.end();
+        answer.failed(ctx, err);
+        return;
+      }
+      if (outcome instanceof Promise) outcome.then((response) => answer.decided(ctx, response), (err: unknown) => answer.failed(ctx, err));
+      else answer.decided(ctx, outcome);
+    },
+  };
 }

@@ -253,7 +253,7 @@ test('a flood of calls on one connection: another connection\'s call is decided 
   const decided: string[] = [];
   let onFirstFlood: (() => void) | undefined;
   const service: Decider = {
-    decideNow(request: RateLimitRequest) {
+    decideInto(request, span, caller, transport, ctx, answer) {
       const user = request.descriptors[0]?.entries[0]?.value ?? '';
       decided.push(user);
       if (user === 'flood' && onFirstFlood !== undefined) {
@@ -261,7 +261,7 @@ test('a flood of calls on one connection: another connection\'s call is decided 
         onFirstFlood = undefined;
         send();
       }
-      return inner.decideNow(request);
+      inner.decideInto(request, span, caller, transport, ctx, answer);
     },
   };
   const server = await startSocketServer({}, { service });
