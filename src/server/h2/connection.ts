@@ -107,6 +107,7 @@ const enum Paused {
 
 // One loop turn is the time between two setImmediate callbacks: libuv reads a socket up to 32
 // times in a turn, so a connection counts what it handled in the current turn, not per read.
+// Module-wide on purpose: one setImmediate a turn tells every connection, not one per connection.
 let turnNumber = 0;
 let turnCounting = false;
 function currentTurn(): number {
