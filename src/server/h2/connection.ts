@@ -21,6 +21,12 @@
  *   bounded total of unsent answers (byte-budget.ts);
  * - the event loop: a connection handles at most 16 KiB of frames per loop turn, then waits for
  *   the next turn, so one client's flood cannot hold the others' answers back.
+ *
+ * Protocol errors are values (errors.ts): each frame handler returns a ConnectionError or a
+ * StreamError, or undefined when the frame was fine, and `handleError` is the one place that acts
+ * on them (GOAWAY and the end of the connection; RST_STREAM, counted against the reset budget).
+ * The frame loop hands it what a frame returned, and goes on with the next frame after a stream
+ * error. Errors found outside a frame (a read the request budget cannot hold) go to it too.
  */
 import type { Socket } from 'node:net';
 import type { AdmittedConnection, BudgetName } from '../admission';
@@ -41,6 +47,7 @@ import {
   MAX_WINDOW,
   Setting,
 } from './frames';
+import { ConnectionError, type ProtocolError, StreamError } from './errors';
 import { encodeHeaderBlock, HpackDecoder, HpackError } from './hpack';
 import { requestHeaders, validTrailers } from './request-headers';
 import { type AbortReason, H2Stream, NO_CALL, ResponseState, type StreamCall, type StreamOwner, StreamState } from './stream';
@@ -100,6 +107,7 @@ const enum Paused {
 
 // One loop turn is the time between two setImmediate callbacks: libuv reads a socket up to 32
 // times in a turn, so a connection counts what it handled in the current turn, not per read.
+// Module-wide on purpose: one setImmediate a turn tells every connection, not one per connection.
 let turnNumber = 0;
 let turnCounting = false;
 function currentTurn(): number {
@@ -258,7 +266,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     if (!this.prefaceSeen) {
       const n = Math.min(buf.length, CONNECTION_PREFACE.length);
       if (buf.compare(CONNECTION_PREFACE, 0, n, 0, n) !== 0) {
-        this.fail(ErrorCode.PROTOCOL_ERROR, 'not an HTTP/2 connection preface');
+        this.handleError(new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'not an HTTP/2 connection preface'));
         return;
       }
       if (n < CONNECTION_PREFACE.length) return;
@@ -275,8 +283,8 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     this.readAt = performance.now();
     if (first !== undefined) {
       this.turnBytes += first.length;
-      this.onFrame(first[3]!, first[4]!, first.readUInt32BE(5) & 0x7fffffff, first, FRAME_HEADER_BYTES, first.length);
-      if (this.dead) return;
+      const error = this.onFrame(first[3]!, first[4]!, first.readUInt32BE(5) & 0x7fffffff, first, FRAME_HEADER_BYTES, first.length);
+      if (error !== undefined && this.handleError(error)) return;
     }
     const end = buf.length;
     while (end - pos >= FRAME_HEADER_BYTES) {
@@ -287,7 +295,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
       }
       const length = (buf[pos]! << 16) | (buf[pos + 1]! << 8) | buf[pos + 2]!;
       if (length > DEFAULT_MAX_FRAME_SIZE) {
-        this.fail(ErrorCode.FRAME_SIZE_ERROR, `a frame of ${length} bytes, above SETTINGS_MAX_FRAME_SIZE`);
+        this.handleError(new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, `a frame of ${length} bytes, above SETTINGS_MAX_FRAME_SIZE`));
         return;
       }
       const payload = pos + FRAME_HEADER_BYTES;
@@ -296,13 +304,18 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
       const type = buf[pos + 3]!;
       const flags = buf[pos + 4]!;
       const id = buf.readUInt32BE(pos + 5) & 0x7fffffff;
-      this.onFrame(type, flags, id, buf, payload, payload + length);
-      if (this.dead) return;
+      const error = this.onFrame(type, flags, id, buf, payload, payload + length);
+      // Only handleError ends the connection during a read (no callback of a frame destroys it).
+      if (error !== undefined && this.handleError(error)) return;
       pos = payload + length;
     }
     this.input = pos === end ? EMPTY_BUFFER : buf.subarray(pos);
     this.reading = false;
-    if (!this.chargeCarried()) return;
+    const overBudget = this.chargeCarried();
+    if (overBudget !== undefined) {
+      this.handleError(overBudget);
+      return;
+    }
     for (const stream of this.waitingForRoom) this.openStreamWindow(stream);
     this.armTimers();
     this.flush();
@@ -311,21 +324,20 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
   /**
    * What a read leaves for the next because the client has not sent the rest (an unfinished
    * frame, a header block in CONTINUATIONs) is request bytes held too: copied, so it does not pin
-   * the socket read, and charged to the process's budget. False when the budget cannot hold it
-   * (the connection ends). The rest of a read left for the next turn waits for the server, not
-   * the client: it is not charged (at most one socket read per connection, for one turn).
+   * the socket read, and charged to the process's budget; a connection error when the budget
+   * cannot hold it. The rest of a read left for the next turn waits for the server, not the
+   * client: it is not charged (at most one socket read per connection, for one turn).
    */
-  private chargeCarried(): boolean {
+  private chargeCarried(): ConnectionError | undefined {
     const waitingForClient = (this.paused & Paused.Turn) === 0;
     if (waitingForClient && this.input.length > 0) this.input = Buffer.from(this.input);
     const carried = (waitingForClient ? this.input.length : 0) + (this.continuationOf !== 0 ? this.headerBytes : 0);
     if (!this.options.budgets.requests.tryTake(carried)) {
       this.exceeded('request_bytes');
-      this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'the server holds too many incomplete requests');
-      return false;
+      return new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'the server holds too many incomplete requests');
     }
     this.carried = carried;
-    return true;
+    return undefined;
   }
 
   /** The next turn: the rest of the input, then the socket again. */
@@ -347,107 +359,76 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     if (this.paused === 0 && !this.dead) this.socket.resume();
   }
 
-  private onFrame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number): void {
+  /** Handles one frame: the protocol error it makes, if any (handleError acts on it). */
+  private onFrame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
     if (!this.settingsSeen && type !== FrameType.SETTINGS) {
-      this.fail(ErrorCode.PROTOCOL_ERROR, 'the first frame is not SETTINGS');
-      return;
+      return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'the first frame is not SETTINGS');
     }
     if (this.continuationOf !== 0 && (type !== FrameType.CONTINUATION || id !== this.continuationOf)) {
-      this.fail(ErrorCode.PROTOCOL_ERROR, 'a header block interrupted by another frame');
-      return;
+      return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'a header block interrupted by another frame');
     }
     switch (type) {
       case FrameType.DATA:
-        this.onDataFrame(flags, id, buf, start, end);
-        break;
+        return this.onDataFrame(flags, id, buf, start, end);
       case FrameType.HEADERS:
-        this.onHeadersFrame(flags, id, buf, start, end);
-        break;
+        return this.onHeadersFrame(flags, id, buf, start, end);
       case FrameType.CONTINUATION:
-        this.onContinuation(flags, id, buf, start, end);
-        break;
+        return this.onContinuation(flags, id, buf, start, end);
       case FrameType.PRIORITY:
-        if (this.spendControl()) this.onPriority(id, buf, start, end);
-        break;
+        return this.spendControl() ?? this.onPriority(id, buf, start, end);
       case FrameType.RST_STREAM:
-        this.onResetFrame(id, start, end);
-        break;
+        return this.onResetFrame(id, start, end);
       case FrameType.SETTINGS:
-        if (this.spendControl()) this.onSettings(flags, id, buf, start, end);
-        break;
+        return this.spendControl() ?? this.onSettings(flags, id, buf, start, end);
       case FrameType.PUSH_PROMISE:
-        this.fail(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
-        break;
+        return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
       case FrameType.PING:
-        if (this.spendControl()) this.onPing(flags, id, buf, start, end);
-        break;
+        return this.spendControl() ?? this.onPing(flags, id, buf, start, end);
       case FrameType.GOAWAY:
-        if (id !== 0) this.fail(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
-        else this.close();
-        break;
+        if (id !== 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
+        this.close();
+        return undefined;
       case FrameType.WINDOW_UPDATE:
-        if (this.spendControl()) this.onWindowUpdate(id, buf, start, end);
-        break;
+        return this.spendControl() ?? this.onWindowUpdate(id, buf, start, end);
       default:
-        this.spendControl(); // unknown frame types are ignored (RFC 9113 4.1), but not for free
-        break;
+        return this.spendControl(); // unknown frame types are ignored (RFC 9113 4.1), but not for free
     }
   }
 
-  /** One frame that carries no request; false (the connection is ending) past the budget. */
-  private spendControl(): boolean {
-    if (this.controlFrames.spend(1, this.readAt)) return true;
+  /** One frame that carries no request; a connection error past the budget. */
+  private spendControl(): ConnectionError | undefined {
+    if (this.controlFrames.spend(1, this.readAt)) return undefined;
     this.exceeded('control_frames');
-    this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too many frames without requests');
-    return false;
+    return new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many frames without requests');
   }
 
-  /** The payload of a padded frame, or undefined after a protocol error. */
-  private unpadded(flags: number, buf: Buffer, start: number, end: number): number | undefined {
-    if ((flags & Flag.PADDED) === 0) return end;
-    if (start >= end) {
-      this.fail(ErrorCode.FRAME_SIZE_ERROR, 'a padded frame without its pad length');
-      return undefined;
-    }
-    const pad = buf[start]!;
-    if (pad >= end - start) {
-      this.fail(ErrorCode.PROTOCOL_ERROR, 'padding longer than the frame');
-      return undefined;
-    }
-    return end - pad;
-  }
-
-  private onDataFrame(flags: number, id: number, buf: Buffer, start: number, end: number): void {
-    if (id === 0) {
-      this.fail(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
-      return;
-    }
+  private onDataFrame(flags: number, id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+    if (id === 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
     const length = end - start;
     // The whole frame counts against the connection's window, whatever becomes of the stream.
-    if (!this.inflow.receive(length)) {
-      this.fail(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
-      return;
-    }
-    const dataEnd = this.unpadded(flags, buf, start, end);
-    if (dataEnd === undefined) return;
+    if (!this.inflow.receive(length)) return new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
+    const dataEnd = unpadded(flags, buf, start, end);
+    if (typeof dataEnd !== 'number') return dataEnd;
     const dataStart = (flags & Flag.PADDED) !== 0 ? start + 1 : start;
     const stream = this.streams.get(id);
     if (stream === undefined || stream.remoteEnded) {
       this.inflow.settle(length, 0);
-      if (stream === undefined && this.streams.isIdle(id)) this.fail(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+      if (stream === undefined && this.streams.isIdle(id)) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
       // A stream we reset lately: the client sent this before it knew. Any other: closed (RFC 9113 5.1).
-      else if (stream !== undefined || !this.streams.wasReset(id)) this.streamError(id, ErrorCode.STREAM_CLOSED);
-      return;
+      if (stream !== undefined || !this.streams.wasReset(id)) return new StreamError(id, ErrorCode.STREAM_CLOSED);
+      return undefined;
     }
     stream.recvWindow -= length;
     if (stream.recvWindow < 0) {
       this.inflow.settle(length, 0);
-      this.streamError(id, ErrorCode.FLOW_CONTROL_ERROR);
-      return;
+      return new StreamError(id, ErrorCode.FLOW_CONTROL_ERROR);
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
     const n = dataEnd - dataStart;
-    if (n === 0 && !endStream && !this.spendControl()) return;
+    if (n === 0 && !endStream) {
+      const overBudget = this.spendControl();
+      if (overBudget !== undefined) return overBudget;
+    }
     const body = stream.body;
     const heldBefore = body.length;
     this.inData = stream;
@@ -460,7 +441,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     if (!stream.closed && !body.keep(stream.bodyLimit)) this.abortStream(stream, 'buffer-full');
     this.inData = undefined;
     this.settleHeld(stream, length);
-    if (stream.closed) return;
+    if (stream.closed) return undefined;
     if (stream.longLived && body.length > 0 && (heldBefore === 0 || body.length < heldBefore + n)) {
       // A message began (none was held, or the application took the ones before it): the body
       // timeout counts from here.
@@ -468,6 +449,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
       this.touched.push(stream);
     }
     this.openStreamWindow(stream);
+    return undefined;
   }
 
   /** Tells the connection's flow control how the stream's held bytes changed, `n` octets having arrived. */
@@ -514,112 +496,92 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     this.scheduleFlush();
   }
 
-  private onHeadersFrame(flags: number, id: number, buf: Buffer, start: number, end: number): void {
-    if (id === 0 || id % 2 === 0) {
-      this.fail(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${id}`);
-      return;
-    }
-    const fragmentEnd = this.unpadded(flags, buf, start, end);
-    if (fragmentEnd === undefined) return;
+  private onHeadersFrame(flags: number, id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+    if (id === 0 || id % 2 === 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${id}`);
+    const fragmentEnd = unpadded(flags, buf, start, end);
+    if (typeof fragmentEnd !== 'number') return fragmentEnd;
     let fragmentStart = (flags & Flag.PADDED) !== 0 ? start + 1 : start;
     let dependency = 0;
     if ((flags & Flag.PRIORITY) !== 0) {
-      if (fragmentStart + 5 > fragmentEnd) {
-        this.fail(ErrorCode.FRAME_SIZE_ERROR, 'HEADERS shorter than its priority fields');
-        return;
-      }
+      if (fragmentStart + 5 > fragmentEnd) return new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'HEADERS shorter than its priority fields');
       dependency = buf.readUInt32BE(fragmentStart) & 0x7fffffff;
       fragmentStart += 5;
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
-    if ((flags & Flag.END_HEADERS) !== 0) {
-      this.onHeaderBlock(id, endStream, dependency, buf, fragmentStart, fragmentEnd);
-      return;
-    }
+    if ((flags & Flag.END_HEADERS) !== 0) return this.onHeaderBlock(id, endStream, dependency, buf, fragmentStart, fragmentEnd);
     this.continuationOf = id;
     this.headerEndStream = endStream;
     this.headerDependency = dependency;
     // Copies: the block may span reads, and must not pin them.
     this.headerParts = [Buffer.from(buf.subarray(fragmentStart, fragmentEnd))];
     this.headerBytes = fragmentEnd - fragmentStart;
+    return undefined;
   }
 
-  private onContinuation(flags: number, id: number, buf: Buffer, start: number, end: number): void {
+  private onContinuation(flags: number, id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
     if (this.continuationOf === 0 || id !== this.continuationOf) {
-      this.fail(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
-      return;
+      return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
     }
     this.headerBytes += end - start;
     if (this.headerBytes > this.options.maxHeaderListBytes) {
       this.exceeded('header_block');
-      this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'a header block larger than the header list limit');
-      return;
+      return new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'a header block larger than the header list limit');
     }
-    if (end === start && (flags & Flag.END_HEADERS) === 0 && !this.spendControl()) return;
+    if (end === start && (flags & Flag.END_HEADERS) === 0) {
+      const overBudget = this.spendControl();
+      if (overBudget !== undefined) return overBudget;
+    }
     this.headerParts.push(Buffer.from(buf.subarray(start, end)));
-    if ((flags & Flag.END_HEADERS) === 0) return;
+    if ((flags & Flag.END_HEADERS) === 0) return undefined;
     this.continuationOf = 0;
     const block = Buffer.concat(this.headerParts, this.headerBytes);
     this.headerParts = [];
-    this.onHeaderBlock(id, this.headerEndStream, this.headerDependency, block, 0, block.length);
+    return this.onHeaderBlock(id, this.headerEndStream, this.headerDependency, block, 0, block.length);
   }
 
-  private onHeaderBlock(id: number, endStream: boolean, dependency: number, buf: Buffer, start: number, end: number): void {
+  private onHeaderBlock(id: number, endStream: boolean, dependency: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
     // Every block is decoded, even a refused stream's: the dynamic table is the connection's.
     try {
       this.decoder.decode(buf, start, end, this.fields, this.options.maxHeaderListBytes);
     } catch (err) {
-      if (err instanceof HpackError) {
-        this.fail(ErrorCode.COMPRESSION_ERROR, err.message);
-        return;
-      }
+      if (err instanceof HpackError) return new ConnectionError(ErrorCode.COMPRESSION_ERROR, err.message);
       throw err;
     }
     const work = this.decoder.representations - HEADER_WORK.freePerBlock;
     if (work > 0 && !this.headerWork.spend(work, this.readAt)) {
       this.exceeded('header_work');
-      this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too much header decoding work');
-      return;
+      return new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too much header decoding work');
     }
     const existing = this.streams.get(id);
     if (existing !== undefined) {
       // Trailers from the client: they must end the stream, and be well formed (a malformed
       // request is a stream error, RFC 9113 8.1.1).
-      if (existing.remoteEnded) this.streamError(id, ErrorCode.STREAM_CLOSED);
-      else if (!endStream || this.decoder.tooLarge || !validTrailers(this.fields)) this.streamError(id, ErrorCode.PROTOCOL_ERROR);
-      else this.remoteEnd(existing);
-      return;
+      if (existing.remoteEnded) return new StreamError(id, ErrorCode.STREAM_CLOSED);
+      if (!endStream || this.decoder.tooLarge || !validTrailers(this.fields)) return new StreamError(id, ErrorCode.PROTOCOL_ERROR);
+      this.remoteEnd(existing);
+      return undefined;
     }
     if (!this.streams.isIdle(id)) {
       // A stream id at or below one already used, and not open (RFC 9113 5.1.1): a connection
       // error, as nghttp2 and Go answer; unless we reset that stream lately and the client sent
       // this before it knew (5.4.2).
-      if (!this.streams.wasReset(id)) this.fail(ErrorCode.PROTOCOL_ERROR, `HEADERS on closed stream ${id}`);
-      return;
+      if (!this.streams.wasReset(id)) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on closed stream ${id}`);
+      return undefined;
     }
     this.streams.lastId = id;
-    if (this.closing) return; // after GOAWAY: the client retries elsewhere
-    if (dependency === id) {
-      this.refuse(id, ErrorCode.PROTOCOL_ERROR); // a stream cannot depend on itself (5.3.1)
-      return;
-    }
+    if (this.closing) return undefined; // after GOAWAY: the client retries elsewhere
+    // The stream errors below refuse a stream that was never opened.
+    if (dependency === id) return new StreamError(id, ErrorCode.PROTOCOL_ERROR); // a stream cannot depend on itself (5.3.1)
     // A full request budget does not refuse a stream: a request that arrives whole needs none of
     // it; one that must wait for more bytes is answered RESOURCE_EXHAUSTED when they cannot be held.
-    if (this.streams.size >= this.options.maxConcurrentStreams) {
-      this.refuse(id, ErrorCode.REFUSED_STREAM);
-      return;
-    }
+    if (this.streams.size >= this.options.maxConcurrentStreams) return new StreamError(id, ErrorCode.REFUSED_STREAM);
     if (this.decoder.tooLarge) {
       this.writer.headerBlock(id, HEADERS_TOO_LARGE, true, this.peerMaxFrameSize);
-      if (endStream) this.spendReset();
-      else this.refuse(id, ErrorCode.NO_ERROR);
-      return;
+      // Answered: a reset all the same, and the rest of an unfinished request is cut (RFC 9113 8.1).
+      return endStream ? this.spendReset() : new StreamError(id, ErrorCode.NO_ERROR);
     }
     const headers = requestHeaders(this.fields);
-    if (headers === undefined) {
-      this.refuse(id, ErrorCode.PROTOCOL_ERROR);
-      return;
-    }
+    if (headers === undefined) return new StreamError(id, ErrorCode.PROTOCOL_ERROR);
     const stream = new H2Stream(this, id, this.options.budgets.requests);
     stream.headers = headers;
     stream.waitingSince = this.readAt;
@@ -630,12 +592,13 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
       this.lastRequestAt = this.readAt;
     }
     stream.call = this.handler.open(stream) ?? NO_CALL;
-    if (stream.closed) return;
+    if (stream.closed) return undefined;
     if (endStream) {
       stream.call.ended();
-      if (stream.closed) return;
+      if (stream.closed) return undefined;
     }
     this.touched.push(stream);
+    return undefined;
   }
 
   /** The client ended its side of an open stream. */
@@ -645,42 +608,34 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     stream.call.ended();
   }
 
-  private onPriority(id: number, buf: Buffer, start: number, end: number): void {
-    if (id === 0) this.fail(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
-    else if (end - start !== 5) this.streamError(id, ErrorCode.FRAME_SIZE_ERROR);
-    else if ((buf.readUInt32BE(start) & 0x7fffffff) === id) this.streamError(id, ErrorCode.PROTOCOL_ERROR); // 5.3.1
+  private onPriority(id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+    if (id === 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+    if (end - start !== 5) return new StreamError(id, ErrorCode.FRAME_SIZE_ERROR);
+    if ((buf.readUInt32BE(start) & 0x7fffffff) === id) return new StreamError(id, ErrorCode.PROTOCOL_ERROR); // 5.3.1
+    return undefined;
   }
 
-  private onResetFrame(id: number, start: number, end: number): void {
-    if (end - start !== 4) {
-      this.fail(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM of the wrong size');
-      return;
-    }
-    if (id === 0 || this.streams.isIdle(id)) {
-      this.fail(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
-      return;
-    }
+  private onResetFrame(id: number, start: number, end: number): ConnectionError | undefined {
+    if (end - start !== 4) return new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM of the wrong size');
+    if (id === 0 || this.streams.isIdle(id)) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
     const stream = this.streams.get(id);
-    if (stream === undefined) return;
+    if (stream === undefined) return undefined;
     this.closeStream(stream);
-    this.spendReset();
+    return this.spendReset();
   }
 
-  /** Takes one reset from the budget; an empty budget ends the connection (rapid reset). */
-  private spendReset(): void {
-    if (this.resets.spend(1)) return;
+  /** Takes one reset from the budget; an empty budget is a connection error (rapid reset). */
+  private spendReset(): ConnectionError | undefined {
+    if (this.resets.spend(1)) return undefined;
     this.exceeded('resets');
-    this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'too many stream resets');
+    return new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many stream resets');
   }
 
-  private onSettings(flags: number, id: number, buf: Buffer, start: number, end: number): void {
-    if (id !== 0) {
-      this.fail(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
-      return;
-    }
+  private onSettings(flags: number, id: number, buf: Buffer, start: number, end: number): ConnectionError | undefined {
+    if (id !== 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
     if ((flags & Flag.ACK) !== 0) {
-      if (end !== start) this.fail(ErrorCode.FRAME_SIZE_ERROR, 'a SETTINGS acknowledgement with a payload');
-      else if (this.streamRecvWindow !== STREAM_WINDOW) {
+      if (end !== start) return new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'a SETTINGS acknowledgement with a payload');
+      if (this.streamRecvWindow !== STREAM_WINDOW) {
         // Our only SETTINGS now applies: the streams' windows shrink by the difference (6.9.2),
         // and a stream whose application accepts more is opened again (its client may wait).
         const delta = this.streamRecvWindow - STREAM_WINDOW;
@@ -690,12 +645,9 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
           this.openStreamWindow(stream);
         }
       }
-      return;
+      return undefined;
     }
-    if ((end - start) % 6 !== 0) {
-      this.fail(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS of a wrong size');
-      return;
-    }
+    if ((end - start) % 6 !== 0) return new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS of a wrong size');
     this.settingsSeen = true;
     // Only the last INITIAL_WINDOW_SIZE of a frame counts: applied once, not once per entry
     // (a frame full of them would otherwise walk every open stream thousands of times).
@@ -703,20 +655,13 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     for (let p = start; p < end; p += 6) {
       const key = buf.readUInt16BE(p);
       const value = buf.readUInt32BE(p + 2);
-      if (key === Setting.ENABLE_PUSH && value > 1) {
-        this.fail(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_ENABLE_PUSH not 0 or 1');
-        return;
-      }
+      if (key === Setting.ENABLE_PUSH && value > 1) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_ENABLE_PUSH not 0 or 1');
       if (key === Setting.INITIAL_WINDOW_SIZE) {
-        if (value > MAX_WINDOW) {
-          this.fail(ErrorCode.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1');
-          return;
-        }
+        if (value > MAX_WINDOW) return new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1');
         initialWindow = value;
       } else if (key === Setting.MAX_FRAME_SIZE) {
         if (value < DEFAULT_MAX_FRAME_SIZE || value > MAX_FRAME_SIZE_LIMIT) {
-          this.fail(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
-          return;
+          return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
         }
         this.peerMaxFrameSize = value;
       }
@@ -727,28 +672,20 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
       this.peerInitialWindow = initialWindow;
       for (const stream of this.streams.values()) {
         stream.sendWindow += delta;
-        if (stream.sendWindow > MAX_WINDOW) {
-          this.fail(ErrorCode.FLOW_CONTROL_ERROR, 'a stream window above 2^31-1');
-          return;
-        }
+        if (stream.sendWindow > MAX_WINDOW) return new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'a stream window above 2^31-1');
       }
     }
     this.writeAck(FrameType.SETTINGS, undefined);
     this.sendBlocked();
+    return undefined;
   }
 
-  private onPing(flags: number, id: number, buf: Buffer, start: number, end: number): void {
-    if (end - start !== 8) {
-      this.fail(ErrorCode.FRAME_SIZE_ERROR, 'PING of the wrong size');
-      return;
-    }
-    if (id !== 0) {
-      this.fail(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
-      return;
-    }
+  private onPing(flags: number, id: number, buf: Buffer, start: number, end: number): ConnectionError | undefined {
+    if (end - start !== 8) return new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING of the wrong size');
+    if (id !== 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
     if ((flags & Flag.ACK) === 0) {
       this.writeAck(FrameType.PING, buf.subarray(start, end));
-      return;
+      return undefined;
     }
     // Only the acknowledgement of our own PING answers it; any other is ignored.
     const ours = this.pingPayload;
@@ -757,28 +694,27 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
       this.pingDeadline = undefined;
       this.pingPayload = undefined;
     }
+    return undefined;
   }
 
-  private onWindowUpdate(id: number, buf: Buffer, start: number, end: number): void {
-    if (end - start !== 4) {
-      this.fail(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE of the wrong size');
-      return;
-    }
+  private onWindowUpdate(id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+    if (end - start !== 4) return new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE of the wrong size');
     const increment = buf.readUInt32BE(start) & 0x7fffffff;
     if (id === 0) {
-      if (increment === 0) this.fail(ErrorCode.PROTOCOL_ERROR, 'a WINDOW_UPDATE of 0');
-      else if ((this.sendWindow += increment) > MAX_WINDOW) this.fail(ErrorCode.FLOW_CONTROL_ERROR, 'a connection window above 2^31-1');
-      else this.sendBlocked();
-      return;
+      if (increment === 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'a WINDOW_UPDATE of 0');
+      if ((this.sendWindow += increment) > MAX_WINDOW) return new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'a connection window above 2^31-1');
+      this.sendBlocked();
+      return undefined;
     }
     const stream = this.streams.get(id);
     if (stream === undefined) {
-      if (this.streams.isIdle(id)) this.fail(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
-      return;
+      if (this.streams.isIdle(id)) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
+      return undefined;
     }
-    if (increment === 0) this.streamError(id, ErrorCode.PROTOCOL_ERROR);
-    else if ((stream.sendWindow += increment) > MAX_WINDOW) this.streamError(id, ErrorCode.FLOW_CONTROL_ERROR);
-    else this.sendBlocked();
+    if (increment === 0) return new StreamError(id, ErrorCode.PROTOCOL_ERROR);
+    if ((stream.sendWindow += increment) > MAX_WINDOW) return new StreamError(id, ErrorCode.FLOW_CONTROL_ERROR);
+    this.sendBlocked();
+    return undefined;
   }
 
   // ---- writing ----
@@ -897,15 +833,6 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     }
   }
 
-  /** A stream error on `id`: RST_STREAM, and the stream (if open) is over. */
-  private streamError(id: number, code: ErrorCode): void {
-    const stream = this.streams.get(id);
-    this.writer.rstStream(id, code);
-    this.streams.noteReset(id);
-    if (stream !== undefined) this.closeStream(stream);
-    this.spendReset(); // provoked resets count too ("MadeYouReset")
-  }
-
   /** The application ends a stream it will not answer further (not a reset the peer provoked). */
   resetStream(stream: H2Stream, code: ErrorCode): void {
     if (stream.closed) return;
@@ -913,13 +840,6 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     this.streams.noteReset(stream.id);
     this.scheduleFlush();
     this.closeStream(stream);
-  }
-
-  /** Refuses a stream that was never opened. */
-  private refuse(id: number, code: ErrorCode): void {
-    this.writer.rstStream(id, code);
-    this.streams.noteReset(id);
-    this.spendReset();
   }
 
   /** We sent END_STREAM: an answer before the whole request (an error) cuts the rest (RFC 9113 8.1). */
@@ -1022,15 +942,28 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
   }
 
   /**
-   * A connection error: GOAWAY with the code, then the socket ends. Nothing more is read: what
-   * an abusive client goes on sending is of no use, and reading it would cost the others.
+   * The one place that acts on a protocol error; true when the connection is over. A stream
+   * error: RST_STREAM, and the stream (if open) is over; the reset counts against the budget
+   * (provoked resets count too, "MadeYouReset"), and past it becomes a connection error. A
+   * connection error: GOAWAY with the code, then the socket ends. Nothing more is read: what an
+   * abusive client goes on sending is of no use, and reading it would cost the others.
    */
-  fail(code: ErrorCode, debug: string): void {
-    if (this.dead) return;
-    this.writer.goaway(this.streams.lastId, code, debug);
+  private handleError(error: ProtocolError): boolean {
+    if (error instanceof StreamError) {
+      const { id } = error;
+      const stream = this.streams.get(id);
+      this.writer.rstStream(id, error.code);
+      this.streams.noteReset(id);
+      if (stream !== undefined) this.closeStream(stream);
+      const overBudget = this.spendReset();
+      if (overBudget === undefined) return false;
+      error = overBudget;
+    }
+    this.writer.goaway(this.streams.lastId, error.code, error.debug);
     this.reading = false;
     this.end();
     this.socket.pause();
+    return true;
   }
 
   /** Writes what is left and FIN; a client that does not close its side within a second is cut off. */
@@ -1099,6 +1032,15 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     timer.unref();
     this.timers.push(timer);
   }
+}
+
+/** Where the payload of a padded frame ends (its padding cut off), or the connection error it makes. */
+function unpadded(flags: number, buf: Buffer, start: number, end: number): number | ConnectionError {
+  if ((flags & Flag.PADDED) === 0) return end;
+  if (start >= end) return new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'a padded frame without its pad length');
+  const pad = buf[start]!;
+  if (pad >= end - start) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padding longer than the frame');
+  return end - pad;
 }
 
 /**
