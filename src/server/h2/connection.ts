@@ -47,7 +47,7 @@ import {
   MAX_WINDOW,
   Setting,
 } from './frames';
-import { ConnectionError, type ProtocolError, StreamError } from './errors';
+import { ConnectionError, type H2Error, StreamError } from './errors';
 import { encodeHeaderBlock, HpackDecoder, HpackError } from './hpack';
 import { requestHeaders, validTrailers } from './request-headers';
 import { type AbortReason, H2Stream, NO_CALL, ResponseState, type StreamCall, type StreamOwner, StreamState } from './stream';
@@ -360,7 +360,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
   }
 
   /** Handles one frame: the protocol error it makes, if any (handleError acts on it). */
-  private onFrame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+  private onFrame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number): H2Error | undefined {
     if (!this.settingsSeen && type !== FrameType.SETTINGS) {
       return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'the first frame is not SETTINGS');
     }
@@ -402,7 +402,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     return new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many frames without requests');
   }
 
-  private onDataFrame(flags: number, id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+  private onDataFrame(flags: number, id: number, buf: Buffer, start: number, end: number): H2Error | undefined {
     if (id === 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
     const length = end - start;
     // The whole frame counts against the connection's window, whatever becomes of the stream.
@@ -496,7 +496,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     this.scheduleFlush();
   }
 
-  private onHeadersFrame(flags: number, id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+  private onHeadersFrame(flags: number, id: number, buf: Buffer, start: number, end: number): H2Error | undefined {
     if (id === 0 || id % 2 === 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${id}`);
     const fragmentEnd = unpadded(flags, buf, start, end);
     if (typeof fragmentEnd !== 'number') return fragmentEnd;
@@ -518,7 +518,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     return undefined;
   }
 
-  private onContinuation(flags: number, id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+  private onContinuation(flags: number, id: number, buf: Buffer, start: number, end: number): H2Error | undefined {
     if (this.continuationOf === 0 || id !== this.continuationOf) {
       return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
     }
@@ -539,7 +539,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     return this.onHeaderBlock(id, this.headerEndStream, this.headerDependency, block, 0, block.length);
   }
 
-  private onHeaderBlock(id: number, endStream: boolean, dependency: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+  private onHeaderBlock(id: number, endStream: boolean, dependency: number, buf: Buffer, start: number, end: number): H2Error | undefined {
     // Every block is decoded, even a refused stream's: the dynamic table is the connection's.
     try {
       this.decoder.decode(buf, start, end, this.fields, this.options.maxHeaderListBytes);
@@ -608,7 +608,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     stream.call.ended();
   }
 
-  private onPriority(id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+  private onPriority(id: number, buf: Buffer, start: number, end: number): H2Error | undefined {
     if (id === 0) return new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
     if (end - start !== 5) return new StreamError(id, ErrorCode.FRAME_SIZE_ERROR);
     if ((buf.readUInt32BE(start) & 0x7fffffff) === id) return new StreamError(id, ErrorCode.PROTOCOL_ERROR); // 5.3.1
@@ -697,7 +697,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
     return undefined;
   }
 
-  private onWindowUpdate(id: number, buf: Buffer, start: number, end: number): ProtocolError | undefined {
+  private onWindowUpdate(id: number, buf: Buffer, start: number, end: number): H2Error | undefined {
     if (end - start !== 4) return new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE of the wrong size');
     const increment = buf.readUInt32BE(start) & 0x7fffffff;
     if (id === 0) {
@@ -948,7 +948,7 @@ export class H2Connection implements StreamOwner, AdmittedConnection {
    * connection error: GOAWAY with the code, then the socket ends. Nothing more is read: what an
    * abusive client goes on sending is of no use, and reading it would cost the others.
    */
-  private handleError(error: ProtocolError): boolean {
+  private handleError(error: H2Error): boolean {
     if (error instanceof StreamError) {
       const { id } = error;
       const stream = this.streams.get(id);

@@ -22,4 +22,4 @@ export class StreamError {
   ) {}
 }
 
-export type ProtocolError = ConnectionError | StreamError;
+export type H2Error = ConnectionError | StreamError;
