@@ -12,8 +12,8 @@
 import type { ClosedTrade, EquityPoint } from '../results';
 import type { Strategy, Tick } from '../strategy';
 import type { SavedBarSeries, SavedLiveBars } from './bars';
-import type { SavedBrokerState } from './broker-state';
-import type { UnclaimedEnd } from './run-book';
+import type { SavedBrokerState } from '../reconcile/broker-state';
+import type { UnclaimedEnd } from '../reconcile/run-book';
 import type { JournalLine } from '../journal/journal';
 import type { SafetyCounters } from '../protections/safety';
 import type { EntryLock } from './run-controls';

@@ -27,7 +27,7 @@
  *   is an input like the resume's (journaled, reason 'reconnect') and reconciles the same way
  *   (applySnapshot): trades closed meanwhile with the broker's P/L, entry orders filled or gone,
  *   then onReconnect. The outage and the reconciliation are logged.
- * - Ownership (broker-state.ts): the strategy sees, acts on and is credited with the orders its
+ * - Ownership (../reconcile/broker-state.ts): the strategy sees, acts on and is credited with the orders its
  *   calls created and their trades; an answered order call is an `own` input, handled next.
  * - A hook that throws is fatal: the error and the script line are logged, the run's positions are
  *   closed and its entry orders deleted (closing calls first in the limiter's queue), the run stops.
@@ -41,14 +41,14 @@ import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '.
 import type { ClosedTrade, EquityPoint, RunResult } from '../results';
 import { BarHistory, LiveBars, type BarFetch, type BarsOut } from './bars';
 import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS } from '../../fxcm/candles';
-import { brokerTimeMs, numOf, type OcoClaim } from './broker-state';
-import { RunBook } from './run-book';
+import { brokerTimeMs, numOf, type OcoClaim } from '../reconcile/broker-state';
+import { RunBook } from '../reconcile/run-book';
 import { DEFAULT_LEVERAGE, pipOf } from '../../execution/instruments';
 import { PreTradeCheck } from './pre-trade';
 import { liveContext } from './live-context';
-import { errorOf, journaledError, matchPlacedOrder, settleOrphan, type JournaledError } from './orphans';
-import { LOST_SNAPSHOT_TTL_MS, LOST_WATCH_MS, PLACING_OPS, SETTLED_OPS, describeCall, watchMatches, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
-import { ocoClaimOf, settleLostCall, type LostCallRun, type Settlement } from './lost-settlement';
+import { errorOf, journaledError, matchPlacedOrder, settleOrphan, type JournaledError } from '../reconcile/orphans';
+import { LOST_SNAPSHOT_TTL_MS, LOST_WATCH_MS, PLACING_OPS, SETTLED_OPS, describeCall, watchMatches, type LostCall, type LostContext, type SnapshotRecord } from '../reconcile/lost-answers';
+import { ocoClaimOf, settleLostCall, type LostCallRun, type Settlement } from '../reconcile/lost-settlement';
 import { answerLost } from '../../fxcm/errors';
 import { JournalFinishedError, OrderRejectedError, isEntryLock, runErrorOf, runHook, scriptLocation, type StrategyError } from '../errors';
 import { finishedRunOf, type Journal, type JournalLine } from '../journal/journal';
@@ -135,7 +135,7 @@ export type SnapshotReason = 'start' | 'resume' | 'reconnect';
 
 type InEvent =
   | { k: 'snapshot'; t: number; snap: Snapshot; reason?: SnapshotReason; downMs?: number }
-  /** `lost`: an order call whose answer was lost and that nothing settled: a watch (lost-answers.ts). */
+  /** `lost`: an order call whose answer was lost and that nothing settled: a watch (../reconcile/lost-answers.ts). */
   | { k: 'own'; t: number; orderId?: string; oco?: OcoClaim; lost?: LostCall }
   | { k: 'history'; t: number; bars: Bar[] }
   | { k: 'start'; t: number }
@@ -277,7 +277,7 @@ export class LiveEngine {
   private readonly quotes = new Map<string, Tick>();
   /** What the run knows of the broker and has told the strategy: what reconciling reads and writes. */
   private readonly book = new RunBook();
-  /** What settling a lost call reads of this run (lost-settlement.ts). */
+  /** What settling a lost call reads of this run (../reconcile/lost-settlement.ts). */
   private readonly lostCallRun: LostCallRun;
   private readonly history = new BarHistory();
   private readonly liveBars: LiveBars;

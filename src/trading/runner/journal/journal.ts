@@ -24,7 +24,7 @@
  *   {k:'stop', t}               onStop ran
  *   {k:'intent', id, t, op, args}        a strategy decision (before any check or call)
  *   {k:'answer', id, ok, value?|error?}  the runner's / broker's answer to intent `id`; a call
- *                               whose answer was lost (lost-answers.ts) and was settled has the
+ *                               whose answer was lost (reconcile/lost-answers.ts) and was settled has the
  *                               orders found (`claims`) and how (`lost`: pushes, snapshot), one
  *                               not settled the watch it leaves (`watch`)
  *   {k:'watched', t, id, outcome}  a lost call's watch ended: what it placed was found (claimed)

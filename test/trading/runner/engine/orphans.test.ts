@@ -1,5 +1,5 @@
 import { IntentExpiredError, OrderRejectedError, SafetyError } from '../../../../src/trading/runner/errors';
-import { errorOf, journaledError, settleOrphan } from '../../../../src/trading/runner/engine/orphans';
+import { errorOf, journaledError, settleOrphan } from '../../../../src/trading/runner/reconcile/orphans';
 import { unclaimedOrderCalls } from '../../../../src/trading/runner/engine/live';
 
 describe('a resumed journal', () => {
