@@ -52,6 +52,9 @@ import { errorMessage } from '../../../platform/errors';
 
 export type JournalLine = { k: string; t?: number; id?: number } & Record<string, unknown>;
 
+/** A value as a journal line gives it back (a JSON round trip), so a run and its replay see the same. */
+export const journaledValue = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
+
 export const JOURNAL_FILE = 'journal.jsonl';
 
 /** `--journal DIR` (a directory: DIR/journal.jsonl) or a `.jsonl` file path. */

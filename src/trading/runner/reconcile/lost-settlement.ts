@@ -6,9 +6,9 @@
 import type { Snapshot } from '../../fxcm/client';
 import type { ModelName } from '../../fxcm/types';
 import { AnswerLostError } from '../errors';
-import type { StrategyLogger } from '../strategy';
 import type { OcoClaim } from './broker-state';
-import type { RunBook } from './run-book';
+import { ocoClaimOf } from './claims';
+import type { ReconcileRun } from './run-book';
 import { PLACING_OPS, describeCall, settleFromPushes, settleFromSnapshot, snapshotModels, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
 import { errorMessage } from '../../../platform/errors';
 
@@ -21,20 +21,10 @@ export interface Settlement {
   records?: SnapshotRecord[];
 }
 
-/** What settling a lost call reads of the run. */
-export interface LostCallRun {
-  readonly log: StrategyLogger;
-  /** Its broker state, the pushes since the call and the orders whose claim is not handled yet. */
-  readonly book: RunBook;
+/** What settling a lost call reads of the run: its book (the broker state, the pushes since the call, the orders whose claim is not handled yet), log and time. */
+export interface LostCallRun extends Pick<ReconcileRun, 'book' | 'log' | 'now'> {
   /** One snapshot of these models through the call budget (LOST_SNAPSHOT_TTL_MS of waiting at most). */
   snapshot(models: ModelName[]): Promise<Snapshot>;
-  now(): number;
-}
-
-/** An OCO request as the claim of its legs (symbol, amount, each leg's side and rate). */
-export function ocoClaimOf(args: unknown): OcoClaim {
-  const r = args as { symbol: string; amount: number; first: { isBuy: boolean; rate: number }; second: { isBuy: boolean; rate: number } };
-  return { symbol: r.symbol, amount: r.amount, legs: [r.first, r.second].map((l) => ({ isBuy: l.isBuy, rate: l.rate })) };
 }
 
 /**

@@ -1,12 +1,15 @@
 /**
  * RunBook: what a paper or live run knows of the broker and of what it told its strategy, the
- * state that reconciling with the broker reads and writes (a snapshot, the ends of orders and
- * trades not yet claimed, a lost answer's settlement, a restart's orphaned intents). LiveEngine
- * owns one and hands it to the code that reconciles; nothing here calls the broker or a hook.
+ * state that reconciling with the broker reads and writes (a snapshot, claims and watches, the ends
+ * of orders and trades not yet claimed, a lost answer's settlement, a restart's orphaned intents).
+ * LiveEngine owns one and hands it, as a ReconcileRun, to the code that reconciles; nothing here
+ * calls the broker or a hook.
  */
 import type { ModelName, TableRecord } from '../../fxcm/types';
-import { BrokerState } from './broker-state';
-import { PushLog } from './lost-answers';
+import type { JournalLine } from '../journal/journal';
+import type { StrategyLogger } from '../strategy';
+import { BrokerState, type OcoClaim } from './broker-state';
+import { PushLog, type LostCall } from './lost-answers';
 import type { Orphan } from './orphans';
 
 /** How many ends of unclaimed trades and orders are kept for a late claim. */
@@ -16,6 +19,18 @@ const UNCLAIMED_ENDS = 200;
 export interface UnclaimedEnd {
   model: ModelName;
   rec: TableRecord;
+}
+
+/**
+ * An `own` input (journaled as an `own` line): what an answered order call makes the run's — the
+ * order it created, the legs of its OCO, or the watch of a call whose answer was lost.
+ */
+export interface OwnInput {
+  k: 'own';
+  t: number;
+  orderId?: string;
+  oco?: OcoClaim;
+  lost?: LostCall;
 }
 
 export class RunBook {
@@ -39,6 +54,8 @@ export class RunBook {
   readonly pushLog = new PushLog();
   /** Intents replayed from the journal without an answer: settled from the resume's snapshot. */
   readonly orphans: Orphan[] = [];
+  /** Order calls the journal answered but did not claim (claims.ts: unclaimedOrderCalls): claimed at the resume. */
+  unclaimed: OwnInput[] = [];
 
   /** Keeps the end of a trade or order not (yet) claimed; the oldest goes beyond UNCLAIMED_ENDS. */
   keepUnclaimedEnd(model: ModelName, id: string, r: TableRecord): void {
@@ -52,4 +69,14 @@ export class RunBook {
     if (end) this.unclaimedEnds.delete(`${model}:${id}`);
     return end;
   }
+}
+
+/** What the code that reconciles needs of the run besides its book. */
+export interface ReconcileRun {
+  readonly book: RunBook;
+  readonly log: StrategyLogger;
+  /** The time of the input being handled (ctx.now()). */
+  now(): number;
+  /** Appends a journal line, fsync'ed; none while the run replays its journal (the line is in it). */
+  journal(line: JournalLine): void;
 }
