@@ -68,8 +68,10 @@ const RUNNER_ALLOWED: Readonly<Record<string, readonly string[]>> = {
   protections: [],
   /** A paper or live run's journal on disk and its one-writer lock. */
   journal: [],
+  /** Making a paper or live run's view agree with the broker: its broker state, snapshots, claims and watches, lost answers, a restart's orphans. */
+  reconcile: ['journal'],
   /** Running a strategy: backtest, paper/live/replay, and what they share. */
-  engine: ['journal', 'protections', 'broker', 'report'],
+  engine: ['reconcile', 'journal', 'protections', 'broker', 'report'],
   /** Many backtests of one strategy: sweeps over parameters and windows, the lookahead and warm-up checks, their worker threads. */
   sweep: ['engine', 'protections', 'report'],
   /** Webhook notifications of a paper or live run (the engine's events): queued, bounded, never in the way of trading. */

@@ -10,3 +10,5 @@ export * from './report/report';
 export * from './broker/call-budget';
 export * from './journal/journal';
 export * from './engine/live';
+export { unclaimedOrderCalls } from './reconcile/claims';
+export type { SnapshotReason } from './reconcile/snapshot';

@@ -9,11 +9,11 @@
  * before it are dropped, so the journal's size is bounded by the checkpoint and the bytes after
  * it (`journalMaxBytes`), whatever the run's age.
  */
-import type { ModelName, TableRecord } from '../../fxcm/types';
 import type { ClosedTrade, EquityPoint } from '../results';
 import type { Strategy, Tick } from '../strategy';
 import type { SavedBarSeries, SavedLiveBars } from './bars';
-import type { SavedBrokerState } from './broker-state';
+import type { SavedBrokerState } from '../reconcile/broker-state';
+import type { UnclaimedEnd } from '../reconcile/run-book';
 import type { JournalLine } from '../journal/journal';
 import type { SafetyCounters } from '../protections/safety';
 import type { EntryLock } from './run-controls';
@@ -43,7 +43,7 @@ export interface SavedEngine {
   equity: EquityPoint[];
   announcedTrades: string[];
   announcedOrders: string[];
-  unclaimedEnds: [string, { model: ModelName; rec: TableRecord }][];
+  unclaimedEnds: [string, UnclaimedEnd][];
   deletedOrders: string[];
   /** The operator's lock on new entries (run-controls.ts), when one holds. */
   entryLock?: EntryLock;

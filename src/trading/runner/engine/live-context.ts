@@ -12,7 +12,7 @@ import type { FxcmClient } from '../../fxcm/client';
 import { FxcmApiError, FxcmNotFoundError, FxcmRuleError, parseBrokerError } from '../../fxcm/errors';
 import { describeBody, ruleOfBody } from '../../fxcm/rules';
 import type { BarHistory } from './bars';
-import { numOf, type BrokerState } from './broker-state';
+import { numOf, type BrokerState } from '../reconcile/broker-state';
 import { OrderGoneError, OrderRejectedError, SafetyError } from '../errors';
 import type { PreTradeCheck } from './pre-trade';
 import { pipOf } from '../../execution/instruments';

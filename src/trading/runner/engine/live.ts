@@ -17,7 +17,7 @@
  *   its journal (no broker calls) to rebuild the runner's and the strategy's state, then takes one
  *   reconciliation snapshot and continues: nothing already sent is sent again. An intent that was
  *   sent but not answered before the process died is settled from that snapshot (an order the
- *   journal does not know → its answer) and never resent.
+ *   journal does not know → its answer; ../reconcile/orphans.ts) and never resent.
  * - Checkpoints (checkpoint.ts), for a strategy with saveState/restoreState: once the journal has
  *   grown by `journalMaxBytes` since its checkpoint, at the next point between two inputs with no
  *   intent unanswered, the strategy's and the runner's state become a new checkpoint and the
@@ -25,10 +25,14 @@
  *   lines after it. Without the hooks the journal is never cut, and a resume replays all of it.
  * - A dropped stream: the connection reconnects, resubscribes and takes one snapshot; that snapshot
  *   is an input like the resume's (journaled, reason 'reconnect') and reconciles the same way
- *   (applySnapshot): trades closed meanwhile with the broker's P/L, entry orders filled or gone,
- *   then onReconnect. The outage and the reconciliation are logged.
- * - Ownership (broker-state.ts): the strategy sees, acts on and is credited with the orders its
- *   calls created and their trades; an answered order call is an `own` input, handled next.
+ *   (../reconcile/snapshot.ts: applySnapshot): trades closed meanwhile with the broker's P/L,
+ *   entry orders filled or gone, then onReconnect. The outage and the reconciliation are logged.
+ * - Reconciliation lives in ../reconcile/ and works on the run's RunBook (what it knows of the
+ *   broker and has told the strategy), which this engine owns; the engine keeps the results and
+ *   runs the hooks.
+ * - Ownership (../reconcile/broker-state.ts, claims.ts): the strategy sees, acts on and is credited
+ *   with the orders its calls created and their trades; an answered order call is an `own` input,
+ *   handled next.
  * - A hook that throws is fatal: the error and the script line are logged, the run's positions are
  *   closed and its entry orders deleted (closing calls first in the limiter's queue), the run stops.
  * - createOco resolves with `orderIds: []` (the broker's simple_oco answer has no ids; the orders
@@ -41,22 +45,26 @@ import type { ModelName, Period, PriceUpdate, TableAction, TableRecord } from '.
 import type { ClosedTrade, EquityPoint, RunResult } from '../results';
 import { BarHistory, LiveBars, type BarFetch, type BarsOut } from './bars';
 import { MAX_CANDLES_PER_REQUEST, PERIOD_SECONDS } from '../../fxcm/candles';
-import { BrokerState, brokerTimeMs, numOf, type OcoClaim } from './broker-state';
-import { DEFAULT_LEVERAGE, pipOf } from '../../execution/instruments';
+import { brokerTimeMs, closedEvent, numOf } from '../reconcile/broker-state';
+import { RunBook, type OwnInput } from '../reconcile/run-book';
+import { applySnapshot, type ReconcileHooks, type SnapshotReason, type SnapshotRun } from '../reconcile/snapshot';
+import { claimOf, ordersClaimed, resumeClaims, unclaimedOrderCalls } from '../reconcile/claims';
+import { claimWatched, unsettledCalls } from '../reconcile/watches';
+import { DEFAULT_LEVERAGE } from '../../execution/instruments';
 import { PreTradeCheck } from './pre-trade';
 import { liveContext } from './live-context';
-import { errorOf, journaledError, matchPlacedOrder, settleOrphan, type JournaledError, type Orphan } from './orphans';
-import { LOST_SNAPSHOT_TTL_MS, LOST_WATCH_MS, PLACING_OPS, PushLog, SETTLED_OPS, describeCall, watchMatches, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
-import { ocoClaimOf, settleLostCall, type LostCallRun, type Settlement } from './lost-settlement';
+import { errorOf, journaledError, type JournaledError } from '../reconcile/orphans';
+import { LOST_SNAPSHOT_TTL_MS, PLACING_OPS, SETTLED_OPS, type LostContext, type SnapshotRecord } from '../reconcile/lost-answers';
+import { settleLostCall, type LostCallRun, type Settlement } from '../reconcile/lost-settlement';
 import { answerLost } from '../../fxcm/errors';
 import { JournalFinishedError, OrderRejectedError, isEntryLock, runErrorOf, runHook, scriptLocation, type StrategyError } from '../errors';
-import { finishedRunOf, type Journal, type JournalLine } from '../journal/journal';
+import { finishedRunOf, journaledValue, type Journal, type JournalLine } from '../journal/journal';
 import { CHECKPOINT_VERSION, DEFAULT_JOURNAL_MAX_BYTES, hasStateHooks, jsonProblem, lastCheckpoint, type CheckpointLine, type SavedEngine } from './checkpoint';
 import { thinEquity } from '../report/equity-thinning';
 import type { BrokerCallBudget } from '../broker/call-budget';
 import { SafetyGuard, type SafetyLimits } from '../protections/safety';
 import { Protections, runProtections } from '../protections/protections';
-import type { AccountInfo, Bar, CloseReason, OrderEvent, ProtectionRules, ReconnectEvent, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
+import type { AccountInfo, Bar, CloseReason, OrderEvent, ProtectionRules, RunMode, Strategy, StrategyContext, StrategyLogger, Tick, TradeEvent } from '../strategy';
 import { errorMessage } from '../../../platform/errors';
 import type { RunView } from './run-view';
 import type { RunEventKind, RunEvents } from './run-events';
@@ -128,14 +136,10 @@ export interface LiveResult extends RunResult {
   unsettled?: string[];
 }
 
-/** Why a snapshot was taken: the run's start, a restart's resume, or a reconnect after the stream dropped. */
-export type SnapshotReason = 'start' | 'resume' | 'reconnect';
-
-
 type InEvent =
   | { k: 'snapshot'; t: number; snap: Snapshot; reason?: SnapshotReason; downMs?: number }
-  /** `lost`: an order call whose answer was lost and that nothing settled: a watch (lost-answers.ts). */
-  | { k: 'own'; t: number; orderId?: string; oco?: OcoClaim; lost?: LostCall }
+  /** What an answered order call makes the run's (`lost`: a watch, ../reconcile/watches.ts). */
+  | OwnInput
   | { k: 'history'; t: number; bars: Bar[] }
   | { k: 'start'; t: number }
   | { k: 'price'; t: number; p: PriceUpdate }
@@ -200,8 +204,6 @@ class InputQueue {
 
 /** How long the broker may refuse the token before the run halts (LiveOptions.tokenRefusedTimeoutMs). */
 export const DEFAULT_TOKEN_REFUSED_MS = 60_000;
-/** How many ends of unclaimed trades and orders are kept for a late claim. */
-const UNCLAIMED_ENDS = 200;
 /** Attempts at fetching a range of bars before the series is left with a gap (said in the log). */
 const BAR_FETCH_ATTEMPTS = 3;
 /** The tables a run subscribes to, and the models of its start-up snapshot (a restart adds ClosedPosition). */
@@ -209,47 +211,6 @@ export const LIVE_TABLES: ModelName[] = ['Order', 'OpenPosition', 'ClosedPositio
 export const LIVE_SNAPSHOT: ModelName[] = ['Account', 'OpenPosition', 'Order'];
 /** The time frame of a strategy that names none. */
 export const LIVE_DEFAULT_TIMEFRAME: Period = 'm1';
-/** What an answered order call makes the run's own: the order it created, or the legs of its OCO. */
-function claimOf(op: string, args: unknown, value: unknown, t: number): Extract<InEvent, { k: 'own' }> | undefined {
-  const orderId = (value as { orderId?: unknown } | undefined)?.orderId;
-  if ((op === 'openTrade' || op === 'createEntryOrder') && orderId !== undefined) return { k: 'own', t, orderId: String(orderId) };
-  return op === 'createOco' ? { k: 'own', t, oco: ocoClaimOf(args) } : undefined;
-}
-
-/**
- * The claims of order calls a journal has the answer of but not the claim (an `own` line): the
- * run was killed between the two. Claimed at the resume, the orders stay the run's.
- */
-export function unclaimedOrderCalls(lines: readonly JournalLine[], t: number): Array<Extract<InEvent, { k: 'own' }>> {
-  const claimed = lines.filter((l) => l.k === 'own').map((l) => JSON.stringify(l.orderId ?? l.oco ?? l.lost));
-  const answered = new Map<number, JournalLine>();
-  for (const l of lines) if (l.k === 'answer' && (l.ok === true || l.watch !== undefined) && typeof l.id === 'number') answered.set(l.id, l);
-  const out: Array<Extract<InEvent, { k: 'own' }>> = [];
-  for (const l of lines) {
-    const a = typeof l.id === 'number' ? answered.get(l.id) : undefined;
-    if (l.k !== 'intent' || a === undefined) continue;
-    // an intent settled at a restart or after a lost answer claims the orders found for it
-    // (settleOrphans, settleLost), one left unsettled its watch, else its answer's
-    const claims: Array<Extract<InEvent, { k: 'own' }> | undefined> = [
-      ...(Array.isArray(a.claims) ? a.claims.map((orderId): Extract<InEvent, { k: 'own' }> => ({ k: 'own', t, orderId: String(orderId) })) : []),
-      ...(a.watch !== undefined ? [{ k: 'own' as const, t, ...(a.watch as { lost?: LostCall; oco?: OcoClaim }) }] : []),
-    ];
-    if (!Array.isArray(a.claims) && a.watch === undefined) claims.push(claimOf(String(l.op), l.args, a.value, t));
-    for (const own of claims) {
-      if (!own) continue;
-      const at = claimed.indexOf(JSON.stringify(own.orderId ?? own.oco ?? own.lost));
-      if (at >= 0) claimed.splice(at, 1);
-      else out.push(own);
-    }
-  }
-  return out;
-}
-
-/** Lost order calls watched for at most (the oldest is dropped, said in the log). */
-const MAX_LOST_CALLS = 50;
-
-const plain = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
-
 export class LiveEngine {
   private readonly o: LiveOptions;
   private readonly log: StrategyLogger;
@@ -264,9 +225,6 @@ export class LiveEngine {
   private pumping: Promise<void> | undefined;
   private replaying = false;
   private answers = new Map<number, JournalLine>();
-  /** Order calls the journal answered but did not claim (unclaimedOrderCalls): claimed at the resume. */
-  private unclaimed: Array<Extract<InEvent, { k: 'own' }>> = [];
-  private orphans: Orphan[] = [];
   private orphanSignal: (() => void) | undefined;
   private intentSeq = 0;
   /** Intents journaled and not answered yet: no checkpoint is taken while there is one. */
@@ -277,29 +235,19 @@ export class LiveEngine {
   /** Checkpoints are taken: the strategy has the hooks, and its saveState has not failed in this run. */
   private checkpointing: boolean;
   private readonly quotes = new Map<string, Tick>();
-  /** The table pushes that come while order calls wait for their answers (lost-answers.ts). */
-  private readonly pushLog = new PushLog();
-  /** Orders this run's calls created whose claim is not handled yet: never another lost call's. */
-  private readonly answeredOrderIds = new Set<string>();
-  /** What settling a lost call reads of this run (lost-settlement.ts). */
+  /** What the run knows of the broker and has told the strategy: what reconciling reads and writes. */
+  private readonly book = new RunBook();
+  /** The strategy's onTrade, onOrder and onReconnect as hooks of this run (undefined: it has not got the hook). */
+  private readonly hooks: ReconcileHooks;
+  /** What the code that reconciles (../reconcile/) needs of this run besides its book. */
+  private readonly reconciling: SnapshotRun;
+  /** What settling a lost call reads of this run (../reconcile/lost-settlement.ts). */
   private readonly lostCallRun: LostCallRun;
-  private readonly broker = new BrokerState();
   private readonly history = new BarHistory();
   private readonly liveBars: LiveBars;
   private readonly timers = new Map<string, { every: number; next?: number; handle?: unknown }>();
   private readonly clock: Clock;
   private readonly closed: ClosedTrade[] = [];
-  private readonly closedIds = new Set<string>();
-  /** Own trades and entry orders the strategy has heard of (onTrade opened, onOrder accepted). */
-  private readonly announcedTrades = new Set<string>();
-  private readonly announcedOrders = new Set<string>();
-  /**
-   * The ends (ClosedPosition I, Order D) of trades and orders this run had not claimed when they
-   * came: another run's, or this run's with the claim still queued behind them (it then replays them).
-   */
-  private readonly unclaimedEnds = new Map<string, { model: ModelName; rec: TableRecord }>();
-  /** Entry orders the broker deleted (a snapshot taken before the delete must not bring them back). */
-  private readonly deletedOrders = new Set<string>();
   /** When the broker stream dropped (reconnects report how long it was away). */
   private disconnectedAt: number | undefined;
   /** What the run's view shows of its connection: since when it is up, and the last reconnect once reconciled. */
@@ -322,11 +270,31 @@ export class LiveEngine {
     this.o = opts;
     this.clock = opts.clock ?? systemClock;
     this.log = opts.logger ?? silentLogger;
+    const s = opts.strategy;
+    this.hooks = {
+      onTrade: (e) => (s.onTrade ? this.call('onTrade', () => s.onTrade!.call(s, this.ctx, e)) : undefined),
+      onOrder: (e) => (s.onOrder ? this.call('onOrder', () => s.onOrder!.call(s, this.ctx, e)) : undefined),
+      onReconnect: (e) => (s.onReconnect ? this.call('onReconnect', () => s.onReconnect!.call(s, this.ctx, e)) : undefined),
+    };
+    this.reconciling = {
+      book: this.book,
+      log: this.log,
+      now: () => this.now,
+      journal: (line) => this.journalLine(line, true, true),
+      started: () => this.started,
+      setAccount: (r) => this.setAccount(r),
+      recordClosed: (id, r, reason, closeTime) => this.recordClosed(id, r, reason, closeTime),
+      announceTrade: (id) => this.announceTrade(id),
+      announceOrder: (id) => this.announceOrder(id),
+      reconnected: (info) => {
+        this.lastReconnect = { at: this.wallNow(), downMs: info.downMs, closed: info.closed, opened: info.opened };
+        this.tell('reconnected', { ...info, ts: undefined });
+      },
+      ...this.hooks,
+    };
     this.lostCallRun = {
       log: this.log,
-      pushLog: this.pushLog,
-      broker: this.broker,
-      answeredOrderIds: this.answeredOrderIds,
+      book: this.book,
       snapshot: (models) => {
         const get = () => this.o.client!.getModel(models);
         const l = this.o.limiter;
@@ -350,13 +318,13 @@ export class LiveEngine {
       journal: (line) => this.journalLine(line, true),
       info: (message) => this.log.info(message),
       trade: (id) => {
-        const r = this.broker.positions.get(id);
+        const r = this.book.broker.positions.get(id);
         if (r === undefined) return undefined;
-        return this.broker.ownPositions().includes(r) ? { amountK: numOf(r.amountK) } : 'foreign';
+        return this.book.broker.ownPositions().includes(r) ? { amountK: numOf(r.amountK) } : 'foreign';
       },
-      ownTradeIds: () => this.broker.ownPositions().map((r) => String(r.tradeId)),
+      ownTradeIds: () => this.book.broker.ownPositions().map((r) => String(r.tradeId)),
       closing: (ids) => {
-        for (const id of ids === 'all' ? this.broker.ownPositions().map((r) => String(r.tradeId)) : ids) this.broker.closeReasons.set(id, 'operator');
+        for (const id of ids === 'all' ? this.book.broker.ownPositions().map((r) => String(r.tradeId)) : ids) this.book.broker.closeReasons.set(id, 'operator');
       },
       closeTrade: (id, amountK) => this.first(() => this.o.client!.closeTrade({ tradeId: id, amount: amountK })).then(() => undefined),
       flatten: () => this.flatten('operator'),
@@ -382,7 +350,7 @@ export class LiveEngine {
   }
 
   private account(dayPL: (equity: number) => number): AccountInfo {
-    const a = this.broker.account ?? {};
+    const a = this.book.broker.account ?? {};
     const equity = numOf(a.equity);
     return {
       accountId: String(a.accountId ?? ''),
@@ -401,7 +369,7 @@ export class LiveEngine {
    */
   view(): RunView {
     const account = this.account((equity) => this.guard.peekDayPL(this.now, equity));
-    const b = this.broker;
+    const b = this.book.broker;
     const own = b.ownPositions().map((r) => b.position(r));
     const ownIds = new Set(own.map((p) => p.tradeId));
     const orders = b.ownEntryOrders().map((r) => b.pending(r));
@@ -472,7 +440,7 @@ export class LiveEngine {
       now: () => this.now,
       quote: (symbol) => this.quotes.get(symbol),
       history: this.history,
-      broker: this.broker,
+      broker: this.book.broker,
       accountInfo: () => this.accountInfo(),
       op: <T>(name: string, args: unknown, check: () => void, send: (c: FxcmClient) => Promise<T>, ttlMs?: number) => this.op<T>(name, args, check, send, ttlMs),
       check: this.preTradeCheck(),
@@ -517,7 +485,7 @@ export class LiveEngine {
 
   /** The pre-trade check of every mode, on what the runner knows of the account (every trade and entry order of it). */
   private preTradeCheck(): PreTradeCheck {
-    const b = this.broker;
+    const b = this.book.broker;
     return new PreTradeCheck(
       this.guard,
       {
@@ -538,14 +506,14 @@ export class LiveEngine {
 
   private op<T>(name: string, args: unknown, check: () => void, send: (c: FxcmClient) => Promise<T>, ttlMs?: number): Promise<T> {
     const id = ++this.intentSeq;
-    const intent: LiveIntent = { id, ts: this.now, op: name, args: plain(args) };
+    const intent: LiveIntent = { id, ts: this.now, op: name, args: journaledValue(args) };
     this.intents.push(intent);
     if (this.replaying) {
       this.journalLine({ k: 'intent', ...intent }, true, true);
       const a = this.answers.get(id);
       if (a) return a.ok ? Promise.resolve(a.value as T) : Promise.reject(errorOf(a.error as JournaledError));
       return new Promise<T>((resolve, reject) => {
-        this.orphans.push({ id, op: name, args: (intent.args ?? {}) as Record<string, unknown>, resolve: resolve as (v: unknown) => void, reject });
+        this.book.orphans.push({ id, op: name, args: (intent.args ?? {}) as Record<string, unknown>, resolve: resolve as (v: unknown) => void, reject });
         this.orphanSignal?.();
       });
     }
@@ -555,19 +523,19 @@ export class LiveEngine {
     const answer = (ok: boolean, v: unknown, settled?: Settlement) => {
       this.unanswered--;
       const t = this.wallNow();
-      if (ok) this.journalLine({ k: 'answer', id, ok: true, value: plain(v), ...(settled ? { claims: settled.claims, lost: settled.how } : {}) }, true);
-      else this.journalLine({ k: 'answer', id, ok: false, error: journaledError(v as Error), ...(settled?.watch ? { watch: plain(settled.watch) } : {}) }, true);
-      const owns: Array<Extract<InEvent, { k: 'own' }>> = settled
+      if (ok) this.journalLine({ k: 'answer', id, ok: true, value: journaledValue(v), ...(settled ? { claims: settled.claims, lost: settled.how } : {}) }, true);
+      else this.journalLine({ k: 'answer', id, ok: false, error: journaledError(v as Error), ...(settled?.watch ? { watch: journaledValue(settled.watch) } : {}) }, true);
+      const owns: OwnInput[] = settled
         ? [...settled.claims.map((orderId) => ({ k: 'own' as const, t, orderId })), ...(settled.watch ? [{ k: 'own' as const, t, ...settled.watch }] : [])]
         : ok
           ? [claimOf(name, intent.args, v, t)].filter((x) => x !== undefined)
           : [];
       // a delete's record as the broker's push would carry it (the order's fields)
-      const pushed = (r: SnapshotRecord): SnapshotRecord => (r.model === 'Order' && r.action === 'D' ? { ...r, rec: { ...(this.broker.orders.get(String(r.rec.orderId)) ?? {}), ...r.rec } } : r);
+      const pushed = (r: SnapshotRecord): SnapshotRecord => (r.model === 'Order' && r.action === 'D' ? { ...r, rec: { ...(this.book.broker.orders.get(String(r.rec.orderId)) ?? {}), ...r.rec } } : r);
       this.claim(owns, (settled?.records ?? []).map((r) => ({ k: 'table' as const, t, ...pushed(r) })));
       // known from its answer, as a replay knows it from the answer line (before the order's push)
       const orderId = ok ? (v as { orderId?: unknown } | undefined)?.orderId : undefined;
-      if (orderId !== undefined) this.broker.knownOrderIds.add(String(orderId));
+      if (orderId !== undefined) this.book.broker.knownOrderIds.add(String(orderId));
       if (PLACING_OPS.has(name)) {
         if (ok) this.tell('entry_sent', { intent: id, op: name, request: intent.args, ...(orderId !== undefined ? { orderId: String(orderId) } : {}), ...(settled ? { settled: settled.how } : {}) });
         else {
@@ -595,10 +563,10 @@ export class LiveEngine {
       return Promise.reject(e);
     }
     // what the broker pushes from now on settles the call if its answer is lost
-    const mark = SETTLED_OPS.has(name) ? this.pushLog.begin() : undefined;
+    const mark = SETTLED_OPS.has(name) ? this.book.pushLog.begin() : undefined;
     const lostCtx = this.lostContext(name, intent.args);
     const done = () => {
-      if (mark !== undefined) this.pushLog.end();
+      if (mark !== undefined) this.book.pushLog.end();
     };
     const run = () => send(client);
     const l = this.o.limiter;
@@ -631,9 +599,9 @@ export class LiveEngine {
    * What answered order calls created becomes this run's: `own` inputs, handled next (before
    * the pushes and prices already queued) and journaled with them, so a replay claims at the same point.
    */
-  private claim(owns: Array<Extract<InEvent, { k: 'own' }>>, records: Array<Extract<InEvent, { k: 'table' }>> = []): void {
+  private claim(owns: OwnInput[], records: Array<Extract<InEvent, { k: 'table' }>> = []): void {
     if (!owns.length && !records.length) return;
-    for (const own of owns) if (own.orderId !== undefined) this.answeredOrderIds.add(own.orderId);
+    for (const own of owns) if (own.orderId !== undefined) this.book.answeredOrderIds.add(own.orderId);
     this.queue.unshift(...owns, ...records);
     this.kick();
   }
@@ -642,10 +610,10 @@ export class LiveEngine {
   private lostContext(op: string, args: unknown): LostContext {
     const a = (args ?? {}) as Record<string, unknown>;
     if (op === 'closeTrade') {
-      const before = this.broker.positions.has(String(a.tradeId)) ? numOf(this.broker.positions.get(String(a.tradeId))!.amountK) : undefined;
+      const before = this.book.broker.positions.has(String(a.tradeId)) ? numOf(this.book.broker.positions.get(String(a.tradeId))!.amountK) : undefined;
       return { tradeIds: [String(a.tradeId)], amountBefore: before, amount: a.amount === undefined ? before : numOf(a.amount) };
     }
-    if (op === 'closeAll') return { tradeIds: this.broker.ownPositions(a.accountWide === true).filter((r) => a.symbol === undefined || r.currency === a.symbol).map((r) => String(r.tradeId)) };
+    if (op === 'closeAll') return { tradeIds: this.book.broker.ownPositions(a.accountWide === true).filter((r) => a.symbol === undefined || r.currency === a.symbol).map((r) => String(r.tradeId)) };
     return {};
   }
 
@@ -732,12 +700,12 @@ export class LiveEngine {
         this.log.error(`flatten: ${what} could not be closed: ${e.message}`);
       });
     const jobs: Promise<unknown>[] = [];
-    for (const r of this.broker.ownPositions()) {
+    for (const r of this.book.broker.ownPositions()) {
       const id = String(r.tradeId);
-      this.broker.closeReasons.set(id, reason);
+      this.book.broker.closeReasons.set(id, reason);
       jobs.push(attempt(`trade ${id}`, () => c.closeTrade({ tradeId: id, amount: numOf(r.amountK) })));
     }
-    for (const r of this.broker.ownEntryOrders()) {
+    for (const r of this.book.broker.ownEntryOrders()) {
       const id = String(r.orderId);
       jobs.push(attempt(`order ${id}`, () => c.deleteOrder(id)));
     }
@@ -757,7 +725,7 @@ export class LiveEngine {
     const s = this.o.strategy;
     switch (ev.k) {
       case 'snapshot':
-        return this.applySnapshot(ev);
+        return applySnapshot(this.reconciling, ev);
       case 'own':
         return this.applyOwn(ev);
       case 'history':
@@ -792,101 +760,11 @@ export class LiveEngine {
     }
   }
 
-  /**
-   * A snapshot replaces what the runner knows of the broker. After the start (a resume or a
-   * reconnect) it is also the reconciliation: this run's trades the broker closed meanwhile are
-   * counted with the broker's close and P/L (onTrade closed), its trades opened meanwhile (entry
-   * orders that filled) are reported (onOrder filled, onTrade opened), its entry orders that are
-   * gone without a trade are cancelled, and onReconnect tells the strategy.
-   */
-  private async applySnapshot(ev: { snap: Snapshot; reason?: SnapshotReason; downMs?: number }): Promise<void> {
-    const snap = ev.snap;
-    const acc = (snap.Account ?? [])[0];
-    if (acc) this.setAccount(acc);
-    if (ev.reason === 'reconnect' || ev.reason === 'resume') this.settleWatches(snap);
-    const before = new Map(this.broker.ownPositions().map((r) => [String(r.tradeId), r]));
-    const ordersBefore = new Map(this.broker.ownEntryOrders().map((r) => [String(r.orderId), r]));
-    this.broker.positions.clear();
-    for (const r of snap.OpenPosition ?? []) {
-      const id = String(r.tradeId);
-      // a close pushed after the snapshot was taken was handled before it: the trade is gone
-      if (this.closedIds.has(id)) continue;
-      this.broker.positions.set(id, { ...r });
-      if (!this.broker.openTimes.has(id)) this.broker.openTimes.set(id, this.now);
-      if (r.orderId !== undefined && r.orderId !== '') {
-        this.broker.knownOrderIds.add(String(r.orderId));
-        this.broker.link(id, String(r.orderId));
-      }
-    }
-    this.broker.orders.clear();
-    for (const r of snap.Order ?? []) {
-      const id = String(r.orderId);
-      this.broker.knownOrderIds.add(id);
-      if (this.broker.orderKind(r) === 'entry' && !this.deletedOrders.has(id)) this.broker.orders.set(id, { ...r });
-    }
-    this.deletedOrders.clear();
-    for (const [id, r] of this.broker.orders) if (!this.broker.ownOrders.has(id) && this.broker.takeOcoLeg(r)) this.broker.claimOrder(id);
-    if (!this.started) {
-      for (const r of this.broker.ownPositions()) this.announcedTrades.add(String(r.tradeId));
-      for (const r of this.broker.ownEntryOrders()) this.announcedOrders.add(String(r.orderId));
-      return;
-    }
-    const s = this.o.strategy;
-    const closedAway = new Map((snap.ClosedPosition ?? []).map((r) => [String(r.tradeId), r]));
-    let closedCount = 0;
-    for (const [id, r] of before) {
-      if (this.broker.positions.has(id) || this.closedIds.has(id)) continue;
-      closedCount++;
-      const c = closedAway.get(id);
-      if (!c) {
-        // ClosedPosition lists the current trading day only.
-        const p = this.broker.position(r);
-        this.log.warn(`trade ${id} was closed while the runner was away and the broker no longer lists it: its close and P/L are not in this run's results`);
-        if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, { kind: 'closed', tradeId: id, symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, reason: 'broker', ts: this.now }));
-        continue;
-      }
-      const reason = this.broker.closeReasons.get(id) ?? this.broker.awayCloseReason(r, numOf(c.close), pipOf(String(r.currency ?? '')));
-      const trade = this.recordClosed(id, { ...r, ...c }, reason, brokerTimeMs(c.closeTime) ?? this.now);
-      this.log.info(`trade ${id} was closed while the runner was away: ${reason} at ${trade.closeRate}, P/L ${trade.pl.toFixed(2)}`);
-      if (s.onTrade) await this.call('onTrade', () => s.onTrade!.call(s, this.ctx, this.closedEvent(trade)));
-    }
-    const opened = this.broker.ownPositions().filter((r) => !before.has(String(r.tradeId)) && !this.announcedTrades.has(String(r.tradeId)));
-    for (const [id, r] of ordersBefore) {
-      if (this.broker.orders.has(id)) continue;
-      const trade = opened.find((p) => String(p.orderId ?? '') === id);
-      const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind: 'entry' as const, ts: this.now };
-      this.log.info(`entry order ${id} ${trade ? `filled while the runner was away: trade ${String(trade.tradeId)}` : 'is gone from the broker (cancelled or deleted while the runner was away)'}`);
-      if (s.onOrder) await this.call('onOrder', () => s.onOrder!.call(s, this.ctx, trade ? { ...base, status: 'filled', tradeId: String(trade.tradeId), rate: numOf(trade.open) } : { ...base, status: 'cancelled', reason: 'gone while away' }));
-    }
-    for (const r of opened) await this.announceTrade(String(r.tradeId));
-    // own entry orders the strategy has not heard of (claimed before this snapshot brought them)
-    for (const r of this.broker.ownEntryOrders()) await this.announceOrder(String(r.orderId));
-    if (ev.reason === 'reconnect' || ev.reason === 'resume') {
-      const info: ReconnectEvent = {
-        reason: ev.reason,
-        ...(ev.downMs !== undefined ? { downMs: ev.downMs } : {}),
-        closed: closedCount,
-        opened: opened.length,
-        positions: this.broker.ownPositions().length,
-        orders: this.broker.ownEntryOrders().length,
-        ts: this.now,
-      };
-      const what = `${info.closed} of its trades closed, ${info.opened} opened meanwhile; ${info.positions} positions and ${info.orders} entry orders open`;
-      if (ev.reason === 'reconnect') {
-        this.lastReconnect = { at: this.wallNow(), downMs: ev.downMs, closed: info.closed, opened: info.opened };
-        this.tell('reconnected', { ...info, ts: undefined });
-      }
-      if (ev.reason === 'reconnect') this.log.info(`reconciled with the broker after the reconnect${ev.downMs !== undefined ? ` (${(ev.downMs / 1000).toFixed(1)} s away)` : ''}: ${what}`);
-      else this.log.info(`reconciled with the broker after the restart: ${what}`);
-      if (s.onReconnect) await this.call('onReconnect', () => s.onReconnect!.call(s, this.ctx, info));
-    }
-  }
-
   /** onTrade opened for an own trade the strategy has not heard of (once); `closed`: its close record, when it is gone already. */
   private async announceTrade(id: string, closed?: TableRecord): Promise<void> {
-    const r = this.broker.positions.get(id) ?? closed;
-    if (!r || this.announcedTrades.has(id) || !this.broker.ownTrades.has(id)) return;
-    this.announcedTrades.add(id);
+    const r = this.book.broker.positions.get(id) ?? closed;
+    if (!r || this.book.announcedTrades.has(id) || !this.book.broker.ownTrades.has(id)) return;
+    this.book.announcedTrades.add(id);
     const s = this.o.strategy;
     const opened = this.openedEvent(id, r);
     this.tell('filled', { tradeId: id, ...(opened.orderId !== undefined ? { orderId: opened.orderId } : {}), symbol: opened.symbol, isBuy: opened.isBuy, amount: opened.amount, openRate: opened.openRate });
@@ -895,9 +773,9 @@ export class LiveEngine {
 
   /** onOrder accepted for an own resting entry order the strategy has not heard of (once). */
   private async announceOrder(id: string): Promise<void> {
-    const r = this.broker.orders.get(id);
-    if (!r || this.announcedOrders.has(id) || !this.broker.ownOrders.has(id)) return;
-    this.announcedOrders.add(id);
+    const r = this.book.broker.orders.get(id);
+    if (!r || this.book.announcedOrders.has(id) || !this.book.broker.ownOrders.has(id)) return;
+    this.book.announcedOrders.add(id);
     const s = this.o.strategy;
     const e: OrderEvent = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind: 'entry', ts: this.now, status: 'accepted', rate: numOf(r.isBuy ? r.buy : r.sell) };
     if (s.onOrder) await this.call('onOrder', () => s.onOrder!.call(s, this.ctx, e));
@@ -907,38 +785,20 @@ export class LiveEngine {
    * An order became this run's: it, and the trades it opened (also one that closed before the
    * claim), are the strategy's. A lost order call's watch (`lost`) claims the order that shows up for it.
    */
-  private async applyOwn(ev: { orderId?: string; oco?: OcoClaim; lost?: LostCall }): Promise<void> {
-    if (ev.lost) {
-      this.broker.lostCalls.push({ ...ev.lost, args: { ...ev.lost.args } });
-      // a bound: a strategy whose calls keep losing their answers does not grow the state for ever
-      if (this.broker.lostCalls.length > MAX_LOST_CALLS) {
-        const old = this.broker.lostCalls.shift()!;
-        this.log.warn(`intent ${old.id} (${describeCall(old.op, old.args)}), whose answer was lost, is no longer watched for: more than ${MAX_LOST_CALLS} are`);
-        this.journalLine({ k: 'watched', t: this.now, id: old.id, outcome: 'no longer watched' }, true, true);
-      }
-    }
-    const ids: string[] = [];
-    if (ev.orderId !== undefined) {
-      ids.push(ev.orderId);
-      this.answeredOrderIds.delete(ev.orderId);
-    }
-    if (ev.oco) {
-      this.broker.pendingOco.push({ ...ev.oco, legs: ev.oco.legs.map((l) => ({ ...l })) });
-      for (const [id, r] of this.broker.orders) if (!this.broker.ownOrders.has(id) && this.broker.takeOcoLeg(r)) ids.push(id);
-    }
-    for (const orderId of ids) {
-      const trades = this.broker.claimOrder(orderId);
+  private async applyOwn(ev: OwnInput): Promise<void> {
+    for (const orderId of ordersClaimed(this.reconciling, ev)) {
+      const trades = this.book.broker.claimOrder(orderId);
       await this.announceOrder(orderId);
       for (const id of trades) await this.announceTrade(id);
       await this.replayUnclaimed('Order', orderId);
-      for (const [tradeId, o] of [...this.broker.tradeOrders]) if (o === orderId) await this.replayUnclaimed('ClosedPosition', tradeId);
+      for (const [tradeId, o] of [...this.book.broker.tradeOrders]) if (o === orderId) await this.replayUnclaimed('ClosedPosition', tradeId);
     }
   }
 
   private setAccount(r: TableRecord): void {
-    this.broker.account = { ...(this.broker.account ?? {}), ...r };
-    const bal = numOf(this.broker.account.balance);
-    const eq = numOf(this.broker.account.equity);
+    this.book.broker.account = { ...(this.book.broker.account ?? {}), ...r };
+    const bal = numOf(this.book.broker.account.balance);
+    const eq = numOf(this.book.broker.account.equity);
     if (this.startBalance === undefined) this.startBalance = bal;
     const last = this.equity[this.equity.length - 1];
     if (!last || last.balance !== bal || last.equity !== eq) {
@@ -997,13 +857,11 @@ export class LiveEngine {
 
   /** A table push: the state of the whole account; events for this run's orders and trades only. */
   private async applyTable(model: ModelName, action: TableAction, r: TableRecord): Promise<void> {
-    const s = this.o.strategy;
-    const onOrder = (e: OrderEvent) => (s.onOrder ? this.call('onOrder', () => s.onOrder!.call(s, this.ctx, e)) : undefined);
-    const onTrade = (e: TradeEvent) => (s.onTrade ? this.call('onTrade', () => s.onTrade!.call(s, this.ctx, e)) : undefined);
+    const { onOrder, onTrade } = this.hooks;
     switch (model) {
       case 'Account':
         this.setAccount(r);
-        if (this.guard.checkDailyLoss(this.now, numOf(this.broker.account?.equity))) {
+        if (this.guard.checkDailyLoss(this.now, numOf(this.book.broker.account?.equity))) {
           this.log.warn('daily loss limit reached: flattening; no new positions until the next UTC day');
           const halt = this.guard.locks(this.now)[0]!;
           this.protections.noteHalt({ rule: 'maxDailyLoss', from: this.now, until: halt.until!, reason: halt.reason });
@@ -1017,18 +875,18 @@ export class LiveEngine {
         const id = String(r.tradeId);
         if (action === 'D') {
           // gone, closed for a reason its close order told: the protections count it now, not at its close record
-          const reason = this.broker.ownTrades.has(id) ? this.broker.closeReasons.get(id) : undefined;
-          if (reason !== undefined) this.protections.closed(String(this.broker.positions.get(id)?.currency ?? r.currency ?? ''), reason, this.now, id, true);
-          this.broker.positions.delete(id);
+          const reason = this.book.broker.ownTrades.has(id) ? this.book.broker.closeReasons.get(id) : undefined;
+          if (reason !== undefined) this.protections.closed(String(this.book.broker.positions.get(id)?.currency ?? r.currency ?? ''), reason, this.now, id, true);
+          this.book.broker.positions.delete(id);
           return;
         }
-        const isNew = !this.broker.positions.has(id);
-        if (isNew && this.closedIds.has(id)) return; // an update older than its close
-        this.broker.positions.set(id, { ...(this.broker.positions.get(id) ?? {}), ...r });
-        if (isNew) this.broker.openTimes.set(id, this.now);
+        const isNew = !this.book.broker.positions.has(id);
+        if (isNew && this.book.closedIds.has(id)) return; // an update older than its close
+        this.book.broker.positions.set(id, { ...(this.book.broker.positions.get(id) ?? {}), ...r });
+        if (isNew) this.book.broker.openTimes.set(id, this.now);
         if (r.orderId !== undefined && r.orderId !== '') {
-          this.broker.knownOrderIds.add(String(r.orderId));
-          this.broker.link(id, String(r.orderId));
+          this.book.broker.knownOrderIds.add(String(r.orderId));
+          this.book.broker.link(id, String(r.orderId));
         }
         await this.announceTrade(id);
         return;
@@ -1036,34 +894,34 @@ export class LiveEngine {
       case 'ClosedPosition': {
         const id = String(r.tradeId);
         // A trade the restart's reconciliation already counted can still be pushed once.
-        if (action !== 'I' || this.closedIds.has(id)) return;
+        if (action !== 'I' || this.book.closedIds.has(id)) return;
         // a part of one of the run's trades, closed under a ticket of its own: counted as the backtest counts it, under the trade's id
-        const whole = this.broker.ownTrades.has(id) ? undefined : this.partClosedOf(r);
-        if (!this.broker.ownTrades.has(id) && whole === undefined) return this.keepUnclaimed(model, id, r);
+        const whole = this.book.broker.ownTrades.has(id) ? undefined : this.partClosedOf(r);
+        if (!this.book.broker.ownTrades.has(id) && whole === undefined) return this.book.keepUnclaimedEnd(model, id, r);
         const tradeId = whole ?? id;
-        const trade = this.recordClosed(tradeId, r, this.broker.closeReasons.get(tradeId) ?? 'broker', this.now, whole !== undefined ? id : undefined);
-        await onTrade(this.closedEvent(trade));
+        const trade = this.recordClosed(tradeId, r, this.book.broker.closeReasons.get(tradeId) ?? 'broker', this.now, whole !== undefined ? id : undefined);
+        await onTrade(closedEvent(trade, this.now));
         return;
       }
       case 'Order': {
         const id = String(r.orderId ?? '');
         if (!id) return;
-        this.broker.knownOrderIds.add(id);
-        if (action === 'I' && !this.broker.ownOrders.has(id)) this.claimWatched(id, r);
-        const kind = this.broker.orderKind(r);
+        this.book.broker.knownOrderIds.add(id);
+        if (action === 'I' && !this.book.broker.ownOrders.has(id)) claimWatched(this.reconciling, id, r);
+        const kind = this.book.broker.orderKind(r);
         const tradeId = r.tradeId ? String(r.tradeId) : undefined;
-        if ((kind === 'market' || kind === 'entry') && tradeId && this.broker.link(tradeId, id)) await this.announceTrade(tradeId);
-        if ((kind === 'stop' || kind === 'limit') && tradeId) this.broker.noteBrokerClose(tradeId, kind);
+        if ((kind === 'market' || kind === 'entry') && tradeId && this.book.broker.link(tradeId, id)) await this.announceTrade(tradeId);
+        if ((kind === 'stop' || kind === 'limit') && tradeId) this.book.broker.noteBrokerClose(tradeId, kind);
         if (action !== 'D') {
           if (kind !== 'entry') return;
-          this.broker.orders.set(id, { ...(this.broker.orders.get(id) ?? {}), ...r });
-          if (!this.broker.ownOrders.has(id) && this.broker.takeOcoLeg(this.broker.orders.get(id)!)) this.broker.claimOrder(id);
+          this.book.broker.orders.set(id, { ...(this.book.broker.orders.get(id) ?? {}), ...r });
+          if (!this.book.broker.ownOrders.has(id) && this.book.broker.takeOcoLeg(this.book.broker.orders.get(id)!)) this.book.broker.claimOrder(id);
           if (action === 'I') await this.announceOrder(id);
           return;
         }
-        this.broker.orders.delete(id);
-        if (kind === 'entry') this.deletedOrders.add(id);
-        if (!this.broker.ownOrders.has(id)) return this.keepUnclaimed(model, id, r);
+        this.book.broker.orders.delete(id);
+        if (kind === 'entry') this.book.deletedOrders.add(id);
+        if (!this.book.broker.ownOrders.has(id)) return this.book.keepUnclaimedEnd(model, id, r);
         const base = { orderId: id, symbol: String(r.currency ?? ''), isBuy: r.isBuy === true, amount: numOf(r.amountK), kind, ts: this.now };
         const status = numOf(r.status);
         if (status === 9 || (tradeId && status !== 3 && status !== 4)) await onOrder({ ...base, status: 'filled', tradeId, rate: numOf(r.isBuy ? r.buy : r.sell) || undefined });
@@ -1076,49 +934,10 @@ export class LiveEngine {
     }
   }
 
-  /** A new order of the account that a lost order call's watch waits for becomes the run's. */
-  private claimWatched(orderId: string, r: TableRecord): void {
-    const watches = this.broker.lostCalls;
-    const i = watches.findIndex((w) => (w.awaitsSnapshot || this.now - w.since <= LOST_WATCH_MS) && watchMatches(w, r));
-    if (i < 0) return;
-    const w = watches.splice(i, 1)[0]!;
-    this.broker.claimOrder(orderId);
-    this.log.warn(`order ${orderId} is what intent ${w.id} (${describeCall(w.op, w.args)}) placed after all, though its answer was lost: claimed by this run`);
-    this.journalLine({ k: 'watched', t: this.now, id: w.id, outcome: `claimed order ${orderId}` }, true, true);
-  }
-
-  /**
-   * A reconciliation settles the watches of lost order calls: the order the snapshot has that
-   * matches one (and the run did not know) is the run's; a watch it does not find is over.
-   */
-  private settleWatches(snap: Snapshot): void {
-    for (const w of this.broker.lostCalls.splice(0)) {
-      if (!w.awaitsSnapshot && this.now - w.since > LOST_WATCH_MS) continue;
-      const m = matchPlacedOrder(w.op, w.args, snap, this.broker.knownOrderIds);
-      const what = `intent ${w.id} (${describeCall(w.op, w.args)})`;
-      if (m && 'value' in m) {
-        for (const id of m.orderIds) this.broker.claimOrder(id);
-        this.log.warn(`the reconciliation finds what ${what} placed, though its answer was lost: order ${m.orderIds.join(', ')}, claimed by this run`);
-      } else this.log.info(`the reconciliation does not find what ${what}, whose answer was lost, would have placed${m ? ` (${m.why})` : ''}: it did not execute`);
-      this.journalLine({ k: 'watched', t: this.now, id: w.id, outcome: m && 'value' in m ? `claimed order ${m.orderIds.join(', ')}` : 'not at the broker' }, true, true);
-    }
-  }
-
-  /** The lost order calls that wait for a reconciliation to say what they placed. */
-  private unsettled(): string[] {
-    return this.broker.lostCalls.filter((w) => w.awaitsSnapshot).map((w) => `intent ${w.id} (${describeCall(w.op, w.args)})`);
-  }
-
-  private keepUnclaimed(model: ModelName, id: string, r: TableRecord): void {
-    this.unclaimedEnds.set(`${model}:${id}`, { model, rec: { ...r } });
-    if (this.unclaimedEnds.size > UNCLAIMED_ENDS) this.unclaimedEnds.delete(this.unclaimedEnds.keys().next().value as string);
-  }
-
   /** The end of a trade or order that came before this run claimed it, handled now. */
   private async replayUnclaimed(model: ModelName, id: string): Promise<void> {
-    const end = this.unclaimedEnds.get(`${model}:${id}`);
+    const end = this.book.takeUnclaimedEnd(model, id);
     if (!end) return;
-    this.unclaimedEnds.delete(`${model}:${id}`);
     if (model === 'ClosedPosition') await this.announceTrade(id, end.rec);
     await this.applyTable(end.model, end.model === 'Order' ? 'D' : 'I', end.rec);
   }
@@ -1128,7 +947,7 @@ export class LiveEngine {
    * a trade under a new trade id): the same symbol, side, open rate and open time.
    */
   private partClosedOf(r: TableRecord): string | undefined {
-    const open = this.broker.ownPositions().find((p) => p.currency === r.currency && p.isBuy === r.isBuy && numOf(p.open) === numOf(r.open) && p.time === r.openTime);
+    const open = this.book.broker.ownPositions().find((p) => p.currency === r.currency && p.isBuy === r.isBuy && numOf(p.open) === numOf(r.open) && p.time === r.openTime);
     return open === undefined ? undefined : String(open.tradeId);
   }
 
@@ -1144,7 +963,7 @@ export class LiveEngine {
       amount: numOf(r.amountK),
       openRate: numOf(r.open),
       closeRate: numOf(r.close),
-      openTime: this.broker.openTimes.get(id) ?? brokerTimeMs(r.openTime) ?? closeTime,
+      openTime: this.book.broker.openTimes.get(id) ?? brokerTimeMs(r.openTime) ?? closeTime,
       closeTime,
       plPips: numOf(r.visiblePL),
       pl: gross + rollover - commission,
@@ -1157,19 +976,15 @@ export class LiveEngine {
     this.tell('exit', { ...trade });
     this.protections.closed(trade.symbol, reason, closeTime, partTicket === undefined ? id : undefined);
     // a part closed: its ticket is done, the trade is still open
-    this.closedIds.add(partTicket ?? id);
-    this.broker.closeReasons.delete(id); // said in the trade; a checkpoint keeps the open trades' only
+    this.book.closedIds.add(partTicket ?? id);
+    this.book.broker.closeReasons.delete(id); // said in the trade; a checkpoint keeps the open trades' only
     return trade;
   }
 
   private openedEvent(id: string, r: TableRecord): TradeEvent {
-    const p = this.broker.position(r);
+    const p = this.book.broker.position(r);
     const orderId = r.orderId !== undefined && r.orderId !== '' ? String(r.orderId) : undefined;
     return { kind: 'opened', tradeId: id, ...(orderId !== undefined ? { orderId } : {}), symbol: p.symbol, isBuy: p.isBuy, amount: p.amount, openRate: p.openRate, ts: this.now };
-  }
-
-  private closedEvent(t: ClosedTrade): TradeEvent {
-    return { kind: 'closed', tradeId: t.tradeId, symbol: t.symbol, isBuy: t.isBuy, amount: t.amount, openRate: t.openRate, closeRate: t.closeRate, plPips: t.plPips, pl: t.pl, commission: t.commission, reason: t.reason, ts: this.now };
   }
 
   // ------------------------------------------------------------ checkpoints
@@ -1229,17 +1044,17 @@ export class LiveEngine {
       started: this.started,
       startBalance: this.startBalance ?? null,
       quotes: [...this.quotes],
-      broker: this.broker.saved(),
+      broker: this.book.broker.saved(),
       history: this.history.saved(),
       liveBars: this.liveBars.saved(),
       safety: this.guard.counters(),
       timers: [...this.timers].map(([name, t]): [string, number] => [name, t.every]),
       closed: this.closed,
       equity: thinEquity(this.equity),
-      announcedTrades: [...this.announcedTrades],
-      announcedOrders: [...this.announcedOrders],
-      unclaimedEnds: [...this.unclaimedEnds],
-      deletedOrders: [...this.deletedOrders],
+      announcedTrades: [...this.book.announcedTrades],
+      announcedOrders: [...this.book.announcedOrders],
+      unclaimedEnds: [...this.book.unclaimedEnds],
+      deletedOrders: [...this.book.deletedOrders],
       ...(this.controls.saved() ? { entryLock: this.controls.saved() } : {}),
       protections: this.protections.saved(),
     };
@@ -1255,20 +1070,20 @@ export class LiveEngine {
     this.started = e.started;
     this.startBalance = e.startBalance ?? undefined;
     for (const [symbol, tick] of e.quotes) this.quotes.set(symbol, tick);
-    this.broker.restore(e.broker);
+    this.book.broker.restore(e.broker);
     this.history.restore(e.history);
     this.liveBars.restore(e.liveBars);
     this.guard.restoreCounters(e.safety);
     for (const [name, every] of e.timers) this.timers.set(name, { every });
     for (const t of e.closed) {
       this.closed.push(t);
-      this.closedIds.add(t.tradeId);
+      this.book.closedIds.add(t.tradeId);
     }
     this.equity = e.equity;
-    for (const id of e.announcedTrades) this.announcedTrades.add(id);
-    for (const id of e.announcedOrders) this.announcedOrders.add(id);
-    for (const [k, end] of e.unclaimedEnds) this.unclaimedEnds.set(k, end);
-    for (const id of e.deletedOrders) this.deletedOrders.add(id);
+    for (const id of e.announcedTrades) this.book.announcedTrades.add(id);
+    for (const id of e.announcedOrders) this.book.announcedOrders.add(id);
+    for (const [k, end] of e.unclaimedEnds) this.book.unclaimedEnds.set(k, end);
+    for (const id of e.deletedOrders) this.book.deletedOrders.add(id);
     this.controls.restore(e.entryLock);
     this.protections.restore(e.protections);
     try {
@@ -1296,9 +1111,9 @@ export class LiveEngine {
     if (at >= 0) await this.restore(recorded[at] as CheckpointLine);
     const lines = at >= 0 ? recorded.slice(at + 1) : recorded;
     for (const l of lines) if (l.k === 'answer' && typeof l.id === 'number') this.answers.set(l.id, l);
-    for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.broker.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
-    for (const l of lines) if (l.k === 'answer' && Array.isArray(l.claims)) for (const id of l.claims) this.broker.knownOrderIds.add(String(id));
-    this.unclaimed = unclaimedOrderCalls(lines, this.wallNow());
+    for (const l of lines) if (l.k === 'answer' && (l.value as { orderId?: string } | undefined)?.orderId) this.book.broker.knownOrderIds.add(String((l.value as { orderId: string }).orderId));
+    for (const l of lines) if (l.k === 'answer' && Array.isArray(l.claims)) for (const id of l.claims) this.book.broker.knownOrderIds.add(String(id));
+    this.book.unclaimed = unclaimedOrderCalls(lines, this.wallNow());
     const events = lines.filter((l) => IN_KINDS.has(l.k));
     for (let i = 0; i < events.length; i++) {
       const ev = events[i] as unknown as InEvent;
@@ -1318,29 +1133,6 @@ export class LiveEngine {
       }
     }
     return undefined;
-  }
-
-  /**
-   * Settles intents the journal has no answer for, from the reconciliation snapshot (never
-   * resends); returns the claims of the orders found, to be handled before the reconciliation.
-   */
-  private settleOrphans(snap: Snapshot): Array<Extract<InEvent, { k: 'own' }>> {
-    const claims: Array<Extract<InEvent, { k: 'own' }>> = [];
-    for (const o of this.orphans.splice(0)) {
-      const settled = settleOrphan(o, snap, this.broker.knownOrderIds);
-      this.journalLine(
-        'value' in settled
-          ? { k: 'answer', id: o.id, ok: true, value: plain(settled.value), claims: settled.orderIds ?? [] }
-          : { k: 'answer', id: o.id, ok: false, error: { name: settled.error.name, message: settled.error.message } },
-        true,
-      );
-      this.log.warn(`intent ${o.id} (${o.op}) had no answer before the restart: ${'value' in settled ? `settled from the broker snapshot ${JSON.stringify(settled.value ?? null)}` : `rejected: ${settled.error.message}`}`);
-      if ('value' in settled) {
-        for (const orderId of settled.orderIds ?? []) claims.push({ k: 'own', t: this.wallNow(), orderId });
-        o.resolve(settled.value);
-      } else o.reject(settled.error);
-    }
-    return claims;
   }
 
   // ------------------------------------------------------------ running
@@ -1375,8 +1167,8 @@ export class LiveEngine {
       error: this.error,
       ...(this.halted ? { halted: this.halted } : {}),
       ...(this.protections.history.length ? { locks: this.protections.history } : {}),
-      ...(this.unsettled().length ? { unsettled: this.unsettled() } : {}),
-      leftOpen: this.o.mode === 'replay' ? undefined : { positions: this.broker.ownPositions().map((r) => this.broker.position(r)), orders: this.broker.ownEntryOrders().map((r) => this.broker.pending(r)) },
+      ...(unsettledCalls(this.book.broker).length ? { unsettled: unsettledCalls(this.book.broker) } : {}),
+      leftOpen: this.o.mode === 'replay' ? undefined : { positions: this.book.broker.ownPositions().map((r) => this.book.broker.position(r)), orders: this.book.broker.ownEntryOrders().map((r) => this.book.broker.pending(r)) },
     };
   }
 
@@ -1416,7 +1208,7 @@ export class LiveEngine {
     const onPrice = (p: PriceUpdate) => this.queue.push({ k: 'price', t: this.wallNow(), p });
     const onTable = (model: ModelName, action: TableAction, rec: TableRecord) => {
       if (!LIVE_TABLES.includes(model)) return;
-      this.pushLog.note(model, action, rec);
+      this.book.pushLog.note(model, action, rec);
       this.queue.push({ k: 'table', t: this.wallNow(), model, action, rec: { ...rec } });
     };
     const kick = (this.kick = () => {
@@ -1484,25 +1276,20 @@ export class LiveEngine {
       if (!ending) await c.subscribePrices(s.symbols);
       if (this.resumed) {
         this.journalLine({ k: 'resume', t: this.wallNow() }, true);
-        const claims = this.settleOrphans(snap);
-        for (const own of this.unclaimed.splice(0)) {
-          const what = own.orderId !== undefined ? `order ${own.orderId}` : own.oco ? `the OCO orders on ${own.oco.symbol}` : `the watch for intent ${own.lost!.id} (an order call that got no answer)`;
-          this.log.warn(`${what} had been answered but not yet claimed by this run before the restart: claimed now`);
-          claims.push(own);
-        }
+        const claims = resumeClaims(this.reconciling, snap, () => this.wallNow());
         if (ending) {
           this.queue.unshift(...claims);
           // The broker's state before the rest of onStop runs (it may close what is still open).
           this.journalLine({ k: 'snapshot', t: this.wallNow(), snap }, true);
           this.now = this.wallNow();
-          await this.applySnapshot({ snap, reason: 'resume' });
+          await applySnapshot(this.reconciling, { snap, reason: 'resume' });
           await this.pumpStateOnly(); // the claims of settled intents, before the flatten
         }
         if (pendingHook) await pendingHook;
         // the claims before the reconciliation: onReconnect counts what the run holds
         if (!ending) this.queue.unshift({ k: 'gap', t: this.wallNow() }, ...claims, { k: 'snapshot', t: this.wallNow(), snap, reason: 'resume' });
       } else {
-        this.runLine = { k: 'run', t: this.wallNow(), strategy: this.strategyName, mode: this.o.mode, symbols: s.symbols, timeframes: this.timeframes, params: plain(this.ctx.params) };
+        this.runLine = { k: 'run', t: this.wallNow(), strategy: this.strategyName, mode: this.o.mode, symbols: s.symbols, timeframes: this.timeframes, params: journaledValue(this.ctx.params) };
         this.journalLine(this.runLine, true);
         const head: InEvent[] = [{ k: 'snapshot', t: this.wallNow(), snap, reason: 'start' }];
         if (s.warmup && s.warmup > 0) {
@@ -1539,7 +1326,7 @@ export class LiveEngine {
     }
     // closes sent by onStop / the flatten: let their pushes arrive for the report (bounded)
     const until = Date.now() + 2000;
-    while (Date.now() < until && (this.broker.closeReasonsPending() || this.pumping)) {
+    while (Date.now() < until && (this.book.broker.closeReasonsPending() || this.pumping)) {
       await new Promise((r) => setTimeout(r, 20));
       if (!this.pumping && this.queue.length) void this.pumpStateOnly();
     }
@@ -1554,7 +1341,7 @@ export class LiveEngine {
   private async finishEndingRun(recordedError: boolean): Promise<void> {
     const error = this.error;
     if (error && recordedError) {
-      const [positions, orders] = [this.broker.ownPositions().length, this.broker.ownEntryOrders().length];
+      const [positions, orders] = [this.book.broker.ownPositions().length, this.book.broker.ownEntryOrders().length];
       this.log.warn(positions + orders ? `reconciling: ${positions} positions and ${orders} entry orders of this run are still open at the broker; flattening` : 'reconciling: nothing of this run is open at the broker');
       const left = await this.flatten('flatten');
       error.notFlattened = left.length ? left : undefined;

@@ -24,7 +24,7 @@
  *   {k:'stop', t}               onStop ran
  *   {k:'intent', id, t, op, args}        a strategy decision (before any check or call)
  *   {k:'answer', id, ok, value?|error?}  the runner's / broker's answer to intent `id`; a call
- *                               whose answer was lost (lost-answers.ts) and was settled has the
+ *                               whose answer was lost (reconcile/lost-answers.ts) and was settled has the
  *                               orders found (`claims`) and how (`lost`: pushes, snapshot), one
  *                               not settled the watch it leaves (`watch`)
  *   {k:'watched', t, id, outcome}  a lost call's watch ended: what it placed was found (claimed)
@@ -51,6 +51,9 @@ import { lockJournal, type JournalLock } from './journal-lock';
 import { errorMessage } from '../../../platform/errors';
 
 export type JournalLine = { k: string; t?: number; id?: number } & Record<string, unknown>;
+
+/** A value as a journal line gives it back (a JSON round trip), so a run and its replay see the same. */
+export const journaledValue = (v: unknown): unknown => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
 
 export const JOURNAL_FILE = 'journal.jsonl';
 

@@ -1,6 +1,6 @@
 import { IntentExpiredError, OrderRejectedError, SafetyError } from '../../../../src/trading/runner/errors';
-import { errorOf, journaledError, settleOrphan } from '../../../../src/trading/runner/engine/orphans';
-import { unclaimedOrderCalls } from '../../../../src/trading/runner/engine/live';
+import { errorOf, journaledError, settleOrphan } from '../../../../src/trading/runner/reconcile/orphans';
+import { unclaimedOrderCalls } from '../../../../src/trading/runner/reconcile/claims';
 
 describe('a resumed journal', () => {
   const snap = { OpenPosition: [{ tradeId: 'T1', orderId: '11' }], Order: [{ orderId: '12' }] };

@@ -6,9 +6,10 @@
 import type { Snapshot } from '../../fxcm/client';
 import type { ModelName } from '../../fxcm/types';
 import { AnswerLostError } from '../errors';
-import type { StrategyLogger } from '../strategy';
-import type { BrokerState, OcoClaim } from './broker-state';
-import { PLACING_OPS, PushLog, describeCall, settleFromPushes, settleFromSnapshot, snapshotModels, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
+import type { OcoClaim } from './broker-state';
+import { ocoClaimOf } from './claims';
+import type { ReconcileRun } from './run-book';
+import { PLACING_OPS, describeCall, settleFromPushes, settleFromSnapshot, snapshotModels, type LostCall, type LostContext, type SnapshotRecord } from './lost-answers';
 import { errorMessage } from '../../../platform/errors';
 
 /** How a lost answer was settled: the orders found (claims), or the watch it leaves. */
@@ -20,22 +21,10 @@ export interface Settlement {
   records?: SnapshotRecord[];
 }
 
-/** What settling a lost call reads of the run. */
-export interface LostCallRun {
-  readonly log: StrategyLogger;
-  readonly pushLog: PushLog;
-  readonly broker: BrokerState;
-  /** Orders this run's calls created whose claim is not handled yet. */
-  readonly answeredOrderIds: ReadonlySet<string>;
+/** What settling a lost call reads of the run: its book (the broker state, the pushes since the call, the orders whose claim is not handled yet), log and time. */
+export interface LostCallRun extends Pick<ReconcileRun, 'book' | 'log' | 'now'> {
   /** One snapshot of these models through the call budget (LOST_SNAPSHOT_TTL_MS of waiting at most). */
   snapshot(models: ModelName[]): Promise<Snapshot>;
-  now(): number;
-}
-
-/** An OCO request as the claim of its legs (symbol, amount, each leg's side and rate). */
-export function ocoClaimOf(args: unknown): OcoClaim {
-  const r = args as { symbol: string; amount: number; first: { isBuy: boolean; rate: number }; second: { isBuy: boolean; rate: number } };
-  return { symbol: r.symbol, amount: r.amount, legs: [r.first, r.second].map((l) => ({ isBuy: l.isBuy, rate: l.rate })) };
 }
 
 /**
@@ -48,6 +37,7 @@ export function ocoClaimOf(args: unknown): OcoClaim {
 export async function settleLostCall(run: LostCallRun, intent: { id: number; op: string; args: unknown }, e: Error, mark: number | undefined, ctx: LostContext): Promise<Settlement & ({ value: unknown } | { error: Error })> {
   const op = intent.op;
   const args = (intent.args ?? {}) as Record<string, unknown>;
+  const { broker, pushLog, answeredOrderIds } = run.book;
   const noAnswer = `${describeCall(op, args)} got no answer from the broker (${e.message})`;
   const fail = (message: string, watch?: Settlement['watch']) => {
     const error = new AnswerLostError(op, message, e);
@@ -55,14 +45,14 @@ export async function settleLostCall(run: LostCallRun, intent: { id: number; op:
     return { error, claims: [], ...(watch ? { watch } : {}) };
   };
   if (mark === undefined) return fail(`${noAnswer} and may have been applied: it is not resent; the broker's pushes show what it holds (ctx.positions(), ctx.orders())`);
-  const taken = (id: string) => run.broker.ownOrders.has(id) || run.answeredOrderIds.has(id);
+  const taken = (id: string) => broker.ownOrders.has(id) || answeredOrderIds.has(id);
   const settled = (f: { value: unknown; orderIds: string[]; what: string }, how: 'pushes' | 'snapshot') => {
     const said = `${noAnswer}; the broker's ${how === 'pushes' ? 'pushes since the call show' : 'snapshot shows'} ${f.what}`;
     run.log.warn(`intent ${intent.id}: ${said}${f.orderIds.length ? ': claimed by this run' : ''}`);
     const value = f.value !== null && typeof f.value === 'object' ? { ...(f.value as object), settled: said } : f.value;
     return { value, claims: f.orderIds, how };
   };
-  let found = settleFromPushes(op, args, run.pushLog.since(mark), taken, ctx);
+  let found = settleFromPushes(op, args, pushLog.since(mark), taken, ctx);
   if (found && 'value' in found) return settled(found, 'pushes');
   let why = found?.notFound;
   let ambiguous = found?.ambiguous === true;
@@ -72,12 +62,12 @@ export async function settleLostCall(run: LostCallRun, intent: { id: number; op:
       const snap = await run.snapshot(snapshotModels(op));
       checked = true;
       // what was pushed meanwhile first, then the snapshot: an order the run did not know before the call
-      const pushed = run.pushLog.since(mark);
+      const pushed = pushLog.since(mark);
       found = settleFromPushes(op, args, pushed, taken, ctx);
       if (found && 'value' in found) return settled(found, 'pushes');
-      const known = new Set(run.broker.knownOrderIds);
+      const known = new Set(broker.knownOrderIds);
       for (const id of pushed.orders.keys()) known.delete(id);
-      for (const id of [...run.broker.ownOrders, ...run.answeredOrderIds]) known.add(id);
+      for (const id of [...broker.ownOrders, ...answeredOrderIds]) known.add(id);
       const s = settleFromSnapshot(op, args, snap, known, ctx);
       if ('value' in s) return { ...settled(s, 'snapshot'), records: s.records };
       why = s.notFound;

@@ -1,7 +1,7 @@
 /**
  * The broker's state as the runner knows it, from the snapshot and the table pushes (records as
  * the broker sends them), and its mapping to what a strategy sees: positions, pending orders, the
- * account, the kind of an order and why a trade closed.
+ * account, the kind of an order, why a trade closed, and onTrade's event of a closed trade.
  *
  * Ownership: the account's records are all here, but a run owns only the orders its own calls
  * created (their ids come back in the broker's answers; an OCO's two orders, which its answer does
@@ -13,7 +13,8 @@
  */
 import type { TableRecord } from '../../fxcm/types';
 import { pipOf } from '../../execution/instruments';
-import type { CloseReason, OrderKind, PendingOrder, Position } from '../strategy';
+import type { ClosedTrade } from '../results';
+import type { CloseReason, OrderKind, PendingOrder, Position, TradeEvent } from '../strategy';
 import type { LostCall } from './lost-answers';
 
 /** A record's number field (the broker sends numbers, sometimes as strings); `otherwise` when absent or malformed. */
@@ -30,6 +31,11 @@ export function brokerTimeMs(v: unknown): number | undefined {
 
 /** Two rates of a symbol that the broker stores as the same (within half a tenth of a pip). */
 export const sameRate = (a: number, b: number, symbol: string): boolean => Math.abs(a - b) <= pipOf(symbol) / 20;
+
+/** onTrade closed for a trade of the run's results, at `ts`. */
+export function closedEvent(t: ClosedTrade, ts: number): TradeEvent {
+  return { kind: 'closed', tradeId: t.tradeId, symbol: t.symbol, isBuy: t.isBuy, amount: t.amount, openRate: t.openRate, closeRate: t.closeRate, plPips: t.plPips, pl: t.pl, commission: t.commission, reason: t.reason, ts };
+}
 
 /** An OCO request of this run: the legs (side and rate) whose orders it has not claimed yet. */
 export interface OcoClaim {
